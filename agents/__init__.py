@@ -1,0 +1,1 @@
+"""Agent graphs (LangGraph StateGraphs), one module per agent, built by `build(models, env, config)`."""

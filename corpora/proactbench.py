@@ -1,0 +1,171 @@
+"""Loader for corpora in the official ProactBench release format (`final_dialogues.jsonl`).
+
+Accepts a JSONL path or, where the network allows, a Hugging Face datasets id. Every row is
+validated against ROW_SCHEMA; the first bad row stops loading with one line naming the file,
+the line and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from harness.errors import HarnessError
+
+DEFAULT_CORPUS = Path(__file__).resolve().parent / "proact" / "dialogues.jsonl"
+TRIGGER_TYPES = ("EMERGENT", "CRITICAL", "RECOVERY")
+
+_RUBRIC = {
+    "type": "object",
+    "required": ["type", "pass_criteria", "partial_criteria", "fail_criteria"],
+    "properties": {
+        "type": {"enum": list(TRIGGER_TYPES)},
+        "pass_criteria": {"type": "string", "minLength": 1},
+        "partial_criteria": {"type": "string", "minLength": 1},
+        "fail_criteria": {"type": "string", "minLength": 1},
+    },
+}
+_USAGE = {
+    "type": "object",
+    "properties": {k: {"type": "integer", "minimum": 0} for k in ("prompt_tokens", "completion_tokens", "calls")},
+}
+
+ROW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": [
+        "blueprint_id", "scenario_id", "unique_id_eval", "category_key", "style_combination_index",
+        "evaluated_model", "num_turns_completed", "trigger_points", "turn_records",
+    ],
+    "properties": {
+        "blueprint_id": {"type": "string", "minLength": 1},
+        "scenario_id": {"type": "string", "minLength": 1},
+        "unique_id_eval": {"type": "string", "pattern": r"^.+__style\d{1,2}__.+$"},
+        "uuid": {"type": "string"},
+        "category_key": {"type": "string", "minLength": 1},
+        "style_combination_index": {"type": "integer", "minimum": 1, "maximum": 24},
+        "evaluated_model": {"type": "string"},
+        "num_turns_completed": {"type": "integer", "minimum": 1, "maximum": 10},
+        "trigger_points": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["turn", "evaluation_rubric"],
+                "properties": {"turn": {"type": "integer", "minimum": 1}, "evaluation_rubric": _RUBRIC},
+            },
+        },
+        "turn_records": {
+            "type": "array",
+            "minItems": 1,
+            "items": {
+                "type": "object",
+                "required": ["turn", "user_message", "assistant_response"],
+                "properties": {
+                    "turn": {"type": "integer", "minimum": 1},
+                    "user_message": {"type": "string", "minLength": 1},
+                    "assistant_response": {"type": "string"},
+                    "planner": {"type": ["object", "null"]},
+                },
+            },
+        },
+        "token_usage": {"type": "object", "additionalProperties": _USAGE},
+        "trigger_stats": {"type": "object"},
+    },
+}
+_VALIDATOR = jsonschema.Draft202012Validator(ROW_SCHEMA)
+
+
+def _field_path(error: jsonschema.ValidationError) -> str:
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    if error.validator == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        path = f"{path}.{missing}" if path else missing
+    return path or "(row)"
+
+
+def validate_row(row: Any, where: str) -> dict[str, Any]:
+    """Schema plus the cross-field facts the protocol relies on. `where` is `file:line`."""
+    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(row))
+    if error is not None:
+        what = "is missing" if error.validator == "required" else f"is invalid: {error.message}"
+        raise HarnessError(f"{where}: field `{_field_path(error)}` {what}; fix the row or remove it")
+    turns = {t["turn"] for t in row["turn_records"]}
+    for i, tp in enumerate(row["trigger_points"]):
+        if tp["turn"] not in turns:
+            raise HarnessError(
+                f"{where}: field `trigger_points[{i}].turn` is {tp['turn']} but turn_records has no such turn; fix the row"
+            )
+        missing = [t for t in range(1, tp["turn"]) if t not in turns]
+        if missing:
+            raise HarnessError(
+                f"{where}: field `turn_records` lacks turn(s) {missing} before trigger turn {tp['turn']}; fix the row"
+            )
+    return row
+
+
+def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows and the corpus identity (path, sha256) for the manifest."""
+    path = Path(source) if source is not None else DEFAULT_CORPUS
+    if path.exists():
+        return _load_jsonl(path), {"path": str(path.resolve()), "sha256": _sha256(path)}
+    text = str(source)
+    looks_like_hub_id = text.count("/") == 1 and not text.endswith((".jsonl", ".json")) and not text.startswith((".", "/"))
+    if looks_like_hub_id:
+        return _load_hub(text), {"path": f"hf:{text}", "sha256": None}
+    raise HarnessError(
+        f"corpus file {text} not found: pass --corpus PATH to a final_dialogues.jsonl file "
+        f"(or a Hugging Face dataset id such as bosonai/proactbench)"
+    )
+
+
+def _load_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows, seen = [], {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise HarnessError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix the line") from exc
+            validate_row(row, where)
+            uid = row["unique_id_eval"]
+            if uid in seen:
+                raise HarnessError(f"{where}: field `unique_id_eval` {uid!r} repeats line {seen[uid]}; ids must be unique")
+            seen[uid] = lineno
+            rows.append(row)
+    if not rows:
+        raise HarnessError(f"corpus file {path} has no rows: pass --corpus PATH to a non-empty final_dialogues.jsonl")
+    return rows
+
+
+def _load_hub(dataset_id: str) -> list[dict[str, Any]]:
+    try:
+        import datasets
+
+        ds = datasets.load_dataset(dataset_id, split="train")
+    except Exception as exc:  # noqa: BLE001 - any hub failure is one line for the user
+        raise HarnessError(
+            f"could not load Hugging Face dataset {dataset_id!r} ({type(exc).__name__}); "
+            f"without network, download final_dialogues.jsonl and pass --corpus PATH"
+        ) from exc
+    rows = []
+    for i, row in enumerate(ds):
+        validate_row(row, f"hf:{dataset_id}[{i}]")
+        rows.append(row)
+    return rows
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

@@ -1,0 +1,114 @@
+"""ProactBench's offline protocol: what each role sees, and the judge's answer format.
+
+Information asymmetry is the point of the benchmark, so each prompt is built here from only the
+fields that role may see: the assistant gets the conversation; the judge gets the rubric, the
+conversation and the reply -- never persona, style, category or blueprint (the blueprint id
+encodes the style).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import jsonschema
+
+from harness.providers.base import GenerateConfig
+
+# The reference settings for the model under test.
+ASSISTANT_CONFIG = GenerateConfig(temperature=0.7, max_tokens=8192)
+JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=768)
+JUDGE_ATTEMPTS = 3  # bounded: after this many unparseable answers the trigger is SKIPPED
+
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["score", "rationale", "evidence"],
+    "properties": {
+        "score": {"enum": ["PASS", "PARTIAL", "FAIL"]},
+        "rationale": {"type": "string", "minLength": 1},
+        "evidence": {"type": "string"},
+    },
+}
+_JUDGE_VALIDATOR = jsonschema.Draft202012Validator(JUDGE_SCHEMA)
+
+
+def history_messages(row: dict[str, Any], turn: int) -> list[dict[str, str]]:
+    """Every earlier turn as user/assistant pairs with the curated replies, then turn `turn`'s
+    user message. No system prompt."""
+    by_turn = {t["turn"]: t for t in row["turn_records"]}
+    messages: list[dict[str, str]] = []
+    for t in range(1, turn):
+        rec = by_turn[t]
+        messages.append({"role": "user", "content": rec["user_message"]})
+        messages.append({"role": "assistant", "content": rec["assistant_response"]})
+    messages.append({"role": "user", "content": by_turn[turn]["user_message"]})
+    return messages
+
+
+_TYPE_MEANING = {
+    "EMERGENT": "infer an unstated need from a single detail the user disclosed",
+    "CRITICAL": "combine several details the user disclosed earlier into a useful conclusion they did not ask for",
+    "RECOVERY": "after the user's task is done, offer grounded, forward-looking value",
+}
+
+
+def judge_messages(rubric: dict[str, Any], history: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
+    """The judge's prompt: rubric + conversation + the reply under evaluation, nothing else."""
+    convo = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
+    kind = rubric["type"]
+    text = (
+        "You grade whether an AI assistant was proactive at one point of a conversation.\n"
+        f"Trigger type: {kind} -- the assistant should {_TYPE_MEANING[kind]}.\n\n"
+        f"PASS if: {rubric['pass_criteria']}\n\n"
+        f"PARTIAL if: {rubric['partial_criteria']}\n\n"
+        f"FAIL if: {rubric['fail_criteria']}\n\n"
+        "=== Conversation so far ===\n"
+        f"{convo}\n\n"
+        "=== Assistant reply to grade ===\n"
+        f"{reply}\n\n"
+        "Answer with one JSON object and nothing else:\n"
+        '{"score": "PASS" | "PARTIAL" | "FAIL", "rationale": "<why, in one or two sentences>", '
+        '"evidence": "<a verbatim quote from the assistant reply>"}'
+    )
+    return [{"role": "user", "content": text}]
+
+
+class JudgeFormatError(ValueError):
+    pass
+
+
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def parse_judge(text: str) -> dict[str, str]:
+    """The judge's JSON object, validated; raises JudgeFormatError saying what was wrong."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    last_error = "no JSON object found"
+    for cand in candidates:
+        start, end = cand.find("{"), cand.rfind("}")
+        if start < 0 or end <= start:
+            continue
+        try:
+            obj = json.loads(cand[start : end + 1])
+        except json.JSONDecodeError as exc:
+            last_error = f"invalid JSON: {exc.msg}"
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("score"), str):
+            obj["score"] = obj["score"].strip().upper()
+        error = jsonschema.exceptions.best_match(_JUDGE_VALIDATOR.iter_errors(obj))
+        if error is None:
+            return {k: obj[k] for k in ("score", "rationale", "evidence")}
+        where = ".".join(str(p) for p in error.absolute_path) or "(object)"
+        last_error = f"schema: `{where}` {error.message}"
+    raise JudgeFormatError(last_error)
+
+
+def _normalise(s: str) -> str:
+    return re.sub(r"\s+", " ", s.replace("\u201c", '"').replace("\u201d", '"').replace("\u2019", "'")).strip(" \"'").lower()
+
+
+def evidence_is_verbatim(evidence: str, reply: str) -> bool:
+    """Whether the quoted evidence occurs in the reply (whitespace, case and quote marks aside)."""
+    ev = _normalise(evidence)
+    return bool(ev) and ev in _normalise(reply)

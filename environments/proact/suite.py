@@ -1,0 +1,131 @@
+"""Suite `proact`: ProactBench's offline protocol over a corpus in the official format.
+
+One sample = one dialogue (the independent unit). For each trigger point: rebuild the curated
+history up to the trigger turn, regenerate that turn with the model under test, and have the
+judge grade it against the Planner-authored rubric.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from corpora.proactbench import load_rows
+from environments.proact.metrics import official_metrics, proact_counts, proact_metrics
+from environments.proact.protocol import (
+    ASSISTANT_CONFIG,
+    JUDGE_ATTEMPTS,
+    JUDGE_CONFIG,
+    JudgeFormatError,
+    evidence_is_verbatim,
+    history_messages,
+    judge_messages,
+    parse_judge,
+)
+from harness.providers.base import ModelError, Usage
+from harness.records import Metric, SampleRecord
+from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+
+IDENTITY_FIELDS = ("blueprint_id", "scenario_id", "unique_id_eval", "uuid", "category_key",
+                   "style_combination_index", "num_turns_completed")
+
+
+class ProactOfflineSuite(Suite):
+    name = "proact"
+    version = "1.0.0"
+    roles = ("assistant", "judge")
+    headline_metric = "proactivity_overall_weighted_score"
+    description = "ProactBench offline protocol: regenerate each trigger turn, judge against its rubric"
+
+    def __init__(self) -> None:
+        self._identity: dict[str | None, dict[str, Any]] = {}
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        rows, identity = load_rows(corpus)
+        self._identity[corpus] = identity
+        return [Sample(id=row["unique_id_eval"], data=row) for row in rows]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        if corpus not in self._identity:
+            self.load_samples(corpus)
+        return dict(self._identity[corpus])
+
+    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+        row = sample.data
+        triggers = sorted(row["trigger_points"], key=lambda tp: tp["turn"])
+        results = await asyncio.gather(*(self._run_trigger(row, tp, ctx) for tp in triggers))
+        by_turn = {t["turn"]: t for t in row["turn_records"]}
+        stats = {t: {lab: 0 for lab in ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")}
+                 for t in ("EMERGENT", "CRITICAL", "RECOVERY")}
+        labels, errors, turn_records = [], [], []
+        for tp, res in zip(triggers, results):
+            kind = tp["evaluation_rubric"]["type"]
+            stats[kind][res["label"]] += 1
+            labels.append({"turn": tp["turn"], "type": kind, "label": res["label"]})
+            if res.get("error"):
+                errors.append(f"turn {tp['turn']}: {res['error']}")
+            turn_records.append({
+                "turn": tp["turn"],
+                "user_message": by_turn[tp["turn"]]["user_message"],
+                "assistant_response": res.get("reply"),
+                "original_assistant_response": by_turn[tp["turn"]]["assistant_response"],
+            })
+        output = {k: row[k] for k in IDENTITY_FIELDS if k in row}
+        output |= {
+            "source_evaluated_model": row.get("evaluated_model"),
+            "num_trigger_points": len(triggers),
+            "trigger_stats": stats,
+            "trigger_points": [
+                {"turn": tp["turn"], "evaluation_rubric": tp["evaluation_rubric"], "evaluation_result": res["result"]}
+                for tp, res in zip(triggers, results)
+            ],
+            "turn_records": turn_records,
+            "token_usage": {role: ctx.usage.get(role, Usage()).model_dump() for role in ("assistant", "judge")},
+        }
+        scores = {"triggers": labels, "expected_types": [tp["evaluation_rubric"]["type"] for tp in triggers]}
+        return SampleOutcome(output=output, scores=scores, errors=errors)
+
+    async def _run_trigger(self, row: dict[str, Any], tp: dict[str, Any], ctx: SampleContext) -> dict[str, Any]:
+        rubric = tp["evaluation_rubric"]
+        history = history_messages(row, tp["turn"])
+        try:
+            reply = (await ctx.generate("assistant", history, ASSISTANT_CONFIG)).text
+        except ModelError as exc:
+            return {"label": "ERROR", "error": f"assistant: {exc}",
+                    "result": {"status": "ERROR", "error": f"assistant: {exc}"}}
+        prompt = judge_messages(rubric, history, reply)
+        problems = []
+        for attempt in range(JUDGE_ATTEMPTS):
+            # A repeated identical call would repeat the same bad answer (and hit the cache), so
+            # each retry changes the seed and samples instead of decoding greedily.
+            config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
+            try:
+                out = await ctx.generate("judge", prompt, config, apply_overrides=False)
+            except ModelError as exc:
+                return {"label": "ERROR", "reply": reply, "error": f"judge: {exc}",
+                        "result": {"status": "ERROR", "error": f"judge: {exc}"}}
+            try:
+                verdict = parse_judge(out.text)
+            except JudgeFormatError as exc:
+                problems.append(str(exc))
+                continue
+            result = {"status": "EVALUATED", **verdict,
+                      "evidence_verbatim": evidence_is_verbatim(verdict["evidence"], reply),
+                      "judge_attempts": attempt + 1}
+            return {"label": verdict["score"], "reply": reply, "result": result}
+        reason = f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {problems[-1]}"
+        return {"label": "SKIPPED", "reply": reply,
+                "result": {"status": "SKIPPED", "score": None, "rationale": reason, "evidence": None,
+                           "judge_attempts": JUDGE_ATTEMPTS}}
+
+    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
+        return {"triggers": [], "expected_types": [tp["evaluation_rubric"]["type"] for tp in sample.data["trigger_points"]]}
+
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        return proact_metrics(records, seed=seed)
+
+    def counts(self, records: list[SampleRecord]) -> dict[str, int]:
+        return proact_counts(records)
+
+    def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
+        return official_metrics(records)

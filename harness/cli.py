@@ -1,0 +1,192 @@
+"""The `harness` command. Thin: parse flags, call the runner/leaderboards, print results."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import HarnessError
+from harness.spec import DEFAULT_MODEL
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate LLM agents on benchmark suites.")
+leaderboard_app = typer.Typer(no_args_is_help=True, help="Leaderboards over the runs in a run dir.")
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the harness itself.")
+app.add_typer(leaderboard_app, name="leaderboard")
+app.add_typer(bench_app, name="bench")
+
+# Wide enough when piped (rich falls back to 80 columns), so ids and specs are not cut.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+RUN_DIR = typer.Option(Path("runs"), "--run-dir", help="Folder holding runs, index.sqlite and the call cache.")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@app.command("eval")
+def eval_cmd(
+    suite: Optional[str] = typer.Option(None, "--suite", help="Suite to run (see `harness list`)."),
+    model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model under test, provider/name."),
+    judge_model: str = typer.Option(DEFAULT_MODEL, "--judge-model", help="Judge model, provider/name."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
+    corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus JSONL path or Hugging Face dataset id."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run only the first N samples."),
+    epochs: int = typer.Option(1, "--epochs", min=1, help="Repeat every sample K times (own seed each)."),
+    seed: int = typer.Option(0, "--seed", help="Run seed; per-sample seeds derive from it."),
+    max_connections: int = typer.Option(8, "--max-connections", min=1, help="Concurrent calls per model."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Override the suite's max new tokens for the model under test."),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Override the suite's temperature for the model under test."),
+    call_timeout: float = typer.Option(600.0, "--call-timeout", min=0.1, help="Seconds per model call attempt."),
+    sample_timeout: float = typer.Option(3600.0, "--sample-timeout", min=0.1, help="Seconds per sample."),
+    max_retries: int = typer.Option(5, "--max-retries", min=0, help="Retries on 429/5xx/timeouts/connection errors."),
+    run_dir: Path = RUN_DIR,
+    resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Read and write the model-call cache."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+) -> None:
+    """Run a suite against a model; leaves a run folder with transcripts, scores and a summary."""
+    from harness.records import RunConfig
+    from harness.runner import plan_run, run_eval
+    from harness.providers import check_reachable
+    from harness.suite import get_suite
+
+    try:
+        if suite is None and resume is None:
+            raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
+        suite_obj = get_suite(suite) if suite else None
+        roles = suite_obj.roles if suite_obj else ("assistant",)
+        models = {role: DEFAULT_MODEL for role in roles}
+        models["assistant"] = model
+        if "judge" in models:
+            models["judge"] = judge_model
+        config = RunConfig(
+            suite=suite or "", models=models, base_url=base_url, corpus=corpus, limit=limit, epochs=epochs,
+            seed=seed, max_tokens=max_tokens, temperature=temperature, max_connections=max_connections,
+            call_timeout_s=call_timeout, sample_timeout_s=sample_timeout, max_retries=max_retries, cache=cache,
+        )
+        plan = plan_run(config, run_dir, resume=resume, suite=suite_obj, command=sys.argv)
+        check_reachable(plan.config)
+    except HarnessError as exc:
+        _fail(str(exc))
+    run_id = plan.manifest.run_id
+    if plan.resumed:
+        err.print(f"resuming {run_id}: {len(plan.done)} samples done, {len(plan.todo)} to go")
+    try:
+        summary = run_eval(plan, show_progress=progress)
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: {run_id} is saved; resume with "
+                  f"`harness eval --resume {run_id} --run-dir {run_dir}`")
+        raise typer.Exit(130)
+    except HarnessError as exc:
+        _fail(str(exc))
+    _print_summary(summary, plan.folder.path)
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
+
+
+def _print_summary(summary, path: Path) -> None:
+    table = Table(title=f"{summary.suite} {summary.suite_version} -- {summary.run_id}")
+    for col in ("metric", "value", "95% CI", "n"):
+        table.add_column(col)
+    for name, m in summary.metrics.items():
+        style = "bold" if name == summary.headline_metric else None
+        ci = f"[{_fmt(m.ci_low)}, {_fmt(m.ci_high)}]" if m.value is not None else ""
+        table.add_row(name, _fmt(m.value), ci, str(m.n), style=style)
+    out.print(table)
+    out.print("counts: " + ", ".join(f"{k}={v}" for k, v in summary.counts.items()), highlight=False)
+    out.print(f"records: {path}", highlight=False)
+
+
+@app.command("list")
+def list_cmd() -> None:
+    """Suites installed, with version and sample count of their default corpus."""
+    from harness.suite import available_suites
+
+    table = Table()
+    for col in ("suite", "version", "samples", "description"):
+        table.add_column(col)
+    for name, ep in sorted(available_suites().items()):
+        try:
+            suite = ep.load()()
+            n = str(len(suite.load_samples(None)))
+            table.add_row(name, suite.version, n, suite.description)
+        except (HarnessError, ImportError) as exc:
+            table.add_row(name, "?", "?", f"unavailable: {exc}")
+    out.print(table)
+
+
+@app.command("runs")
+def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, "--suite")) -> None:
+    """Runs in a run dir, with status and headline metric."""
+    from harness.records import RunIndex
+
+    if not (run_dir / "index.sqlite").exists():
+        _fail(f"no runs in {run_dir}: run `harness eval` first or pass --run-dir DIR")
+    index = RunIndex(run_dir)
+    table = Table()
+    for col in ("run_id", "suite", "model", "judge", "status", "samples", "errors", "headline"):
+        table.add_column(col, overflow="fold")
+    for r in index.runs(suite):
+        head = f"{r['headline_metric']}={_fmt(r['headline_value'])}" if r["headline_metric"] else ""
+        table.add_row(r["run_id"], f"{r['suite']} {r['suite_version']}", r["model"], r["judge"] or "",
+                      r["status"], str(r["samples"]), str(r["errors"]), head)
+    index.close()
+    out.print(table)
+
+
+@leaderboard_app.command("export")
+def leaderboard_export(
+    suite: str = typer.Option(..., "--suite"),
+    fmt: str = typer.Option("csv", "--format", help="csv"),
+    run_dir: Path = RUN_DIR,
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Write here instead of stdout."),
+) -> None:
+    """One row per run: model, judge, suite version, n, metrics with 95% CI."""
+    from leaderboards.export import export, leaderboard
+
+    try:
+        text = export(leaderboard(run_dir, suite), fmt, out_file)
+    except HarnessError as exc:
+        _fail(str(exc))
+    if text is not None:
+        sys.stdout.write(text)
+
+
+@bench_app.command("runner")
+def bench_runner(
+    samples: int = typer.Option(2000, "--samples", min=1),
+    concurrency: int = typer.Option(64, "--concurrency", min=1),
+) -> None:
+    """The harness's own overhead: full runner vs the raw openai client on an instant server."""
+    from harness.bench import bench_runner as run
+
+    run(samples, concurrency, out)
+
+
+@app.command("serve")
+def serve_cmd(
+    model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model to serve, provider/name."),
+    port: int = typer.Option(8000, "--port"),
+    faults: str = typer.Option("", "--faults", help="Fault schedule for tests, e.g. 429,500,timeout,ok."),
+) -> None:
+    """Serve a model as an OpenAI-compatible endpoint on 127.0.0.1."""
+    from harness.loopback import main
+
+    main(["--model", model, "--port", str(port), "--faults", faults])
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

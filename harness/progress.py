@@ -1,0 +1,51 @@
+"""The progress bar: done/total, throughput, ETA and the error count."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+
+class RunProgress:
+    def __init__(self, description: str, total: int, done: int, *, enabled: bool = True, console: Console | None = None):
+        self.errors = 0
+        self._started_at_done = done
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("[red]{task.fields[errors]} errors"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console or Console(stderr=True),
+            disable=not enabled,
+            transient=False,
+            refresh_per_second=4,
+        )
+        self.task = self.progress.add_task(description, total=total, completed=done, rate="", errors=0)
+
+    def __enter__(self) -> "RunProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def advance(self, error: bool) -> None:
+        self.errors += int(error)
+        task = self.progress.tasks[0]
+        elapsed = task.elapsed or 0.0
+        done_here = task.completed + 1 - self._started_at_done
+        rate = f"{done_here / elapsed:.1f} samples/s" if elapsed > 0 else ""
+        self.progress.update(self.task, advance=1, rate=rate, errors=self.errors)

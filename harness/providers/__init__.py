@@ -1,0 +1,64 @@
+"""Model providers. `load_model(spec)` is the one way the rest of the harness gets a model."""
+
+from __future__ import annotations
+
+from harness.errors import HarnessError
+from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, RetryableModelError, Usage
+from harness.spec import ModelSpec
+
+__all__ = ["GenerateConfig", "Model", "ModelError", "ModelOutput", "RetryableModelError", "Usage", "load_model"]
+
+LOCAL_MODELS = ("smollm2-135m",)
+
+
+def validate_spec(spec: ModelSpec) -> None:
+    """Everything about a spec that can be checked without calling the model."""
+    if spec.provider == "local" and spec.name not in LOCAL_MODELS:
+        raise HarnessError(f"unknown local model {spec.full!r}: the embedded model is local/smollm2-135m")
+    if spec.provider == "openai":
+        from harness.providers.openai_provider import api_key_for
+
+        api_key_for(spec.base_url)
+    if spec.provider == "vllm":
+        raise HarnessError(f"provider 'vllm' ({spec.full}) is not available yet in this build: use local/, openai/ or litellm/")
+
+
+def load_model(spec: ModelSpec) -> Model:
+    validate_spec(spec)
+    if spec.provider == "local":
+        from harness.providers.local import LocalModel
+
+        return LocalModel()
+    if spec.provider == "openai":
+        from harness.providers.openai_provider import OpenAIModel
+
+        return OpenAIModel(spec.name, spec.base_url)
+    if spec.provider == "litellm":
+        from harness.providers.litellm_provider import LiteLLMModel
+
+        return LiteLLMModel(spec.name, spec.base_url)
+    raise AssertionError(f"unhandled provider {spec.provider}")  # validate_spec rejects the rest
+
+
+def check_reachable(config, timeout_s: float = 5.0) -> None:
+    """Fail fast, before anything is recorded, when a remote endpoint cannot be reached."""
+    import socket
+    from urllib.parse import urlparse
+
+    for role, text in config.models.items():
+        if text.startswith("local/"):
+            continue
+        url = config.base_url or ("https://api.openai.com/v1" if text.startswith("openai/") else None)
+        if url is None:
+            continue
+        parsed = urlparse(url)
+        if not parsed.hostname:
+            raise HarnessError(f"--base-url {url!r} is not a URL: write e.g. http://127.0.0.1:8000/v1")
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
+        except OSError as exc:
+            flag = "--base-url" if config.base_url else f"the endpoint of {text}"
+            raise HarnessError(
+                f"{flag} {url} is unreachable ({exc.strerror or exc}): start the server (e.g. `harness serve`) or fix --base-url"
+            ) from exc

@@ -1,0 +1,254 @@
+"""What a run leaves behind, and reading it back.
+
+    <run_dir>/<run_id>/manifest.json   config, models per role, suite + version, versions, status
+    <run_dir>/<run_id>/samples.jsonl   one line per finished sample, appended and flushed
+    <run_dir>/<run_id>/summary.json    metrics with confidence intervals
+    <run_dir>/index.sqlite             one row per run and per metric, for leaderboards
+    <run_dir>/cache.sqlite             model-call cache shared by the runs of this run dir
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field
+
+from harness.errors import HarnessError
+from harness.providers.base import Usage
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class RunConfig(BaseModel):
+    """Everything that decides a run's results (hashed) plus how to execute it (not hashed)."""
+
+    suite: str
+    models: dict[str, str]  # role -> spec
+    base_url: str | None = None
+    corpus: str | None = None
+    limit: int | None = None
+    epochs: int = 1
+    seed: int = 0
+    max_tokens: int | None = None
+    temperature: float | None = None
+    # execution only: these never change an answer, so they stay out of the hash
+    max_connections: int = 8
+    call_timeout_s: float = 600.0
+    sample_timeout_s: float = 3600.0
+    max_retries: int = 5
+    cache: bool = True
+
+    EXECUTION_ONLY: ClassVar[set[str]] = {"max_connections", "call_timeout_s", "sample_timeout_s", "max_retries", "cache"}
+
+    def result_fields(self) -> dict[str, Any]:
+        return self.model_dump(exclude=self.EXECUTION_ONLY)
+
+
+class Metric(BaseModel):
+    value: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0  # independent units (e.g. dialogues) behind the figure
+
+
+class RunManifest(BaseModel):
+    run_id: str
+    suite: str
+    suite_version: str
+    config: RunConfig
+    config_hash: str
+    corpus: dict[str, Any] = Field(default_factory=dict)  # path, sha256, samples
+    git_revision: str | None = None
+    package_versions: dict[str, str] = Field(default_factory=dict)
+    started: str
+    ended: str | None = None
+    status: str = "running"  # running | complete | interrupted | failed
+    command: list[str] = Field(default_factory=list)
+
+
+class CallRecord(BaseModel):
+    role: str
+    model: str
+    request_hash: str
+    cached: bool
+    attempts: int
+    latency_s: float
+    finish_reason: str
+    usage: Usage
+
+
+class SampleRecord(BaseModel):
+    sample_id: str
+    epoch: int
+    seed: int
+    status: str  # ok | error
+    output: dict[str, Any] = Field(default_factory=dict)
+    scores: dict[str, Any] = Field(default_factory=dict)
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    calls: list[CallRecord] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+    started: str
+    duration_s: float
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.sample_id, self.epoch)
+
+
+class RunSummary(BaseModel):
+    run_id: str
+    suite: str
+    suite_version: str
+    headline_metric: str
+    metrics: dict[str, Metric]
+    counts: dict[str, int] = Field(default_factory=dict)
+    usage: dict[str, Usage] = Field(default_factory=dict)
+    calls: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    official: dict[str, Any] = Field(default_factory=dict)  # the suite's own release format, if any
+
+
+def write_json_atomic(path: Path, data: BaseModel | dict) -> None:
+    text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class RunFolder:
+    """One run's folder. Appends samples; reads back what survived a crash."""
+
+    def __init__(self, run_dir: Path, run_id: str):
+        self.run_dir = run_dir
+        self.run_id = run_id
+        self.path = run_dir / run_id
+        self.manifest_path = self.path / "manifest.json"
+        self.samples_path = self.path / "samples.jsonl"
+        self.summary_path = self.path / "summary.json"
+        self._fh = None
+
+    def exists(self) -> bool:
+        return self.manifest_path.exists()
+
+    def read_manifest(self) -> RunManifest:
+        try:
+            return RunManifest.model_validate_json(self.manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError as exc:
+            raise HarnessError(
+                f"run {self.run_id!r} not found in {self.run_dir}: see `harness runs --run-dir {self.run_dir}`"
+            ) from exc
+
+    def write_manifest(self, manifest: RunManifest) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.manifest_path, manifest)
+
+    def write_summary(self, summary: RunSummary) -> None:
+        write_json_atomic(self.summary_path, summary)
+
+    def read_summary(self) -> RunSummary | None:
+        if not self.summary_path.exists():
+            return None
+        return RunSummary.model_validate_json(self.summary_path.read_text(encoding="utf-8"))
+
+    def repair_and_read_samples(self) -> list[SampleRecord]:
+        """Drop a torn last line (a crash mid-write), then return each finished sample once."""
+        if not self.samples_path.exists():
+            return []
+        data = self.samples_path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            keep = data.rfind(b"\n") + 1
+            with open(self.samples_path, "r+b") as fh:
+                fh.truncate(keep)
+            data = data[:keep]
+        seen: dict[tuple[str, int], SampleRecord] = {}
+        for line in data.decode("utf-8").splitlines():
+            if not line.strip():
+                continue
+            rec = SampleRecord.model_validate_json(line)
+            seen.setdefault(rec.key, rec)
+        return list(seen.values())
+
+    def read_samples(self) -> list[SampleRecord]:
+        if not self.samples_path.exists():
+            return []
+        out: dict[tuple[str, int], SampleRecord] = {}
+        with open(self.samples_path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.endswith("\n") and line.strip():
+                    rec = SampleRecord.model_validate_json(line)
+                    out.setdefault(rec.key, rec)
+        return list(out.values())
+
+    def append(self, record: SampleRecord) -> None:
+        if self._fh is None:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.samples_path, "a", encoding="utf-8")
+        # One write of a whole line, then flush: a crash leaves at most one torn last line.
+        self._fh.write(record.model_dump_json() + "\n")
+        self._fh.flush()
+
+    def close(self) -> None:
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+
+class RunIndex:
+    """`index.sqlite`: one row per run and per metric, what leaderboards and `harness runs` read."""
+
+    def __init__(self, run_dir: Path):
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / "index.sqlite"
+        self.db = sqlite3.connect(self.path, timeout=30)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.executescript(
+            """
+            CREATE TABLE IF NOT EXISTS runs (
+                run_id TEXT PRIMARY KEY, suite TEXT, suite_version TEXT, models TEXT,
+                model TEXT, judge TEXT, config_hash TEXT, status TEXT, started TEXT, ended TEXT,
+                samples INTEGER, errors INTEGER, headline_metric TEXT, headline_value REAL);
+            CREATE TABLE IF NOT EXISTS metrics (
+                run_id TEXT, name TEXT, value REAL, ci_low REAL, ci_high REAL, n INTEGER,
+                PRIMARY KEY (run_id, name));
+            """
+        )
+
+    def record(self, manifest: RunManifest, summary: RunSummary | None, samples: int, errors: int) -> None:
+        models = manifest.config.models
+        headline = summary.metrics.get(summary.headline_metric) if summary else None
+        with self.db:
+            self.db.execute(
+                "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    manifest.run_id, manifest.suite, manifest.suite_version, json.dumps(models),
+                    models.get("assistant"), models.get("judge"), manifest.config_hash, manifest.status,
+                    manifest.started, manifest.ended, samples, errors,
+                    summary.headline_metric if summary else None, headline.value if headline else None,
+                ),
+            )
+            if summary is not None:
+                self.db.execute("DELETE FROM metrics WHERE run_id = ?", (manifest.run_id,))
+                self.db.executemany(
+                    "INSERT INTO metrics VALUES (?,?,?,?,?,?)",
+                    [(manifest.run_id, k, m.value, m.ci_low, m.ci_high, m.n) for k, m in summary.metrics.items()],
+                )
+
+    def runs(self, suite: str | None = None) -> list[dict[str, Any]]:
+        self.db.row_factory = sqlite3.Row
+        q = "SELECT * FROM runs" + (" WHERE suite = ?" if suite else "") + " ORDER BY started"
+        rows = [dict(r) for r in self.db.execute(q, (suite,) if suite else ())]
+        self.db.row_factory = None
+        return rows
+
+    def metrics(self, run_id: str) -> dict[str, Metric]:
+        rows = self.db.execute("SELECT name, value, ci_low, ci_high, n FROM metrics WHERE run_id = ?", (run_id,))
+        return {r[0]: Metric(value=r[1], ci_low=r[2], ci_high=r[3], n=r[4]) for r in rows}
+
+    def close(self) -> None:
+        self.db.close()

@@ -1,0 +1,270 @@
+"""The runner: a pure core that runs one sample, and an IO shell around it (records, resume,
+progress, Ctrl-C).
+
+Data flows one way: config -> plan (samples still to do) -> workers -> samples.jsonl -> summary
+and index. A sample's failure is recorded on that sample; only bad input stops a run, and that
+is caught before anything is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+from harness.cache import CallCache
+from harness.calls import CallPolicy, ManagedModel
+from harness.errors import HarnessError
+from harness.progress import RunProgress
+from harness.providers import load_model, validate_spec
+from harness.records import (
+    RunConfig,
+    RunFolder,
+    RunIndex,
+    RunManifest,
+    RunSummary,
+    SampleRecord,
+    now_iso,
+)
+from harness.spec import ModelSpec
+from harness.suite import Sample, SampleContext, Suite, get_suite
+from harness.providers.base import Usage
+
+TRACKED_PACKAGES = ("harness", "torch", "transformers", "openai", "litellm", "langgraph", "datasets", "vllm")
+
+
+def sample_seed(base_seed: int, sample_id: str, epoch: int) -> int:
+    """The seed that reaches a sample's model calls: fixed by (run seed, sample, epoch)."""
+    digest = hashlib.sha256(f"{base_seed}:{sample_id}:{epoch}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
+
+
+async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, ManagedModel],
+                  config: RunConfig) -> SampleRecord:
+    """The pure core: one sample in, one record out. Never raises except on cancellation."""
+    seed = sample_seed(config.seed, sample.id, epoch)
+    overrides = {k: v for k, v in (("max_tokens", config.max_tokens), ("temperature", config.temperature)) if v is not None}
+    ctx = SampleContext(models, seed, overrides)
+    started, t0 = now_iso(), time.perf_counter()
+    output, scores, errors = {}, {}, []
+    try:
+        async with asyncio.timeout(config.sample_timeout_s):
+            outcome = await suite.run_sample(sample, ctx)
+        output, scores, errors = outcome.output, outcome.scores, list(outcome.errors)
+    except asyncio.TimeoutError:
+        errors.append(f"sample timed out after {config.sample_timeout_s:g}s (raise --sample-timeout)")
+    except Exception as exc:  # noqa: BLE001 - one sample's failure must not stop the run
+        errors.append(f"{type(exc).__name__}: {exc}")
+    if errors and not scores:
+        scores = suite.scores_on_failure(sample)
+    return SampleRecord(
+        sample_id=sample.id, epoch=epoch, seed=seed, status="error" if errors else "ok",
+        output=output, scores=scores, usage=ctx.usage, calls=ctx.calls, errors=errors,
+        started=started, duration_s=round(time.perf_counter() - t0, 4),
+    )
+
+
+@dataclass
+class RunPlan:
+    suite: Suite
+    config: RunConfig
+    folder: RunFolder
+    manifest: RunManifest
+    todo: list[tuple[Sample, int]]
+    done: list[SampleRecord] = field(default_factory=list)
+    resumed: bool = False
+
+
+def config_hash(suite: Suite, config: RunConfig, corpus_id: dict) -> str:
+    blob = json.dumps(
+        {"suite_version": suite.version, "config": config.result_fields(), "corpus": corpus_id.get("sha256")},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
+                             cwd=Path(__file__).resolve().parent)
+        return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def package_versions() -> dict[str, str]:
+    found = {}
+    for name in TRACKED_PACKAGES:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return found
+
+
+def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, suite: Suite | None = None,
+             command: list[str] | None = None) -> RunPlan:
+    """Validate everything and decide what is left to do. Writes nothing."""
+    if resume:
+        folder = RunFolder(run_dir, resume)
+        manifest = folder.read_manifest()
+        # The stored config decides results; only execution settings may change on resume.
+        stored = manifest.config
+        config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY})
+        suite = suite or get_suite(stored.suite)
+        if suite.version != manifest.suite_version:
+            raise HarnessError(
+                f"run {resume} used {suite.name} version {manifest.suite_version}, installed is {suite.version}: start a new run"
+            )
+    suite = suite or get_suite(config.suite)
+    for role, text in config.models.items():
+        flag = f"--{role}-model" if role != "assistant" else "--model"
+        validate_spec(ModelSpec.parse(text, base_url=_base_url_for(config, text), flag=flag))
+    samples = suite.load_samples(config.corpus)
+    if config.limit is not None:
+        samples = samples[: config.limit]
+    corpus_id = suite.corpus_identity(config.corpus) | {"samples": len(samples)}
+    chash = config_hash(suite, config, corpus_id)
+    if resume:
+        if manifest.config_hash != chash:
+            raise HarnessError(f"run {resume}: its corpus changed since it started (hash differs): start a new run")
+    else:
+        unfinished = _unfinished_run_with(run_dir, chash)
+        if unfinished:
+            folder = RunFolder(run_dir, unfinished)
+            manifest = folder.read_manifest()
+            resume = unfinished
+        else:
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+            run_id = f"{suite.name}-{stamp}-{chash[:6]}"
+            folder = RunFolder(run_dir, run_id)
+            n = 1
+            while folder.exists():
+                n += 1
+                folder = RunFolder(run_dir, f"{run_id}-{n}")
+            manifest = RunManifest(
+                run_id=folder.run_id, suite=suite.name, suite_version=suite.version, config=config,
+                config_hash=chash, corpus=corpus_id, git_revision=git_revision(),
+                package_versions=package_versions(), started=now_iso(), command=command or [],
+            )
+    done = folder.repair_and_read_samples() if resume else []
+    done_keys = {r.key for r in done}
+    todo = [(s, e) for e in range(config.epochs) for s in samples if (s.id, e) not in done_keys]
+    manifest.config = config
+    return RunPlan(suite=suite, config=config, folder=folder, manifest=manifest, todo=todo, done=done,
+                   resumed=bool(resume))
+
+
+def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
+    if not (run_dir / "index.sqlite").exists():
+        return None
+    index = RunIndex(run_dir)
+    try:
+        for row in reversed(index.runs()):
+            if row["config_hash"] == chash and row["status"] in ("running", "interrupted"):
+                if RunFolder(run_dir, row["run_id"]).exists():
+                    return row["run_id"]
+    finally:
+        index.close()
+    return None
+
+
+def _base_url_for(config: RunConfig, spec_text: str) -> str | None:
+    return None if spec_text.startswith("local/") else config.base_url
+
+
+def build_models(config: RunConfig, cache: CallCache | None) -> dict[str, ManagedModel]:
+    """One ManagedModel per distinct spec, so the concurrency limit is per model."""
+    policy = CallPolicy(timeout_s=config.call_timeout_s, max_retries=config.max_retries)
+    by_spec: dict[str, ManagedModel] = {}
+    roles = {}
+    for role, text in config.models.items():
+        if text not in by_spec:
+            model = load_model(ModelSpec.parse(text, base_url=_base_url_for(config, text)))
+            by_spec[text] = ManagedModel(model, max_connections=config.max_connections, policy=policy,
+                                         cache=cache, rng_seed=config.seed)
+        roles[role] = by_spec[text]
+    return roles
+
+
+async def execute(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
+    """Run what the plan left to do, writing each sample as it ends; always leave a consistent run."""
+    config, folder, manifest, suite = plan.config, plan.folder, plan.manifest, plan.suite
+    run_dir = folder.run_dir
+    cache = CallCache(run_dir / "cache.sqlite") if config.cache else None
+    models = build_models(config, cache)
+    records = list(plan.done)
+    manifest.status, manifest.ended = "running", None
+    folder.write_manifest(manifest)
+    index = RunIndex(run_dir)
+    index.record(manifest, None, len(records), sum(r.status == "error" for r in records))
+    finished = False
+    queue: asyncio.Queue = asyncio.Queue()
+    for item in plan.todo:
+        queue.put_nowait(item)
+    total = len(plan.todo) + len(plan.done)
+    try:
+        with RunProgress(f"{suite.name}", total, len(plan.done), enabled=show_progress) as progress:
+
+            async def worker() -> None:
+                while True:
+                    try:
+                        sample, epoch = queue.get_nowait()
+                    except asyncio.QueueEmpty:
+                        return
+                    record = await run_one(suite, sample, epoch, models, config)
+                    folder.append(record)
+                    records.append(record)
+                    progress.advance(record.status == "error")
+
+            await asyncio.gather(*(worker() for _ in range(max(1, min(config.max_connections, len(plan.todo))))))
+        finished = True
+    finally:
+        folder.close()
+        manifest.status = "complete" if finished else "interrupted"
+        manifest.ended = now_iso()
+        summary = summarize(suite, manifest, records, models)
+        folder.write_summary(summary)
+        folder.write_manifest(manifest)
+        index.record(manifest, summary, len(records), sum(r.status == "error" for r in records))
+        index.close()
+        for model in {id(m): m for m in models.values()}.values():
+            try:
+                await model.aclose()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own outcome
+                pass
+        if cache is not None:
+            cache.close()
+    return summary
+
+
+def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
+              models: dict[str, ManagedModel]) -> RunSummary:
+    usage: dict[str, Usage] = {}
+    for rec in records:
+        for role, u in rec.usage.items():
+            usage.setdefault(role, Usage()).add(u)
+    calls = {}
+    for model in {id(m): m for m in models.values()}.values():
+        s = model.stats
+        calls[model.name] = {"calls": s.calls, "cache_hits": s.cache_hits, "retries": s.retries,
+                             "failures": s.failures, "errors_by_kind": s.errors_by_kind}
+    counts = {"samples": len(records), "sample_errors": sum(r.status == "error" for r in records)}
+    counts |= suite.counts(records)
+    return RunSummary(
+        run_id=manifest.run_id, suite=suite.name, suite_version=suite.version,
+        headline_metric=suite.headline_metric, metrics=suite.metrics(records, seed=manifest.config.seed),
+        counts=counts, usage=usage, calls=calls, official=suite.official_summary(records),
+    )
+
+
+def run_eval(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
+    """Synchronous entry: Ctrl-C leaves an `interrupted`, resumable run and re-raises."""
+    return asyncio.run(execute(plan, show_progress=show_progress))
+

@@ -1,0 +1,47 @@
+"""Confidence intervals by bootstrap over the independent unit (e.g. the dialogue).
+
+A suite hands over one row of counts per unit; a metric is a ratio of column sums (pooled, like
+the official figures), and the interval resamples units, not the items inside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from harness.records import Metric
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def ratio_metric(
+    counts: np.ndarray,
+    numerator: Callable[[np.ndarray], np.ndarray],
+    denominator: Callable[[np.ndarray], np.ndarray],
+    *,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+) -> Metric:
+    """`counts` is (units, columns). `numerator`/`denominator` map a summed count vector (or a
+    matrix of them, one per resample) to a number. Units whose denominator share is zero still
+    count as units: they are part of what was sampled."""
+    counts = np.asarray(counts, dtype=float)
+    n_units = counts.shape[0]
+    if n_units == 0:
+        return Metric(value=None, n=0)
+    total = counts.sum(axis=0)
+    den = float(denominator(total))
+    if den == 0:
+        return Metric(value=None, n=n_units)
+    value = float(numerator(total)) / den
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n_units, size=(resamples, n_units))
+    sums = counts[idx].sum(axis=1)  # (resamples, columns)
+    nums, dens = numerator(sums.T), denominator(sums.T)
+    ok = dens > 0
+    stats = nums[ok] / dens[ok]
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(stats, [alpha, 1 - alpha]) if stats.size else (np.nan, np.nan)
+    return Metric(value=value, ci_low=float(lo), ci_high=float(hi), n=n_units)

@@ -1,0 +1,107 @@
+"""The suite contract and the registry (entry-point group `harness.suites`).
+
+The core knows no specific suite: environments register theirs in pyproject.toml, e.g.
+    [project.entry-points."harness.suites"]
+    proact = "environments.proact.suite:ProactOfflineSuite"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any
+
+from harness.calls import ManagedModel
+from harness.errors import HarnessError
+from harness.providers.base import GenerateConfig, ModelOutput, Usage
+from harness.records import CallRecord, Metric, SampleRecord
+
+
+@dataclass
+class Sample:
+    id: str
+    data: dict[str, Any]
+
+
+@dataclass
+class SampleOutcome:
+    """What a suite returns for one sample; the runner adds ids, usage, calls and timing."""
+
+    output: dict[str, Any]
+    scores: dict[str, Any]
+    errors: list[str] = field(default_factory=list)
+
+
+class SampleContext:
+    """Per-sample view of the run: the models by role, the sample's seed, and its accounting."""
+
+    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, Any]):
+        self.models = models
+        self.seed = seed
+        self.overrides = overrides  # CLI generation overrides (max_tokens, temperature)
+        self.usage: dict[str, Usage] = {}
+        self.calls: list[CallRecord] = []
+
+    async def generate(self, role: str, messages: list[dict[str, str]], config: GenerateConfig,
+                       *, apply_overrides: bool = True) -> ModelOutput:
+        if apply_overrides:
+            config = config.merged(**self.overrides)
+        if config.seed is None:
+            config = config.merged(seed=self.seed)
+        model = self.models[role]
+        out = await model.generate(messages, config)
+        self.usage.setdefault(role, Usage()).add(out.usage if not out.cached else Usage())
+        self.calls.append(CallRecord(
+            role=role, model=model.name, request_hash=out.request_hash, cached=out.cached,
+            attempts=out.attempts, latency_s=out.latency_s, finish_reason=out.finish_reason, usage=out.usage,
+        ))
+        return out
+
+
+class Suite(ABC):
+    name: str
+    version: str
+    roles: tuple[str, ...] = ("assistant",)
+    headline_metric: str
+    description: str = ""
+
+    @abstractmethod
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        """All samples of the corpus (default corpus when None); raise HarnessError on bad input."""
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        """Path and content hash of the corpus, for the manifest and the config hash."""
+        return {"path": corpus}
+
+    @abstractmethod
+    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+        """Run one sample. Model errors may be caught and recorded inside the outcome; anything
+        raised is recorded on the sample by the runner and the run goes on."""
+
+    @abstractmethod
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        """Metrics with CIs over the suite's independent unit."""
+
+    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
+        """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can
+        count what it should have produced as errors instead of dropping it."""
+        return {}
+
+    def counts(self, records: list[SampleRecord]) -> dict[str, int]:
+        return {}
+
+    def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
+        return {}
+
+
+def available_suites() -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group="harness.suites")}
+
+
+def get_suite(name: str) -> Suite:
+    eps = available_suites()
+    if name not in eps:
+        known = ", ".join(sorted(eps)) or "none installed (run `pip install -e .`)"
+        raise HarnessError(f"unknown suite {name!r}: choose one of {known} (see `harness list`)")
+    return eps[name].load()()

@@ -1,0 +1,1 @@
+"""Leaderboards: aggregation over run records (reads records only, never runs anything)."""

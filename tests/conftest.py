@@ -1,0 +1,50 @@
+"""Shared test fixtures: loopback servers (real HTTP on 127.0.0.1) and the data locations."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from harness.loopback import running_server  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+# The real ProactBench rows live beside the repo (tests only; never copied into the repo).
+SHARED_DATA = Path(os.environ.get("HARNESS_SHARED_DATA", REPO.parent / "shared" / "data"))
+REAL_PROACT = SHARED_DATA / "proactbench" / "final_dialogues.sample.jsonl"
+OWN_PROACT = REPO / "corpora" / "proact" / "dialogues.jsonl"
+
+JUDGE_PASS = '{"score": "PASS", "rationale": "it acted on the anchor", "evidence": "PASS"}'
+
+
+@pytest.fixture(scope="session")
+def real_corpus() -> Path:
+    if not REAL_PROACT.exists():
+        pytest.skip(f"real ProactBench rows not found at {REAL_PROACT}; set HARNESS_SHARED_DATA")
+    return REAL_PROACT
+
+
+@pytest.fixture()
+def echo_server():
+    """An instant OpenAI-compatible server; answers `echo: <last message>`."""
+    with running_server("--echo") as url:
+        yield url
+
+
+@pytest.fixture()
+def judge_pass_server():
+    """Answers every call with a valid PASS verdict (also the 'assistant' reply, which is fine)."""
+    with running_server("--echo", "--reply", JUDGE_PASS) as url:
+        yield url
+
+
+def harness_cli(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the real `harness` command in a child process."""
+    full_env = os.environ | {"OMP_NUM_THREADS": "1"} | (env or {})
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=full_env, cwd=REPO)
