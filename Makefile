@@ -24,7 +24,7 @@ demo: install
 	$(VENV)/bin/harness eval --suite proact --limit $(DEMO_LIMIT) --max-tokens $(DEMO_MAX_TOKENS)
 
 test: install
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q
+	$(PY) -m pytest -q
 
 bench: install
 	$(VENV)/bin/harness bench runner --samples 2000 --concurrency 64

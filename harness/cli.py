@@ -43,6 +43,7 @@ def eval_cmd(
     max_connections: int = typer.Option(8, "--max-connections", min=1, help="Concurrent calls per model."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Override the suite's max new tokens for the model under test."),
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Override the suite's temperature for the model under test."),
+    judge_max_tokens: Optional[int] = typer.Option(None, "--judge-max-tokens", min=1, help="Override the suite's max new tokens for the judge."),
     call_timeout: float = typer.Option(600.0, "--call-timeout", min=0.1, help="Seconds per model call attempt."),
     sample_timeout: float = typer.Option(3600.0, "--sample-timeout", min=0.1, help="Seconds per sample."),
     max_retries: int = typer.Option(5, "--max-retries", min=0, help="Retries on 429/5xx/timeouts/connection errors."),
@@ -68,7 +69,8 @@ def eval_cmd(
             models["judge"] = judge_model
         config = RunConfig(
             suite=suite or "", models=models, base_url=base_url, corpus=corpus, limit=limit, epochs=epochs,
-            seed=seed, max_tokens=max_tokens, temperature=temperature, max_connections=max_connections,
+            seed=seed, max_tokens=max_tokens, temperature=temperature, judge_max_tokens=judge_max_tokens,
+            max_connections=max_connections,
             call_timeout_s=call_timeout, sample_timeout_s=sample_timeout, max_retries=max_retries, cache=cache,
         )
         plan = plan_run(config, run_dir, resume=resume, suite=suite_obj, command=sys.argv)

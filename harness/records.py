@@ -38,6 +38,7 @@ class RunConfig(BaseModel):
     seed: int = 0
     max_tokens: int | None = None
     temperature: float | None = None
+    judge_max_tokens: int | None = None
     # execution only: these never change an answer, so they stay out of the hash
     max_connections: int = 8
     call_timeout_s: float = 600.0

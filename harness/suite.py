@@ -36,17 +36,15 @@ class SampleOutcome:
 class SampleContext:
     """Per-sample view of the run: the models by role, the sample's seed, and its accounting."""
 
-    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, Any]):
+    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, dict[str, Any]]):
         self.models = models
         self.seed = seed
-        self.overrides = overrides  # CLI generation overrides (max_tokens, temperature)
+        self.overrides = overrides  # role -> CLI generation overrides (max_tokens, temperature)
         self.usage: dict[str, Usage] = {}
         self.calls: list[CallRecord] = []
 
-    async def generate(self, role: str, messages: list[dict[str, str]], config: GenerateConfig,
-                       *, apply_overrides: bool = True) -> ModelOutput:
-        if apply_overrides:
-            config = config.merged(**self.overrides)
+    async def generate(self, role: str, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        config = config.merged(**self.overrides.get(role, {}))
         if config.seed is None:
             config = config.merged(seed=self.seed)
         model = self.models[role]

@@ -7,12 +7,11 @@ into the default cache once (about 20 s); the conversion test converts again int
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import pytest
 
-from harness.providers import local
+from harness.providers import local, local_weights
 from harness.providers.base import GenerateConfig, Model, ModelError, request_hash
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
@@ -77,7 +76,7 @@ def test_crash_mid_conversion_leaves_no_cache(tmp_path, monkeypatch):
         (out_dir / "model.safetensors").write_bytes(b"half")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(local, "_convert_into", broken)
+    monkeypatch.setattr(local_weights, "_convert_into", broken)
     with pytest.raises(ModelError, match="disk full"):
         local.ensure_converted()
     models = tmp_path / "models"
@@ -87,7 +86,7 @@ def test_crash_mid_conversion_leaves_no_cache(tmp_path, monkeypatch):
 
 def test_missing_package_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(local.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(local_weights.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelError) as info:
         local.ensure_converted()
     assert str(info.value) == local.MISSING_PACKAGE_MESSAGE

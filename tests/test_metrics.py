@@ -52,7 +52,8 @@ def test_intervals_bracket_the_value_and_resample_dialogues():
 def test_counts_keep_skipped_and_errors_visible():
     c = proact_counts(RECORDS)
     assert c == {"dialogues": 3, "triggers_pass": 3, "triggers_partial": 3, "triggers_fail": 2,
-                 "triggers_skipped": 1, "triggers_error": 1}
+                 "triggers_skipped": 1, "triggers_error": 1,
+                 "verdicts_with_verbatim_evidence": 0}
 
 
 def test_epochs_of_one_dialogue_pool_into_one_unit():

@@ -160,3 +160,29 @@ def test_exhausted_retries_are_recorded_on_the_sample_and_the_run_goes_on(tmp_pa
     rec = _only_run(run_dir).read_samples()[0]
     assert rec.status == "error" and "gave up after 2 attempts" in rec.errors[0]
     assert rec.output["trigger_points"][0]["evaluation_result"]["status"] == "ERROR"
+
+
+def test_ctrl_c_leaves_an_interrupted_run_that_resumes(tmp_path):
+    run_dir = tmp_path / "runs"
+    with running_server("--echo", "--reply", JUDGE_PASS, "--delay-s", "0.2") as url:
+        args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "3",
+                "--max-connections", "1", "--base-url", url, "--run-dir", str(run_dir), "--no-progress"]
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not list(run_dir.glob("*/samples.jsonl")):
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 130, stderr
+        folder = _only_run(run_dir)
+        assert f"--resume {folder.run_id}" in stderr
+        manifest = json.loads(folder.manifest_path.read_text())
+        assert manifest["status"] == "interrupted" and manifest["ended"]
+        n = len(folder.read_samples())
+        assert 1 <= n < 24
+        assert json.loads(folder.summary_path.read_text())["counts"]["samples"] == n
+        done = harness_cli(*args, "--resume", folder.run_id)
+        assert done.returncode == 0, done.stderr
+    keys = [r.key for r in folder.read_samples()]
+    assert len(keys) == 24 == len(set(keys))

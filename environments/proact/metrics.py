@@ -66,6 +66,11 @@ def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
     out = {"dialogues": len(ids)}
     for label in LABELS:
         out[f"triggers_{label.lower()}"] = int(sum(totals[_COL[(t, label)]] for t in TRIGGER_TYPES))
+    # How often the judge's evidence really is a quote from the reply: a cheap check on the judge.
+    out["verdicts_with_verbatim_evidence"] = sum(
+        bool(tp.get("evaluation_result", {}).get("evidence_verbatim"))
+        for r in records for tp in r.output.get("trigger_points", [])
+    )
     return out
 
 

@@ -18,7 +18,8 @@ from harness.providers.base import GenerateConfig
 
 # The reference settings for the model under test.
 ASSISTANT_CONFIG = GenerateConfig(temperature=0.7, max_tokens=8192)
-JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=768)
+# A verdict (label, two sentences, one quote) fits well inside 512 tokens; more is rambling.
+JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=512)
 JUDGE_ATTEMPTS = 3  # bounded: after this many unparseable answers the trigger is SKIPPED
 
 JUDGE_SCHEMA: dict[str, Any] = {

@@ -100,7 +100,7 @@ class ProactOfflineSuite(Suite):
             # each retry changes the seed and samples instead of decoding greedily.
             config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
             try:
-                out = await ctx.generate("judge", prompt, config, apply_overrides=False)
+                out = await ctx.generate("judge", prompt, config)
             except ModelError as exc:
                 return {"label": "ERROR", "reply": reply, "error": f"judge: {exc}",
                         "result": {"status": "ERROR", "error": f"judge: {exc}"}}
