@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, Field
 
 from harness.errors import HarnessError
+from harness.redact import redact_text, redact_url
 from harness.providers.base import Usage
 
 
@@ -46,7 +47,10 @@ class RunConfig(BaseModel):
     max_retries: int = 5
     cache: bool = True
 
-    EXECUTION_ONLY: ClassVar[set[str]] = {"max_connections", "call_timeout_s", "sample_timeout_s", "max_retries", "cache"}
+    # base_url says where a model is served, not which model: a resumed run may move endpoints
+    # (and the stored one has its password masked).
+    EXECUTION_ONLY: ClassVar[set[str]] = {"base_url", "max_connections", "call_timeout_s", "sample_timeout_s",
+                                          "max_retries", "cache"}
 
     def result_fields(self) -> dict[str, Any]:
         return self.model_dump(exclude=self.EXECUTION_ONLY)
@@ -60,6 +64,8 @@ class Metric(BaseModel):
 
 
 class RunManifest(BaseModel):
+    """Written to disk with secrets masked (see `harness.redact`); the live config keeps them."""
+
     run_id: str
     suite: str
     suite_version: str
@@ -147,7 +153,11 @@ class RunFolder:
 
     def write_manifest(self, manifest: RunManifest) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(self.manifest_path, manifest)
+        safe = manifest.model_copy(update={
+            "config": manifest.config.model_copy(update={"base_url": redact_url(manifest.config.base_url)}),
+            "command": [redact_text(a) for a in manifest.command],
+        })
+        write_json_atomic(self.manifest_path, safe)
 
     def write_summary(self, summary: RunSummary) -> None:
         write_json_atomic(self.summary_path, summary)

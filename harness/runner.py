@@ -32,6 +32,7 @@ from harness.records import (
     SampleRecord,
     now_iso,
 )
+from harness.redact import redact_text
 from harness.spec import ModelSpec
 from harness.suite import Sample, SampleContext, Suite, get_suite
 from harness.providers.base import Usage
@@ -119,7 +120,8 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
         manifest = folder.read_manifest()
         # The stored config decides results; only execution settings may change on resume.
         stored = manifest.config
-        config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY})
+        config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY}
+                                   | {"base_url": config.base_url or stored.base_url})
         suite = suite or get_suite(stored.suite)
         if suite.version != manifest.suite_version:
             raise HarnessError(
@@ -154,7 +156,8 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
             manifest = RunManifest(
                 run_id=folder.run_id, suite=suite.name, suite_version=suite.version, config=config,
                 config_hash=chash, corpus=corpus_id, git_revision=git_revision(),
-                package_versions=package_versions(), started=now_iso(), command=command or [],
+                package_versions=package_versions(), started=now_iso(),
+                command=[redact_text(arg) for arg in command or []],
             )
     done = folder.repair_and_read_samples() if resume else []
     done_keys = {r.key for r in done}

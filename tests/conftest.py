@@ -12,8 +12,20 @@ import pytest
 from harness.loopback import running_server
 
 REPO = Path(__file__).resolve().parents[1]
-# The real ProactBench rows live beside the repo (tests only; never copied into the repo).
-SHARED_DATA = Path(os.environ.get("HARNESS_SHARED_DATA", REPO.parent / "shared" / "data"))
+
+
+def _find_shared_data() -> Path:
+    """The real ProactBench rows live in a `shared/data` folder beside the checkout (or an
+    ancestor's); tests only read them, never copy them into the repo."""
+    if os.environ.get("HARNESS_SHARED_DATA"):
+        return Path(os.environ["HARNESS_SHARED_DATA"])
+    for parent in REPO.parents:
+        if (parent / "shared" / "data").is_dir():
+            return parent / "shared" / "data"
+    return REPO.parent / "shared" / "data"
+
+
+SHARED_DATA = _find_shared_data()
 REAL_PROACT = SHARED_DATA / "proactbench" / "final_dialogues.sample.jsonl"
 OWN_PROACT = REPO / "corpora" / "proact" / "dialogues.jsonl"
 

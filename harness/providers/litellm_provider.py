@@ -13,8 +13,8 @@ import time
 import openai
 
 from harness.errors import HarnessError
-from harness.providers.base import GenerateConfig, ModelOutput, Usage
-from harness.providers.openai_provider import classify_error
+from harness.providers.base import GenerateConfig, ModelOutput
+from harness.providers.openai_provider import chat_params, classify_error, to_output
 
 BANNED_VERSIONS = {"1.82.7", "1.82.8"}
 
@@ -44,39 +44,17 @@ class LiteLLMModel:
         self.litellm = import_litellm()
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
-        lt = self.litellm
         started = time.perf_counter()
-        kwargs: dict = {
-            "model": self.model_id,
-            "messages": messages,
-            "temperature": config.temperature,
-            "max_tokens": config.max_tokens,
-            "top_p": config.top_p,
-            "num_retries": 0,
-        }
-        if config.seed is not None:
-            kwargs["seed"] = config.seed
-        if config.stop:
-            kwargs["stop"] = config.stop
+        kwargs: dict = {"model": self.model_id, "messages": messages, "num_retries": 0, **chat_params(config)}
         if self.base_url:
             kwargs["api_base"] = self.base_url
             if self.model_id.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
                 kwargs["api_key"] = "EMPTY"
         try:
-            resp = await lt.acompletion(**kwargs)
+            resp = await self.litellm.acompletion(**kwargs)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
-        choice = resp.choices[0]
-        usage = Usage(calls=1)
-        if getattr(resp, "usage", None):
-            usage.prompt_tokens = resp.usage.prompt_tokens or 0
-            usage.completion_tokens = resp.usage.completion_tokens or 0
-        return ModelOutput(
-            text=choice.message.content or "",
-            finish_reason=choice.finish_reason or "stop",
-            usage=usage,
-            latency_s=time.perf_counter() - started,
-        )
+        return to_output(self.name, resp, started)
 
     async def aclose(self) -> None:
         return None

@@ -223,41 +223,43 @@ class _Engine:
 
     def _decode(self, model: Any, tokenizer: Any, rows: list[_Row]) -> None:
         import torch
-        from transformers import DynamicCache
 
         stop_ids = self._stop_token_ids(model, tokenizer)
-        pad_id = tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = next(iter(stop_ids), 0)
 
         b = len(rows)
         lengths = [len(r.prompt_ids) for r in rows]
         t = max(lengths)
-        input_ids = torch.full((b, t), pad_id, dtype=torch.long)
+        # Left-padded layout for the batched decode: mask 0 on padding, positions from 0 per row.
         mask = torch.zeros((b, t), dtype=torch.long)
-        for i, row in enumerate(rows):
-            n = lengths[i]
-            input_ids[i, t - n:] = torch.tensor(row.prompt_ids, dtype=torch.long)
+        for i, n in enumerate(lengths):
             mask[i, t - n:] = 1
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
 
-        try:
-            cache = DynamicCache(config=model.config)
-        except TypeError:
-            cache = DynamicCache()
-
-        # Prefill, in chunks so a long batch never materializes a huge attention matrix.
+        # Prefill each row on its own, then left-pad its KV into the batch cache. Padded batch
+        # prefill would spend FLOPs on padding (often half of them with mixed prompt lengths),
+        # and a row's prompt states would depend on its batch-mates; this way neither happens.
         heads = int(getattr(model.config, "num_attention_heads", 1) or 1)
-        chunk = _PREFILL_SCRATCH_BYTES // max(1, b * heads * t * 4)
-        chunk = max(_PREFILL_MIN_CHUNK, min(_PREFILL_MAX_CHUNK, chunk))
-        out = None
-        for start in range(0, t, chunk):
-            end = min(t, start + chunk)
-            out = self._forward(model, cache, input_ids=input_ids[:, start:end],
-                                attention_mask=mask[:, :end], position_ids=positions[:, start:end],
-                                logits_to_keep=1)
-        assert out is not None
-        logits = out.logits[:, -1, :].float()
+        row_caches, row_logits = [], []
+        for row, n in zip(rows, lengths):
+            row_cache = _new_cache(model)
+            ids = torch.tensor(row.prompt_ids, dtype=torch.long)[None]
+            chunk = max(_PREFILL_MIN_CHUNK, min(_PREFILL_MAX_CHUNK, _PREFILL_SCRATCH_BYTES // max(1, heads * n * 4)))
+            out = None
+            for start in range(0, n, chunk):
+                end = min(n, start + chunk)
+                out = self._forward(model, row_cache, input_ids=ids[:, start:end],
+                                    attention_mask=torch.ones((1, end), dtype=torch.long),
+                                    position_ids=torch.arange(start, end)[None], logits_to_keep=1)
+            assert out is not None
+            row_logits.append(out.logits[:, -1, :].float())
+            row_caches.append(row_cache)
+        cache = _new_cache(model)
+        for layer_idx in range(len(row_caches[0].layers)):
+            keys = [torch.nn.functional.pad(c.layers[layer_idx].keys, (0, 0, t - n, 0)) for c, n in zip(row_caches, lengths)]
+            values = [torch.nn.functional.pad(c.layers[layer_idx].values, (0, 0, t - n, 0)) for c, n in zip(row_caches, lengths)]
+            cache.update(torch.cat(keys), torch.cat(values), layer_idx)
+        del row_caches
+        logits = torch.cat(row_logits)
         last_pos = positions[:, -1]
 
         active = list(rows)  # row i of the tensors is active[i]
@@ -307,6 +309,15 @@ class _Engine:
             _resolve(row.req, result=_Result(text, "length", n_prompt, len(row.out_ids)))
             return True
         return False
+
+
+def _new_cache(model: Any) -> Any:
+    from transformers import DynamicCache
+
+    try:
+        return DynamicCache(config=model.config)
+    except TypeError:
+        return DynamicCache()
 
 
 def _as_id_list(encoded: Any) -> list[int]:

@@ -41,37 +41,44 @@ class OpenAIModel:
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         started = time.perf_counter()
-        kwargs: dict = {
-            "model": self.model_id,
-            "messages": messages,
-            "temperature": config.temperature,
-            "max_tokens": config.max_tokens,
-            "top_p": config.top_p,
-        }
-        if config.seed is not None:
-            kwargs["seed"] = config.seed
-        if config.stop:
-            kwargs["stop"] = config.stop
         try:
-            resp = await self.client.chat.completions.create(**kwargs)
+            resp = await self.client.chat.completions.create(
+                model=self.model_id, messages=messages, **chat_params(config))
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
-        if not resp.choices:
-            raise RetryableModelError(f"{self.name}: response had no choices")
-        choice = resp.choices[0]
-        usage = Usage(calls=1)
-        if resp.usage is not None:
-            usage.prompt_tokens = resp.usage.prompt_tokens or 0
-            usage.completion_tokens = resp.usage.completion_tokens or 0
-        return ModelOutput(
-            text=choice.message.content or "",
-            finish_reason=choice.finish_reason or "stop",
-            usage=usage,
-            latency_s=time.perf_counter() - started,
-        )
+        return to_output(self.name, resp, started)
 
     async def aclose(self) -> None:
         await self.client.close()
+
+
+def chat_params(config: GenerateConfig) -> dict:
+    """Sampling parameters of a chat-completions request (shared with the litellm provider)."""
+    params: dict = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+    if config.top_p != 1.0:  # the API default; sending it costs request-encoding time per call
+        params["top_p"] = config.top_p
+    if config.seed is not None:
+        params["seed"] = config.seed
+    if config.stop:
+        params["stop"] = config.stop
+    return params
+
+
+def to_output(model_name: str, resp, started: float) -> ModelOutput:
+    """A chat-completions response (openai's or litellm's, same shape) as a ModelOutput."""
+    if not resp.choices:
+        raise RetryableModelError(f"{model_name}: response had no choices")
+    choice = resp.choices[0]
+    usage = Usage(calls=1)
+    if getattr(resp, "usage", None) is not None:
+        usage.prompt_tokens = resp.usage.prompt_tokens or 0
+        usage.completion_tokens = resp.usage.completion_tokens or 0
+    return ModelOutput(
+        text=choice.message.content or "",
+        finish_reason=choice.finish_reason or "stop",
+        usage=usage,
+        latency_s=time.perf_counter() - started,
+    )
 
 
 def classify_error(model_name: str, exc: Exception) -> ModelError:
