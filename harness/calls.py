@@ -91,11 +91,10 @@ class ManagedModel:
                 self.stats.count_error(exc)
                 self.stats.failures += 1
                 raise
-            out = out.model_copy(update={
-                "request_hash": key,
-                "attempts": attempt,
-                "latency_s": out.latency_s or (time.perf_counter() - started),
-            })
+            # The provider's output object is fresh and ours: set fields in place (no copy per call).
+            out.request_hash = key
+            out.attempts = attempt
+            out.latency_s = out.latency_s or (time.perf_counter() - started)
             if self.cache is not None:
                 self.cache.put(key, self.name, out)
             return out

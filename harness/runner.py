@@ -51,8 +51,9 @@ async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, Ma
     """The pure core: one sample in, one record out. Never raises except on cancellation."""
     seed = sample_seed(config.seed, sample.id, epoch)
     overrides = {
-        "assistant": {"max_tokens": config.max_tokens, "temperature": config.temperature},
-        "judge": {"max_tokens": config.judge_max_tokens},
+        role: {k: v for k, v in values.items() if v is not None}
+        for role, values in (("assistant", {"max_tokens": config.max_tokens, "temperature": config.temperature}),
+                             ("judge", {"max_tokens": config.judge_max_tokens}))
     }
     ctx = SampleContext(models, seed, overrides)
     started, t0 = now_iso(), time.perf_counter()

@@ -44,9 +44,11 @@ class SampleContext:
         self.calls: list[CallRecord] = []
 
     async def generate(self, role: str, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
-        config = config.merged(**self.overrides.get(role, {}))
+        overrides = self.overrides.get(role)
+        if overrides:
+            config = config.merged(**overrides)
         if config.seed is None:
-            config = config.merged(seed=self.seed)
+            config = config.model_copy(update={"seed": self.seed})
         model = self.models[role]
         out = await model.generate(messages, config)
         self.usage.setdefault(role, Usage()).add(out.usage if not out.cached else Usage())
