@@ -34,7 +34,8 @@ def _fail(message: str, code: int = 2) -> None:
 def eval_cmd(
     suite: Optional[str] = typer.Option(None, "--suite", help="Suite to run (see `harness list`)."),
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model under test, provider/name."),
-    judge_model: str = typer.Option(DEFAULT_MODEL, "--judge-model", help="Judge model, provider/name."),
+    judge_model: list[str] = typer.Option([DEFAULT_MODEL], "--judge-model",
+                                          help="Judge model, provider/name; repeat for a majority vote of several."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus JSONL path or Hugging Face dataset id."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run only the first N samples."),
@@ -66,7 +67,8 @@ def eval_cmd(
         models = {role: DEFAULT_MODEL for role in roles}
         models["assistant"] = model
         if "judge" in models:
-            models["judge"] = judge_model
+            for i, spec in enumerate(judge_model):
+                models["judge" if i == 0 else f"judge_{i + 1}"] = spec
         config = RunConfig(
             suite=suite or "", models=models, base_url=base_url, corpus=corpus, limit=limit, epochs=epochs,
             seed=seed, max_tokens=max_tokens, temperature=temperature, judge_max_tokens=judge_max_tokens,

@@ -210,6 +210,13 @@ class RunFolder:
             self._fh = None
 
 
+def judge_label(models: dict[str, str]) -> str | None:
+    """`a` for one judge, `a+b+c` for a panel (roles judge, judge_2, ...)."""
+    roles = sorted((r for r in models if r == "judge" or r.startswith("judge_")),
+                   key=lambda r: 1 if r == "judge" else int(r.split("_")[1]))
+    return "+".join(models[r] for r in roles) or None
+
+
 class RunIndex:
     """`index.sqlite`: one row per run and per metric, what leaderboards and `harness runs` read."""
 
@@ -238,7 +245,7 @@ class RunIndex:
                 "INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     manifest.run_id, manifest.suite, manifest.suite_version, json.dumps(models),
-                    models.get("assistant"), models.get("judge"), manifest.config_hash, manifest.status,
+                    models.get("assistant"), judge_label(models), manifest.config_hash, manifest.status,
                     manifest.started, manifest.ended, samples, errors,
                     summary.headline_metric if summary else None, headline.value if headline else None,
                 ),

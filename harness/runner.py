@@ -130,7 +130,7 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
             )
     suite = suite or get_suite(config.suite)
     for role, text in config.models.items():
-        flag = f"--{role}-model" if role != "assistant" else "--model"
+        flag = f"--{role.split('_')[0]}-model" if role != "assistant" else "--model"
         validate_spec(ModelSpec.parse(text, base_url=_base_url_for(config, text), flag=flag))
     samples = suite.load_samples(config.corpus)
     if config.limit is not None:

@@ -105,11 +105,22 @@ def parse_judge(text: str) -> dict[str, str]:
     raise JudgeFormatError(last_error)
 
 
+_ELLIPSIS = re.compile(r"\s*(?:\u2026|\.\.\.)\s*")
+_QUOTED = re.compile(r"[\u201c\"]([^\u201d\"]{8,})[\u201d\"]")
+
+
 def _normalise(s: str) -> str:
-    return re.sub(r"\s+", " ", s.replace("\u201c", '"').replace("\u201d", '"').replace("\u2019", "'")).strip(" \"'").lower()
+    """Words only: markdown, punctuation, quote styles, case and spacing do not make a quote
+    less verbatim (judges quote rendered text, responses carry `**bold**` and bullets)."""
+    return " ".join(re.findall(r"[^\W_]+", s.lower()))
 
 
 def evidence_is_verbatim(evidence: str, reply: str) -> bool:
-    """Whether the quoted evidence occurs in the reply (whitespace, case and quote marks aside)."""
-    ev = _normalise(evidence)
-    return bool(ev) and ev in _normalise(reply)
+    """Whether the evidence is quoted from the reply (whitespace, case and quote marks aside).
+    Evidence that wraps quotes in commentary -- `"X" and "Y" show ...` -- counts when every
+    quoted part is in the reply."""
+    text = _normalise(reply)
+    quoted = _QUOTED.findall(evidence) or [evidence]
+    # An ellipsis marks an elision inside a quote: each fragment must be in the reply.
+    parts = [f for q in quoted for f in _ELLIPSIS.split(q) if _normalise(f)]
+    return bool(parts) and all(f" {_normalise(p)} " in f" {text} " for p in parts)

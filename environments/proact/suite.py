@@ -12,17 +12,9 @@ from typing import Any
 
 from corpora.proactbench import load_rows
 from environments.proact.metrics import official_metrics, proact_counts, proact_metrics
-from environments.proact.protocol import (
-    ASSISTANT_CONFIG,
-    JUDGE_ATTEMPTS,
-    JUDGE_CONFIG,
-    JudgeFormatError,
-    evidence_is_verbatim,
-    history_messages,
-    judge_messages,
-    parse_judge,
-)
-from harness.providers.base import ModelError, Usage
+from environments.proact.judging import judge_reply, label_of
+from environments.proact.protocol import ASSISTANT_CONFIG, history_messages
+from harness.providers.base import ModelError
 from harness.records import Metric, SampleRecord
 from harness.suite import Sample, SampleContext, SampleOutcome, Suite
 
@@ -80,7 +72,7 @@ class ProactOfflineSuite(Suite):
                 for tp, res in zip(triggers, results)
             ],
             "turn_records": turn_records,
-            "token_usage": {role: ctx.usage.get(role, Usage()).model_dump() for role in ("assistant", "judge")},
+            "token_usage": {role: u.model_dump() for role, u in sorted(ctx.usage.items())},
         }
         scores = {"triggers": labels, "expected_types": [tp["evaluation_rubric"]["type"] for tp in triggers]}
         return SampleOutcome(output=output, scores=scores, errors=errors)
@@ -93,30 +85,11 @@ class ProactOfflineSuite(Suite):
         except ModelError as exc:
             return {"label": "ERROR", "error": f"assistant: {exc}",
                     "result": {"status": "ERROR", "error": f"assistant: {exc}"}}
-        prompt = judge_messages(rubric, history, reply)
-        problems = []
-        for attempt in range(JUDGE_ATTEMPTS):
-            # A repeated identical call would repeat the same bad answer (and hit the cache), so
-            # each retry changes the seed and samples instead of decoding greedily.
-            config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
-            try:
-                out = await ctx.generate("judge", prompt, config)
-            except ModelError as exc:
-                return {"label": "ERROR", "reply": reply, "error": f"judge: {exc}",
-                        "result": {"status": "ERROR", "error": f"judge: {exc}"}}
-            try:
-                verdict = parse_judge(out.text)
-            except JudgeFormatError as exc:
-                problems.append(str(exc))
-                continue
-            result = {"status": "EVALUATED", **verdict,
-                      "evidence_verbatim": evidence_is_verbatim(verdict["evidence"], reply),
-                      "judge_attempts": attempt + 1}
-            return {"label": verdict["score"], "reply": reply, "result": result}
-        reason = f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {problems[-1]}"
-        return {"label": "SKIPPED", "reply": reply,
-                "result": {"status": "SKIPPED", "score": None, "rationale": reason, "evidence": None,
-                           "judge_attempts": JUDGE_ATTEMPTS}}
+        result = await judge_reply(ctx, rubric, history, reply)
+        out = {"label": label_of(result), "reply": reply, "result": result}
+        if result["status"] == "ERROR":
+            out["error"] = result.get("error") or result.get("rationale")
+        return out
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         return {"triggers": [], "expected_types": [tp["evaluation_rubric"]["type"] for tp in sample.data["trigger_points"]]}

@@ -1,0 +1,83 @@
+"""Grading one reply against a rubric: one judge or several (`--judge-model a --judge-model b`).
+
+Each judge gets the same prompt (rubric, conversation, reply -- never persona or style) and a
+bounded number of attempts to produce a verdict that parses; several judges vote, the majority
+label wins and a tie goes to the lower label (FAIL < PARTIAL < PASS), so disagreement never
+flatters a model. Every judge's own verdict is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from environments.proact.protocol import (
+    JUDGE_ATTEMPTS,
+    JUDGE_CONFIG,
+    JudgeFormatError,
+    evidence_is_verbatim,
+    judge_messages,
+    parse_judge,
+)
+from harness.providers.base import ModelError
+from harness.suite import SampleContext
+
+LABEL_RANK = {"FAIL": 0, "PARTIAL": 1, "PASS": 2}
+
+
+def judge_roles(models: dict[str, Any]) -> list[str]:
+    """`judge`, `judge_2`, `judge_3`, ... in order."""
+    extra = sorted((r for r in models if r.startswith("judge_")), key=lambda r: int(r.split("_")[1]))
+    return (["judge"] if "judge" in models else []) + extra
+
+
+async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]], reply: str) -> dict[str, Any]:
+    problems = []
+    for attempt in range(JUDGE_ATTEMPTS):
+        # A repeated identical call would repeat the same bad answer (and hit the cache), so
+        # each retry changes the seed and samples instead of decoding greedily.
+        config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
+        try:
+            out = await ctx.generate(role, prompt, config)
+        except ModelError as exc:
+            return {"status": "ERROR", "model": ctx.models[role].name, "error": f"{role}: {exc}"}
+        try:
+            verdict = parse_judge(out.text)
+        except JudgeFormatError as exc:
+            problems.append(str(exc))
+            continue
+        return {"status": "EVALUATED", **verdict, "evidence_verbatim": evidence_is_verbatim(verdict["evidence"], reply),
+                "judge_attempts": attempt + 1, "model": ctx.models[role].name}
+    return {"status": "SKIPPED", "score": None, "evidence": None, "judge_attempts": JUDGE_ATTEMPTS,
+            "rationale": f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {problems[-1]}",
+            "model": ctx.models[role].name}
+
+
+def majority(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine judges' verdicts into one `evaluation_result`."""
+    if len(verdicts) == 1:
+        return verdicts[0]
+    votes = Counter(v["score"] for v in verdicts if v["status"] == "EVALUATED")
+    if not votes:
+        status = "SKIPPED" if any(v["status"] == "SKIPPED" for v in verdicts) else "ERROR"
+        errors = "; ".join(v.get("error") or v.get("rationale", "") for v in verdicts)
+        return {"status": status, "score": None, "rationale": errors, "evidence": None, "judges": verdicts}
+    top = max(votes.values())
+    label = min((lab for lab, n in votes.items() if n == top), key=LABEL_RANK.__getitem__)
+    spokesman = next(v for v in verdicts if v.get("score") == label)
+    return {"status": "EVALUATED", "score": label, "rationale": spokesman["rationale"],
+            "evidence": spokesman["evidence"], "evidence_verbatim": spokesman["evidence_verbatim"],
+            "votes": dict(votes), "judges": verdicts}
+
+
+async def judge_reply(ctx: SampleContext, rubric: dict[str, Any], history: list[dict[str, str]],
+                      reply: str) -> dict[str, Any]:
+    prompt = judge_messages(rubric, history, reply)
+    verdicts = await asyncio.gather(*(judge_once(ctx, role, prompt, reply) for role in judge_roles(ctx.models)))
+    return majority(list(verdicts))
+
+
+def label_of(result: dict[str, Any]) -> str:
+    """The trigger's label for metrics: the score, or SKIPPED / ERROR."""
+    return result["score"] if result["status"] == "EVALUATED" else result["status"]
