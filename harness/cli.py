@@ -36,6 +36,8 @@ def eval_cmd(
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model under test, provider/name."),
     judge_model: list[str] = typer.Option([DEFAULT_MODEL], "--judge-model",
                                           help="Judge model, provider/name; repeat for a majority vote of several."),
+    planner_model: str = typer.Option(DEFAULT_MODEL, "--planner-model", help="Planner model (suites with a planner)."),
+    user_model: str = typer.Option(DEFAULT_MODEL, "--user-model", help="Simulated-user model (suites with one)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus JSONL path or Hugging Face dataset id."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run only the first N samples."),
@@ -55,8 +57,6 @@ def eval_cmd(
 ) -> None:
     """Run a suite against a model; leaves a run folder with transcripts, scores and a summary."""
     from harness.records import RunConfig
-    from harness.runner import plan_run, run_eval
-    from harness.providers import check_reachable
     from harness.suite import get_suite
 
     try:
@@ -65,7 +65,11 @@ def eval_cmd(
         suite_obj = get_suite(suite) if suite else None
         roles = suite_obj.roles if suite_obj else ("assistant",)
         models = {role: DEFAULT_MODEL for role in roles}
-        models["assistant"] = model
+        if "assistant" in models:
+            models["assistant"] = model
+        for role, spec in (("planner", planner_model), ("user", user_model)):
+            if role in models:
+                models[role] = spec
         if "judge" in models:
             for i, spec in enumerate(judge_model):
                 models["judge" if i == 0 else f"judge_{i + 1}"] = spec
@@ -75,7 +79,19 @@ def eval_cmd(
             max_connections=max_connections,
             call_timeout_s=call_timeout, sample_timeout_s=sample_timeout, max_retries=max_retries, cache=cache,
         )
-        plan = plan_run(config, run_dir, resume=resume, suite=suite_obj, command=sys.argv)
+    except HarnessError as exc:
+        _fail(str(exc))
+    summary, path = run_config(config, run_dir, resume=resume, suite=suite_obj, progress=progress)
+    print_summary(summary, path)
+
+
+def run_config(config, run_dir: Path, *, resume: str | None = None, suite=None, progress: bool = True):
+    """Plan, check endpoints, run; bad input is one error line, Ctrl-C leaves a resumable run."""
+    from harness.providers import check_reachable
+    from harness.runner import plan_run, run_eval
+
+    try:
+        plan = plan_run(config, run_dir, resume=resume, suite=suite, command=sys.argv)
         check_reachable(plan.config)
     except HarnessError as exc:
         _fail(str(exc))
@@ -90,14 +106,14 @@ def eval_cmd(
         raise typer.Exit(130)
     except HarnessError as exc:
         _fail(str(exc))
-    _print_summary(summary, plan.folder.path)
+    return summary, plan.folder.path
 
 
 def _fmt(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.3f}"
 
 
-def _print_summary(summary, path: Path) -> None:
+def print_summary(summary, path: Path) -> None:
     table = Table(title=f"{summary.suite} {summary.suite_version} -- {summary.run_id}")
     for col in ("metric", "value", "95% CI", "n"):
         table.add_column(col)
@@ -106,6 +122,13 @@ def _print_summary(summary, path: Path) -> None:
         ci = f"[{_fmt(m.ci_low)}, {_fmt(m.ci_high)}]" if m.value is not None else ""
         table.add_row(name, _fmt(m.value), ci, str(m.n), style=style)
     out.print(table)
+    for kind, groups in summary.breakdowns.items():
+        cells = ", ".join(f"{k}={_fmt(m.value)} (n={m.n})" for k, m in groups.items())
+        out.print(f"{summary.headline_metric} by {kind}: {cells}", highlight=False)
+    if summary.epochs:
+        head = summary.epochs.get(summary.headline_metric, {})
+        out.print(f"{summary.headline_metric} per epoch: {[_fmt(v) for v in head.get('values', [])]} "
+                  f"mean {_fmt(head.get('mean'))} sd {_fmt(head.get('std'))}", highlight=False)
     out.print("counts: " + ", ".join(f"{k}={v}" for k, v in summary.counts.items()), highlight=False)
     out.print(f"records: {path}", highlight=False)
 
@@ -188,7 +211,17 @@ def serve_cmd(
     main(["--model", model, "--port", str(port), "--faults", faults])
 
 
+def _add_suite_commands() -> None:
+    """Suites may bring commands of their own (entry-point group `harness.commands`), so the core
+    CLI knows no specific suite."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group="harness.commands"):
+        app.add_typer(ep.load(), name=ep.name)
+
+
 def main() -> None:
+    _add_suite_commands()
     app()
 
 

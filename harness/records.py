@@ -115,6 +115,8 @@ class RunSummary(BaseModel):
     suite_version: str
     headline_metric: str
     metrics: dict[str, Metric]
+    breakdowns: dict[str, dict[str, Metric]] = Field(default_factory=dict)  # group kind -> group -> headline
+    epochs: dict[str, dict[str, Any]] = Field(default_factory=dict)  # metric -> per-epoch values, mean, std
     counts: dict[str, int] = Field(default_factory=dict)
     usage: dict[str, Usage] = Field(default_factory=dict)
     calls: dict[str, dict[str, Any]] = Field(default_factory=dict)

@@ -264,11 +264,30 @@ def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
                              "failures": s.failures, "errors_by_kind": s.errors_by_kind}
     counts = {"samples": len(records), "sample_errors": sum(r.status == "error" for r in records)}
     counts |= suite.counts(records)
+    seed = manifest.config.seed
     return RunSummary(
         run_id=manifest.run_id, suite=suite.name, suite_version=suite.version,
-        headline_metric=suite.headline_metric, metrics=suite.metrics(records, seed=manifest.config.seed),
+        headline_metric=suite.headline_metric, metrics=suite.metrics(records, seed=seed),
+        breakdowns=suite.breakdowns(records, seed=seed), epochs=epoch_spread(suite, records, seed),
         counts=counts, usage=usage, calls=calls, official=suite.official_summary(records),
     )
+
+
+def epoch_spread(suite: Suite, records: list[SampleRecord], seed: int) -> dict[str, dict]:
+    """With --epochs k: each metric per epoch, their mean and (sample) standard deviation --
+    how much a score moves between repeats of the same run, beside the CI over samples."""
+    epochs = sorted({r.epoch for r in records})
+    if len(epochs) < 2:
+        return {}
+    per_epoch = [suite.metrics([r for r in records if r.epoch == e], seed=seed) for e in epochs]
+    out = {}
+    for name in per_epoch[0]:
+        values = [m[name].value for m in per_epoch]
+        present = [v for v in values if v is not None]
+        mean = sum(present) / len(present) if present else None
+        std = (sum((v - mean) ** 2 for v in present) / (len(present) - 1)) ** 0.5 if len(present) > 1 else None
+        out[name] = {"values": values, "mean": mean, "std": std}
+    return out
 
 
 def run_eval(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:

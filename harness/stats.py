@@ -45,3 +45,45 @@ def ratio_metric(
     alpha = (1 - level) / 2
     lo, hi = np.quantile(stats, [alpha, 1 - alpha]) if stats.size else (np.nan, np.nan)
     return Metric(value=value, ci_low=float(lo), ci_high=float(hi), n=n_units)
+
+
+def summed_metric(
+    per_unit: np.ndarray,
+    statistic: Callable[[np.ndarray], float | None],
+    *,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+) -> Metric:
+    """Any statistic of the sum over units (e.g. kappa of a pooled confusion matrix), with a
+    bootstrap CI that resamples units. `per_unit` has the unit on its first axis."""
+    per_unit = np.asarray(per_unit, dtype=float)
+    n_units = per_unit.shape[0]
+    if n_units == 0:
+        return Metric(value=None, n=0)
+    value = statistic(per_unit.sum(axis=0))
+    if value is None:
+        return Metric(value=None, n=n_units)
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(resamples):
+        stat = statistic(per_unit[rng.integers(0, n_units, size=n_units)].sum(axis=0))
+        if stat is not None:
+            draws.append(stat)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha]) if draws else (np.nan, np.nan)
+    return Metric(value=float(value), ci_low=float(lo), ci_high=float(hi), n=n_units)
+
+
+def cohen_kappa(confusion: np.ndarray) -> float | None:
+    """Cohen's kappa of a square confusion matrix (rows: reference, columns: prediction);
+    None when chance agreement is total (kappa undefined) or the matrix is empty."""
+    confusion = np.asarray(confusion, dtype=float)
+    total = confusion.sum()
+    if total == 0:
+        return None
+    observed = np.trace(confusion) / total
+    expected = float((confusion.sum(axis=1) * confusion.sum(axis=0)).sum()) / total**2
+    if expected >= 1.0:
+        return None
+    return float((observed - expected) / (1.0 - expected))

@@ -88,6 +88,10 @@ class Suite(ABC):
         count what it should have produced as errors instead of dropping it."""
         return {}
 
+    def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
+        """The headline metric per group (e.g. per style), if the suite has groups."""
+        return {}
+
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         return {}
 

@@ -38,6 +38,22 @@ def count_matrix(records: list[SampleRecord]) -> tuple[np.ndarray, list[str]]:
     return (np.stack([by_dialogue[i] for i in ids]) if ids else np.zeros((0, len(_COL)))), ids
 
 
+def proact_breakdowns(records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
+    """Overall weighted score per style and per persona category (CIs over that group's dialogues)."""
+    groups: dict[str, dict[str, list[SampleRecord]]] = {"style": {}, "category": {}}
+    for rec in records:
+        style, category = rec.output.get("style_combination_index"), rec.output.get("category_key")
+        if style is not None:
+            groups["style"].setdefault(str(style), []).append(rec)
+        if category is not None:
+            groups["category"].setdefault(str(category), []).append(rec)
+    out: dict[str, dict[str, Metric]] = {}
+    for by, members in groups.items():
+        keys = sorted(members, key=lambda k: (len(k), k))
+        out[by] = {k: proact_metrics(members[k], seed=seed)["proactivity_overall_weighted_score"] for k in keys}
+    return out
+
+
 def _cols(types: tuple[str, ...], label: str) -> list[int]:
     return [_COL[(t, label)] for t in types]
 

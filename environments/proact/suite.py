@@ -11,7 +11,7 @@ import asyncio
 from typing import Any
 
 from corpora.proactbench import load_rows
-from environments.proact.metrics import official_metrics, proact_counts, proact_metrics
+from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.protocol import ASSISTANT_CONFIG, history_messages
 from harness.providers.base import ModelError
@@ -96,6 +96,9 @@ class ProactOfflineSuite(Suite):
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         return proact_metrics(records, seed=seed)
+
+    def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
+        return proact_breakdowns(records, seed=seed)
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         return proact_counts(records)

@@ -1,0 +1,111 @@
+"""Suite `proact-judge`: how far a judge agrees with the labels stored in a corpus.
+
+Each stored label (a curated response graded at curation time) is re-judged by the model(s)
+under `--judge-model`, with the same prompt and parser the benchmark uses. Metrics: Cohen's kappa
+and accuracy, overall and per trigger type, with bootstrap CIs over dialogues; the 3x3
+confusion matrices go into the summary. Verdicts that do not parse (SKIPPED) or fail (ERROR)
+are counted and left out of kappa -- never silently mapped to a label.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+
+from corpora.proactbench import TRIGGER_TYPES, load_rows
+from environments.proact.judging import judge_reply, label_of
+from environments.proact.protocol import history_messages
+from harness.records import Metric, SampleRecord
+from harness.stats import cohen_kappa, summed_metric
+from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+
+GRADES = ("PASS", "PARTIAL", "FAIL")
+
+
+def stored_label(tp: dict[str, Any]) -> str | None:
+    res = tp.get("evaluation_result")
+    if isinstance(res, dict) and res.get("status") == "EVALUATED" and res.get("score") in GRADES:
+        return res["score"]
+    return None
+
+
+def confusion_per_dialogue(records: list[SampleRecord], kind: str | None = None) -> np.ndarray:
+    """(dialogues, 3, 3) counts, rows = stored label, columns = judge's label."""
+    by_dialogue: dict[str, np.ndarray] = {}
+    for rec in records:
+        m = by_dialogue.setdefault(rec.sample_id, np.zeros((3, 3)))
+        for pair in rec.scores.get("pairs", []):
+            if (kind is None or pair["type"] == kind) and pair["predicted"] in GRADES:
+                m[GRADES.index(pair["reference"]), GRADES.index(pair["predicted"])] += 1
+    return np.stack(list(by_dialogue.values())) if by_dialogue else np.zeros((0, 3, 3))
+
+
+def _accuracy(c: np.ndarray) -> float | None:
+    return float(np.trace(c) / c.sum()) if c.sum() else None
+
+
+class ProactJudgeAgreementSuite(Suite):
+    name = "proact-judge"
+    version = "1.0.0"
+    roles = ("judge",)
+    headline_metric = "judge_kappa_overall"
+    description = "Judge agreement: re-judge a corpus' curated responses against its stored labels"
+
+    def __init__(self) -> None:
+        self._identity: dict[str | None, dict[str, Any]] = {}
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        rows, identity = load_rows(corpus)
+        self._identity[corpus] = identity
+        return [Sample(id=r["unique_id_eval"], data=r) for r in rows
+                if any(stored_label(tp) for tp in r["trigger_points"])]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        if corpus not in self._identity:
+            self.load_samples(corpus)
+        return dict(self._identity[corpus])
+
+    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+        row = sample.data
+        by_turn = {t["turn"]: t for t in row["turn_records"]}
+        labelled = [tp for tp in sorted(row["trigger_points"], key=lambda t: t["turn"]) if stored_label(tp)]
+
+        async def regrade(tp: dict[str, Any]) -> dict[str, Any]:
+            reply = by_turn[tp["turn"]]["assistant_response"]
+            return await judge_reply(ctx, tp["evaluation_rubric"], history_messages(row, tp["turn"]), reply)
+
+        results = await asyncio.gather(*(regrade(tp) for tp in labelled))
+        pairs = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "reference": stored_label(tp),
+                  "predicted": label_of(res)} for tp, res in zip(labelled, results)]
+        errors = [f"turn {p['turn']}: {r.get('error') or r.get('rationale')}" for p, r in zip(pairs, results)
+                  if p["predicted"] == "ERROR"]
+        output = {"unique_id_eval": row["unique_id_eval"],
+                  "trigger_points": [{"turn": tp["turn"], "stored": stored_label(tp), "evaluation_result": res}
+                                     for tp, res in zip(labelled, results)]}
+        return SampleOutcome(output=output, scores={"pairs": pairs}, errors=errors)
+
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        out = {}
+        for kind in (None, *TRIGGER_TYPES):
+            key = "overall" if kind is None else kind.lower()
+            per_dialogue = confusion_per_dialogue(records, kind)
+            out[f"judge_kappa_{key}"] = summed_metric(per_dialogue, cohen_kappa, seed=seed)
+            out[f"judge_accuracy_{key}"] = summed_metric(per_dialogue, _accuracy, seed=seed)
+        return out
+
+    def counts(self, records: list[SampleRecord]) -> dict[str, int]:
+        pairs = [p for r in records for p in r.scores.get("pairs", [])]
+        return {"dialogues": len({r.sample_id for r in records}), "labelled_triggers": len(pairs),
+                "judged": sum(p["predicted"] in GRADES for p in pairs),
+                "skipped": sum(p["predicted"] == "SKIPPED" for p in pairs),
+                "errors": sum(p["predicted"] == "ERROR" for p in pairs)}
+
+    def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
+        """Confusion matrices (rows: stored label, columns: judge), overall and per type."""
+        out = {"labels": list(GRADES)}
+        for kind in (None, *TRIGGER_TYPES):
+            matrix = confusion_per_dialogue(records, kind).sum(axis=0) if records else np.zeros((3, 3))
+            out[f"confusion_{'overall' if kind is None else kind.lower()}"] = matrix.astype(int).tolist()
+        return out

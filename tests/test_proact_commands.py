@@ -1,0 +1,83 @@
+"""`harness corpus validate`, `harness proact metrics`, `harness judge agreement`, and kappa."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from harness.loopback import running_server
+from harness.stats import cohen_kappa
+from tests.conftest import JUDGE_PASS, harness_cli
+
+
+def test_kappa_by_hand():
+    assert cohen_kappa(np.diag([3, 4, 5])) == 1.0
+    # po = 0.7; row sums (5, 5), col sums (6, 4): pe = (30 + 20) / 100 = 0.5 -> kappa 0.4
+    assert math.isclose(cohen_kappa(np.array([[4, 1], [2, 3]])), 0.4)
+    assert cohen_kappa(np.zeros((3, 3))) is None
+    assert cohen_kappa(np.array([[5, 0], [0, 0]])) is None  # chance agreement is total
+
+
+def test_validate_passes_the_release_rows(real_corpus):
+    proc = harness_cli("corpus", "validate", str(real_corpus))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK: 30 rows in 1 file(s), 0 errors" in proc.stdout
+
+
+def test_validate_reports_each_broken_row(real_corpus, tmp_path):
+    rows = [json.loads(ln) for ln in real_corpus.read_text().splitlines()]
+    rows[2]["trigger_points"][1]["turn"] = rows[2]["trigger_points"][0]["turn"] + 1  # back to back
+    del rows[4]["turn_records"][1]["assistant_response"]
+    rows[6]["trigger_stats"]["EMERGENT"]["PASS"] += 5
+    bad = tmp_path / "corrupt.jsonl"
+    bad.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = harness_cli("corpus", "validate", str(bad))
+    assert proc.returncode == 1
+    text = proc.stdout.replace("\n", " ")
+    assert f"{bad}:3" in text and "back-to-back triggers" in text
+    assert f"{bad}:5" in text and "turn_records[1].assistant_response` is missing" in text
+    assert f"{bad}:7" in text and "trigger_stats.EMERGENT" in text
+    # Moving a trigger also breaks the planner's flags on the two turns involved: 3 + 2 errors.
+    assert "planner.is_trigger_point" in text
+    assert "FAILED: 30 rows in 1 file(s), 5 errors" in text
+
+
+def test_metrics_reproduce_every_dialogues_trigger_stats(real_corpus):
+    proc = harness_cli("proact", "metrics", str(real_corpus), "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["trigger_stats_mismatches"] == []
+    # Independently: the pooled weighted score from the rows' own trigger_stats.
+    rows = [json.loads(ln) for ln in real_corpus.read_text().splitlines()]
+    tot = {lab: sum(r["trigger_stats"][t][lab] for r in rows for t in r["trigger_stats"]) for lab in ("PASS", "PARTIAL", "FAIL")}
+    expected = (tot["PASS"] + 0.5 * tot["PARTIAL"]) / sum(tot.values())
+    assert math.isclose(result["official"]["metrics"]["eval/proactivity_overall_weighted_score"], expected)
+    assert math.isclose(result["metrics"]["proactivity_overall_weighted_score"]["value"], expected)
+    assert result["official"]["metrics"]["eval/proactivity_total_dialogues"] == 30
+
+
+def test_metrics_flag_a_tampered_row(real_corpus, tmp_path):
+    rows = [json.loads(ln) for ln in real_corpus.read_text().splitlines()]
+    rows[0]["trigger_stats"]["RECOVERY"]["FAIL"] += 1
+    path = tmp_path / "results.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    proc = harness_cli("proact", "metrics", str(path))
+    assert proc.returncode == 1
+    assert "29 of 30 dialogues match" in proc.stdout and rows[0]["unique_id_eval"] in proc.stdout
+
+
+def test_agreement_of_a_judge_that_always_says_pass(real_corpus, tmp_path):
+    """A constant judge agrees only by chance: kappa is exactly 0 and every verdict lands in the
+    PASS column of the confusion matrix."""
+    with running_server("--echo", "--reply", JUDGE_PASS) as url:
+        proc = harness_cli("judge", "agreement", "--corpus", str(real_corpus), "--judge-model", "openai/constant",
+                           "--base-url", url, "--limit", "6", "--run-dir", str(tmp_path), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    [summary_path] = tmp_path.glob("*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert summary["metrics"]["judge_kappa_overall"]["value"] == pytest.approx(0.0)
+    matrix = np.array(summary["official"]["confusion_overall"])
+    assert matrix[:, 1:].sum() == 0 and matrix.sum() == summary["counts"]["judged"] > 0
+    assert summary["metrics"]["judge_accuracy_overall"]["value"] == pytest.approx(matrix[0, 0] / matrix.sum())
+    assert "stored (rows) x judge (columns)" in proc.stdout
