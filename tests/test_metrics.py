@@ -53,7 +53,7 @@ def test_counts_keep_skipped_and_errors_visible():
     c = proact_counts(RECORDS)
     assert c == {"dialogues": 3, "triggers_pass": 3, "triggers_partial": 3, "triggers_fail": 2,
                  "triggers_skipped": 1, "triggers_error": 1,
-                 "verdicts_with_verbatim_evidence": 0}
+                 "verdicts_evidence_not_found": 0}
 
 
 def test_epochs_of_one_dialogue_pool_into_one_unit():

@@ -186,3 +186,27 @@ def test_ctrl_c_leaves_an_interrupted_run_that_resumes(tmp_path):
         assert done.returncode == 0, done.stderr
     keys = [r.key for r in folder.read_samples()]
     assert len(keys) == 24 == len(set(keys))
+
+
+def test_judge_panel_and_epochs_are_recorded(tmp_path):
+    """Two judges (reached through two providers) and two epochs: both verdicts are kept, the
+    vote is recorded, the leaderboard names the panel, and the epoch spread is reported."""
+    run_dir = tmp_path / "runs"
+    with running_server("--echo", "--reply", JUDGE_PASS) as url:
+        proc = harness_cli("eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j",
+                           "--judge-model", "litellm/openai/k", "--limit", "2", "--epochs", "2",
+                           "--base-url", url, "--run-dir", str(run_dir), "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    summary = _summary(run_dir)
+    assert summary["epochs"]["proactivity_overall_pass_rate"]["values"] == [1.0, 1.0]
+    assert summary["epochs"]["proactivity_overall_pass_rate"]["std"] == 0.0
+    records = _only_run(run_dir).read_samples()
+    assert len(records) == 4
+    result = records[0].output["trigger_points"][0]["evaluation_result"]
+    assert [j["model"] for j in result["judges"]] == ["openai/j", "litellm/openai/k"]
+    assert result["votes"] == {"PASS": 2}
+    assert {"judge", "judge_2"} <= set(records[0].usage)
+    manifest = json.loads(_only_run(run_dir).manifest_path.read_text())
+    assert manifest["config"]["models"]["judge_2"] == "litellm/openai/k"
+    listing = harness_cli("runs", "--run-dir", str(run_dir))
+    assert "openai/j+litellm/openai/k" in listing.stdout

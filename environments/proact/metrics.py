@@ -82,9 +82,10 @@ def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
     out = {"dialogues": len(ids)}
     for label in LABELS:
         out[f"triggers_{label.lower()}"] = int(sum(totals[_COL[(t, label)]] for t in TRIGGER_TYPES))
-    # How often the judge's evidence really is a quote from the reply: a cheap check on the judge.
-    out["verdicts_with_verbatim_evidence"] = sum(
-        bool(tp.get("evaluation_result", {}).get("evidence_verbatim"))
+    # Verdicts whose evidence is not a quote of the graded reply: flagged on the trigger and
+    # counted here, a cheap check on the judge.
+    out["verdicts_evidence_not_found"] = sum(
+        tp.get("evaluation_result", {}).get("evidence_verbatim") is False
         for r in records for tp in r.output.get("trigger_points", [])
     )
     return out
