@@ -81,3 +81,23 @@ def test_agreement_of_a_judge_that_always_says_pass(real_corpus, tmp_path):
     assert matrix[:, 1:].sum() == 0 and matrix.sum() == summary["counts"]["judged"] > 0
     assert summary["metrics"]["judge_accuracy_overall"]["value"] == pytest.approx(matrix[0, 0] / matrix.sum())
     assert "stored (rows) x judge (columns)" in proc.stdout
+
+
+def test_audit_accepts_achievable_rubrics_and_rejects_unparsed(real_corpus, tmp_path):
+    yes = '{"achievable": true, "reason": "the anchor was disclosed in turn 1"}'
+    with running_server("--echo", "--reply", yes) as url:
+        proc = harness_cli("eval", "--suite", "proact-audit", "--corpus", str(real_corpus), "--limit", "3",
+                           "--judge-model", "openai/auditor", "--base-url", url, "--run-dir", str(tmp_path / "a"),
+                           "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    [summary] = (tmp_path / "a").glob("*/summary.json")
+    assert json.loads(summary.read_text())["metrics"]["audit_pass_rate"]["value"] == 1.0
+    with running_server("--echo") as url:  # answers that are not JSON never count as achievable
+        proc = harness_cli("eval", "--suite", "proact-audit", "--corpus", str(real_corpus), "--limit", "2",
+                           "--judge-model", "openai/auditor", "--base-url", url, "--run-dir", str(tmp_path / "b"),
+                           "--no-progress")
+    assert proc.returncode == 0, proc.stderr
+    [samples] = (tmp_path / "b").glob("*/samples.jsonl")
+    recs = [json.loads(ln) for ln in samples.read_text().splitlines()]
+    assert all(not r["output"]["accepted"] for r in recs)
+    assert {a["verdict"] for r in recs for a in r["output"]["audits"]} == {"UNPARSED"}

@@ -1,0 +1,101 @@
+"""Suite `proact-audit`: an independent model checks that every rubric of a dialogue is
+achievable from what the user had disclosed by that trigger turn. `harness corpus build` keeps
+only dialogues that pass, so a new corpus never asks an assistant to read minds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+
+import jsonschema
+
+from corpora.proactbench import load_rows
+from environments.proact.protocol import history_messages
+from harness.providers.base import GenerateConfig, ModelError
+from harness.records import Metric, SampleRecord
+from harness.stats import ratio_metric
+from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+
+AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
+AUDIT_ATTEMPTS = 3
+AUDIT_SCHEMA = {
+    "type": "object",
+    "required": ["achievable", "reason"],
+    "properties": {"achievable": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1}},
+}
+_VALIDATOR = jsonschema.Draft202012Validator(AUDIT_SCHEMA)
+
+
+def audit_messages(rubric: dict[str, Any], history: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The auditor sees what the assistant would see at that turn, and the rubric's PASS bar."""
+    convo = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
+    text = (
+        "You audit a benchmark item. Below is a conversation up to the user's latest message, and the "
+        "criterion an assistant's next reply must meet to PASS. Decide whether a careful assistant could "
+        "meet it using only what the user has disclosed so far (no mind reading, no facts the user never gave).\n\n"
+        f"=== Conversation ===\n{convo}\n\n=== PASS criterion ({rubric['type']}) ===\n{rubric['pass_criteria']}\n\n"
+        'Answer with one JSON object and nothing else: {"achievable": true | false, "reason": "<one sentence>"}'
+    )
+    return [{"role": "user", "content": text}]
+
+
+def parse_audit(text: str) -> dict[str, Any] | None:
+    match = re.search(r"\{.*\}", text, re.S)
+    if not match:
+        return None
+    try:
+        obj = json.loads(match.group(0))
+    except json.JSONDecodeError:
+        return None
+    return obj if not list(_VALIDATOR.iter_errors(obj)) else None
+
+
+class ProactAuditSuite(Suite):
+    name = "proact-audit"
+    version = "1.0.0"
+    roles = ("judge",)  # the auditor is a judge-like role: `--judge-model` names it
+    headline_metric = "audit_pass_rate"
+    description = "Audit: is each rubric achievable from what was disclosed by its trigger turn?"
+
+    def __init__(self) -> None:
+        self._identity: dict[str | None, dict[str, Any]] = {}
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        rows, identity = load_rows(corpus)
+        self._identity[corpus] = identity
+        return [Sample(id=r["unique_id_eval"], data=r) for r in rows]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        if corpus not in self._identity:
+            self.load_samples(corpus)
+        return dict(self._identity[corpus])
+
+    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+        row = sample.data
+
+        async def audit(tp: dict[str, Any]) -> dict[str, Any]:
+            prompt = audit_messages(tp["evaluation_rubric"], history_messages(row, tp["turn"]))
+            for attempt in range(AUDIT_ATTEMPTS):
+                config = AUDIT_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
+                try:
+                    out = await ctx.generate("judge", prompt, config)
+                except ModelError as exc:
+                    return {"turn": tp["turn"], "verdict": "ERROR", "reason": str(exc)}
+                parsed = parse_audit(out.text)
+                if parsed is not None:
+                    verdict = "ACHIEVABLE" if parsed["achievable"] else "NOT_ACHIEVABLE"
+                    return {"turn": tp["turn"], "verdict": verdict, "reason": parsed["reason"]}
+            return {"turn": tp["turn"], "verdict": "UNPARSED", "reason": f"no valid answer in {AUDIT_ATTEMPTS} attempts"}
+
+        audits = await asyncio.gather(*(audit(tp) for tp in sorted(row["trigger_points"], key=lambda t: t["turn"])))
+        accepted = all(a["verdict"] == "ACHIEVABLE" for a in audits)
+        errors = [f"turn {a['turn']}: {a['reason']}" for a in audits if a["verdict"] == "ERROR"]
+        return SampleOutcome(output={"unique_id_eval": row["unique_id_eval"], "audits": audits, "accepted": accepted},
+                             scores={"accepted": accepted}, errors=errors)
+
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        per_dialogue = [[1.0 if r.scores.get("accepted") else 0.0, 1.0] for r in records]
+        return {"audit_pass_rate": ratio_metric(per_dialogue, lambda c: c[0], lambda c: c[1], seed=seed)}
