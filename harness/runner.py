@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -291,6 +293,12 @@ def epoch_spread(suite: Suite, records: list[SampleRecord], seed: int) -> dict[s
 
 
 def run_eval(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
-    """Synchronous entry: Ctrl-C leaves an `interrupted`, resumable run and re-raises."""
-    return asyncio.run(execute(plan, show_progress=show_progress))
+    """Synchronous entry: Ctrl-C (or SIGTERM, as schedulers send) leaves an `interrupted`,
+    resumable run and raises KeyboardInterrupt."""
+    # SIGTERM takes the Ctrl-C path, which asyncio turns into a clean cancellation.
+    previous = signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        return asyncio.run(execute(plan, show_progress=show_progress))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 

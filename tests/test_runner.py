@@ -9,6 +9,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from harness.loopback import running_server
 from harness.records import RunFolder, RunIndex
 from tests.conftest import JUDGE_PASS, REPO, harness_cli
@@ -162,7 +164,8 @@ def test_exhausted_retries_are_recorded_on_the_sample_and_the_run_goes_on(tmp_pa
     assert rec.output["trigger_points"][0]["evaluation_result"]["status"] == "ERROR"
 
 
-def test_ctrl_c_leaves_an_interrupted_run_that_resumes(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_or_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path, sig):
     run_dir = tmp_path / "runs"
     with running_server("--echo", "--reply", JUDGE_PASS, "--delay-s", "0.2") as url:
         args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "3",
@@ -172,7 +175,7 @@ def test_ctrl_c_leaves_an_interrupted_run_that_resumes(tmp_path):
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not list(run_dir.glob("*/samples.jsonl")):
             time.sleep(0.05)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 130, stderr
         folder = _only_run(run_dir)

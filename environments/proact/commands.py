@@ -152,3 +152,52 @@ def agreement(
             table.add_row(g, *map(str, row))
         out.print(table)
     err.print("kappa between frontier judges in the ProactBench paper: 0.35-0.46", highlight=False)
+
+
+@corpus_app.command("build")
+def build(
+    out_file: Path = typer.Option(..., "--out", help="Where the accepted dialogues go (official format JSONL)."),
+    planner_model: str = typer.Option(DEFAULT_MODEL, "--planner-model"),
+    user_model: str = typer.Option(DEFAULT_MODEL, "--user-model"),
+    assistant_model: str = typer.Option(DEFAULT_MODEL, "--assistant-model"),
+    judge_model: list[str] = typer.Option([DEFAULT_MODEL], "--judge-model", help="Labels the generated triggers."),
+    audit_model: str = typer.Option(DEFAULT_MODEL, "--audit-model", help="Independent model that audits the rubrics."),
+    base_url: Optional[str] = typer.Option(None, "--base-url"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Generate this many dialogues."),
+    seed: int = typer.Option(0, "--seed"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Max new tokens for the assistant."),
+    judge_max_tokens: Optional[int] = typer.Option(None, "--judge-max-tokens", min=1),
+    max_connections: int = typer.Option(8, "--max-connections", min=1),
+    run_dir: Path = RUN_DIR,
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Generate dialogues with the live three-agent loop, audit every rubric with an independent
+    model, and keep the dialogues that pass the audit and the protocol rules."""
+    from environments.proact.audit import ProactAuditSuite
+    from environments.proact.corpus_rules import check_row
+    from environments.proact.live import ProactLiveSuite
+    from harness.records import RunConfig, RunFolder
+
+    models = {"assistant": assistant_model, "planner": planner_model, "user": user_model}
+    models |= {("judge" if i == 0 else f"judge_{i + 1}"): spec for i, spec in enumerate(judge_model)}
+    live = RunConfig(suite="proact-live", models=models, base_url=base_url, limit=limit, seed=seed,
+                     max_tokens=max_tokens, judge_max_tokens=judge_max_tokens, max_connections=max_connections)
+    _, live_path = run_config(live, run_dir, suite=ProactLiveSuite(), progress=progress)
+    generated = [r.output for r in RunFolder(run_dir, live_path.name).read_samples() if r.status == "ok"]
+    rule_ok = [row for row in generated if not [p for p in check_row(row) if p.severity == "error"]]
+    if not rule_ok:
+        _fail(f"no generated dialogue passed the protocol rules (see {live_path}/samples.jsonl)", code=1)
+    candidates = live_path / "candidates.jsonl"
+    candidates.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rule_ok), encoding="utf-8")
+    audit = RunConfig(suite="proact-audit", models={"judge": audit_model}, base_url=base_url, corpus=str(candidates),
+                      seed=seed, max_connections=max_connections)
+    _, audit_path = run_config(audit, run_dir, suite=ProactAuditSuite(), progress=progress)
+    verdicts = {r.sample_id: r.output for r in RunFolder(run_dir, audit_path.name).read_samples()}
+    accepted = [row for row in rule_ok if verdicts.get(row["unique_id_eval"], {}).get("accepted")]
+    rejected = [verdicts[row["unique_id_eval"]] for row in rule_ok if row not in accepted and row["unique_id_eval"] in verdicts]
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in accepted), encoding="utf-8")
+    rejected_file = out_file.with_suffix(".rejected.jsonl")
+    rejected_file.write_text("".join(json.dumps(v, ensure_ascii=False) + "\n" for v in rejected), encoding="utf-8")
+    out.print(f"generated {len(generated)}, passed the rules {len(rule_ok)}, passed the audit {len(accepted)} "
+              f"-> {out_file} (rejections with reasons: {rejected_file})", highlight=False)

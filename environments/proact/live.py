@@ -1,0 +1,180 @@
+"""Suite `proact-live`: ProactBench's three-agent loop run live against the model under test.
+
+One sample = one (blueprint, style) pair = one dialogue, the independent unit. The Planner and
+the User Agent drive up to ten turns (`agents.proact_loop`), the Assistant under test answers
+every turn, and the Judge grades the trigger turns against the rubric the Planner committed
+before the Assistant answered. The output is a row in the official release format, so the
+offline suite's metrics, exports and corpus checks read it unchanged.
+
+Register it (pyproject.toml, `[project.entry-points."harness.suites"]`):
+    proact-live = "environments.proact.live:ProactLiveSuite"
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from agents.proact_loop import Roles, build, make_schedule, run_dialogue
+from corpora.proact_blueprints import load_blueprints
+from environments.proact import metrics as proact_metrics_module
+from environments.proact.judging import judge_reply, label_of
+from environments.proact.live_prompts import (
+    PLANNER_CONFIG,
+    USER_CONFIG,
+    assistant_messages,
+    planner_fallback,
+    planner_messages,
+    user_fallback,
+    user_messages,
+)
+from environments.proact.metrics import official_metrics, proact_counts, proact_metrics
+from environments.proact.protocol import ASSISTANT_CONFIG
+from environments.proact.styles import COMBINATIONS, mnemonic, style_card
+from harness.records import Metric, SampleRecord
+from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+
+TYPES = ("EMERGENT", "CRITICAL", "RECOVERY")
+STATUS_LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")
+STYLE_STRIDE = 7  # coprime with 24: consecutive samples get styles far apart in the table
+USAGE_NAMES = {"user": "user_agent"}  # the release names the simulated user `user_agent`
+
+
+def sample_order(blueprints: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+    """Every (blueprint, style) pair once, ordered so that any prefix spreads over blueprints,
+    categories and styles: blueprints round-robin over categories, and round r gives blueprint
+    b the style ((b + r) * 7) mod 24 + 1 -- the first min(B, 24) samples all differ in both."""
+    by_cat: dict[str, list[dict[str, Any]]] = {}
+    for bp in blueprints:
+        by_cat.setdefault(bp["category_key"], []).append(bp)
+    queues = list(by_cat.values())
+    mixed = [q[i] for i in range(max(map(len, queues))) for q in queues if i < len(q)]
+    n = len(COMBINATIONS)
+    return [(bp, (b + r) * STYLE_STRIDE % n + 1) for r in range(n) for b, bp in enumerate(mixed)]
+
+
+def row_blueprint_id(blueprint: dict[str, Any], style: int) -> str:
+    return f"{blueprint['blueprint_id']}_{mnemonic(style)}"
+
+
+class ProactLiveSuite(Suite):
+    name = "proact-live"
+    version = "1.0.0"
+    roles = ("assistant", "planner", "user", "judge")
+    headline_metric = "proactivity_overall_weighted_score"
+    description = "ProactBench live: Planner and User Agent drive a dialogue with the model under test; judge the triggers"
+
+    def __init__(self, *, planner_max_tokens: int = PLANNER_CONFIG.max_tokens, user_max_tokens: int = USER_CONFIG.max_tokens,
+                 planner_attempts: int = 3, user_attempts: int = 3) -> None:
+        """The defaults are the protocol's; the knobs exist so a test can run the embedded model
+        in every role within minutes. Results differ with them, so a run that changes them must
+        say so (they are recorded in every row's `protocol`)."""
+        self.planner_config = PLANNER_CONFIG.merged(max_tokens=planner_max_tokens)
+        self.user_config = USER_CONFIG.merged(max_tokens=user_max_tokens)
+        self.planner_attempts, self.user_attempts = planner_attempts, user_attempts
+        self._identity: dict[str | None, dict[str, Any]] = {}
+
+    # ------------------------------------------------------------ samples
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        blueprints, identity = load_blueprints(corpus)
+        self._identity[corpus] = identity
+        return [Sample(id=f"{row_blueprint_id(bp, style)}__style{style}", data={"blueprint": bp, "style": style})
+                for bp, style in sample_order(blueprints)]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        if corpus not in self._identity:
+            self.load_samples(corpus)
+        return dict(self._identity[corpus])
+
+    # ------------------------------------------------------------ one dialogue
+    def _roles(self, ctx: SampleContext, blueprint: dict[str, Any], style: int) -> Roles:
+        persona, card = blueprint["persona"], style_card(style)
+
+        async def plan(view, attempt: int) -> str:
+            config = self.planner_config.merged(seed=ctx.seed + attempt)
+            return (await ctx.generate("planner", planner_messages(view), config)).text
+
+        async def speak(view, attempt: int) -> str:
+            messages = user_messages(persona, card, view.order, view.conversation, view.feedback)
+            return (await ctx.generate("user", messages, self.user_config.merged(seed=ctx.seed + attempt))).text
+
+        async def answer(history: list[dict[str, str]]) -> str:
+            return (await ctx.generate("assistant", assistant_messages(history), ASSISTANT_CONFIG)).text
+
+        async def judge(rubric: dict[str, Any], history: list[dict[str, str]], reply: str) -> dict[str, Any]:
+            return await judge_reply(ctx, rubric, history, reply)
+
+        return Roles(plan=plan, plan_fallback=planner_fallback, speak=speak, speak_fallback=user_fallback,
+                     answer=answer, judge=judge)
+
+    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+        bp, style = sample.data["blueprint"], sample.data["style"]
+        schedule = make_schedule(bp["blueprint_id"], [a["id"] for a in bp["implicit_anchors"]])
+        graph = build(bp, schedule, self._roles(ctx, bp, style),
+                      planner_attempts=self.planner_attempts, user_attempts=self.user_attempts)
+        final = await run_dialogue(graph)
+
+        triggers = sorted(final["triggers"], key=lambda tp: tp["turn"])
+        records = final["records"]
+        reached = {tp["turn"] for tp in triggers}
+        labels = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "label": label_of(tp["evaluation_result"])}
+                  for tp in triggers]
+        errors = [final["failed"]] if final["failed"] else []
+        # A scheduled trigger that never happened (the dialogue broke off, or a RECOVERY was
+        # withheld) counts as an error: dropping it would shrink the denominator.
+        for turn, kind in sorted(schedule.triggers.items()):
+            if turn not in reached:
+                labels.append({"turn": turn, "type": kind, "label": "ERROR"})
+                errors.append(f"turn {turn}: scheduled {kind} trigger did not take place")
+        errors += [f"turn {tp['turn']}: judge: {tp['evaluation_result'].get('error') or tp['evaluation_result'].get('rationale')}"
+                   for tp in triggers if tp["evaluation_result"]["status"] == "ERROR"
+                   and tp["evaluation_result"].get("error") != final["failed"]]
+        stats = {t: {lab: 0 for lab in STATUS_LABELS} for t in TYPES}
+        for lab in labels:
+            if lab["turn"] in reached:
+                stats[lab["type"]][lab["label"]] += 1
+        fallbacks = {"planner": sum(r["planner"]["planner_fallback"] for r in records),
+                     "user": sum(r["user_agent"]["fallback"] for r in records)}
+        row_bp = row_blueprint_id(bp, style)
+        uuid = hashlib.sha256(f"{sample.id}:{ctx.seed}".encode()).hexdigest()[:32]
+        output = {
+            "blueprint_id": row_bp, "scenario_id": bp["scenario_id"], "unique_id_eval": f"{row_bp}__style{style}__{uuid}",
+            "uuid": uuid, "category_key": bp["category_key"], "style_combination_index": style,
+            "evaluated_model": ctx.models["assistant"].name, "num_turns_completed": len(records),
+            "trigger_stats": stats, "trigger_points": triggers, "turn_records": records,
+            "token_usage": {USAGE_NAMES.get(role, role): u.model_dump() for role, u in sorted(ctx.usage.items())},
+            "fallbacks": fallbacks,
+            "protocol": {
+                "scheduled_triggers": {str(t): k for t, k in sorted(schedule.triggers.items())},
+                "scheduled_done_turn": schedule.done_turn, "done_turn": final["done_turn"],
+                "anchor_due": schedule.anchor_due, "revealed_anchor_ids": final["revealed"],
+                "planner_max_tokens": self.planner_config.max_tokens, "user_max_tokens": self.user_config.max_tokens,
+                "planner_attempts": self.planner_attempts, "user_attempts": self.user_attempts,
+            },
+        }
+        scores = {"triggers": sorted(labels, key=lambda lab: lab["turn"]),
+                  "expected_types": [k for _, k in sorted(schedule.triggers.items())],
+                  "planner_fallbacks": fallbacks["planner"], "user_fallbacks": fallbacks["user"]}
+        return SampleOutcome(output=output, scores=scores, errors=errors)
+
+    # ------------------------------------------------------------ metrics (the offline suite's)
+    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
+        bp = sample.data["blueprint"]
+        schedule = make_schedule(bp["blueprint_id"], [a["id"] for a in bp["implicit_anchors"]])
+        return {"triggers": [], "expected_types": [k for _, k in sorted(schedule.triggers.items())]}
+
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        return proact_metrics(records, seed=seed)
+
+    def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
+        per_group = getattr(proact_metrics_module, "proact_breakdowns", None)
+        return per_group(records, seed=seed) if per_group else {}
+
+    def counts(self, records: list[SampleRecord]) -> dict[str, int]:
+        counts = proact_counts(records)
+        counts["planner_fallbacks"] = sum(int(r.scores.get("planner_fallbacks", 0)) for r in records)
+        counts["user_fallbacks"] = sum(int(r.scores.get("user_fallbacks", 0)) for r in records)
+        return counts
+
+    def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
+        return official_metrics(records)

@@ -1,0 +1,244 @@
+"""Suite `proact-live`: the three-agent loop through the real runner, on real HTTP model servers.
+
+The loopback servers answer instantly and deterministically (`--echo`, or a fixed `--reply`), so
+these tests check the protocol (schedule, anchor discipline, fallbacks, information asymmetry,
+the row format); the slow test runs the embedded model in every role.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.proact_loop import (
+    MAX_MISSES,
+    WINDOWS,
+    anchor_keys,
+    done_acknowledged,
+    make_schedule,
+    mentions,
+    parse_planner,
+    PlannerFormatError,
+    schedule_problems,
+    trigger_layouts,
+)
+from corpora.proact_blueprints import load_blueprints
+from corpora.proactbench import validate_row
+from environments.proact.corpus_rules import check_row
+from environments.proact.live import ProactLiveSuite, sample_order
+from environments.proact.styles import CARDS, DOMAINS, domains, mnemonic, style_card
+from harness.calls import CallPolicy, ManagedModel
+from harness.errors import HarnessError
+from harness.loopback import running_server
+from harness.providers.openai_provider import OpenAIModel
+from harness.records import RunConfig, RunFolder
+from harness.runner import execute, plan_run
+
+BLUEPRINTS = [
+    {
+        "blueprint_id": "BP_LIVETEST_TRAVEL_01", "scenario_id": "LIVETEST_TRAVEL_01", "category_key": "travel_persona",
+        "persona": {"name": "Marisol Quenby", "background": "Marisol teaches geography at a secondary school in Leeds.",
+                    "situation": "Marisol is planning her first solo trip abroad during the summer break."},
+        "hidden_goal": "A Lisbon trip that protects her healing knee and keeps within her small budget.",
+        "explicit_request": "Suggest a five-day itinerary for Lisbon.",
+        "implicit_anchors": [
+            {"id": "A1", "detail": "She had knee surgery in March and still avoids steep staircases.",
+             "implies": "Lisbon's hills call for trams, lifts and taxis instead of walking routes."},
+            {"id": "A2", "detail": "Her whole budget is 600 pounds including flights.",
+             "implies": "Free museum days, cheap lodging and transit passes matter."},
+            {"id": "A3", "detail": "She gets seasick on small boats.",
+             "implies": "River cruises and ferry crossings should be avoided or replaced."},
+            {"id": "A4", "detail": "Her cousin lives in Porto and invited her for dinner.",
+             "implies": "A day trip north by train could fit the plan."},
+        ],
+        "ideal_trajectory": ["Itinerary with step-free routes", "Budget breakdown", "Day trip options", "Packing advice"],
+        "done_signal": "She says the itinerary is final and thanks the assistant.",
+    },
+    {
+        "blueprint_id": "BP_LIVETEST_CULINARY_01", "scenario_id": "LIVETEST_CULINARY_01", "category_key": "culinary_persona",
+        "persona": {"name": "Theodric Vanwall", "background": "Theodric is a retired ferry engineer who took up baking.",
+                    "situation": "Theodric is hosting his grandson's birthday party next weekend."},
+        "hidden_goal": "A party menu that is safe for a guest with a nut allergy and easy to make in a tiny oven.",
+        "explicit_request": "Give me a recipe for a chocolate birthday cake.",
+        "implicit_anchors": [
+            {"id": "A1", "detail": "One of the invited children carries an epinephrine pen for peanuts.",
+             "implies": "Every dish must be nut-free, including cross-contamination."},
+            {"id": "A2", "detail": "His flat only has a countertop convection oven.",
+             "implies": "Bake in smaller tins or in batches at adjusted temperatures."},
+            {"id": "A3", "detail": "Twenty-two guests are expected on Saturday afternoon.",
+             "implies": "Quantities must scale and prep must start the day before."},
+        ],
+        "ideal_trajectory": ["Nut-free cake recipe", "Oven adjustments", "Scaled party menu"],
+        "done_signal": "He says the menu is settled and he is ready to shop.",
+    },
+    {
+        "blueprint_id": "BP_LIVETEST_SPORTS_01", "scenario_id": "LIVETEST_SPORTS_01", "category_key": "sports_persona",
+        "persona": {"name": "Ingeborg Salvi", "background": "Ingeborg is an accountant who started running last year.",
+                    "situation": "Ingeborg signed up for her first half marathon in October."},
+        "hidden_goal": "A training plan that fits her asthma, her night shifts in tax season and a hilly course.",
+        "explicit_request": "Write me a twelve-week half marathon training plan.",
+        "implicit_anchors": [
+            {"id": "A1", "detail": "Cold air makes her asthma flare during morning runs.",
+             "implies": "Schedule runs later in the day, warm-ups and an inhaler plan."},
+            {"id": "A2", "detail": "From week six she works late evenings until the quarterly deadline.",
+             "implies": "The plan needs lighter, flexible weeks around the deadline."},
+            {"id": "A3", "detail": "The race route climbs 300 metres over its second half.",
+             "implies": "Hill repeats and strength work belong in the plan."},
+        ],
+        "ideal_trajectory": ["Base plan", "Asthma-aware scheduling", "Deadline weeks", "Hill work"],
+        "done_signal": "She says the plan is complete and she will start on Monday.",
+    },
+]
+ROLES = ("assistant", "planner", "user", "judge")
+
+# One reply that parses both as a Planner answer and as a judge verdict, so a single server can
+# play every role. It holds no closing words, so the user's "done" is the loop's doing.
+PLANNER_REPLY = {
+    "tactical_order": {"intent": "ORDERMARK carry on with the request",
+                       "content_payload": ["PAYLOADMARK ask for the next concrete step"],
+                       "behavioral_directive": "DIRECTIVEMARK keep it short"},
+    "evaluation_rubric": {"pass_criteria": "RUBRICPASSMARK the assistant acts on the disclosed detail unprompted",
+                          "partial_criteria": "RUBRICPARTIALMARK the assistant notices the detail only",
+                          "fail_criteria": "RUBRICFAILMARK the assistant ignores the detail"},
+}
+COMBINED_REPLY = json.dumps(PLANNER_REPLY | {"score": "PARTIAL", "rationale": "noticed but did not act",
+                                             "evidence": "ask for the next concrete step"})
+JUDGE_REPLY = json.dumps({"score": "PASS", "rationale": "acted on it", "evidence": "echo"})
+
+
+@pytest.fixture()
+def blueprint_file(tmp_path: Path) -> Path:
+    path = tmp_path / "blueprints.jsonl"
+    path.write_text("".join(json.dumps(bp) + "\n" for bp in BLUEPRINTS), encoding="utf-8")
+    return path
+
+
+def run_suite(suite: ProactLiveSuite, corpus: Path, url: str, run_dir: Path, limit: int = 3, **config: Any):
+    """The real runner end to end: plan, execute, read the records back."""
+    run = RunConfig(suite=suite.name, models={r: f"openai/{r}-model" for r in ROLES}, base_url=url,
+                    corpus=str(corpus), limit=limit, max_connections=4, **config)
+    plan = plan_run(run, run_dir, suite=suite)
+    summary = asyncio.run(execute(plan, show_progress=False))
+    return sorted(RunFolder(run_dir, plan.folder.run_id).read_samples(), key=lambda r: r.sample_id), summary
+
+
+def assert_official_row(row: dict[str, Any]) -> None:
+    validate_row(row, "live row")
+    errors = [p for p in check_row(row, strict=False) if p.severity == "error"]
+    assert not errors, errors
+    assert row["unique_id_eval"] == f"{row['blueprint_id']}__style{row['style_combination_index']}__{row['uuid']}"
+    for tp in row["trigger_points"]:
+        assert set(tp) == {"turn", "evaluation_rubric", "evaluation_result"}
+
+
+def assert_protocol(row: dict[str, Any]) -> None:
+    """Windows, spacing, RECOVERY after the done acknowledgement, one anchor per message, and
+    the force-reveal rule -- checked on what actually happened in the dialogue."""
+    turns = sorted(tp["turn"] for tp in row["trigger_points"])
+    assert 3 <= len(turns) <= 6 and row["num_turns_completed"] <= 10
+    assert all(b - a >= 2 for a, b in zip(turns, turns[1:]))
+    done = row["protocol"]["done_turn"]
+    assert done is not None
+    assert done_acknowledged(row["turn_records"][done - 1]["user_message"], "")
+    for tp in row["trigger_points"]:
+        kind, turn = tp["evaluation_rubric"]["type"], tp["turn"]
+        assert WINDOWS[kind][0] <= turn <= WINDOWS[kind][1]
+        assert kind != "RECOVERY" or turn > done
+    misses: dict[str, int] = {}
+    for rec in row["turn_records"]:
+        order, revealed = rec["planner"]["anchor_order"], rec["planner"]["revealed_anchor_ids"]
+        assert len(revealed) <= 1
+        if order is None:
+            assert not revealed
+            continue
+        if misses.get(order["id"], 0) >= MAX_MISSES:
+            assert order["forced"], f"turn {rec['turn']}: {order['id']} missed {MAX_MISSES} times but not forced"
+        if order["forced"]:
+            assert revealed == [order["id"]], f"turn {rec['turn']}: a forced reveal must land"
+        misses[order["id"]] = 0 if revealed else misses.get(order["id"], 0) + 1
+
+
+def call_roles(record) -> str:
+    return " ".join(c.role for c in record.calls)
+
+
+# ------------------------------------------------------------------ loader
+def test_blueprints_load_from_a_file_or_a_folder_of_parts(tmp_path, blueprint_file):
+    rows, ident = load_blueprints(blueprint_file)
+    assert [r["blueprint_id"] for r in rows] == [b["blueprint_id"] for b in BLUEPRINTS] and ident["sha256"]
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    (parts / "a.blueprints.jsonl").write_text(json.dumps(BLUEPRINTS[0]) + "\n")
+    (parts / "b.blueprints.jsonl").write_text("\n" + json.dumps(BLUEPRINTS[1]) + "\n")
+    rows, ident = load_blueprints(parts)
+    assert len(rows) == 2 and len(ident["files"]) == 2
+
+
+def test_bad_blueprints_name_file_line_and_field(tmp_path):
+    bad = json.loads(json.dumps(BLUEPRINTS[1]))
+    del bad["implicit_anchors"][1]["implies"]
+    path = tmp_path / "bp.jsonl"
+    path.write_text(json.dumps(BLUEPRINTS[0]) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(HarnessError, match=rf"{re.escape(str(path))}:2: field `implicit_anchors\[1\].implies` is missing"):
+        load_blueprints(path)
+    bad = json.loads(json.dumps(BLUEPRINTS[0]))
+    bad["implicit_anchors"] = bad["implicit_anchors"][:2]
+    path.write_text(json.dumps(bad) + "\n")
+    with pytest.raises(HarnessError, match=r":1: field `implicit_anchors` is invalid"):
+        load_blueprints(path)
+    path.write_text(json.dumps(BLUEPRINTS[0]) + "\n" + json.dumps(BLUEPRINTS[0]) + "\n")
+    with pytest.raises(HarnessError, match=r":2: field `blueprint_id` 'BP_LIVETEST_TRAVEL_01' repeats"):
+        load_blueprints(path)
+    path.write_text("{not json\n")
+    with pytest.raises(HarnessError, match=r":1: not valid JSON") as info:
+        load_blueprints(path)
+    assert "\n" not in str(info.value)
+
+
+# ------------------------------------------------------------------ schedule and heuristics
+def test_schedule_never_breaks_the_rules_over_many_blueprints():
+    seen_layouts, seen_done = set(), set()
+    for i in range(3000):
+        ids = [f"A{k}" for k in range(1, 3 + i % 3 + 1)]
+        s = make_schedule(f"BP_SEED_{i}", ids)
+        assert schedule_problems(s) == [], (i, s)
+        assert make_schedule(f"BP_SEED_{i}", ids) == s  # deterministic
+        first_critical = min(t for t, k in s.triggers.items() if k == "CRITICAL")
+        assert sorted(s.anchor_due.values())[1] <= first_critical
+        seen_layouts.add((tuple(sorted(s.triggers.items())), s.done_turn))
+        seen_done.add(s.done_turn)
+    assert seen_done == {7, 8}
+    assert len(seen_layouts) == len(trigger_layouts())  # every legal layout is used
+    assert {len(layout) for layout, _ in seen_layouts} >= {3, 4, 5}
+
+
+def test_anchor_heuristic_and_planner_parsing():
+    bp = BLUEPRINTS[0]
+    keys = anchor_keys(bp["implicit_anchors"], bp["explicit_request"])
+    assert mentions("Oh, and my knee is still sore since the surgery, so I skip steep stairs.", keys["A1"])
+    assert not mentions("Could you make day two a bit more relaxed?", keys["A1"])
+    assert mentions("I've only got 600 pounds for everything, flights included.", keys["A2"])
+    assert not mentions("Suggest a five-day itinerary for Lisbon.", keys["A2"])  # request words never count
+    assert done_acknowledged("Perfect, that's everything, the itinerary is final.", bp["done_signal"])
+    assert not done_acknowledged("Can you add a day in Sintra?", bp["done_signal"])
+    parsed = parse_planner("Sure!\n```json\n" + COMBINED_REPLY + "\n```", trigger=True)
+    assert parsed["evaluation_rubric"]["pass_criteria"].startswith("RUBRICPASSMARK")
+    with pytest.raises(PlannerFormatError, match="evaluation_rubric"):
+        parse_planner(json.dumps({"tactical_order": PLANNER_REPLY["tactical_order"]}), trigger=True)
+    with pytest.raises(PlannerFormatError):
+        parse_planner("not json", trigger=False)
+
+
+def test_sample_order_spreads_blueprints_and_styles_early():
+    many = [dict(BLUEPRINTS[i % 3], blueprint_id=f"BP_X_{i}", category_key=BLUEPRINTS[i % 3]["category_key"]) for i in range(9)]
+    order = sample_order(many)
+    assert len(order) == 9 * 24 and len({(bp["blueprint_id"], s) for bp, s in order}) == 9 * 24
+    first = order[:9]
+    assert len({bp["blueprint_id"] for bp, _ in first}) == 9 and len({s for _, s in first}) == 9
+    assert [bp["category_key"] for bp, _ in order[:3]] == ["travel_persona", "culinary_persona", "sports_persona"]
