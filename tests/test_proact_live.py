@@ -242,3 +242,157 @@ def test_sample_order_spreads_blueprints_and_styles_early():
     first = order[:9]
     assert len({bp["blueprint_id"] for bp, _ in first}) == 9 and len({s for _, s in first}) == 9
     assert [bp["category_key"] for bp, _ in order[:3]] == ["travel_persona", "culinary_persona", "sports_persona"]
+
+
+# ------------------------------------------------------------------ the loop through the runner
+def test_full_dialogues_make_official_rows_and_keep_the_protocol(blueprint_file, tmp_path):
+    """One server plays every role (its reply parses as a Planner answer and as a verdict)."""
+    t0 = time.perf_counter()
+    with running_server("--echo", "--reply", COMBINED_REPLY) as url:
+        records, summary = run_suite(ProactLiveSuite(), blueprint_file, url, tmp_path / "runs", limit=3)
+    assert time.perf_counter() - t0 < 60
+    assert len(records) == 3 and all(r.status == "ok" for r in records), [r.errors for r in records]
+    # `--limit 3`: three different blueprints and three different styles.
+    assert len({r.output["scenario_id"] for r in records}) == 3
+    assert len({r.output["style_combination_index"] for r in records}) == 3
+    for rec in records:
+        row = rec.output
+        assert_official_row(row)
+        assert_protocol(row)
+        style = row["style_combination_index"]
+        assert rec.sample_id == f"{row['blueprint_id']}__style{style}" and row["blueprint_id"].endswith("_" + mnemonic(style))
+        assert row["evaluated_model"] == "openai/assistant-model"
+        # The Planner's own rubric text is what the judge used: no fallback, no silent rewrite.
+        assert not any(t["planner"]["planner_fallback"] for t in row["turn_records"])
+        for tp in row["trigger_points"]:
+            assert tp["evaluation_rubric"]["pass_criteria"] == PLANNER_REPLY["evaluation_rubric"]["pass_criteria"]
+            assert tp["evaluation_result"]["status"] == "EVALUATED" and tp["evaluation_result"]["score"] == "PARTIAL"
+            assert row["turn_records"][tp["turn"] - 1]["planner"]["evaluation_rubric"] == tp["evaluation_rubric"]
+        # Every turn: the Planner (rubric committed) before the user, the user before the
+        # assistant, the judge only after the assistant and only on trigger turns.
+        pattern = r"((planner )+(user )+assistant( judge)*( |$))+"
+        assert re.fullmatch(pattern, call_roles(rec)), call_roles(rec)
+        assert call_roles(rec).count("assistant") == row["num_turns_completed"]
+        assert rec.scores["triggers"] == [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "label": "PARTIAL"}
+                                          for tp in row["trigger_points"]]
+        assert set(row["token_usage"]) == {"planner", "user_agent", "assistant", "judge"}
+        assert row["token_usage"]["assistant"]["calls"] == row["num_turns_completed"]
+    assert summary.counts["triggers_partial"] == sum(len(r.output["trigger_points"]) for r in records)
+    assert summary.metrics["proactivity_overall_weighted_score"].value == pytest.approx(0.5)
+    assert summary.official["metrics"]["eval/proactivity_total_dialogues"] == 3
+
+
+@pytest.mark.parametrize("reply", ["{oops, this is not json", ""])
+def test_planner_and_user_fallbacks_are_recorded_and_counted(blueprint_file, tmp_path, reply):
+    with running_server("--echo", "--reply", reply) as url:
+        records, summary = run_suite(ProactLiveSuite(), blueprint_file, url, tmp_path / "runs", limit=3)
+    assert len(records) == 3
+    for rec in records:
+        row, turns = rec.output, rec.output["turn_records"]
+        assert_official_row(row)
+        assert_protocol(row)
+        # Bounded retries: exactly three Planner calls per turn, then the template.
+        assert rec.usage["planner"].calls == 3 * len(turns)
+        assert all(t["planner"]["planner_fallback"] and t["planner"]["planner_attempts"] == 3 for t in turns)
+        assert all(len(t["planner"]["planner_problems"]) == 3 for t in turns)
+        assert row["fallbacks"]["planner"] == rec.scores["planner_fallbacks"] == len(turns)
+        user_fallbacks = [t for t in turns if t["user_agent"]["fallback"]]
+        assert row["fallbacks"]["user"] == rec.scores["user_fallbacks"] == len(user_fallbacks) > 0
+        if reply == "":  # an empty message is never accepted: every turn retried, then the template
+            assert len(user_fallbacks) == len(turns)
+            assert all("empty" in t["user_agent"]["problems"][0] for t in turns)
+        assert all(t["user_message"].strip() for t in turns)
+        # The template rubric is complete and typed by the schedule; the unparseable verdicts
+        # are SKIPPED, counted, never dropped.
+        for tp in row["trigger_points"]:
+            assert all(tp["evaluation_rubric"][k] for k in ("pass_criteria", "partial_criteria", "fail_criteria"))
+            assert tp["evaluation_result"]["status"] == "SKIPPED"
+    assert summary.counts["planner_fallbacks"] == sum(len(r.output["turn_records"]) for r in records)
+    assert summary.counts["user_fallbacks"] == sum(r.scores["user_fallbacks"] for r in records) > 0
+    assert summary.counts["triggers_skipped"] == sum(len(r.output["trigger_points"]) for r in records)
+
+
+class RecordingModel:
+    """Passes calls through to a real model and keeps every prompt it was sent."""
+
+    def __init__(self, inner: ManagedModel, role: str, sample_id: str, log: list):
+        self.inner, self.role, self.sample_id, self.log, self.name = inner, role, sample_id, log, inner.name
+
+    async def generate(self, messages, config):
+        self.log.append((self.sample_id, self.role, json.loads(json.dumps(messages))))
+        return await self.inner.generate(messages, config)
+
+
+class RoutedSuite(ProactLiveSuite):
+    """The live suite with each role on its own loopback server (the run config has one
+    --base-url for all roles) and every prompt recorded."""
+
+    def __init__(self, urls: dict[str, str], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.urls, self.prompts = urls, []
+
+    async def run_sample(self, sample, ctx):
+        routed = {role: ManagedModel(OpenAIModel(f"{role}-model", url), max_connections=4,
+                                     policy=CallPolicy(timeout_s=30, max_retries=0)) for role, url in self.urls.items()}
+        ctx.models = {role: RecordingModel(routed.get(role, model), role, sample.id, self.prompts)
+                      for role, model in ctx.models.items()}
+        try:
+            return await super().run_sample(sample, ctx)
+        finally:
+            for model in routed.values():
+                await model.aclose()
+
+
+def _text(messages: list[dict[str, str]]) -> str:
+    return "\n".join(m["content"] for m in messages)
+
+
+@pytest.mark.parametrize("planner_kind", ["model", "template"])
+def test_information_asymmetry_in_the_prompts_each_role_received(blueprint_file, tmp_path, planner_kind):
+    with running_server("--echo") as echo, running_server("--echo", "--reply", json.dumps(PLANNER_REPLY)) as planner, \
+            running_server("--echo", "--reply", JUDGE_REPLY) as judge:
+        suite = RoutedSuite({"planner": planner if planner_kind == "model" else echo, "judge": judge})
+        records, _ = run_suite(suite, blueprint_file, echo, tmp_path / "runs", limit=3)
+    assert all(r.status == "ok" for r in records)
+    bps = {bp["blueprint_id"]: bp for bp in BLUEPRINTS}
+    for rec in records:
+        row = rec.output
+        bp, style = bps[row["blueprint_id"].rsplit("_", 1)[0]], row["style_combination_index"]
+        prompts = {role: [_text(m) for sid, r, m in suite.prompts if sid == rec.sample_id and r == role] for role in ROLES}
+        assert all(prompts[role] for role in ROLES)
+        rubric_texts = {tp["evaluation_rubric"][k] for tp in row["trigger_points"]
+                        for k in ("pass_criteria", "partial_criteria", "fail_criteria")}
+        if planner_kind == "model":
+            assert rubric_texts == set(PLANNER_REPLY["evaluation_rubric"].values())
+        persona = list(bp["persona"].values())
+        card_lines = [line for line in style_card(style).splitlines() if len(line) > 15]
+        style_words = [d for d in domains(style)] + ([mnemonic(style)] if len(mnemonic(style)) > 1 else [])
+        hidden = [bp["hidden_goal"]] + [a["implies"] for a in bp["implicit_anchors"]]
+        for text in prompts["user"] + prompts["assistant"]:
+            assert not any(r in text for r in rubric_texts) and "RUBRIC" not in text
+            assert not any(h in text for h in hidden)
+        for text in prompts["planner"] + prompts["judge"]:
+            assert not any(line in text for line in card_lines)
+            assert not any(re.search(rf"\b{re.escape(w)}\b", text) for w in style_words)
+            assert "Communication style" not in text and not any(n in text for n in persona)
+        # Positive controls: the recording sees what each role should get.
+        assert all(any(r in text for text in prompts["judge"]) for r in rubric_texts)
+        assert all(style_card(style) in text and all(n in text for n in persona) for text in prompts["user"])
+        assert any(bp["hidden_goal"] in text for text in prompts["planner"])
+        if planner_kind == "model":
+            assert any("PAYLOADMARK" in text for text in prompts["user"])
+        assistant_calls = [m for sid, r, m in suite.prompts if sid == rec.sample_id and r == "assistant"]
+        for messages in assistant_calls:
+            assert [m["role"] for m in messages] == ["user", "assistant"] * (len(messages) // 2) + ["user"]
+    assert set(DOMAINS) == set(CARDS)
+
+
+def test_an_assistant_that_fails_ends_the_dialogue_and_every_trigger_counts_as_error(blueprint_file, tmp_path):
+    with running_server("--echo", "--reply", COMBINED_REPLY) as good, running_server("--echo", "--faults", "500") as bad:
+        suite = RoutedSuite({"assistant": bad})
+        records, summary = run_suite(suite, blueprint_file, good, tmp_path / "runs", limit=1, max_retries=0)
+    [rec] = records
+    assert rec.status == "error" and rec.output["num_turns_completed"] == 1
+    assert [t["label"] for t in rec.scores["triggers"]] == ["ERROR"] * len(rec.scores["expected_types"])
+    assert summary.counts["triggers_error"] == len(rec.scores["expected_types"])
+    assert any("assistant" in e for e in rec.errors)

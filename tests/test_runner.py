@@ -13,7 +13,7 @@ import pytest
 
 from harness.loopback import running_server
 from harness.records import RunFolder, RunIndex
-from tests.conftest import JUDGE_PASS, REPO, harness_cli
+from tests.conftest import JUDGE_PASS, OWN_PROACT, REPO, harness_cli
 
 
 def _stats(url: str) -> dict:
@@ -32,7 +32,7 @@ def _summary(run_dir: Path) -> dict:
 
 def test_resume_after_sigkill_finishes_every_sample_exactly_once(tmp_path):
     run_dir = tmp_path / "runs"
-    args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "4",
+    args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "4", "--limit", "8",
             "--max-connections", "2", "--run-dir", str(run_dir), "--no-progress"]
     with running_server("--echo", "--reply", JUDGE_PASS, "--delay-s", "0.15") as url:
         proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args, "--base-url", url], cwd=REPO,
@@ -68,7 +68,8 @@ def test_resume_after_sigkill_finishes_every_sample_exactly_once(tmp_path):
     assert {e for _, e in keys} == {0, 1, 2, 3}
     summary = _summary(run_dir)
     assert summary["counts"]["samples"] == 32
-    assert summary["counts"]["triggers_pass"] == 4 * 27
+    first8 = [json.loads(ln) for ln in OWN_PROACT.read_text().splitlines()[:8]]
+    assert summary["counts"]["triggers_pass"] == 4 * sum(len(r["trigger_points"]) for r in first8)
     assert json.loads(folder.manifest_path.read_text())["status"] == "complete"
 
 
