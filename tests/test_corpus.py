@@ -21,7 +21,6 @@ def test_own_corpus_is_the_default_and_covers_all_trigger_types():
     assert len(rows) >= 6
     types = {tp["evaluation_rubric"]["type"] for r in rows for tp in r["trigger_points"]}
     assert types == {"EMERGENT", "CRITICAL", "RECOVERY"}
-    assert all("evaluation_result" not in tp for r in rows for tp in r["trigger_points"])
 
 
 def _write(tmp_path, rows):
@@ -64,3 +63,27 @@ def test_duplicate_ids_and_missing_file(tmp_path):
         load_rows(_write(tmp_path, [rows[0], rows[0]]))
     with pytest.raises(HarnessError, match="corpus file .*nope.jsonl not found: pass --corpus PATH"):
         load_rows(tmp_path / "nope.jsonl")
+
+
+def test_own_corpus_meets_the_protocol_strictly_and_covers_everything():
+    from collections import Counter
+
+    from environments.proact.corpus_rules import check_row
+
+    rows, _ = load_rows(None)
+    problems = [(r["unique_id_eval"], p) for r in rows for p in check_row(r, strict=True)]
+    assert problems == []
+    types = Counter(tp["evaluation_rubric"]["type"] for r in rows for tp in r["trigger_points"])
+    assert len(rows) >= 48 and sum(types.values()) >= 150
+    assert min(types.values()) / max(types.values()) > 0.7  # balanced over the three types
+    assert {r["style_combination_index"] for r in rows} == set(range(1, 25))
+    assert {r["category_key"] for r in rows} == {f"{c}_persona" for c in ("professional", "sports", "arts", "travel", "culinary")}
+    assert all(tp["evaluation_result"]["status"] == "EVALUATED" for r in rows for tp in r["trigger_points"])
+
+
+def test_validate_command_passes_own_corpus_folder_strict():
+    from tests.conftest import harness_cli
+
+    proc = harness_cli("corpus", "validate", "corpora/proact/", "--strict")
+    assert proc.returncode == 0, proc.stdout
+    assert "OK: 54 rows" in proc.stdout
