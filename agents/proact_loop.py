@@ -5,9 +5,9 @@ Why the split between code and models: the protocol's structure -- which turn is
 which type, which anchor is due, when the user says the task is done -- is decided here, by
 deterministic code from the blueprint and the turn (`make_schedule`, `directive_for`), so no model
 can break a window, the spacing or the one-anchor-per-message rule. The models only write content:
-the Planner the tactical order and the rubric text (JSON, schema-checked, bounded retries, then a
-template), the User Agent the message (checked, bounded retries, then a template), the Assistant
-its reply. Every fallback is recorded on its turn.
+the Planner the tactical order and the rubric text (JSON, schema-checked by the environment's
+parser; bounded retries here, then a template), the User Agent the message (checked here; bounded
+retries, then a template), the Assistant its reply. Every fallback is recorded on its turn.
 
 The graph never holds the style, and the Planner's view of the blueprint never holds the persona:
 the roles are callables supplied by the environment (`Roles`), each closing over only what its
@@ -16,23 +16,24 @@ prompt may contain, so this module imports `harness` only (the dependency direct
 Anchor heuristic (documented because the loop depends on it): an anchor's key words are the
 content words of its `detail` (4+ letters or containing a digit, minus stop words, minus words of
 the explicit request and of the other anchors), compared by their first five letters so "allergy"
-matches "allergic". A message reveals the anchor when it holds at least half of them, and at
-most three are ever required.
+matches "allergic". A message reveals the anchor when it holds a third of them, at least two (one
+when the anchor has a single key word) and at most three. On the project's 54 curated dialogues
+(472 user messages, 257 reveals labelled by their authors) this finds 223 reveals with 1 false
+positive: it errs towards "missed", which costs a repeated order, not a wrong trigger. The same
+test flags an order or a message that discloses an anchor it was not told to.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import math
 import random
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Awaitable, Callable, TypedDict
 
-import jsonschema
 from langgraph.graph import END, START, StateGraph
 
 from harness.providers.base import ModelError
@@ -118,9 +119,12 @@ _STOP = frozenset("""about above after again against also because been before be
 could does doing down during each from further have having here hers herself himself into itself just more
 most myself only other ours ourselves over same should some such than that their theirs them themselves then
 there these they this those through under until very were what when where which while whom with would your
-yours yourself user users wants need needs will really thing things much many""".split())
+yours yourself user users wants need needs will really thing things much many keep keeps uses used using come
+comes came take takes took make makes made gets getting goes going went know knows said says tell told like likes
+want every last next since still even ever never always already long else back well good great little lots first
+second able sure time times""".split())
 _WORD = re.compile(r"[a-z0-9]+")
-DONE_WORDS = re.compile(r"\b(done|finished|final|finalised|finalized|complete|completed|all set|that'?s (all|everything|it)"
+DONE_WORDS = re.compile(r"\b(done|finished|final|finalised|finalized|complete|completed|all set|that['\u2019]?s (all|everything|it)"
                         r"|wrap(ped)? (it |this |that )?up|good to go|settled|sorted|locked in|ready to go|nothing else)\b", re.I)
 
 
@@ -154,11 +158,11 @@ def anchor_keys(anchors: list[dict[str, Any]], explicit_request: str) -> dict[st
 
 
 def mentions(text: str, keys: list[str]) -> bool:
-    """Whether `text` holds at least half of `keys` (at most three needed)."""
+    """Whether `text` holds a third of `keys`, at least two (one if there is one), at most three."""
     if not keys:
         return False
     present = {_stem(w) for w in _words(text)}
-    need = min(3, max(1, math.ceil(len(keys) / 2)))
+    need = min(len(keys), 3, max(2, math.ceil(len(keys) / 3)))
     return sum(k in present for k in keys) >= need
 
 
@@ -167,51 +171,8 @@ def done_acknowledged(text: str, done_signal: str) -> bool:
     return bool(DONE_WORDS.search(text)) or mentions(text, key_words(done_signal))
 
 
-# ---------------------------------------------------------------- the Planner's answer format
-_STR = {"type": "string", "minLength": 1, "pattern": r"\S"}
-ORDER_SCHEMA = {
-    "type": "object", "required": ["intent", "content_payload", "behavioral_directive"],
-    "properties": {"intent": _STR, "content_payload": {"type": "array", "minItems": 1, "maxItems": 5, "items": _STR},
-                   "behavioral_directive": _STR},
-}
-RUBRIC_SCHEMA = {"type": "object", "required": list(CRITERIA), "properties": {k: _STR for k in CRITERIA}}
-
-
-def planner_schema(trigger: bool) -> dict[str, Any]:
-    return {"type": "object", "required": ["tactical_order"] + (["evaluation_rubric"] if trigger else []),
-            "properties": {"tactical_order": ORDER_SCHEMA,
-                           "evaluation_rubric": RUBRIC_SCHEMA if trigger else {"type": ["object", "null"]}}}
-
-
-_VALIDATORS = {t: jsonschema.Draft202012Validator(planner_schema(t)) for t in (True, False)}
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
-
-
 class PlannerFormatError(ValueError):
-    pass
-
-
-def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
-    """The Planner's JSON object, schema-validated; raises PlannerFormatError saying what was wrong."""
-    last = "no JSON object found"
-    for cand in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        start, end = cand.find("{"), cand.rfind("}")
-        if start < 0 or end <= start:
-            continue
-        try:
-            obj = json.loads(cand[start:end + 1])
-        except json.JSONDecodeError as exc:
-            last = f"invalid JSON: {exc.msg}"
-            continue
-        order = obj.get("tactical_order") if isinstance(obj, dict) else None
-        if isinstance(order, dict) and isinstance(order.get("content_payload"), str):
-            order["content_payload"] = [order["content_payload"]]
-        error = jsonschema.exceptions.best_match(_VALIDATORS[trigger].iter_errors(obj))
-        if error is None:
-            rubric = {k: obj["evaluation_rubric"][k].strip() for k in CRITERIA} if trigger else None
-            return {"tactical_order": {k: order[k] for k in ORDER_SCHEMA["required"]}, "evaluation_rubric": rubric}
-        last = f"schema: `{'.'.join(str(p) for p in error.absolute_path) or '(object)'}` {error.message}"
-    raise PlannerFormatError(last)
+    """The Planner's answer did not parse or broke a rule; the loop retries, then uses a template."""
 
 
 # ---------------------------------------------------------------- what each role may see
@@ -252,7 +213,7 @@ class UserView:
 @dataclass
 class Roles:
     """The models behind the loop, as callables the environment builds (prompt + model call)."""
-    plan: Callable[[PlannerView, int], Awaitable[str]]
+    plan: Callable[[PlannerView, int], Awaitable[dict[str, Any]]]  # parsed; raises PlannerFormatError
     plan_fallback: Callable[[PlannerView], dict[str, Any]]
     speak: Callable[[UserView, int], Awaitable[str]]
     speak_fallback: Callable[[UserView], str]
@@ -349,7 +310,7 @@ def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
         plan, problems, feedback = None, [], None
         for attempt in range(planner_attempts):
             try:
-                plan = parse_planner(await roles.plan(PlannerView(bp, conv, revealed, d, feedback), attempt), d.trigger is not None)
+                plan = await roles.plan(PlannerView(bp, conv, revealed, d, feedback), attempt)
                 leaked = order_leaks(plan["tactical_order"], d, revealed)
                 if leaked:
                     raise PlannerFormatError(f"the order reveals anchor(s) {leaked}; only {d.anchor_id or 'no anchor'} may be revealed this turn")
@@ -461,7 +422,3 @@ def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
 async def run_dialogue(graph: Any) -> LoopState:
     """Run a built graph from the first turn to the end (at most MAX_TURNS turns)."""
     return await graph.ainvoke(initial_state(), {"recursion_limit": 5 * MAX_TURNS + 5})
-
-
-def directive_dict(d: TurnDirective) -> dict[str, Any]:
-    return asdict(d)

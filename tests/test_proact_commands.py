@@ -101,3 +101,24 @@ def test_audit_accepts_achievable_rubrics_and_rejects_unparsed(real_corpus, tmp_
     recs = [json.loads(ln) for ln in samples.read_text().splitlines()]
     assert all(not r["output"]["accepted"] for r in recs)
     assert {a["verdict"] for r in recs for a in r["output"]["audits"]} == {"UNPARSED"}
+
+
+def test_corpus_build_generates_audits_and_writes_valid_rows(tmp_path):
+    """The live loop with every role on a loopback server: the planner's and user's replies do
+    not parse, so their templates are used (and counted); the judge and the auditor accept. The
+    kept rows are a valid corpus."""
+    reply = json.dumps({"score": "PASS", "rationale": "it acted", "evidence": "PASS",
+                        "achievable": True, "reason": "the anchors were disclosed"})
+    out_file = tmp_path / "built.jsonl"
+    with running_server("--echo", "--reply", reply) as url:
+        proc = harness_cli("corpus", "build", "--out", str(out_file), "--limit", "2",
+                           *[arg for role in ("planner", "user", "assistant", "judge", "audit")
+                             for arg in (f"--{role}-model", f"openai/{role}")],
+                           "--base-url", url, "--run-dir", str(tmp_path / "runs"), "--no-progress")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "generated 2, passed the rules 2, passed the audit 2" in proc.stdout.replace("\n", " ")
+    rows = [json.loads(ln) for ln in out_file.read_text().splitlines()]
+    assert len(rows) == 2 and len({r["style_combination_index"] for r in rows}) == 2
+    assert all(tp["evaluation_result"]["score"] == "PASS" for r in rows for tp in r["trigger_points"])
+    check = harness_cli("corpus", "validate", str(out_file))
+    assert check.returncode == 0, check.stdout

@@ -169,7 +169,7 @@ def test_exhausted_retries_are_recorded_on_the_sample_and_the_run_goes_on(tmp_pa
 def test_ctrl_c_or_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path, sig):
     run_dir = tmp_path / "runs"
     with running_server("--echo", "--reply", JUDGE_PASS, "--delay-s", "0.2") as url:
-        args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "3",
+        args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "3", "--limit", "8",
                 "--max-connections", "1", "--base-url", url, "--run-dir", str(run_dir), "--no-progress"]
         proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

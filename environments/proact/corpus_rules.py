@@ -19,7 +19,7 @@ from environments.proact.styles import word_range
 
 WINDOWS = {"EMERGENT": (1, 3), "CRITICAL": (4, 7), "RECOVERY": (8, 10)}
 MIN_TRIGGERS, MAX_TRIGGERS = 3, 6
-LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED")
+LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")  # ERROR: our runs' failed calls, never dropped
 
 
 @dataclass
@@ -90,7 +90,8 @@ def check_row(row: dict[str, Any], *, strict: bool = False) -> list[Problem]:
             continue
         labelled = True
         kind = tp["evaluation_rubric"]["type"]
-        label = res.get("score") if res.get("status") == "EVALUATED" else "SKIPPED"
+        status = res.get("status")
+        label = res.get("score") if status == "EVALUATED" else ("ERROR" if status == "ERROR" else "SKIPPED")
         if label not in LABELS:
             problems.append(Problem("error", f"trigger_points[{i}].evaluation_result.score", f"{label!r} is not a label"))
             continue

@@ -23,6 +23,7 @@ from environments.proact.live_prompts import (
     PLANNER_CONFIG,
     USER_CONFIG,
     assistant_messages,
+    parse_planner,
     planner_fallback,
     planner_messages,
     user_fallback,
@@ -90,9 +91,10 @@ class ProactLiveSuite(Suite):
     def _roles(self, ctx: SampleContext, blueprint: dict[str, Any], style: int) -> Roles:
         persona, card = blueprint["persona"], style_card(style)
 
-        async def plan(view, attempt: int) -> str:
+        async def plan(view, attempt: int) -> dict[str, Any]:
             config = self.planner_config.merged(seed=ctx.seed + attempt)
-            return (await ctx.generate("planner", planner_messages(view), config)).text
+            text = (await ctx.generate("planner", planner_messages(view), config)).text
+            return parse_planner(text, view.directive.trigger is not None)
 
         async def speak(view, attempt: int) -> str:
             messages = user_messages(persona, card, view.order, view.conversation, view.feedback)

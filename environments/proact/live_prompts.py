@@ -17,9 +17,13 @@ the loop records every use.
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
-from agents.proact_loop import MAX_TURNS, PlannerView, UserView
+import jsonschema
+
+from agents.proact_loop import CRITERIA, MAX_TURNS, PlannerFormatError, PlannerView, UserView
 from harness.providers.base import GenerateConfig
 
 PLANNER_CONFIG = GenerateConfig(temperature=0.7, max_tokens=512)
@@ -93,6 +97,51 @@ def planner_messages(view: PlannerView) -> list[dict[str, str]]:
     if view.feedback:
         text += f"\n\nYour previous answer was rejected: {view.feedback}. Answer again with the JSON object only."
     return [{"role": "system", "content": _PLANNER_SYSTEM}, {"role": "user", "content": text}]
+
+
+# The Planner's answer format: the order always, the rubric's three criteria on trigger turns.
+# The type is not asked for: the schedule decides it, and a model's opinion would be ignored.
+_STR = {"type": "string", "minLength": 1, "pattern": r"\S"}
+ORDER_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["intent", "content_payload", "behavioral_directive"],
+    "properties": {"intent": _STR, "content_payload": {"type": "array", "minItems": 1, "maxItems": 5, "items": _STR},
+                   "behavioral_directive": _STR},
+}
+RUBRIC_SCHEMA: dict[str, Any] = {"type": "object", "required": list(CRITERIA), "properties": {k: _STR for k in CRITERIA}}
+
+
+def planner_schema(trigger: bool) -> dict[str, Any]:
+    return {"type": "object", "required": ["tactical_order"] + (["evaluation_rubric"] if trigger else []),
+            "properties": {"tactical_order": ORDER_SCHEMA,
+                           "evaluation_rubric": RUBRIC_SCHEMA if trigger else {"type": ["object", "null"]}}}
+
+
+_VALIDATORS = {t: jsonschema.Draft202012Validator(planner_schema(t)) for t in (True, False)}
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
+
+
+def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
+    """The Planner's JSON object, schema-validated; raises PlannerFormatError saying what was
+    wrong (the loop shows that to the Planner on its next attempt)."""
+    last = "no JSON object found"
+    for cand in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
+        start, end = cand.find("{"), cand.rfind("}")
+        if start < 0 or end <= start:
+            continue
+        try:
+            obj = json.loads(cand[start:end + 1])
+        except json.JSONDecodeError as exc:
+            last = f"invalid JSON: {exc.msg}"
+            continue
+        order = obj.get("tactical_order") if isinstance(obj, dict) else None
+        if isinstance(order, dict) and isinstance(order.get("content_payload"), str):
+            order["content_payload"] = [order["content_payload"]]
+        error = jsonschema.exceptions.best_match(_VALIDATORS[trigger].iter_errors(obj))
+        if error is None:
+            rubric = {k: obj["evaluation_rubric"][k].strip() for k in CRITERIA} if trigger else None
+            return {"tactical_order": {k: order[k] for k in ORDER_SCHEMA["required"]}, "evaluation_rubric": rubric}
+        last = f"schema: `{'.'.join(str(p) for p in error.absolute_path) or '(object)'}` {error.message}"
+    raise PlannerFormatError(last)
 
 
 def _anchor(bp: dict[str, Any], anchor_id: str) -> dict[str, Any]:
