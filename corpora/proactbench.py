@@ -8,12 +8,12 @@ the line and the field.
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from corpora.validation import check_schema, parse_jsonl
 from harness.errors import HarnessError
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "proact" / "dialogues.jsonl"
@@ -79,22 +79,10 @@ ROW_SCHEMA: dict[str, Any] = {
 _VALIDATOR = jsonschema.Draft202012Validator(ROW_SCHEMA)
 
 
-def _field_path(error: jsonschema.ValidationError) -> str:
-    path = ""
-    for part in error.absolute_path:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    if error.validator == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        path = f"{path}.{missing}" if path else missing
-    return path or "(row)"
-
 
 def validate_row(row: Any, where: str) -> dict[str, Any]:
     """Schema plus the cross-field facts the protocol relies on. `where` is `file:line`."""
-    error = jsonschema.exceptions.best_match(_VALIDATOR.iter_errors(row))
-    if error is not None:
-        what = "is missing" if error.validator == "required" else f"is invalid: {error.message}"
-        raise HarnessError(f"{where}: field `{_field_path(error)}` {what}; fix the row or remove it")
+    check_schema(_VALIDATOR, row, where, "row")
     turns = {t["turn"] for t in row["turn_records"]}
     for i, tp in enumerate(row["trigger_points"]):
         if tp["turn"] not in turns:
@@ -125,22 +113,7 @@ def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str
 
 
 def _load_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows, seen = [], {}
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise HarnessError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix the line") from exc
-            validate_row(row, where)
-            uid = row["unique_id_eval"]
-            if uid in seen:
-                raise HarnessError(f"{where}: field `unique_id_eval` {uid!r} repeats line {seen[uid]}; ids must be unique")
-            seen[uid] = lineno
-            rows.append(row)
+    rows = parse_jsonl(path.read_text(encoding="utf-8"), path, validate_row, "unique_id_eval")
     if not rows:
         raise HarnessError(f"corpus file {path} has no rows: pass --corpus PATH to a non-empty final_dialogues.jsonl")
     return rows

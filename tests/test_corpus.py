@@ -59,7 +59,7 @@ def test_bad_enum_and_bad_json_and_dangling_trigger(tmp_path):
 
 def test_duplicate_ids_and_missing_file(tmp_path):
     rows, _ = load_rows(None)
-    with pytest.raises(HarnessError, match="repeats line 1"):
+    with pytest.raises(HarnessError, match=r"repeats .*corpus.jsonl:1"):
         load_rows(_write(tmp_path, [rows[0], rows[0]]))
     with pytest.raises(HarnessError, match="corpus file .*nope.jsonl not found: pass --corpus PATH"):
         load_rows(tmp_path / "nope.jsonl")

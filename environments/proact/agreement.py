@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from corpora.proactbench import TRIGGER_TYPES, load_rows
+from corpora.proactbench import TRIGGER_TYPES
+from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.protocol import history_messages
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, summed_metric
-from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+from harness.suite import Sample, SampleContext, SampleOutcome
 
 GRADES = ("PASS", "PARTIAL", "FAIL")
 
@@ -46,26 +47,15 @@ def _accuracy(c: np.ndarray) -> float | None:
     return float(np.trace(c) / c.sum()) if c.sum() else None
 
 
-class ProactJudgeAgreementSuite(Suite):
+class ProactJudgeAgreementSuite(CorpusSuite):
     name = "proact-judge"
     version = "1.0.0"
     roles = ("judge",)
     headline_metric = "judge_kappa_overall"
     description = "Judge agreement: re-judge a corpus' curated responses against its stored labels"
 
-    def __init__(self) -> None:
-        self._identity: dict[str | None, dict[str, Any]] = {}
-
-    def load_samples(self, corpus: str | None) -> list[Sample]:
-        rows, identity = load_rows(corpus)
-        self._identity[corpus] = identity
-        return [Sample(id=r["unique_id_eval"], data=r) for r in rows
-                if any(stored_label(tp) for tp in r["trigger_points"])]
-
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
-        if corpus not in self._identity:
-            self.load_samples(corpus)
-        return dict(self._identity[corpus])
+    def keep(self, row: dict[str, Any]) -> bool:
+        return any(stored_label(tp) for tp in row["trigger_points"])
 
     async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
         row = sample.data

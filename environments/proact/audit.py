@@ -12,12 +12,12 @@ from typing import Any
 
 import jsonschema
 
-from corpora.proactbench import load_rows
+from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.protocol import history_messages
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+from harness.suite import Sample, SampleContext, SampleOutcome
 
 AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
 AUDIT_ATTEMPTS = 3
@@ -53,25 +53,12 @@ def parse_audit(text: str) -> dict[str, Any] | None:
     return obj if not list(_VALIDATOR.iter_errors(obj)) else None
 
 
-class ProactAuditSuite(Suite):
+class ProactAuditSuite(CorpusSuite):
     name = "proact-audit"
     version = "1.0.0"
     roles = ("judge",)  # the auditor is a judge-like role: `--judge-model` names it
     headline_metric = "audit_pass_rate"
     description = "Audit: is each rubric achievable from what was disclosed by its trigger turn?"
-
-    def __init__(self) -> None:
-        self._identity: dict[str | None, dict[str, Any]] = {}
-
-    def load_samples(self, corpus: str | None) -> list[Sample]:
-        rows, identity = load_rows(corpus)
-        self._identity[corpus] = identity
-        return [Sample(id=r["unique_id_eval"], data=r) for r in rows]
-
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
-        if corpus not in self._identity:
-            self.load_samples(corpus)
-        return dict(self._identity[corpus])
 
     async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
         row = sample.data

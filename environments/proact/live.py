@@ -5,9 +5,6 @@ the User Agent drive up to ten turns (`agents.proact_loop`), the Assistant under
 every turn, and the Judge grades the trigger turns against the rubric the Planner committed
 before the Assistant answered. The output is a row in the official release format, so the
 offline suite's metrics, exports and corpus checks read it unchanged.
-
-Register it (pyproject.toml, `[project.entry-points."harness.suites"]`):
-    proact-live = "environments.proact.live:ProactLiveSuite"
 """
 
 from __future__ import annotations
@@ -17,7 +14,6 @@ from typing import Any
 
 from agents.proact_loop import Roles, build, make_schedule, run_dialogue
 from corpora.proact_blueprints import load_blueprints
-from environments.proact import metrics as proact_metrics_module
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.live_prompts import (
     PLANNER_CONFIG,
@@ -29,7 +25,7 @@ from environments.proact.live_prompts import (
     user_fallback,
     user_messages,
 )
-from environments.proact.metrics import official_metrics, proact_counts, proact_metrics
+from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
 from environments.proact.protocol import ASSISTANT_CONFIG
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
 from harness.records import Metric, SampleRecord
@@ -169,8 +165,7 @@ class ProactLiveSuite(Suite):
         return proact_metrics(records, seed=seed)
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
-        per_group = getattr(proact_metrics_module, "proact_breakdowns", None)
-        return per_group(records, seed=seed) if per_group else {}
+        return proact_breakdowns(records, seed=seed)
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         counts = proact_counts(records)

@@ -10,37 +10,24 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from corpora.proactbench import load_rows
 from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
+from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.protocol import ASSISTANT_CONFIG, history_messages
 from harness.providers.base import ModelError
 from harness.records import Metric, SampleRecord
-from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+from harness.suite import Sample, SampleContext, SampleOutcome
 
 IDENTITY_FIELDS = ("blueprint_id", "scenario_id", "unique_id_eval", "uuid", "category_key",
                    "style_combination_index", "num_turns_completed")
 
 
-class ProactOfflineSuite(Suite):
+class ProactOfflineSuite(CorpusSuite):
     name = "proact"
     version = "1.0.0"
     roles = ("assistant", "judge")
     headline_metric = "proactivity_overall_weighted_score"
     description = "ProactBench offline protocol: regenerate each trigger turn, judge against its rubric"
-
-    def __init__(self) -> None:
-        self._identity: dict[str | None, dict[str, Any]] = {}
-
-    def load_samples(self, corpus: str | None) -> list[Sample]:
-        rows, identity = load_rows(corpus)
-        self._identity[corpus] = identity
-        return [Sample(id=row["unique_id_eval"], data=row) for row in rows]
-
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
-        if corpus not in self._identity:
-            self.load_samples(corpus)
-        return dict(self._identity[corpus])
 
     async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
         row = sample.data
