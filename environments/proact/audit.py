@@ -6,14 +6,12 @@ only dialogues that pass, so a new corpus never asks an assistant to read minds.
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from typing import Any
 
 import jsonschema
 
 from environments.proact.corpus_suite import CorpusSuite
-from environments.proact.protocol import history_messages
+from environments.proact.protocol import history_messages, json_objects, render_conversation
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
@@ -31,7 +29,7 @@ _VALIDATOR = jsonschema.Draft202012Validator(AUDIT_SCHEMA)
 
 def audit_messages(rubric: dict[str, Any], history: list[dict[str, str]]) -> list[dict[str, str]]:
     """The auditor sees what the assistant would see at that turn, and the rubric's PASS bar."""
-    convo = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
+    convo = render_conversation(history)
     text = (
         "You audit a benchmark item. Below is a conversation up to the user's latest message, and the "
         "criterion an assistant's next reply must meet to PASS. Decide whether a careful assistant could "
@@ -43,14 +41,10 @@ def audit_messages(rubric: dict[str, Any], history: list[dict[str, str]]) -> lis
 
 
 def parse_audit(text: str) -> dict[str, Any] | None:
-    match = re.search(r"\{.*\}", text, re.S)
-    if not match:
-        return None
-    try:
-        obj = json.loads(match.group(0))
-    except json.JSONDecodeError:
-        return None
-    return obj if not list(_VALIDATOR.iter_errors(obj)) else None
+    for obj, problem in json_objects(text):
+        if problem is None and not list(_VALIDATOR.iter_errors(obj)):
+            return obj
+    return None
 
 
 class ProactAuditSuite(CorpusSuite):

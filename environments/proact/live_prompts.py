@@ -17,13 +17,12 @@ the loop records every use.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 import jsonschema
 
 from agents.proact_loop import CRITERIA, MAX_TURNS, PlannerFormatError, PlannerView, UserView
+from environments.proact.protocol import json_objects
 from harness.providers.base import GenerateConfig
 
 PLANNER_CONFIG = GenerateConfig(temperature=0.7, max_tokens=512)
@@ -117,21 +116,15 @@ def planner_schema(trigger: bool) -> dict[str, Any]:
 
 
 _VALIDATORS = {t: jsonschema.Draft202012Validator(planner_schema(t)) for t in (True, False)}
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
 def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
     """The Planner's JSON object, schema-validated; raises PlannerFormatError saying what was
     wrong (the loop shows that to the Planner on its next attempt)."""
     last = "no JSON object found"
-    for cand in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
-        start, end = cand.find("{"), cand.rfind("}")
-        if start < 0 or end <= start:
-            continue
-        try:
-            obj = json.loads(cand[start:end + 1])
-        except json.JSONDecodeError as exc:
-            last = f"invalid JSON: {exc.msg}"
+    for obj, problem in json_objects(text):
+        if problem:
+            last = problem
             continue
         order = obj.get("tactical_order") if isinstance(obj, dict) else None
         if isinstance(order, dict) and isinstance(order.get("content_payload"), str):

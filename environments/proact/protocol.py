@@ -56,7 +56,7 @@ _TYPE_MEANING = {
 
 def judge_messages(rubric: dict[str, Any], history: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
     """The judge's prompt: rubric + conversation + the reply under evaluation, nothing else."""
-    convo = "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
+    convo = render_conversation(history)
     kind = rubric["type"]
     text = (
         "You grade whether an AI assistant was proactive at one point of a conversation.\n"
@@ -82,18 +82,30 @@ class JudgeFormatError(ValueError):
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
-def parse_judge(text: str) -> dict[str, str]:
-    """The judge's JSON object, validated; raises JudgeFormatError saying what was wrong."""
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    last_error = "no JSON object found"
-    for cand in candidates:
+def render_conversation(history: list[dict[str, str]]) -> str:
+    """A conversation as plain text for a grader's prompt (judge, auditor)."""
+    return "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
+
+
+def json_objects(text: str):
+    """Candidate JSON values in a model's answer -- each fenced block, then the whole text, cut
+    to its outermost braces -- as (value, None) or (None, why it did not parse)."""
+    for cand in [m.group(1) for m in _FENCE.finditer(text)] + [text]:
         start, end = cand.find("{"), cand.rfind("}")
         if start < 0 or end <= start:
             continue
         try:
-            obj = json.loads(cand[start : end + 1])
+            yield json.loads(cand[start : end + 1]), None
         except json.JSONDecodeError as exc:
-            last_error = f"invalid JSON: {exc.msg}"
+            yield None, f"invalid JSON: {exc.msg}"
+
+
+def parse_judge(text: str) -> dict[str, str]:
+    """The judge's JSON object, validated; raises JudgeFormatError saying what was wrong."""
+    last_error = "no JSON object found"
+    for obj, problem in json_objects(text):
+        if problem:
+            last_error = problem
             continue
         if isinstance(obj, dict) and isinstance(obj.get("score"), str):
             obj["score"] = obj["score"].strip().upper()
