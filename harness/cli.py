@@ -47,6 +47,8 @@ def eval_cmd(
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="Override the suite's max new tokens for the model under test."),
     temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="Override the suite's temperature for the model under test."),
     judge_max_tokens: Optional[int] = typer.Option(None, "--judge-max-tokens", min=1, help="Override the suite's max new tokens for the judge."),
+    suite_option: list[str] = typer.Option([], "--suite-option",
+                                           help="KEY=VALUE option of the suite (repeatable; an unknown key lists the valid ones)."),
     call_timeout: float = typer.Option(600.0, "--call-timeout", min=0.1, help="Seconds per model call attempt."),
     sample_timeout: float = typer.Option(3600.0, "--sample-timeout", min=0.1, help="Seconds per sample."),
     max_retries: int = typer.Option(5, "--max-retries", min=0, help="Retries on 429/5xx/timeouts/connection errors."),
@@ -57,12 +59,15 @@ def eval_cmd(
 ) -> None:
     """Run a suite against a model; leaves a run folder with transcripts, scores and a summary."""
     from harness.records import RunConfig
-    from harness.suite import get_suite
+    from harness.suite import coerce_suite_options, get_suite, parse_suite_options
 
     try:
         if suite is None and resume is None:
             raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
-        suite_obj = get_suite(suite) if suite else None
+        options = parse_suite_options(suite_option)
+        suite_obj = get_suite(suite, options) if suite else None
+        if suite_obj is not None:  # store converted values: the config hash must not depend on spelling
+            options = coerce_suite_options(suite, type(suite_obj), options)
         roles = suite_obj.roles if suite_obj else ("assistant",)
         models = {role: DEFAULT_MODEL for role in roles}
         if "assistant" in models:
@@ -76,7 +81,7 @@ def eval_cmd(
         config = RunConfig(
             suite=suite or "", models=models, base_url=base_url, corpus=corpus, limit=limit, epochs=epochs,
             seed=seed, max_tokens=max_tokens, temperature=temperature, judge_max_tokens=judge_max_tokens,
-            max_connections=max_connections,
+            suite_options=options, max_connections=max_connections,
             call_timeout_s=call_timeout, sample_timeout_s=sample_timeout, max_retries=max_retries, cache=cache,
         )
     except HarnessError as exc:
@@ -131,6 +136,35 @@ def print_summary(summary, path: Path) -> None:
                   f"mean {_fmt(head.get('mean'))} sd {_fmt(head.get('std'))}", highlight=False)
     out.print("counts: " + ", ".join(f"{k}={v}" for k, v in summary.counts.items()), highlight=False)
     out.print(f"records: {path}", highlight=False)
+
+
+@app.command("generate")
+def generate_cmd(
+    model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model spec, provider/name."),
+    prompt: str = typer.Option(..., "--prompt", help="Raw text (tokenised as is) unless --chat."),
+    chat: bool = typer.Option(False, "--chat", help="Wrap the prompt as one user message in the chat template."),
+    adapter: Optional[Path] = typer.Option(None, "--adapter", help="peft LoRA folder or ReFT folder (local model)."),
+    adapter_mode: str = typer.Option("preft", "--adapter-mode", help="preft (prompt only) or all-token."),
+    max_tokens: int = typer.Option(64, "--max-tokens", min=1),
+    temperature: float = typer.Option(0.0, "--temperature", min=0.0),
+    seed: int = typer.Option(0, "--seed"),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
+    as_json: bool = typer.Option(False, "--json", help="Print text, token ids and usage as one JSON object."),
+) -> None:
+    """One generation, for quick checks and scripts (greedy unless --temperature)."""
+    import json
+
+    from harness.generate import generate_once
+
+    try:
+        result = generate_once(model=model, prompt=prompt, chat=chat, adapter=adapter, adapter_mode=adapter_mode,
+                               max_tokens=max_tokens, temperature=temperature, seed=seed, base_url=base_url)
+    except HarnessError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False))
+    else:
+        print(result["text"])
 
 
 @app.command("list")

@@ -40,6 +40,7 @@ class RunConfig(BaseModel):
     max_tokens: int | None = None
     temperature: float | None = None
     judge_max_tokens: int | None = None
+    suite_options: dict[str, Any] = {}  # keyword options of the suite's constructor (e.g. planner budgets)
     # execution only: these never change an answer, so they stay out of the hash
     max_connections: int = 8
     call_timeout_s: float = 600.0

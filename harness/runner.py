@@ -125,12 +125,12 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
         stored = manifest.config
         config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY}
                                    | {"base_url": config.base_url or stored.base_url})
-        suite = suite or get_suite(stored.suite)
+        suite = suite or get_suite(stored.suite, stored.suite_options)
         if suite.version != manifest.suite_version:
             raise HarnessError(
                 f"run {resume} used {suite.name} version {manifest.suite_version}, installed is {suite.version}: start a new run"
             )
-    suite = suite or get_suite(config.suite)
+    suite = suite or get_suite(config.suite, config.suite_options)
     for role, text in config.models.items():
         flag = f"--{role.split('_')[0]}-model" if role != "assistant" else "--model"
         validate_spec(ModelSpec.parse(text, base_url=_base_url_for(config, text), flag=flag))

@@ -7,6 +7,8 @@ The core knows no specific suite: environments register theirs in pyproject.toml
 
 from __future__ import annotations
 
+import inspect
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -103,9 +105,50 @@ def available_suites() -> dict[str, Any]:
     return {ep.name: ep for ep in entry_points(group="harness.suites")}
 
 
-def get_suite(name: str) -> Suite:
+def get_suite(name: str, options: dict[str, Any] | None = None) -> Suite:
+    """The installed suite `name`, built with `options` (keyword arguments of its constructor)."""
     eps = available_suites()
     if name not in eps:
         known = ", ".join(sorted(eps)) or "none installed (run `pip install -e .`)"
         raise HarnessError(f"unknown suite {name!r}: choose one of {known} (see `harness list`)")
-    return eps[name].load()()
+    cls = eps[name].load()
+    return cls(**coerce_suite_options(name, cls, options or {}))
+
+
+def suite_option_names(cls: type) -> dict[str, Any]:
+    """Keyword options a suite class accepts, with their defaults."""
+    params = inspect.signature(cls.__init__).parameters
+    return {p.name: p.default for p in params.values()
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty}
+
+
+def coerce_suite_options(name: str, cls: type, options: dict[str, Any]) -> dict[str, Any]:
+    """Check option names against the suite's constructor and convert text values to the type of
+    each option's default, so `--suite-option planner_attempts=1` reaches the suite as an int."""
+    known = suite_option_names(cls)
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key not in known:
+            choices = ", ".join(f"{k}={v!r}" for k, v in known.items()) or "none"
+            raise HarnessError(f"--suite-option {key}: suite {name!r} has no such option (options and defaults: {choices})")
+        default = known[key]
+        kind = type(default) if default is not None else str
+        if not isinstance(value, str) or kind is str:
+            out[key] = value
+            continue
+        try:
+            out[key] = {"true": True, "false": False}[value.lower()] if kind is bool else kind(value)
+        except (KeyError, ValueError):
+            raise HarnessError(f"--suite-option {key}={value}: expected a {kind.__name__} like {default!r}") from None
+    return out
+
+
+def parse_suite_options(items: list[str]) -> dict[str, str]:
+    """`KEY=VALUE` strings from the command line to a dict; a malformed item is one clear error."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise HarnessError(f"--suite-option {item!r}: write it as KEY=VALUE, e.g. planner_attempts=1")
+        out[key.strip()] = value.strip()
+    return out

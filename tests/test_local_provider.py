@@ -159,7 +159,8 @@ def test_batch_matches_alone(model):
     before = len(local.recent_batch_sizes())
     outs = run(together())
     sizes = local.recent_batch_sizes()[before:]
-    assert sizes == [4], f"expected one batch of 4, got {sizes}"
+    # continuous batching: the four join the running batch as they arrive and run together
+    assert max(sizes) == 4, sizes
     assert outs[1].text == alone_france.text
     assert outs[3].text == alone_poem.text
     assert outs[1].usage == alone_france.usage
@@ -188,7 +189,7 @@ def test_overlong_prompt_fails_alone(model, tokenizer):
 
 
 def test_instances_share_weights(model):
-    other = local.LocalModel(max_batch=2)
+    other = local.LocalModel()
     out = run(other.generate(FRANCE, greedy(max_tokens=4)))
     assert out.usage.completion_tokens == 4
     assert local.load_model() is local.load_model()

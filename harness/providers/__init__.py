@@ -13,8 +13,12 @@ LOCAL_MODELS = ("smollm2-135m",)
 
 def validate_spec(spec: ModelSpec) -> None:
     """Everything about a spec that can be checked without calling the model."""
-    if spec.provider == "local" and spec.name not in LOCAL_MODELS:
-        raise HarnessError(f"unknown local model {spec.full!r}: the embedded model is local/smollm2-135m")
+    if spec.provider == "local":
+        from harness.providers.local import parse_adapter_name
+
+        if parse_adapter_name(spec.name)[0] not in LOCAL_MODELS:
+            raise HarnessError(f"unknown local model {spec.full!r}: the embedded model is local/smollm2-135m "
+                               "(with an adapter: local/smollm2-135m@DIR)")
     if spec.provider == "openai":
         from harness.providers.openai_provider import api_key_for
 
@@ -26,9 +30,10 @@ def validate_spec(spec: ModelSpec) -> None:
 def load_model(spec: ModelSpec) -> Model:
     validate_spec(spec)
     if spec.provider == "local":
-        from harness.providers.local import LocalModel
+        from harness.providers.local import LocalModel, parse_adapter_name
 
-        return LocalModel()
+        _, directory, mode = parse_adapter_name(spec.name)
+        return LocalModel(directory, mode)
     if spec.provider == "openai":
         from harness.providers.openai_provider import OpenAIModel
 

@@ -1,0 +1,261 @@
+"""The local multi-adapter engine: continuous batching over one base model with a KV pool.
+
+Each `step()` admits waiting requests (KV rows, a prefill token budget and adapter slots allowing),
+runs ONE forward over the flat tokens of every new prompt and one token of every running request,
+samples, and retires finished requests. Modes, per request:
+
+- `base`:      no adapter anywhere.
+- `preft`:     the adapter acts on the prompt's tokens only (LoRA on every prompt token; ReFT on its
+               first-n/last-m prompt positions). The request gives its adapter slot back right
+               after its prefill step, so decoding requests never hold slots.
+- `all-token`: the adapter also acts on every generated token (LoRA everywhere, ReFT on every
+               position) and the request holds its slot until it finishes -- with many adapters
+               and few slots, requests wait for slots, the cost serving engines pay.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from harness.providers.sampling import pick_token
+from kernels.preft.adapters import Adapter, AdapterError, LoraAdapter, ReftAdapter
+from kernels.preft.model import KVPool, PreftModel, Span
+from kernels.preft.store import LoraStore, ReftStore
+
+MODES = ("base", "preft", "all-token")
+
+
+@dataclass
+class Request:
+    prompt_ids: list[int]
+    max_new_tokens: int
+    adapter: str | None = None
+    mode: str = "preft"
+    temperature: float = 0.0
+    top_p: float | None = None
+    seed: int = 0
+    stop_ids: frozenset[int] = frozenset()
+    stop_check: Callable[[list[int]], bool] | None = None  # e.g. stop strings, decided by the caller
+    # filled by the engine
+    id: int = -1
+    output_ids: list[int] = field(default_factory=list)
+    finish_reason: str | None = None
+    arrival: float = 0.0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    # the last-position logits of every step, when the engine keeps them (checks against references)
+    logits: list[torch.Tensor] = field(default_factory=list)
+
+    @property
+    def done(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class _Running:
+    req: Request
+    row: int
+    generator: torch.Generator
+    lora_slot: int = -1
+    reft_slot: int = -1
+    reft_positions: frozenset[int] = frozenset()
+    prefilled: bool = False
+
+    @property
+    def length(self) -> int:  # tokens in the KV cache after this step's writes
+        return len(self.req.prompt_ids) + len(self.req.output_ids)
+
+
+@dataclass
+class EngineStats:
+    steps: int = 0
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    slot_waits: int = 0  # steps on which a request waited for an adapter slot
+    max_running: int = 0
+    batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))  # per step
+
+
+class Engine:
+    def __init__(self, hf_model: Any, *, max_num_seqs: int = 64, max_loras: int = 8, max_lora_rank: int = 16,
+                 max_refts: int = 8, max_reft_rank: int = 8, max_prefill_tokens: int = 2048,
+                 lora_backend: str = "segmented", kv_cache_bytes: int = 4 << 30, keep_logits: bool = False) -> None:
+        self.model = PreftModel(hf_model)
+        self.config = hf_model.config
+        self.max_num_seqs, self.max_prefill_tokens = max_num_seqs, max_prefill_tokens
+        self.loras = LoraStore(self.config, max_loras, max_lora_rank, backend=lora_backend)
+        self.refts = ReftStore(self.config, max_refts, max_reft_rank)
+        self.pool = KVPool(self.config)
+        self.kv_cache_bytes = kv_cache_bytes  # like vLLM's KV cache space: bounds rows x capacity
+        self.keep_logits = keep_logits
+        self.waiting: list[Request] = []
+        self.running: list[_Running] = []  # running[i] owns KV row i: rows stay contiguous
+        self.stats = EngineStats()
+        self._ids = itertools.count()
+
+    # -- adapters and requests -----------------------------------------------------------------
+
+    def register(self, adapter: Adapter) -> None:
+        if isinstance(adapter, LoraAdapter):
+            self.loras.register(adapter)
+        elif isinstance(adapter, ReftAdapter):
+            self.refts.register(adapter)
+        else:
+            raise AdapterError(f"not an adapter: {type(adapter).__name__}")
+
+    def add(self, req: Request) -> Request:
+        if req.mode not in MODES:
+            raise ValueError(f"mode {req.mode!r}: use one of {MODES}")
+        if not req.prompt_ids:
+            raise ValueError("empty prompt: a request needs at least one prompt token")
+        if req.mode != "base" and req.adapter is None:
+            req.mode = "base"
+        if req.mode != "base" and req.adapter not in self.loras.adapters and req.adapter not in self.refts.adapters:
+            raise AdapterError(f"unknown adapter {req.adapter!r}: register it before adding requests")
+        req.id, req.arrival = next(self._ids), time.perf_counter()
+        if req.max_new_tokens <= 0:
+            req.finish_reason, req.finished_at = "length", req.arrival
+            return req
+        self.waiting.append(req)
+        return req
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    def run(self, requests: list[Request]) -> list[Request]:
+        """Offline: add every request, step until all finish, return them in order."""
+        for req in requests:
+            self.add(req)
+        while self.has_work():
+            self.step()
+        return requests
+
+    # -- one scheduler step --------------------------------------------------------------------
+
+    @torch.inference_mode()
+    def step(self) -> list[Request]:
+        admitted = self._admit()
+        batch = [r for r in self.running if r.prefilled] + admitted
+        if not batch:
+            return []
+        tokens, spans, lora_idx, reft_idx = [], [], [], []
+        for r in batch:
+            if r.prefilled:
+                ids, past = [r.req.output_ids[-1]], r.length - 1
+                positions = [past]
+                adapted = r.req.mode == "all-token"
+            else:
+                ids, past = r.req.prompt_ids, 0
+                positions = list(range(len(ids)))
+                adapted = r.req.mode != "base"
+            spans.append(Span(slot=r.row, start=len(tokens), count=len(ids), past=past))
+            tokens.extend(ids)
+            lora_idx.extend([r.lora_slot if adapted else -1] * len(ids))
+            every = r.req.mode == "all-token"
+            reft_idx.extend([r.reft_slot if adapted and (every or p in r.reft_positions) else -1 for p in positions])
+        logits = self.model.forward_cached(
+            torch.tensor(tokens), spans, self.pool,
+            lora=self.loras.weights, lora_idx=torch.tensor(lora_idx),
+            reft=self.refts.weights, reft_idx=torch.tensor(reft_idx))
+        self.stats.steps += 1
+        self.stats.batch_sizes.append(len(batch))
+        self.stats.prefill_tokens += sum(len(r.req.prompt_ids) for r in admitted)
+        self.stats.decode_tokens += len(batch) - len(admitted)
+        now = time.perf_counter()
+        finished = []
+        for r, row_logits in zip(batch, logits):
+            req = r.req
+            if self.keep_logits:
+                req.logits.append(row_logits.clone())
+            token = pick_token(row_logits, req.temperature, req.top_p, r.generator)
+            req.output_ids.append(token)
+            if req.first_token_at is None:
+                req.first_token_at = now
+            if not r.prefilled:
+                r.prefilled = True
+                if req.mode == "preft":  # the adapter's work is done: give the slot back
+                    self._release_slots(r)
+            if token in req.stop_ids:
+                req.finish_reason = "stop"
+            elif req.stop_check is not None and req.stop_check(req.output_ids):
+                req.finish_reason = "stop"
+            elif len(req.output_ids) >= req.max_new_tokens:
+                req.finish_reason = "length"
+            if req.done:
+                req.finished_at = now
+                finished.append(r)
+        for r in finished:
+            self._retire(r)
+        return [r.req for r in finished]
+
+    def _admit(self) -> list[_Running]:
+        admitted: list[_Running] = []
+        budget = self.max_prefill_tokens
+        still_waiting: list[Request] = []
+        waited = False
+        for req in self.waiting:
+            n = len(req.prompt_ids)
+            room = len(self.running) < self.max_num_seqs and (n <= budget or not admitted) and self._kv_fits(req)
+            if not room:
+                still_waiting.append(req)
+                continue
+            r = _Running(req=req, row=len(self.running), generator=torch.Generator().manual_seed(req.seed & (2**63 - 1)))
+            if not self._acquire_slots(r):
+                waited = True
+                still_waiting.append(req)  # keep its place; later requests may use other slots
+                continue
+            self.pool.ensure(n + req.max_new_tokens, len(self.running) + 1)
+            self.running.append(r)
+            admitted.append(r)
+            budget -= n
+        self.waiting = still_waiting
+        self.stats.slot_waits += int(waited)
+        self.stats.max_running = max(self.stats.max_running, len(self.running))
+        return admitted
+
+    def _kv_fits(self, req: Request) -> bool:
+        """Would the pool, grown for one more row of this request's length, stay in the KV budget?
+        The first running request is always admitted (a lone request larger than the budget runs)."""
+        if not self.running:
+            return True
+        rows, capacity = self.pool.grown(len(req.prompt_ids) + req.max_new_tokens, len(self.running) + 1)
+        return rows * capacity * self.pool.bytes_per_token() <= self.kv_cache_bytes
+
+    def _acquire_slots(self, r: _Running) -> bool:
+        name = r.req.adapter
+        if r.req.mode == "base" or name is None:
+            return True
+        if name in self.loras.adapters:
+            slot = self.loras.acquire(name)
+            if slot is None:
+                return False
+            r.lora_slot = slot
+        else:
+            slot = self.refts.acquire(name)
+            if slot is None:
+                return False
+            r.reft_slot = slot
+            r.reft_positions = frozenset(self.refts.adapters[name].positions(len(r.req.prompt_ids)))
+        return True
+
+    def _release_slots(self, r: _Running) -> None:
+        if r.lora_slot >= 0:
+            self.loras.release(r.lora_slot)
+        if r.reft_slot >= 0:
+            self.refts.release(r.reft_slot)
+        r.lora_slot = r.reft_slot = -1
+
+    def _retire(self, r: _Running) -> None:
+        """Free r's KV row; the last running request moves into it so live rows stay contiguous."""
+        self._release_slots(r)
+        last = self.running.pop()
+        if last is not r:
+            self.pool.move(last.row, r.row, last.length)
+            last.row = r.row
+            self.running[r.row] = last

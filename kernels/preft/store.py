@@ -1,0 +1,192 @@
+"""Resident adapter slots with LRU eviction, the way serving engines hold LoRA weights.
+
+Adapters are registered on the host (any number). A request that needs an adapter must `acquire`
+a slot: a hit if its adapter is resident, else the least recently used unheld slot is overwritten
+(an eviction and a load). When every slot is held by running requests, `acquire` returns None and
+the scheduler must wait -- the slot pressure that all-token serving pays for and PreFT avoids,
+because a PreFT request releases its slot as soon as its prefill is done.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from kernels.preft.adapters import AdapterError, LoraAdapter, ReftAdapter
+from kernels.preft.model import PROJECTIONS, LoraWeights, ReftWeights
+from kernels.preft.adapters import _projection_dims
+
+
+@dataclass
+class SlotStats:
+    hits: int = 0
+    loads: int = 0
+    evictions: int = 0
+    waits: int = 0  # acquire calls refused because every slot was held
+
+
+class SlotTable:
+    """Which adapter sits in which slot, who holds it, and the LRU order. Knows nothing of tensors."""
+
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError("max slots must be at least 1")
+        self.slots = slots
+        self.resident: dict[str, int] = {}
+        self.holders = [0] * slots
+        self.lru: collections.OrderedDict[int, None] = collections.OrderedDict((i, None) for i in range(slots))
+        self.stats = SlotStats()
+
+    def acquire(self, name: str) -> tuple[int, bool] | None:
+        """(slot, needs_load) with the slot held once more, or None when every slot is held."""
+        slot = self.resident.get(name)
+        if slot is not None:
+            self.stats.hits += 1
+            self._hold(slot)
+            return slot, False
+        victim = next((s for s in self.lru if self.holders[s] == 0), None)
+        if victim is None:
+            self.stats.waits += 1
+            return None
+        old = next((n for n, s in self.resident.items() if s == victim), None)
+        if old is not None:
+            del self.resident[old]
+            self.stats.evictions += 1
+        self.resident[name] = victim
+        self.stats.loads += 1
+        self._hold(victim)
+        return victim, True
+
+    def release(self, slot: int) -> None:
+        if self.holders[slot] <= 0:
+            raise RuntimeError(f"slot {slot} released more often than acquired")
+        self.holders[slot] -= 1
+
+    def held(self) -> int:
+        return sum(1 for h in self.holders if h > 0)
+
+    def _hold(self, slot: int) -> None:
+        self.holders[slot] += 1
+        self.lru.move_to_end(slot)
+
+
+class LoraStore:
+    """Registered LoRA adapters and `max_loras` resident slots of stacked weights."""
+
+    def __init__(self, config: Any, max_loras: int, max_rank: int, backend: str = "segmented") -> None:
+        self.config, self.backend = config, backend
+        self.table = SlotTable(max_loras)
+        self.adapters: dict[str, LoraAdapter] = {}
+        self._allocate(max_rank)
+
+    def _allocate(self, rank: int) -> None:
+        """Zeroed stacks of `rank` columns; slots padded to the largest rank (padding adds nothing)."""
+        slots, dims = self.table.slots, _projection_dims(self.config)
+        layers = range(int(self.config.num_hidden_layers))
+        self.max_rank = rank
+        self.weights = LoraWeights(
+            A={(l, p): torch.zeros(slots, dims[p][0], rank) for l in layers for p in PROJECTIONS},
+            B={(l, p): torch.zeros(slots, rank, dims[p][1]) for l in layers for p in PROJECTIONS},
+            scales={(l, p): torch.zeros(slots) for l in layers for p in PROJECTIONS},
+            backend=self.backend)
+
+    def bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for d in (self.weights.A, self.weights.B) for t in d.values())
+
+    def register(self, adapter: LoraAdapter) -> None:
+        if adapter.rank > self.max_rank:
+            if self.table.held():
+                raise AdapterError(f"adapter {adapter.name!r} has rank {adapter.rank} > max_lora_rank {self.max_rank} "
+                                   "while adapters are in use: start the engine with a larger max_lora_rank")
+            self._allocate(adapter.rank)  # nothing held: widen the slots, residents reload on next use
+            self.table.resident.clear()
+        dims = _projection_dims(self.config)
+        for (layer, proj), (A, B, _) in adapter.modules.items():
+            if layer >= int(self.config.num_hidden_layers) or (A.shape[0], B.shape[1]) != dims[proj]:
+                raise AdapterError(f"adapter {adapter.name!r}: layer {layer} {proj} has shape "
+                                   f"{tuple(A.shape[:1]) + tuple(B.shape[1:])}, the base model needs {dims[proj]}")
+        self.adapters[adapter.name] = adapter
+
+    def acquire(self, name: str) -> int | None:
+        if name not in self.adapters:
+            raise AdapterError(f"unknown LoRA adapter {name!r}: register it first")
+        got = self.table.acquire(name)
+        if got is None:
+            return None
+        slot, needs_load = got
+        if needs_load:
+            self._write(slot, self.adapters[name])
+        return slot
+
+    def release(self, slot: int) -> None:
+        self.table.release(slot)
+
+    def _write(self, slot: int, adapter: LoraAdapter) -> None:
+        w = self.weights
+        for key in w.A:
+            w.A[key][slot].zero_()
+            w.B[key][slot].zero_()
+            w.scales[key][slot] = 0.0
+        for key, (A, B, scale) in adapter.modules.items():
+            w.A[key][slot, :, : A.shape[1]] = A
+            w.B[key][slot, : B.shape[0]] = B
+            w.scales[key][slot] = scale
+
+
+class ReftStore:
+    """Registered ReFT adapters and resident slots (all interventions of one adapter in one slot)."""
+
+    def __init__(self, config: Any, max_slots: int, max_rank: int) -> None:
+        self.config = config
+        self.table = SlotTable(max_slots)
+        self.adapters: dict[str, ReftAdapter] = {}
+        self._allocate(max_rank)
+
+    def _allocate(self, rank: int) -> None:
+        slots, d, layers = self.table.slots, int(self.config.hidden_size), int(self.config.num_hidden_layers)
+        self.max_rank = rank
+        self.weights = ReftWeights(
+            R={l: torch.zeros(slots, rank, d) for l in range(layers)},
+            W={l: torch.zeros(slots, rank, d) for l in range(layers)},
+            b={l: torch.zeros(slots, rank) for l in range(layers)},
+            active=torch.zeros(slots, layers, dtype=torch.bool),
+            kinds=["loreft"] * slots)
+
+    def register(self, adapter: ReftAdapter) -> None:
+        for layer, (R, _, _) in adapter.layers.items():
+            if layer >= int(self.config.num_hidden_layers) or R.shape[1] != int(self.config.hidden_size):
+                raise AdapterError(f"ReFT adapter {adapter.name!r}: layer {layer} does not fit the base model")
+        if adapter.rank > self.max_rank:
+            if self.table.held():
+                raise AdapterError(f"ReFT adapter {adapter.name!r} has rank {adapter.rank} > max_reft_rank "
+                                   f"{self.max_rank} while adapters are in use: start the engine with a larger one")
+            self._allocate(adapter.rank)
+            self.table.resident.clear()
+        self.adapters[adapter.name] = adapter
+
+    def acquire(self, name: str) -> int | None:
+        if name not in self.adapters:
+            raise AdapterError(f"unknown ReFT adapter {name!r}: register it first")
+        got = self.table.acquire(name)
+        if got is None:
+            return None
+        slot, needs_load = got
+        if needs_load:
+            adapter, w = self.adapters[name], self.weights
+            w.active[slot] = False
+            w.kinds[slot] = adapter.kind
+            for layer, (R, W, b) in adapter.layers.items():
+                # zero-padded rank rows leave both formulas unchanged
+                for stack, t in ((w.R, R), (w.W, W)):
+                    stack[layer][slot].zero_()
+                    stack[layer][slot, : t.shape[0]] = t
+                w.b[layer][slot].zero_()
+                w.b[layer][slot, : b.shape[0]] = b
+                w.active[slot, layer] = True
+        return slot
+
+    def release(self, slot: int) -> None:
+        self.table.release(slot)

@@ -1,0 +1,308 @@
+"""PreFT: the LoRA and ReFT ops, the engine against peft's natural prefill-only reference, slots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from kernels.preft.adapters import load_adapter, random_reft, save_reft
+from kernels.preft.engine import Engine, Request
+from kernels.preft.lora_ops import lora_delta_reference, lora_delta_segmented
+from kernels.preft.reft_ops import orthonormal_rows, reft_apply, reft_direct
+from kernels.preft.store import SlotTable
+
+PROMPTS = ["The capital of France is", "Once upon a time, in a small village by the sea,", "def fibonacci(n):",
+           "Three reasons to learn Python:"]
+GEN = 12
+
+
+# -- ops --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,d_in,d_out,r,slots", [(17, 16, 24, 4, 3), (40, 576, 192, 8, 5), (1, 8, 8, 2, 1)])
+def test_lora_segmented_equals_reference(n, d_in, d_out, r, slots):
+    g = torch.Generator().manual_seed(n)
+    x = torch.randn(n, d_in, generator=g)
+    A, B = torch.randn(slots, d_in, r, generator=g), torch.randn(slots, r, d_out, generator=g)
+    scales = torch.rand(slots, generator=g) + 0.5
+    idx = torch.randint(-1, slots, (n,), generator=g)
+    ref = lora_delta_reference(x, idx, A, B, scales)
+    seg = lora_delta_segmented(x, idx, A, B, scales)
+    assert torch.allclose(seg, ref, atol=1e-4, rtol=1e-4)
+    assert torch.all(seg[idx < 0] == 0)
+    assert torch.all(lora_delta_segmented(x, torch.full((n,), -1), A, B, scales) == 0)
+
+
+def test_lora_segmented_is_differentiable():
+    x, A, B = torch.randn(6, 8), torch.randn(1, 8, 2, requires_grad=True), torch.randn(1, 2, 4, requires_grad=True)
+    idx = torch.tensor([0, -1, 0, 0, -1, 0])
+    lora_delta_segmented(x, idx, A, B, torch.ones(1)).sum().backward()
+    assert A.grad is not None and A.grad.abs().sum() > 0 and B.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("kind", ["loreft", "direft"])
+def test_reft_batched_equals_direct(kind):
+    g = torch.Generator().manual_seed(7)
+    d, r, slots = 32, 4, 3
+    R = torch.stack([orthonormal_rows(r, d, g) for _ in range(slots)])
+    W, b = torch.randn(slots, r, d, generator=g) * 0.1, torch.randn(slots, r, generator=g)
+    h = torch.randn(10, d, generator=g)
+    idx = torch.tensor([0, 1, -1, 2, 2, -1, 0, 1, 1, -1])
+    out = reft_apply(h, idx, kind, R, W, b)
+    for t in range(10):
+        i = int(idx[t])
+        want = h[t] if i < 0 else reft_direct(h[t:t + 1], kind, R[i], W[i], b[i])[0]
+        assert torch.allclose(out[t], want, atol=1e-5)
+    assert torch.allclose(R[0] @ R[0].T, torch.eye(r), atol=1e-5)
+    if kind == "loreft":  # with W = R and b = 0 LoReFT is the identity: a real invariant of the formula
+        assert torch.allclose(reft_direct(h, kind, R[0], R[0], torch.zeros(r)), h, atol=1e-5)
+
+
+# -- slots ------------------------------------------------------------------------------------
+
+def test_slot_table_lru_hits_evictions_and_waits():
+    t = SlotTable(2)
+    a = t.acquire("a")
+    b = t.acquire("b")
+    assert a == (0, True) and b == (1, True)
+    assert t.acquire("c") is None and t.stats.waits == 1  # both held
+    t.release(0)
+    assert t.acquire("a") == (0, False)  # still resident: a hit, no load
+    t.release(0)
+    t.release(1)
+    # b (slot 1) was used less recently than a (slot 0): c evicts b
+    assert t.acquire("c") == (1, True) and t.stats.evictions == 1 and "b" not in t.resident
+    with pytest.raises(RuntimeError):
+        t.release(0)
+
+
+# -- engine against peft ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def base():
+    from harness.providers.local_weights import load_model
+
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def peft_adapters(tmp_path_factory, base):
+    """Two seeded random LoRA adapters written by peft itself: all seven projections at rank 8, and
+    attention-only at rank 4 (B random, so the adapters change the outputs)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from harness.providers.local_weights import ensure_converted
+
+    out = {}
+    for name, rank, targets in (("all7", 8, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
+                                ("attn", 4, ["q_proj", "v_proj"])):
+        torch.manual_seed({"all7": 1, "attn": 2}[name])
+        fresh = AutoModelForCausalLM.from_pretrained(str(ensure_converted()), dtype=torch.float32)
+        model = get_peft_model(fresh, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=targets,
+                                                 init_lora_weights=False, lora_dropout=0.0))
+        with torch.no_grad():  # peft's random init of B is tiny; make the adapter matter
+            for n, p in model.named_parameters():
+                if "lora_B" in n:
+                    p.normal_(0, 0.05)
+        path = tmp_path_factory.mktemp("adapters") / name
+        model.save_pretrained(str(path))
+        out[name] = path
+    return out
+
+
+@pytest.fixture(scope="module")
+def peft_models(peft_adapters):
+    from kernels.preft.reference import load_peft
+
+    return {name: load_peft(path) for name, path in peft_adapters.items()}
+
+
+def _ids(tokenizer, prompt):
+    return list(tokenizer(prompt)["input_ids"])
+
+
+@pytest.mark.slow
+def test_mixed_batch_equals_peft_prefill_only_and_all_token(base, peft_adapters, peft_models):
+    from harness.providers.local import stop_token_ids
+    from kernels.preft.reference import all_token_greedy, prefill_only_greedy
+
+    model, tok = base
+    stops = stop_token_ids(model, tok)
+    engine = Engine(model, max_loras=3, keep_logits=True)
+    for name, path in peft_adapters.items():
+        engine.register(load_adapter(path, name=name))
+    plan = [(PROMPTS[0], "all7", "preft"), (PROMPTS[1], None, "base"), (PROMPTS[2], "attn", "preft"),
+            (PROMPTS[3], "all7", "preft"), (PROMPTS[1], "attn", "preft"), (PROMPTS[0], "all7", "all-token"),
+            (PROMPTS[2], "attn", "all-token")]
+    reqs = [Request(_ids(tok, p), GEN, adapter=a, mode=m, stop_ids=stops) for p, a, m in plan]
+    engine.run(reqs)  # one mixed batch: every request is admitted on the first step
+    assert engine.stats.max_running == len(reqs)
+    worst = 0.0
+    for (prompt, name, mode), req in zip(plan, reqs):
+        ids = _ids(tok, prompt)
+        if mode == "base":
+            want = model.generate(torch.tensor([ids]), max_new_tokens=GEN, do_sample=False,
+                                  eos_token_id=sorted(stops), pad_token_id=0)[0, len(ids):].tolist()
+        elif mode == "preft":
+            want, logits = prefill_only_greedy(peft_models[name], ids, GEN, stops)
+            worst = max(worst, max(float((a - b).abs().max()) for a, b in zip(req.logits, logits)))
+        else:
+            want = all_token_greedy(peft_models[name], ids, GEN, stops)
+        assert req.output_ids == want, (prompt, name, mode)
+    assert worst < 1e-3  # the stated logit tolerance (fp32; observed ~4e-5)
+    # the adapters matter: prefill-only differs from both the bare model and from all-token somewhere
+    bare = Engine(model).run([Request(_ids(tok, p), GEN, stop_ids=stops) for p, _, _ in plan])
+    assert any(r.output_ids != b.output_ids for r, b in zip(reqs, bare) if r.mode != "base")
+    assert reqs[0].output_ids != reqs[5].output_ids or reqs[2].output_ids != reqs[6].output_ids
+
+
+@pytest.mark.slow
+def test_reft_prefill_only_equals_hooked_hf_model(base, tmp_path):
+    """ReFT in the engine equals a direct implementation: forward hooks on the HF decoder layers
+    that apply the intervention at the chosen prompt positions during prefill, none in decode."""
+    model, tok = base
+    engine = Engine(model, keep_logits=True)
+    adapters = [random_reft(model.config, 4, seed=s, kind=k, layers=(2, 9, 20), first_n=2, last_m=2, name=f"{k}{s}")
+                for s, k in ((1, "loreft"), (2, "direft"))]
+    for a in adapters:
+        engine.register(load_adapter(save_reft(a, tmp_path / a.name)))
+    reqs = [Request(_ids(tok, PROMPTS[i]), 8, adapter=a.name, mode="preft") for i, a in enumerate(adapters)]
+    reqs.append(Request(_ids(tok, PROMPTS[2]), 8))
+    engine.run(reqs)
+    for req, adapter in zip(reqs, adapters):
+        ids = req.prompt_ids
+        positions = adapter.positions(len(ids))
+        hooks = []
+        for layer, (R, W, b) in adapter.layers.items():
+            def hook(_module, _inputs, output, R=R, W=W, b=b):
+                h = output[0] if isinstance(output, tuple) else output
+                h = h.clone()
+                h[0, positions] = reft_direct(h[0, positions], adapter.kind, R, W, b)
+                return (h, *output[1:]) if isinstance(output, tuple) else h
+            hooks.append(model.model.layers[layer].register_forward_hook(hook))
+        try:
+            with torch.inference_mode():
+                out = model(input_ids=torch.tensor([ids]), use_cache=True)
+        finally:
+            for h in hooks:
+                h.remove()
+        first_logits = out.logits[0, -1].float()
+        cache, tokens = out.past_key_values, [int(first_logits.argmax())]
+        with torch.inference_mode():
+            while len(tokens) < 8:
+                out = model(input_ids=torch.tensor([[tokens[-1]]]), past_key_values=cache, use_cache=True)
+                cache = out.past_key_values
+                tokens.append(int(out.logits[0, -1].argmax()))
+        assert req.output_ids == tokens
+        assert float((req.logits[0] - first_logits).abs().max()) < 1e-3
+    assert reqs[0].output_ids != Engine(model).run([Request(reqs[0].prompt_ids, 8)])[0].output_ids
+
+
+@pytest.mark.slow
+def test_slot_pressure_all_token_waits_preft_releases(base):
+    from kernels.preft.adapters import random_lora
+
+    model, tok = base
+    ids = _ids(tok, PROMPTS[0])
+    results = {}
+    for mode in ("all-token", "preft"):
+        engine = Engine(model, max_loras=2, max_lora_rank=4)
+        for i in range(4):
+            engine.register(random_lora(model.config, 4, seed=i, name=f"a{i}", targets=("q_proj",)))
+        reqs = [Request(ids, 6, adapter=f"a{i}", mode=mode) for i in range(4)]
+        for r in reqs:
+            engine.add(r)
+        engine.step()
+        held_after_first_step = engine.loras.table.held()
+        while engine.has_work():
+            engine.step()
+        results[mode] = (held_after_first_step, engine.stats, engine.loras.table.stats, reqs)
+    held, stats, slots, reqs = results["all-token"]
+    assert held == 2 and stats.slot_waits > 0 and stats.max_running == 2  # two slots bound concurrency
+    assert slots.evictions >= 2 and all(len(r.output_ids) == 6 for r in reqs)
+    held, stats, slots, reqs = results["preft"]
+    assert held == 0  # prefilled requests gave their slots back at once
+    assert stats.max_running == 4 and all(len(r.output_ids) == 6 for r in reqs)
+
+
+@pytest.mark.slow
+def test_continuous_batching_admits_mid_flight(base):
+    model, tok = base
+    engine = Engine(model)
+    long = engine.add(Request(_ids(tok, PROMPTS[1]), 16))
+    for _ in range(3):
+        engine.step()
+    short = engine.add(Request(_ids(tok, PROMPTS[0]), 4))
+    while engine.has_work():
+        engine.step()
+    assert short.finished_at < long.finished_at and engine.stats.max_running == 2
+    alone = Engine(model).run([Request(_ids(tok, PROMPTS[1]), 16), Request(_ids(tok, PROMPTS[0]), 4)])
+    assert long.output_ids == alone[0].output_ids and short.output_ids == alone[1].output_ids
+
+
+# -- the command line and the provider --------------------------------------------------------
+
+def _generate_cli(*args):
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "generate", *args], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.slow
+def test_generate_cli_matches_peft_reference(base, peft_adapters, peft_models):
+    from harness.providers.local import stop_token_ids
+    from kernels.preft.reference import all_token_greedy, prefill_only_greedy
+
+    model, tok = base
+    stops = stop_token_ids(model, tok)
+    prompt, path = PROMPTS[3], peft_adapters["all7"]
+    got = _generate_cli("--model", "local/smollm2-135m", "--adapter", str(path), "--adapter-mode", "preft",
+                        "--prompt", prompt, "--max-tokens", "20", "--json")
+    ids = _ids(tok, prompt)
+    assert got["prompt_token_ids"] == ids
+    assert got["token_ids"] == prefill_only_greedy(peft_models["all7"], ids, 20, stops)[0]
+    assert got["usage"] == {"prompt_tokens": len(ids), "completion_tokens": len(got["token_ids"])}
+    got = _generate_cli("--adapter", str(path), "--adapter-mode", "all-token", "--prompt", prompt,
+                        "--max-tokens", "20", "--json")
+    assert got["token_ids"] == all_token_greedy(peft_models["all7"], ids, 20, stops)
+
+
+def test_generate_cli_bad_adapter_is_one_clear_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "generate", "--adapter", str(tmp_path / "empty"),
+                           "--prompt", "hi"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "not an adapter directory" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_adapter_provider_serves_through_harness(base, peft_adapters, peft_models):
+    import asyncio
+
+    from harness.providers import GenerateConfig, load_model
+    from harness.providers.local import as_id_list, stop_token_ids
+    from harness.spec import ModelSpec
+    from kernels.preft.reference import prefill_only_greedy
+
+    model, tok = base
+    path = peft_adapters["attn"]
+    provider = load_model(ModelSpec.parse(f"local/smollm2-135m@{path}"))
+    messages = [{"role": "user", "content": "Name a colour."}]
+    out = asyncio.run(provider.generate(messages, GenerateConfig(max_tokens=10)))
+    ids = as_id_list(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+    want, _ = prefill_only_greedy(peft_models["attn"], ids, 10, stop_token_ids(model, tok))
+    shown = want[:-1] if want[-1] in stop_token_ids(model, tok) else want
+    assert out.text == tok.decode(shown, skip_special_tokens=True)
+    assert out.usage.completion_tokens == len(want) and out.usage.prompt_tokens == len(ids)
+    bare = load_model(ModelSpec.parse("local/smollm2-135m"))
+    assert out.request_hash != asyncio.run(bare.generate(messages, GenerateConfig(max_tokens=10))).request_hash
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="does not exist"):
+        load_model(ModelSpec.parse("local/smollm2-135m@/no/such/dir"))
+    with pytest.raises(HarnessError, match="#preft or #all-token"):
+        load_model(ModelSpec.parse(f"local/smollm2-135m@{path}#sometimes"))
