@@ -45,6 +45,10 @@ def _snapshot(run_dir):
         (["--suite", "proact", "--corpus", "missing/corpus.jsonl"], "missing/corpus.jsonl", "--corpus PATH"),
         (["--suite", "proact", "--model", "openai/x", "--base-url", "http://127.0.0.1:9/v1"], "http://127.0.0.1:9/v1", "start the server"),
         (["--resume", "no-such-run"], "'no-such-run'", "harness runs"),
+        (["--suite", "proact-live", "--suite-option", "planner_atempts=1"], "planner_atempts", "planner_attempts=3"),
+        (["--suite", "proact-live", "--suite-option", "planner_attempts=one"], "planner_attempts=one", "expected a int"),
+        (["--suite", "proact-live", "--suite-option", "planner_attempts"], "'planner_attempts'", "KEY=VALUE"),
+        (["--suite", "proact", "--model", "local/smollm2-135m@/no/such/adapter"], "/no/such/adapter", "does not exist"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_loses_nothing(recorded_run, args, must_name, must_fix):
@@ -77,3 +81,21 @@ def test_missing_api_key_for_remote_openai(recorded_run):
                        env={"OPENAI_API_KEY": ""})
     line = _error_line(proc)
     assert "OPENAI_API_KEY" in line or "unreachable" in line
+
+
+def test_suite_options_reach_the_suite_and_the_config_hash(tmp_path):
+    """Options are converted to the constructor's types, built into the suite and hashed: two runs
+    that differ only in an option are different runs."""
+    from harness.records import RunConfig
+    from harness.runner import plan_run
+    from harness.suite import coerce_suite_options, get_suite, parse_suite_options
+
+    options = parse_suite_options(["planner_attempts=1", "user_max_tokens=32"])
+    suite = get_suite("proact-live", options)
+    assert (suite.planner_attempts, suite.user_config.max_tokens) == (1, 32)
+    typed = coerce_suite_options("proact-live", type(suite), options)
+    assert typed == {"planner_attempts": 1, "user_max_tokens": 32}
+    plans = [plan_run(RunConfig(suite="proact-live", models={r: "local/smollm2-135m" for r in suite.roles},
+                                limit=1, suite_options=opts), tmp_path) for opts in ({}, typed)]
+    assert plans[0].manifest.config_hash != plans[1].manifest.config_hash
+    assert plans[1].suite.planner_attempts == 1
