@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.providers import local, local_weights
+from kernels.preft import provider
 from harness.providers.base import GenerateConfig, Model, ModelError, request_hash
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]
@@ -30,7 +31,7 @@ def run(coro):
 
 @pytest.fixture(scope="module")
 def model():
-    m = local.LocalModel()
+    m = provider.LocalModel()
     yield m
     run(m.aclose())
 
@@ -156,9 +157,9 @@ def test_batch_matches_alone(model):
             model.generate(POEM, poem_config),
         )
 
-    before = len(local.recent_batch_sizes())
+    before = len(provider.recent_batch_sizes())
     outs = run(together())
-    sizes = local.recent_batch_sizes()[before:]
+    sizes = provider.recent_batch_sizes()[before:]
     # continuous batching: the four join the running batch as they arrive and run together
     assert max(sizes) == 4, sizes
     assert outs[1].text == alone_france.text
@@ -189,7 +190,7 @@ def test_overlong_prompt_fails_alone(model, tokenizer):
 
 
 def test_instances_share_weights(model):
-    other = local.LocalModel()
+    other = provider.LocalModel()
     out = run(other.generate(FRANCE, greedy(max_tokens=4)))
     assert out.usage.completion_tokens == 4
     assert local.load_model() is local.load_model()

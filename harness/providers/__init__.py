@@ -30,10 +30,7 @@ def validate_spec(spec: ModelSpec) -> None:
 def load_model(spec: ModelSpec) -> Model:
     validate_spec(spec)
     if spec.provider == "local":
-        from harness.providers.local import LocalModel, parse_adapter_name
-
-        _, directory, mode = parse_adapter_name(spec.name)
-        return LocalModel(directory, mode)
+        return _plugin_provider("local")(spec)
     if spec.provider == "openai":
         from harness.providers.openai_provider import OpenAIModel
 
@@ -43,6 +40,17 @@ def load_model(spec: ModelSpec) -> Model:
 
         return LiteLLMModel(spec.name, spec.base_url)
     raise AssertionError(f"unhandled provider {spec.provider}")  # validate_spec rejects the rest
+
+
+def _plugin_provider(name: str):
+    """A provider registered by another package of this project (e.g. `local` by `kernels`), so the
+    core depends on no package above it."""
+    from importlib.metadata import entry_points
+
+    found = [ep for ep in entry_points(group="harness.providers") if ep.name == name]
+    if not found:
+        raise HarnessError(f"provider {name!r} is not installed: run `make install` (pip install -e '.[local,kernels]')")
+    return found[0].load()
 
 
 def check_reachable(config, timeout_s: float = 5.0) -> None:
