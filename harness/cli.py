@@ -233,6 +233,46 @@ def bench_runner(
     run(samples, concurrency, out)
 
 
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        _fail(f"{flag} {text!r}: write comma-separated integers, e.g. 1,64,512")
+    if not values or min(values) < 1:
+        _fail(f"{flag} {text!r}: give at least one positive integer")
+    return values
+
+
+@bench_app.command("adapters")
+def bench_adapters(
+    engine: str = typer.Option("local", "--engine", help="local (the PreFT engine); vllm arrives with the vLLM issue."),
+    adapters: str = typer.Option("1,8,64,512", "--adapters", help="Adapter counts, comma-separated."),
+    modes: str = typer.Option("base,preft,all-token", "--modes", help="Any of base, preft, all-token."),
+    rank: int = typer.Option(16, "--rank", min=1),
+    requests: int = typer.Option(64, "--requests", min=1),
+    prompt_len: int = typer.Option(128, "--prompt-len", min=1),
+    gen_len: int = typer.Option(32, "--gen-len", min=1),
+    max_loras: Optional[int] = typer.Option(None, "--max-loras", min=1, help="Resident adapter slots (default min(A, 8))."),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", min=1),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads for the run."),
+    seed: int = typer.Option(0, "--seed"),
+    out_dir: Path = typer.Option(Path("bench/adapters"), "--out", help="Folder for JSON, CSV and plot."),
+) -> None:
+    """Adapter serving: tokens/s, requests/s, TTFT/TPOT per mode and adapter count, base as ceiling."""
+    from kernels.preft.bench import format_table, run_adapter_bench
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    try:
+        result = run_adapter_bench(engine=engine, adapters=_int_list(adapters, "--adapters"), modes=mode_list,
+                                   rank=rank, requests=requests, prompt_len=prompt_len, gen_len=gen_len,
+                                   max_loras=max_loras, max_num_seqs=max_num_seqs, seed=seed, out_dir=out_dir,
+                                   threads=threads, progress=lambda msg: err.print(msg, highlight=False))
+    except (ValueError, NotImplementedError) as exc:
+        _fail(str(exc))
+    out.print(format_table(result), highlight=False)
+    out.print(f"written: {out_dir}/adapters_bench.json, .csv, .png", highlight=False)
+
+
 @app.command("serve")
 def serve_cmd(
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model to serve, provider/name."),

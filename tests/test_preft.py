@@ -11,7 +11,7 @@ import torch
 
 from kernels.preft.adapters import load_adapter, random_reft, save_reft
 from kernels.preft.engine import Engine, Request
-from kernels.preft.lora_ops import lora_delta_reference, lora_delta_segmented
+from kernels.preft.lora_ops import adapter_runs, lora_add_runs_, lora_delta_reference, lora_delta_segmented
 from kernels.preft.reft_ops import orthonormal_rows, reft_apply, reft_direct
 from kernels.preft.store import SlotTable
 
@@ -34,6 +34,14 @@ def test_lora_segmented_equals_reference(n, d_in, d_out, r, slots):
     assert torch.allclose(seg, ref, atol=1e-4, rtol=1e-4)
     assert torch.all(seg[idx < 0] == 0)
     assert torch.all(lora_delta_segmented(x, torch.full((n,), -1), A, B, scales) == 0)
+    base = torch.randn(n, d_out, generator=g)
+    fused = lora_add_runs_(base.clone(), x, adapter_runs(idx), A, B, scales)
+    assert torch.allclose(fused, base + ref, atol=1e-4, rtol=1e-4)
+
+
+def test_adapter_runs_are_maximal_same_slot_runs():
+    assert adapter_runs(torch.tensor([-1, 2, 2, 0, -1, -1, 0, 0, 3])) == [(1, 3, 2), (3, 4, 0), (6, 8, 0), (8, 9, 3)]
+    assert adapter_runs(torch.tensor([-1, -1])) == [] and adapter_runs(torch.tensor([], dtype=torch.long)) == []
 
 
 def test_lora_segmented_is_differentiable():

@@ -52,6 +52,32 @@ def lora_delta_segmented(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B:
     return out
 
 
+def adapter_runs(idx: torch.Tensor) -> list[tuple[int, int, int]]:
+    """Maximal runs [start, end) of consecutive tokens that share one adapter slot (>= 0).
+
+    A request's prompt is contiguous in the flat batch, so a prefill batch has one run per adapted
+    request; the runs are computed once per forward and reused by every projection."""
+    if idx.numel() == 0:
+        return []
+    change = torch.nonzero(idx[1:] != idx[:-1], as_tuple=True)[0] + 1
+    bounds = [0, *change.tolist(), idx.numel()]
+    slots = idx[bounds[:-1]].tolist()
+    return [(a, b, s) for a, b, s in zip(bounds[:-1], bounds[1:], slots) if s >= 0]
+
+
+def lora_add_runs_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, int]], A: torch.Tensor,
+                   B: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """Add the LoRA delta into the base output y in place, run by run: the scale goes on the small
+    [n, r] intermediate and `addmm_` accumulates straight into y, so no [N, d_out] temporary is
+    zero-filled, scattered or added (those full passes cost more than the LoRA GEMMs themselves).
+    Inference only: in-place writes are not for tensors autograd must differentiate."""
+    for start, end, slot in runs:
+        xa = x[start:end] @ A[slot]
+        xa.mul_(scales[slot])
+        y[start:end].addmm_(xa, B[slot])
+    return y
+
+
 def lora_delta(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor, scales: torch.Tensor,
                backend: str = "segmented") -> torch.Tensor:
     """Dispatch to a backend: `reference`, `segmented` (default; differentiable) or `triton`."""

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from kernels.preft.lora_ops import lora_delta
+from kernels.preft.lora_ops import adapter_runs, lora_add_runs_, lora_delta
 from kernels.preft.reft_ops import reft_apply
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -125,12 +125,14 @@ class PreftModel:
     # -- shared layer code -------------------------------------------------------------------
 
     def _proj(self, x: torch.Tensor, layer: int, name: str, module: Any, lora: LoraWeights | None,
-              lora_idx: torch.Tensor | None) -> torch.Tensor:
+              lora_idx: torch.Tensor | None, runs: list[tuple[int, int, int]] | None) -> torch.Tensor:
         y = F.linear(x, module.weight, module.bias)
-        if lora is not None and lora_idx is not None and (layer, name) in lora.A:
-            y = y + lora_delta(x, lora_idx, lora.A[layer, name], lora.B[layer, name], lora.scales[layer, name],
-                               backend=lora.backend)
-        return y
+        if lora is None or lora_idx is None or (layer, name) not in lora.A:
+            return y
+        A, B, scales = lora.A[layer, name], lora.B[layer, name], lora.scales[layer, name]
+        if runs is not None:  # inference with the default backend: accumulate in place
+            return lora_add_runs_(y, x, runs, A, B, scales)
+        return y + lora_delta(x, lora_idx, A, B, scales, backend=lora.backend)
 
     def _run_layers(self, h: torch.Tensor, positions: torch.Tensor, attend: Callable, lora: LoraWeights | None,
                     lora_idx: torch.Tensor | None, reft: ReftWeights | None, reft_idx: torch.Tensor | None) -> torch.Tensor:
@@ -141,22 +143,25 @@ class PreftModel:
             lora = None
         if reft_idx is None or not bool((reft_idx >= 0).any()):
             reft = None
+        runs = None
+        if lora is not None and lora.backend == "segmented" and not torch.is_grad_enabled():
+            runs = adapter_runs(lora_idx)
         cos, sin = self.rotary(h[None], positions[None])  # [1, N, D]
         cos, sin = cos[0][:, None, :], sin[0][:, None, :]  # [N, 1, D] broadcast over heads
         n = h.shape[0]
         for i, block in enumerate(self.layers):
             attn, mlp = block.self_attn, block.mlp
             x = block.input_layernorm(h)
-            q = self._proj(x, i, "q_proj", attn.q_proj, lora, lora_idx).view(n, self.heads, self.head_dim)
-            k = self._proj(x, i, "k_proj", attn.k_proj, lora, lora_idx).view(n, self.kv_heads, self.head_dim)
-            v = self._proj(x, i, "v_proj", attn.v_proj, lora, lora_idx).view(n, self.kv_heads, self.head_dim)
+            q = self._proj(x, i, "q_proj", attn.q_proj, lora, lora_idx, runs).view(n, self.heads, self.head_dim)
+            k = self._proj(x, i, "k_proj", attn.k_proj, lora, lora_idx, runs).view(n, self.kv_heads, self.head_dim)
+            v = self._proj(x, i, "v_proj", attn.v_proj, lora, lora_idx, runs).view(n, self.kv_heads, self.head_dim)
             q = q * cos + _rotate_half(q) * sin
             k = k * cos + _rotate_half(k) * sin
-            h = h + self._proj(attend(i, q, k, v), i, "o_proj", attn.o_proj, lora, lora_idx)
+            h = h + self._proj(attend(i, q, k, v), i, "o_proj", attn.o_proj, lora, lora_idx, runs)
             x = block.post_attention_layernorm(h)
-            gate = self._proj(x, i, "gate_proj", mlp.gate_proj, lora, lora_idx)
-            up = self._proj(x, i, "up_proj", mlp.up_proj, lora, lora_idx)
-            h = h + self._proj(F.silu(gate) * up, i, "down_proj", mlp.down_proj, lora, lora_idx)
+            gate = self._proj(x, i, "gate_proj", mlp.gate_proj, lora, lora_idx, runs)
+            up = self._proj(x, i, "up_proj", mlp.up_proj, lora, lora_idx, runs)
+            h = h + self._proj(F.silu(gate) * up, i, "down_proj", mlp.down_proj, lora, lora_idx, runs)
             if reft is not None and reft_idx is not None:
                 h = self._reft(h, i, reft, reft_idx)
         return self.norm(h)

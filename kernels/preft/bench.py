@@ -1,0 +1,441 @@
+"""Multi-adapter serving benchmark: throughput and latency of `base`, `preft` and `all-token` as the
+number of distinct LoRA adapters grows.
+
+For every adapter count A and mode, a fresh `Engine` serves `requests` offline requests (all arrive
+at t=0) of `prompt_len` random token ids and exactly `gen_len` generated tokens each (no stop ids);
+request i uses adapter i % A (mode `base`: none). One warm-up request runs first and is not counted;
+every counter reported is the difference over the timed `engine.run`.
+
+Adapter memory. A rank-16 LoRA on all seven projections of the 30-layer base model is ~20 MB fp32,
+so 512 materialised adapters would take ~10 GB. The adapters here are `LazyLora`s: each keeps only
+its seed; its weights are `random_lora(config, rank, seed=i, name=f"a{i}")`, made on demand.
+- Registration reads only shapes (like reading a safetensors header): while `HostAdapters.registering()`
+  is active, an adapter presents meta tensors, so the store's shape checks run without weights.
+- A bounded host LRU cache (`max_cpu_loras` adapters, the role of vLLM's CPU LoRA cache) holds
+  materialised weights. Before timing it is filled with the adapters the requests use (first use
+  order, up to its capacity); a miss during the timed run regenerates the adapter from its seed
+  (standing in for a disk read) and is counted and timed (`host_misses`, `host_materialize_s`).
+- Slot loads are real: `LoraStore` copies the weights into its `max_loras` resident slots.
+Host memory is therefore bounded by `max_cpu_loras` x adapter size, whatever A is.
+
+`max_loras` (resident slots) defaults to min(A, 8): a fixed, small number of slots independent of
+A, as serving engines configure it (vLLM's `--max-loras` defaults to 1 and is typically set to a
+handful; this engine's own default is 8). With A > max_loras, all-token requests hold slots for
+their whole generation and queue for them; PreFT requests give theirs back after prefill.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import csv
+import gc
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import torch
+
+from kernels.preft.adapters import LoraAdapter, _projection_dims, random_lora
+from kernels.preft.engine import MODES, Engine, Request
+from kernels.preft.model import PROJECTIONS
+
+TOKEN_RANGE = (1000, 40000)  # prompt ids are drawn from here: clear of the special / control tokens
+DEFAULT_MAX_LORAS_CAP = 8
+DEFAULT_MAX_CPU_LORAS = 64
+JSON_NAME, CSV_NAME, PNG_NAME = "adapters_bench.json", "adapters_bench.csv", "adapters_bench.png"
+
+CSV_COLUMNS = [
+    "adapters", "mode", "max_loras", "max_num_seqs", "requests", "prompt_len", "gen_len", "distinct_adapters_used",
+    "output_tokens", "total_s", "output_tok_s", "requests_s",
+    "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
+    "steps", "engine_slot_waits", "max_running", "prefill_tokens", "decode_tokens", "mean_batch_seqs",
+    "slot_hits", "slot_loads", "slot_evictions", "slot_waits",
+    "host_misses", "host_materialize_s",
+    "rss_before_mb", "peak_rss_mb", "peak_rss_delta_mb", "kv_pool_bytes", "lora_store_bytes", "host_cache_bytes",
+    "setup_s", "load_avg_1m",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Adapters made on demand, with a bounded host cache
+# --------------------------------------------------------------------------------------------
+
+class HostAdapters:
+    """The host side of A seeded random adapters: a bounded LRU cache of materialised weights."""
+
+    def __init__(self, config: Any, count: int, rank: int, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("max_cpu_loras must be at least 1")
+        self.config, self.rank, self.capacity = config, rank, capacity
+        self.cache: collections.OrderedDict[str, dict] = collections.OrderedDict()
+        self.adapters = [LazyLora(self, i) for i in range(count)]
+        self._registering = False
+        self.misses = 0
+        self.materialize_s = 0.0
+        dims = _projection_dims(config)
+        self.adapter_bytes = 4 * int(config.num_hidden_layers) * sum(
+            rank * (dims[p][0] + dims[p][1]) for p in PROJECTIONS)
+
+    @contextlib.contextmanager
+    def registering(self) -> Iterator[None]:
+        """Adapters present shape-only (meta) tensors: registration checks shapes, loads nothing."""
+        self._registering = True
+        try:
+            yield
+        finally:
+            self._registering = False
+
+    def modules(self, adapter: "LazyLora") -> dict:
+        if self._registering:
+            dims = _projection_dims(self.config)
+            scale = 2.0  # random_lora's alpha / rank
+            return {(layer, p): (torch.empty(dims[p][0], self.rank, device="meta"),
+                                 torch.empty(self.rank, dims[p][1], device="meta"), scale)
+                    for layer in range(int(self.config.num_hidden_layers)) for p in PROJECTIONS}
+        cached = self.cache.get(adapter.name)
+        if cached is not None:
+            self.cache.move_to_end(adapter.name)
+            return cached
+        start = time.perf_counter()
+        made = random_lora(self.config, self.rank, seed=adapter.seed, name=adapter.name).modules
+        self.materialize_s += time.perf_counter() - start
+        self.misses += 1
+        self.cache[adapter.name] = made
+        while len(self.cache) > self.capacity:
+            self.cache.popitem(last=False)
+        return made
+
+    def prewarm(self, names: list[str]) -> None:
+        """Fill the cache with these adapters (first `capacity` of them), then zero the counters."""
+        by_name = {a.name: a for a in self.adapters}
+        for name in names[: self.capacity]:
+            self.modules(by_name[name])
+        self.misses, self.materialize_s = 0, 0.0
+
+    def cache_bytes(self) -> int:
+        return len(self.cache) * self.adapter_bytes
+
+
+class LazyLora(LoraAdapter):
+    """A `LoraAdapter` whose `modules` are made on demand by its `HostAdapters` (it keeps only a seed)."""
+
+    def __init__(self, host: HostAdapters, seed: int) -> None:  # not the dataclass __init__: modules is derived
+        self.host, self.seed = host, seed
+        self.name, self.rank = f"a{seed}", host.rank
+
+    @property
+    def modules(self) -> dict:  # type: ignore[override]
+        return self.host.modules(self)
+
+    def __repr__(self) -> str:
+        return f"LazyLora(name={self.name!r}, rank={self.rank})"
+
+
+# --------------------------------------------------------------------------------------------
+# Memory and statistics helpers
+# --------------------------------------------------------------------------------------------
+
+class PeakRSS:
+    """Peak resident set size over a region. Linux: reset the kernel's high-water mark (VmHWM) through
+    /proc/self/clear_refs and read it back; elsewhere, sample RSS every 5 ms (psutil or resource)."""
+
+    def __init__(self) -> None:
+        self.method = ""
+        self.before = self.peak = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def rss() -> int:
+        try:
+            import psutil
+
+            return int(psutil.Process().memory_info().rss)
+        except ImportError:
+            return _status_kb("VmRSS") * 1024 if os.path.exists("/proc/self/status") else 0
+
+    def __enter__(self) -> "PeakRSS":
+        self.before = self.rss()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.method = "VmHWM after clear_refs=5 (kernel peak RSS of the process)"
+        except OSError:
+            self.method = "RSS sampled every 5 ms"
+            self.peak = self.before
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self.rss())
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self.peak = max(self.peak, self.rss())
+        else:
+            self.peak = _status_kb("VmHWM") * 1024
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _percentiles(values: list[float], prefix: str) -> dict[str, float | None]:
+    import numpy as np
+
+    if not values:
+        return {f"{prefix}_p{q}_ms": None for q in (50, 90, 99)}
+    arr = np.asarray(values) * 1000.0
+    return {f"{prefix}_p{q}_ms": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
+
+
+def _counters(stats: Any) -> dict[str, int]:
+    """The integer counters of a stats dataclass (running maxima and per-step histories left out)."""
+    return {k: v for k, v in vars(stats).items() if isinstance(v, int) and k != "max_running"}
+
+
+def _tensor_bytes(tensors: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def environment() -> dict[str, Any]:
+    return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+            "machine": platform.machine(), "processor": platform.processor(), "platform": platform.platform(),
+            "python": sys.version.split()[0]}
+
+
+# --------------------------------------------------------------------------------------------
+# The benchmark
+# --------------------------------------------------------------------------------------------
+
+def make_prompts(requests: int, prompt_len: int, seed: int) -> list[list[int]]:
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randint(*TOKEN_RANGE, (requests, prompt_len), generator=gen).tolist()
+
+
+def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64, 512),
+                      modes: list[str] = ("base", "preft", "all-token"), rank: int = 16, requests: int = 64,
+                      prompt_len: int = 128, gen_len: int = 32, max_loras: int | None = None,
+                      max_num_seqs: int = 64, seed: int = 0, out_dir: Path = Path("."),
+                      lora_backend: str = "segmented", max_cpu_loras: int | None = None,
+                      threads: int | None = None, progress: Callable[[str], None] | None = None,
+                      model: Any = None) -> dict:
+    """Run every (adapter count, mode) and write adapters_bench.{json,csv,png} into `out_dir`.
+
+    `max_loras` None: min(A, 8) resident slots. `max_cpu_loras` None: min(distinct adapters used, 64)
+    adapters in the host cache. `threads`: torch intra-op threads for the run (restored after); None
+    leaves the process setting (on a machine shared with other busy processes, 1 thread can be many
+    times faster than 2: OpenMP workers spin-wait for descheduled siblings). `model` (a loaded HF
+    model) defaults to the embedded base model. Returns the JSON document (config, environment, rows,
+    ratios)."""
+    if engine == "vllm":
+        raise NotImplementedError("vllm engine arrives with the vLLM issue; use engine='local' for now")
+    if engine != "local":
+        raise ValueError(f"unknown engine {engine!r}: use 'local' ('vllm' arrives with the vLLM issue)")
+    adapters, modes = [int(a) for a in adapters], list(modes)
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise ValueError(f"modes {bad or modes}: use some of {MODES}")
+    if not adapters or min(adapters) < 1:
+        raise ValueError("adapter counts must be positive integers")
+    for label, value in (("rank", rank), ("requests", requests), ("prompt_len", prompt_len),
+                         ("gen_len", gen_len), ("max_num_seqs", max_num_seqs)):
+        if int(value) < 1:
+            raise ValueError(f"{label} must be at least 1, got {value}")
+    if max_loras is not None and max_loras < 1:
+        raise ValueError("max_loras must be at least 1")
+    if threads is not None and threads < 1:
+        raise ValueError("threads must be at least 1")
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run(engine, adapters, modes, rank, requests, prompt_len, gen_len, max_loras, max_num_seqs, seed,
+                    Path(out_dir), lora_backend, max_cpu_loras, progress, model)
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests: int, prompt_len: int,
+         gen_len: int, max_loras: int | None, max_num_seqs: int, seed: int, out_dir: Path, lora_backend: str,
+         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any) -> dict:
+    say = progress or (lambda _msg: None)
+    if model is None:
+        from harness.providers.local_weights import load_model
+
+        model, _ = load_model()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prompts = make_prompts(requests, prompt_len, seed)
+    warm_prompt = make_prompts(1, prompt_len, seed + 1)[0]
+    config = {"engine": engine, "adapters": adapters, "modes": modes, "rank": rank, "requests": requests,
+              "prompt_len": prompt_len, "gen_len": gen_len, "max_loras": max_loras,
+              "max_loras_default": f"min(A, {DEFAULT_MAX_LORAS_CAP})", "max_num_seqs": max_num_seqs,
+              "max_cpu_loras": max_cpu_loras, "max_cpu_loras_default": f"min(distinct used, {DEFAULT_MAX_CPU_LORAS})",
+              "seed": seed, "lora_backend": lora_backend, "token_range": list(TOKEN_RANGE),
+              "arrivals": "all at t=0 (offline)", "warmup_requests": 1}
+    rows: list[dict] = []
+    memory_method = ""
+    for count in adapters:
+        used = [f"a{i % count}" for i in range(requests)]
+        distinct = list(dict.fromkeys(used))
+        slots = max_loras if max_loras is not None else min(count, DEFAULT_MAX_LORAS_CAP)
+        cpu = max_cpu_loras if max_cpu_loras is not None else min(len(distinct), DEFAULT_MAX_CPU_LORAS)
+        host = HostAdapters(model.config, count, rank, capacity=cpu)  # once per A, shared by its modes
+        for mode in modes:
+            say(f"A={count} mode={mode}: setting up (max_loras={slots}, host cache {cpu})")
+            setup_start = time.perf_counter()
+            gc.collect()
+            eng = Engine(model, max_num_seqs=max_num_seqs, max_loras=slots, max_lora_rank=rank,
+                         lora_backend=lora_backend)
+            if mode != "base":
+                with host.registering():
+                    for adapter in host.adapters:
+                        eng.register(adapter)
+                host.prewarm(distinct)
+            warm = Request(prompt_ids=list(warm_prompt), max_new_tokens=gen_len,
+                           adapter=None if mode == "base" else "a0", mode=mode)
+            eng.run([warm])
+            setup_s = time.perf_counter() - setup_start
+            reqs = [Request(prompt_ids=list(p), max_new_tokens=gen_len, mode=mode,
+                            adapter=None if mode == "base" else used[i]) for i, p in enumerate(prompts)]
+            stats0, slots0 = _counters(eng.stats), _counters(eng.loras.table.stats)
+            host.misses, host.materialize_s = 0, 0.0
+            say(f"A={count} mode={mode}: running {requests} requests")
+            with PeakRSS() as mem:
+                start = time.perf_counter()
+                eng.run(reqs)
+                total = time.perf_counter() - start
+            memory_method = mem.method
+            stats = {k: v - stats0[k] for k, v in _counters(eng.stats).items()}
+            slot_stats = {k: v - slots0[k] for k, v in _counters(eng.loras.table.stats).items()}
+            sizes = list(getattr(eng.stats, "batch_sizes", []))[-stats["steps"]:] if stats["steps"] else []
+            n_out = [len(r.output_ids) for r in reqs]
+            ttft = [r.first_token_at - r.arrival for r in reqs]
+            tpot = [(r.finished_at - r.first_token_at) / (len(r.output_ids) - 1) for r in reqs if len(r.output_ids) > 1]
+            row = {"adapters": count, "mode": mode, "max_loras": slots, "max_num_seqs": max_num_seqs,
+                   "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
+                   "distinct_adapters_used": 0 if mode == "base" else len(distinct),
+                   "output_tokens": sum(n_out), "total_s": round(total, 4),
+                   "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
+                   **_percentiles(ttft, "ttft"), **_percentiles(tpot, "tpot"),
+                   "steps": stats["steps"], "engine_slot_waits": stats["slot_waits"],
+                   "max_running": eng.stats.max_running, "prefill_tokens": stats["prefill_tokens"],
+                   "decode_tokens": stats["decode_tokens"],
+                   "mean_batch_seqs": round(sum(sizes) / len(sizes), 2) if sizes else None,
+                   "slot_hits": slot_stats["hits"], "slot_loads": slot_stats["loads"],
+                   "slot_evictions": slot_stats["evictions"], "slot_waits": slot_stats["waits"],
+                   "host_misses": host.misses if mode != "base" else 0,
+                   "host_materialize_s": round(host.materialize_s, 4) if mode != "base" else 0.0,
+                   "rss_before_mb": round(mem.before / 2**20, 1), "peak_rss_mb": round(mem.peak / 2**20, 1),
+                   "peak_rss_delta_mb": round((mem.peak - mem.before) / 2**20, 1),
+                   "kv_pool_bytes": eng.pool.bytes(),
+                   "lora_store_bytes": _tensor_bytes([*eng.loras.weights.A.values(), *eng.loras.weights.B.values(),
+                                                      *eng.loras.weights.scales.values()]),
+                   "host_cache_bytes": host.cache_bytes() if mode != "base" else 0,
+                   "setup_s": round(setup_s, 3),
+                   "all_requests_full_length": all(n == gen_len for n in n_out)}
+            row["load_avg_1m"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
+            rows.append(row)
+            say(f"A={count} mode={mode}: {row['output_tok_s']:.1f} tok/s, {total:.2f} s, "
+                f"steps {row['steps']}, slot waits {row['slot_waits']}")
+            del eng, reqs
+        del host
+        gc.collect()
+    result = {"config": config, "environment": environment(),
+              "memory": {"peak_rss": memory_method or "not measured",
+                         "note": "peak_rss_delta_mb = peak RSS during the timed run minus RSS just before it "
+                                 "(the engine, its KV pool, its slots and the host cache already allocated); "
+                                 "kv_pool_bytes / lora_store_bytes / host_cache_bytes are the tensors' sizes"},
+              "rows": rows, **_ratios(rows)}
+    write_outputs(result, out_dir)
+    return result
+
+
+def _ratios(rows: list[dict]) -> dict[str, dict[str, float]]:
+    """output tok/s of preft over all-token and over base, per adapter count (keys are str(A))."""
+    rate = {(r["adapters"], r["mode"]): r["output_tok_s"] for r in rows}
+    out: dict[str, dict[str, float]] = {"preft_over_all_token": {}, "preft_over_base": {}}
+    for count in dict.fromkeys(r["adapters"] for r in rows):
+        preft = rate.get((count, "preft"))
+        for key, other in (("preft_over_all_token", "all-token"), ("preft_over_base", "base")):
+            if preft is not None and rate.get((count, other)):
+                out[key][str(count)] = round(preft / rate[count, other], 4)
+    return out
+
+
+def write_outputs(result: dict, out_dir: Path) -> dict[str, Path]:
+    out_dir = Path(out_dir)
+    paths = {"json": out_dir / JSON_NAME, "csv": out_dir / CSV_NAME, "png": out_dir / PNG_NAME}
+    paths["json"].write_text(json.dumps(result, indent=2) + "\n")
+    with paths["csv"].open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in result["rows"]:
+            writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
+    plot(result, paths["png"])
+    return paths
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for mode in result["config"]["modes"]:
+        points = sorted((r["adapters"], r["output_tok_s"]) for r in result["rows"] if r["mode"] == mode)
+        if points:
+            ax.plot(*zip(*points), marker="o", label=mode)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("registered adapters A (request i uses adapter i % A)")
+    ax.set_ylabel("output tokens / s")
+    cfg = result["config"]
+    ax.set_title(f"{cfg['requests']} requests, prompt {cfg['prompt_len']}, gen {cfg['gen_len']}, rank {cfg['rank']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def format_table(result: dict) -> str:
+    """A markdown table of the rows (for the README), then the preft ratios per adapter count."""
+    head = ["A", "mode", "slots", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
+            "steps", "slot loads", "evictions", "slot waits", "wait steps", "peak RSS Δ MB"]
+    keys = ["adapters", "mode", "max_loras", "output_tok_s", "requests_s", "ttft_p50_ms", "ttft_p99_ms",
+            "tpot_p50_ms", "tpot_p99_ms", "steps", "slot_loads", "slot_evictions", "slot_waits", "engine_slot_waits",
+            "peak_rss_delta_mb"]
+
+    def cell(value: Any) -> str:
+        if value is None:
+            return "-"
+        if isinstance(value, float):
+            return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for row in result["rows"]:
+        lines.append("| " + " | ".join(cell(row.get(k)) for k in keys) + " |")
+    counts = list(dict.fromkeys(str(r["adapters"]) for r in result["rows"]))
+    a_all, a_base = result.get("preft_over_all_token", {}), result.get("preft_over_base", {})
+    if a_all or a_base:
+        lines += ["", "| A | preft / all-token | preft / base |", "|---|---|---|"]
+        for count in counts:
+            lines.append(f"| {count} | {cell(a_all.get(count))} | {cell(a_base.get(count))} |")
+    return "\n".join(lines)

@@ -1,0 +1,118 @@
+"""The multi-adapter serving benchmark: its files, its counters, and the slot semantics it measures.
+
+The tiny configuration (adapters 1 and 4, 4 requests, 2 slots) is small enough to work out every
+counter by hand. With 4 adapters and 2 slots:
+- all-token: requests 0 and 1 take both slots and hold them until they finish; requests 2 and 3
+  wait on every step until then, so at most 2 requests ever run and the steps double.
+- preft: requests 0 and 1 take both slots for their prefill step only (2 and 3 wait that one
+  step), give them back, and requests 2 and 3 are admitted on the next step while 0 and 1 decode:
+  all 4 run at once. PreFT does wait for slots, but only when more distinct adapters arrive in one
+  step than there are slots, never behind a decoding request.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.preft.adapters import random_lora
+from kernels.preft.bench import CSV_COLUMNS, HostAdapters, format_table, run_adapter_bench
+from kernels.preft.engine import Engine
+
+pytestmark = pytest.mark.slow
+
+GEN = 3
+
+
+@pytest.fixture(scope="module")
+def model():
+    from harness.providers.local_weights import load_model
+
+    return load_model()[0]
+
+
+@pytest.fixture(scope="module")
+def tiny(model, tmp_path_factory):
+    out = tmp_path_factory.mktemp("adapter_bench")
+    messages: list[str] = []
+    threads_before = torch.get_num_threads()
+    result = run_adapter_bench(adapters=[1, 4], requests=4, prompt_len=8, gen_len=GEN, max_loras=2, out_dir=out,
+                               threads=1, model=model, progress=messages.append)
+    assert torch.get_num_threads() == threads_before, "the bench must restore the process's thread setting"
+    return result, out, messages
+
+
+def rows_by(result):
+    return {(r["adapters"], r["mode"]): r for r in result["rows"]}
+
+
+def test_writes_json_csv_png_with_expected_columns(tiny):
+    import pandas as pd
+
+    result, out, messages = tiny
+    for name in ("adapters_bench.json", "adapters_bench.csv", "adapters_bench.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "adapters_bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    frame = pd.read_csv(out / "adapters_bench.csv")
+    assert list(frame.columns) == CSV_COLUMNS
+    assert len(frame) == 6 and set(frame["mode"]) == {"base", "preft", "all-token"}
+    assert sorted(set(frame["adapters"])) == [1, 4]
+    assert (frame["output_tok_s"] > 0).all() and (frame["total_s"] > 0).all()
+    assert result["environment"]["torch"] == torch.__version__ and result["environment"]["threads"] == 1
+    assert set(result["preft_over_all_token"]) == set(result["preft_over_base"]) == {"1", "4"}
+    assert messages, "progress was never called"
+    table = format_table(result)
+    assert table.count("\n| 4 | ") >= 3 and "preft / all-token" in table
+
+
+def test_every_request_generates_exactly_gen_len_tokens(tiny):
+    result, _, _ = tiny
+    for row in result["rows"]:
+        assert row["all_requests_full_length"], row
+        assert row["output_tokens"] == 4 * GEN
+        assert row["decode_tokens"] == 4 * (GEN - 1) and row["prefill_tokens"] == 4 * 8
+        assert row["ttft_p50_ms"] > 0 and row["tpot_p50_ms"] > 0
+
+
+def test_slot_semantics_all_token_queues_preft_does_not_queue_behind_decoders(tiny):
+    rows = rows_by(tiny[0])
+    for mode in ("base", "preft", "all-token"):  # one adapter fits one slot: never a wait
+        assert rows[1, mode]["slot_waits"] == 0 and rows[1, mode]["engine_slot_waits"] == 0
+    assert rows[4, "base"]["slot_loads"] == rows[4, "base"]["slot_waits"] == 0
+
+    at, pf = rows[4, "all-token"], rows[4, "preft"]
+    # all-token: requests 2 and 3 wait on each of the 3 steps that requests 0 and 1 take to finish
+    assert at["max_loras"] == 2 and at["max_running"] <= 2
+    assert at["engine_slot_waits"] == GEN and at["slot_waits"] == 2 * GEN
+    assert at["slot_evictions"] >= 2 and at["steps"] == 2 * GEN
+    # preft: one wait (the first step: 4 distinct prefills, 2 slots), then all 4 run together
+    assert pf["engine_slot_waits"] == 1 and pf["slot_waits"] == 2
+    assert pf["max_running"] == 4 and pf["steps"] == GEN + 1 < at["steps"]
+    assert pf["slot_evictions"] >= 2 and pf["slot_loads"] == at["slot_loads"]
+
+
+def test_lazy_adapters_equal_random_lora_and_host_memory_is_bounded(model):
+    host = HostAdapters(model.config, count=6, rank=4, capacity=2)
+    engine = Engine(model, max_num_seqs=2, max_loras=2, max_lora_rank=4)
+    with host.registering():  # shapes only: nothing is materialised
+        for adapter in host.adapters:
+            engine.register(adapter)
+    assert host.misses == 0 and not host.cache
+    want = random_lora(model.config, 4, seed=5, name="a5").modules
+    got = host.adapters[5].modules
+    assert host.misses == 1 and got.keys() == want.keys()
+    assert all(torch.equal(got[k][0], want[k][0]) and torch.equal(got[k][1], want[k][1]) and got[k][2] == want[k][2]
+               for k in want)
+    for adapter in host.adapters:
+        adapter.modules
+    assert len(host.cache) == 2 and host.cache_bytes() == 2 * host.adapter_bytes
+    assert host.adapter_bytes == sum(4 * (a.numel() + b.numel()) for a, b, _ in want.values())
+    slot = engine.loras.acquire("a5")  # a real load into the slot
+    assert torch.equal(engine.loras.weights.A[0, "q_proj"][slot], want[0, "q_proj"][0])
+
+
+def test_vllm_engine_is_reserved():
+    with pytest.raises(NotImplementedError, match="vLLM issue"):
+        run_adapter_bench(engine="vllm", adapters=[1])
+    with pytest.raises(ValueError, match="modes"):
+        run_adapter_bench(modes=["sideways"], adapters=[1], model=object())
