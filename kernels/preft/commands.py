@@ -1,0 +1,51 @@
+"""`harness preft ...`: PreFT commands that are not benchmarks (`harness bench adapters` is)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+preft_app = typer.Typer(no_args_is_help=True, help="PreFT: prefill-only adapter training.")
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+@preft_app.command("train")
+def train_cmd(
+    out: Path = typer.Option(Path("preft-train"), "--out", help="Folder for results.json, loss curves and adapters."),
+    rank: int = typer.Option(4, "--rank", min=1, help="Base rank r: trains ranks r and 4r unless --ranks."),
+    ranks: Optional[str] = typer.Option(None, "--ranks", help="Comma-separated ranks, e.g. 4,16."),
+    kinds: str = typer.Option("lora,loreft", "--kinds", help="Comma-separated: lora, loreft, direft."),
+    modes: str = typer.Option("preft,all-token", "--modes"),
+    steps: int = typer.Option(60, "--steps", min=1),
+    batch: int = typer.Option(8, "--batch", min=1),
+    lr: Optional[float] = typer.Option(None, "--lr", min=0.0),
+    seed: int = typer.Option(0, "--seed"),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1,
+                                          help="torch CPU threads (1 is faster than 2 when other processes share the cores)."),
+) -> None:
+    """SFT on the built-in code-word task, prefill-only vs all-token, at each rank; loss curves and adapters."""
+    import torch
+
+    from kernels.preft.train import compare, format_table
+
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        rank_list = [int(x) for x in _split(ranks)] if ranks else [rank, 4 * rank]
+    except ValueError:
+        typer.echo(f"error: --ranks {ranks!r}: write comma-separated integers, e.g. 4,16", err=True)
+        raise typer.Exit(2)
+    extra = {"lr": lr} if lr is not None else {}
+    try:
+        rows = compare(ranks=rank_list, kinds=_split(kinds), modes=_split(modes), steps=steps, seed=seed, out=out,
+                       batch=batch, **extra)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2)
+    typer.echo(format_table(rows))
+    typer.echo(f"wrote {out / 'results.json'}, loss_curves.csv, loss_curves.png, adapters/")
