@@ -15,9 +15,8 @@ from typing import Any
 
 import torch
 
-from kernels.preft.adapters import AdapterError, LoraAdapter, ReftAdapter
+from kernels.preft.adapters import AdapterError, LoraAdapter, ReftAdapter, _projection_dims
 from kernels.preft.model import PROJECTIONS, LoraWeights, ReftWeights
-from kernels.preft.adapters import _projection_dims
 
 
 @dataclass
@@ -73,14 +72,62 @@ class SlotTable:
         self.lru.move_to_end(slot)
 
 
-class LoraStore:
-    """Registered LoRA adapters and `max_loras` resident slots of stacked weights."""
+class AdapterStore:
+    """Registered adapters of one kind and `slots` resident slots of stacked weights. Subclasses say
+    how weights are laid out (`_allocate`), checked against the base model (`_check`) and loaded
+    into a slot (`_write`)."""
+
+    kind = "adapter"
+
+    def __init__(self, config: Any, slots: int, max_rank: int) -> None:
+        self.config = config
+        self.table = SlotTable(slots)
+        self.adapters: dict[str, Any] = {}
+        self._allocate(max_rank)
+
+    def register(self, adapter: Any) -> None:
+        self._check(adapter)
+        if adapter.rank > self.max_rank:
+            if self.table.held():
+                raise AdapterError(f"{self.kind} adapter {adapter.name!r} has rank {adapter.rank} > the engine's max "
+                                   f"rank {self.max_rank} while adapters are in use: start it with a larger max rank")
+            self._allocate(adapter.rank)  # nothing held: widen the slots; residents reload on next use
+            self.table.resident.clear()
+        self.adapters[adapter.name] = adapter
+
+    def acquire(self, name: str) -> int | None:
+        """A slot holding adapter `name` (loaded if it was not resident), or None if all are held."""
+        if name not in self.adapters:
+            raise AdapterError(f"unknown {self.kind} adapter {name!r}: register it first")
+        got = self.table.acquire(name)
+        if got is None:
+            return None
+        slot, needs_load = got
+        if needs_load:
+            self._write(slot, self.adapters[name])
+        return slot
+
+    def release(self, slot: int) -> None:
+        self.table.release(slot)
+
+    def _allocate(self, rank: int) -> None:
+        raise NotImplementedError
+
+    def _check(self, adapter: Any) -> None:
+        raise NotImplementedError
+
+    def _write(self, slot: int, adapter: Any) -> None:
+        raise NotImplementedError
+
+
+class LoraStore(AdapterStore):
+    """LoRA slots: per (layer, projection) A [slots, in, r], B [slots, r, out], scales [slots]."""
+
+    kind = "LoRA"
 
     def __init__(self, config: Any, max_loras: int, max_rank: int, backend: str = "segmented") -> None:
-        self.config, self.backend = config, backend
-        self.table = SlotTable(max_loras)
-        self.adapters: dict[str, LoraAdapter] = {}
-        self._allocate(max_rank)
+        self.backend = backend
+        super().__init__(config, max_loras, max_rank)
 
     def _allocate(self, rank: int) -> None:
         """Zeroed stacks of `rank` columns; slots padded to the largest rank (padding adds nothing)."""
@@ -96,33 +143,12 @@ class LoraStore:
     def bytes(self) -> int:
         return sum(t.numel() * t.element_size() for d in (self.weights.A, self.weights.B) for t in d.values())
 
-    def register(self, adapter: LoraAdapter) -> None:
-        if adapter.rank > self.max_rank:
-            if self.table.held():
-                raise AdapterError(f"adapter {adapter.name!r} has rank {adapter.rank} > max_lora_rank {self.max_rank} "
-                                   "while adapters are in use: start the engine with a larger max_lora_rank")
-            self._allocate(adapter.rank)  # nothing held: widen the slots, residents reload on next use
-            self.table.resident.clear()
+    def _check(self, adapter: LoraAdapter) -> None:
         dims = _projection_dims(self.config)
         for (layer, proj), (A, B, _) in adapter.modules.items():
             if layer >= int(self.config.num_hidden_layers) or (A.shape[0], B.shape[1]) != dims[proj]:
                 raise AdapterError(f"adapter {adapter.name!r}: layer {layer} {proj} has shape "
                                    f"{tuple(A.shape[:1]) + tuple(B.shape[1:])}, the base model needs {dims[proj]}")
-        self.adapters[adapter.name] = adapter
-
-    def acquire(self, name: str) -> int | None:
-        if name not in self.adapters:
-            raise AdapterError(f"unknown LoRA adapter {name!r}: register it first")
-        got = self.table.acquire(name)
-        if got is None:
-            return None
-        slot, needs_load = got
-        if needs_load:
-            self._write(slot, self.adapters[name])
-        return slot
-
-    def release(self, slot: int) -> None:
-        self.table.release(slot)
 
     def _write(self, slot: int, adapter: LoraAdapter) -> None:
         w = self.weights
@@ -136,14 +162,10 @@ class LoraStore:
             w.scales[key][slot] = scale
 
 
-class ReftStore:
-    """Registered ReFT adapters and resident slots (all interventions of one adapter in one slot)."""
+class ReftStore(AdapterStore):
+    """ReFT slots: all interventions of one adapter in one slot; per layer R/W [slots, r, d], b [slots, r]."""
 
-    def __init__(self, config: Any, max_slots: int, max_rank: int) -> None:
-        self.config = config
-        self.table = SlotTable(max_slots)
-        self.adapters: dict[str, ReftAdapter] = {}
-        self._allocate(max_rank)
+    kind = "ReFT"
 
     def _allocate(self, rank: int) -> None:
         slots, d, layers = self.table.slots, int(self.config.hidden_size), int(self.config.num_hidden_layers)
@@ -155,38 +177,20 @@ class ReftStore:
             active=torch.zeros(slots, layers, dtype=torch.bool),
             kinds=["loreft"] * slots)
 
-    def register(self, adapter: ReftAdapter) -> None:
+    def _check(self, adapter: ReftAdapter) -> None:
         for layer, (R, _, _) in adapter.layers.items():
             if layer >= int(self.config.num_hidden_layers) or R.shape[1] != int(self.config.hidden_size):
                 raise AdapterError(f"ReFT adapter {adapter.name!r}: layer {layer} does not fit the base model")
-        if adapter.rank > self.max_rank:
-            if self.table.held():
-                raise AdapterError(f"ReFT adapter {adapter.name!r} has rank {adapter.rank} > max_reft_rank "
-                                   f"{self.max_rank} while adapters are in use: start the engine with a larger one")
-            self._allocate(adapter.rank)
-            self.table.resident.clear()
-        self.adapters[adapter.name] = adapter
 
-    def acquire(self, name: str) -> int | None:
-        if name not in self.adapters:
-            raise AdapterError(f"unknown ReFT adapter {name!r}: register it first")
-        got = self.table.acquire(name)
-        if got is None:
-            return None
-        slot, needs_load = got
-        if needs_load:
-            adapter, w = self.adapters[name], self.weights
-            w.active[slot] = False
-            w.kinds[slot] = adapter.kind
-            for layer, (R, W, b) in adapter.layers.items():
-                # zero-padded rank rows leave both formulas unchanged
-                for stack, t in ((w.R, R), (w.W, W)):
-                    stack[layer][slot].zero_()
-                    stack[layer][slot, : t.shape[0]] = t
-                w.b[layer][slot].zero_()
-                w.b[layer][slot, : b.shape[0]] = b
-                w.active[slot, layer] = True
-        return slot
-
-    def release(self, slot: int) -> None:
-        self.table.release(slot)
+    def _write(self, slot: int, adapter: ReftAdapter) -> None:
+        w = self.weights
+        w.active[slot] = False
+        w.kinds[slot] = adapter.kind
+        for layer, (R, W, b) in adapter.layers.items():
+            # zero-padded rank rows leave both formulas unchanged
+            for stack, t in ((w.R, R), (w.W, W)):
+                stack[layer][slot].zero_()
+                stack[layer][slot, : t.shape[0]] = t
+            w.b[layer][slot].zero_()
+            w.b[layer][slot, : b.shape[0]] = b
+            w.active[slot, layer] = True
