@@ -314,3 +314,19 @@ def test_adapter_provider_serves_through_harness(base, peft_adapters, peft_model
         load_model(ModelSpec.parse("local/smollm2-135m@/no/such/dir"))
     with pytest.raises(HarnessError, match="#preft or #all-token"):
         load_model(ModelSpec.parse(f"local/smollm2-135m@{path}#sometimes"))
+
+
+@pytest.mark.slow
+def test_cancelled_requests_leave_the_batch(base):
+    model, tok = base
+    engine = Engine(model, max_num_seqs=1)
+    running = engine.add(Request(_ids(tok, PROMPTS[1]), 50))
+    queued = engine.add(Request(_ids(tok, PROMPTS[0]), 50))
+    engine.step()
+    queued.cancelled = running.cancelled = True  # e.g. two callers timed out
+    finished = []
+    while engine.has_work():
+        finished += engine.step()
+    assert {r.id for r in finished} == {running.id, queued.id}
+    assert running.finish_reason == queued.finish_reason == "cancelled"
+    assert len(running.output_ids) == 2 and queued.output_ids == []

@@ -51,6 +51,9 @@ class Request:
     finished_at: float | None = None
     # the last-position logits of every step, when the engine keeps them (checks against references)
     logits: list[torch.Tensor] = field(default_factory=list)
+    # set from any thread when nobody waits for the answer any more (a timed-out caller): the
+    # engine drops the request at its next step instead of generating for nobody
+    cancelled: bool = False
 
     @property
     def done(self) -> bool:
@@ -98,6 +101,7 @@ class Engine:
         self.running: list[_Running] = []  # running[i] owns KV row i: rows stay contiguous
         self.stats = EngineStats()
         self._ids = itertools.count()
+        self._dropped: list[Request] = []  # cancelled before admission, reported by the next step
 
     # -- adapters and requests -----------------------------------------------------------------
 
@@ -141,9 +145,10 @@ class Engine:
     @torch.inference_mode()
     def step(self) -> list[Request]:
         admitted = self._admit()
+        dropped, self._dropped = self._dropped, []
         batch = [r for r in self.running if r.prefilled] + admitted
         if not batch:
-            return []
+            return dropped
         tokens, spans, lora_idx, reft_idx = [], [], [], []
         for r in batch:
             if r.prefilled:
@@ -181,7 +186,9 @@ class Engine:
                 r.prefilled = True
                 if req.mode == "preft":  # the adapter's work is done: give the slot back
                     self._release_slots(r)
-            if token in req.stop_ids:
+            if req.cancelled:
+                req.finish_reason = "cancelled"
+            elif token in req.stop_ids:
                 req.finish_reason = "stop"
             elif req.stop_check is not None and req.stop_check(req.output_ids):
                 req.finish_reason = "stop"
@@ -192,7 +199,7 @@ class Engine:
                 finished.append(r)
         for r in finished:
             self._retire(r)
-        return [r.req for r in finished]
+        return dropped + [r.req for r in finished]
 
     def _admit(self) -> list[_Running]:
         admitted: list[_Running] = []
@@ -200,6 +207,10 @@ class Engine:
         still_waiting: list[Request] = []
         waited = False
         for req in self.waiting:
+            if req.cancelled:
+                req.finish_reason, req.finished_at = "cancelled", time.perf_counter()
+                self._dropped.append(req)
+                continue
             n = len(req.prompt_ids)
             room = len(self.running) < self.max_num_seqs and (n <= budget or not admitted) and self._kv_fits(req)
             if not room:

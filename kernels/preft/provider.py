@@ -88,6 +88,9 @@ class LocalModel:
                       stop_ids=stop_ids, stop_check=hit_stop if stops else None)
         try:
             done = await asyncio.wrap_future(engine.submit(req))
+        except asyncio.CancelledError:
+            req.cancelled = True  # a timeout or Ctrl-C: free the batch slot at the next step
+            raise
         except Exception as exc:  # noqa: BLE001 - the worker's failure becomes this call's error
             raise ModelError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         text = trim_at_stop(tokenizer.decode(visible_ids(done.output_ids, stop_ids), skip_special_tokens=True), stops)[0]

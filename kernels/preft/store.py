@@ -151,14 +151,23 @@ class LoraStore(AdapterStore):
                                    f"{tuple(A.shape[:1]) + tuple(B.shape[1:])}, the base model needs {dims[proj]}")
 
     def _write(self, slot: int, adapter: LoraAdapter) -> None:
+        """Copy the adapter in; zero only what it does not cover (rank padding, untargeted modules),
+        so a load writes each byte of the slot once."""
         w = self.weights
         for key in w.A:
-            w.A[key][slot].zero_()
-            w.B[key][slot].zero_()
-            w.scales[key][slot] = 0.0
-        for key, (A, B, scale) in adapter.modules.items():
-            w.A[key][slot, :, : A.shape[1]] = A
-            w.B[key][slot, : B.shape[0]] = B
+            module = adapter.modules.get(key)
+            if module is None:
+                w.A[key][slot].zero_()
+                w.B[key][slot].zero_()
+                w.scales[key][slot] = 0.0
+                continue
+            A, B, scale = module
+            r = A.shape[1]
+            w.A[key][slot, :, :r] = A
+            w.B[key][slot, :r] = B
+            if r < self.max_rank:
+                w.A[key][slot, :, r:].zero_()
+                w.B[key][slot, r:].zero_()
             w.scales[key][slot] = scale
 
 
