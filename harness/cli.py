@@ -279,7 +279,16 @@ def serve_cmd(
     port: int = typer.Option(8000, "--port"),
     faults: str = typer.Option("", "--faults", help="Fault schedule for tests, e.g. 429,500,timeout,ok."),
 ) -> None:
-    """Serve a model as an OpenAI-compatible endpoint on 127.0.0.1."""
+    """Serve a model as an OpenAI-compatible endpoint on 127.0.0.1 (vllm/ models: vLLM's own server)."""
+    if model.startswith("vllm/"):
+        if faults:
+            _fail("--faults works with the harness's own server, not with vllm/ models")
+        from harness.providers.vllm_provider import exec_openai_server
+
+        try:
+            exec_openai_server(model.split("/", 1)[1], port)
+        except HarnessError as exc:
+            _fail(str(exc))
     from harness.loopback import main
 
     main(["--model", model, "--port", str(port), "--faults", faults])

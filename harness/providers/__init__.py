@@ -24,7 +24,11 @@ def validate_spec(spec: ModelSpec) -> None:
 
         api_key_for(spec.base_url)
     if spec.provider == "vllm":
-        raise HarnessError(f"provider 'vllm' ({spec.full}) is not available yet in this build: use local/, openai/ or litellm/")
+        from harness.providers.vllm_provider import INSTALL_HINT, resolve_model, vllm_available
+
+        if not vllm_available():
+            raise HarnessError(f"{spec.full}: {INSTALL_HINT}")
+        resolve_model(spec.name)
 
 
 def load_model(spec: ModelSpec) -> Model:
@@ -39,6 +43,10 @@ def load_model(spec: ModelSpec) -> Model:
         from harness.providers.litellm_provider import LiteLLMModel
 
         return LiteLLMModel(spec.name, spec.base_url)
+    if spec.provider == "vllm":
+        from harness.providers.vllm_provider import VLLMModel
+
+        return VLLMModel(spec.name)
     raise AssertionError(f"unhandled provider {spec.provider}")  # validate_spec rejects the rest
 
 
