@@ -26,8 +26,11 @@ from harness.providers.local import as_id_list
 
 EMBEDDED_ALIAS = "smollm2-135m"
 INSTALL_HINT = "vLLM is not installed in this environment: run `make vllm-install` and use .venv-vllm/bin/harness"
-# CPU defaults measured on this machine kind (see issue notes); a user's own settings win.
-CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2"}
+# CPU defaults measured on this machine kind, and vLLM's per-step INFO lines kept out of the
+# harness's output; a user's own settings win. Set before vLLM is first imported (it reads them then).
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_LOGGING_LEVEL": "WARNING"}
+for _key, _value in CPU_ENV.items():
+    os.environ.setdefault(_key, _value)
 
 
 def vllm_available() -> bool:
@@ -53,8 +56,6 @@ def resolve_model(name: str) -> str:
 def engine_args(model: str, *, seed: int = 0, max_model_len: int = 8192, **extra: Any) -> Any:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    for key, value in CPU_ENV.items():
-        os.environ.setdefault(key, value)
     return AsyncEngineArgs(model=model, enforce_eager=True, dtype="float32", seed=seed, max_model_len=max_model_len,
                            disable_log_stats=True, **extra)
 
