@@ -111,8 +111,8 @@ def test_lazy_adapters_equal_random_lora_and_host_memory_is_bounded(model):
     assert torch.equal(engine.loras.weights.A[0, "q_proj"][slot], want[0, "q_proj"][0])
 
 
-def test_vllm_engine_is_reserved():
-    with pytest.raises(NotImplementedError, match="vLLM issue"):
+def test_other_engines_are_one_clear_error():
+    with pytest.raises(ValueError, match="--engine local"):
         run_adapter_bench(engine="vllm", adapters=[1])
     with pytest.raises(ValueError, match="modes"):
         run_adapter_bench(modes=["sideways"], adapters=[1], model=object())

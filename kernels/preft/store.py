@@ -10,6 +10,7 @@ because a PreFT request releases its slot as soon as its prefill is done.
 from __future__ import annotations
 
 import collections
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,7 +73,7 @@ class SlotTable:
         self.lru.move_to_end(slot)
 
 
-class AdapterStore:
+class AdapterStore(ABC):
     """Registered adapters of one kind and `slots` resident slots of stacked weights. Subclasses say
     how weights are laid out (`_allocate`), checked against the base model (`_check`) and loaded
     into a slot (`_write`)."""
@@ -110,14 +111,17 @@ class AdapterStore:
     def release(self, slot: int) -> None:
         self.table.release(slot)
 
+    @abstractmethod
     def _allocate(self, rank: int) -> None:
-        raise NotImplementedError
+        """(Re)create zeroed slot stacks of `rank` and set `self.max_rank`."""
 
+    @abstractmethod
     def _check(self, adapter: Any) -> None:
-        raise NotImplementedError
+        """Raise AdapterError if the adapter does not fit the base model."""
 
+    @abstractmethod
     def _write(self, slot: int, adapter: Any) -> None:
-        raise NotImplementedError
+        """Load the adapter's weights into `slot`."""
 
 
 class LoraStore(AdapterStore):
