@@ -24,11 +24,15 @@ def validate_spec(spec: ModelSpec) -> None:
 
         api_key_for(spec.base_url)
     if spec.provider == "vllm":
-        from harness.providers.vllm_provider import INSTALL_HINT, resolve_model, vllm_available
+        from harness.providers.local import parse_adapter_name
+        from harness.providers.vllm_provider import INSTALL_HINT, lora_rank, resolve_model, vllm_available
 
         if not vllm_available():
             raise HarnessError(f"{spec.full}: {INSTALL_HINT}")
-        resolve_model(spec.name)
+        base, adapter, _ = parse_adapter_name(spec.name, "vllm")
+        resolve_model(base)
+        if adapter is not None:
+            lora_rank(adapter, spec.full)
 
 
 def load_model(spec: ModelSpec) -> Model:

@@ -68,18 +68,19 @@ def visible_ids(output_ids: list[int], stop_ids: frozenset[int]) -> list[int]:
     return output_ids[:-1] if output_ids and output_ids[-1] in stop_ids else output_ids
 
 
-def parse_adapter_name(name: str) -> tuple[str, Path | None, str]:
-    """`smollm2-135m[@DIR[#mode]]` -> (base name, adapter dir or None, mode); one clear error otherwise."""
+def parse_adapter_name(name: str, provider: str = "local") -> tuple[str, Path | None, str]:
+    """`smollm2-135m[@DIR[#mode]]` -> (base name, adapter dir or None, mode); one clear error otherwise.
+    `provider` only names the spec in messages (`vllm/` specs take the same form)."""
     base, at, rest = name.partition("@")
     if not at:
         return base, None, "preft"
     path, _, mode = rest.partition("#")
     mode = mode or "preft"
     if not path:
-        raise HarnessError(f"local/{name}: write local/{base}@ADAPTER_DIR (optionally #all-token)")
+        raise HarnessError(f"{provider}/{name}: write {provider}/{base}@ADAPTER_DIR (optionally #all-token)")
     if mode not in ADAPTER_MODES:
-        raise HarnessError(f"local/{name}: adapter mode {mode!r} is unknown; use #preft or #all-token")
+        raise HarnessError(f"{provider}/{name}: adapter mode {mode!r} is unknown; use #preft or #all-token")
     directory = Path(path).expanduser()
     if not directory.is_dir():
-        raise HarnessError(f"local/{name}: adapter directory {directory} does not exist")
+        raise HarnessError(f"{provider}/{name}: adapter directory {directory} does not exist")
     return base, directory, mode

@@ -4,6 +4,11 @@ vLLM lives in its own virtual environment (`make vllm-install` -> `.venv-vllm`):
 pins transformers and pulls packages the default environment must not have. `vllm/smollm2-135m`
 names the embedded model's converted safetensors folder, so the same weights run on both engines.
 
+`vllm/<model>@DIR[#all-token]` serves a peft LoRA adapter. By default it is prefill-only (PreFT):
+the engine starts with the PreFT vLLM plugin's flag (`additional_config={"preft": "prefill-only"}`,
+see kernels/preft/vllm_plugin.py), so the adapter shapes the prompt and decoding runs on the base
+weights, exactly as `local/<model>@DIR` does; `#all-token` is stock vLLM LoRA.
+
 One engine per provider instance, started on the first call on the caller's event loop (the
 runner shares one instance per spec across roles) and shut down by `aclose()`. The chat template
 is applied here with the model's tokenizer, as the embedded provider does, so both engines see
@@ -22,7 +27,7 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage, request_hash
-from harness.providers.local import as_id_list
+from harness.providers.local import as_id_list, parse_adapter_name
 
 EMBEDDED_ALIAS = "smollm2-135m"
 INSTALL_HINT = "vLLM is not installed in this environment: run `make vllm-install` and use .venv-vllm/bin/harness"
@@ -53,6 +58,41 @@ def resolve_model(name: str) -> str:
     return str(path) if path.is_dir() else name
 
 
+# vLLM accepts these ranks for --max-lora-rank; an adapter's rank is rounded up to the next one.
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+PREFT_FLAG = {"preft": "prefill-only"}  # additional_config that turns the PreFT plugin on
+PLUGIN_MODES = {"preft": "prefill-only", "all-token": "all-token"}  # harness adapter mode -> plugin mode
+
+
+def lora_rank(adapter: Path, spec: str = "") -> int:
+    """The rank of the peft LoRA adapter in `adapter` (its adapter_config.json), one clear error otherwise."""
+    import json
+
+    config_file = Path(adapter) / "adapter_config.json"
+    if not config_file.is_file():
+        hint = " (ReFT adapters run on the local engine: local/...@DIR)" if (Path(adapter) / "reft_config.json").is_file() else ""
+        raise HarnessError(f"{spec or adapter}: {adapter} holds no adapter_config.json; vLLM serves peft LoRA folders{hint}")
+    try:
+        rank = int(json.loads(config_file.read_text())["r"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"{spec or adapter}: {config_file} has no integer rank `r` ({exc})") from exc
+    if rank > VLLM_LORA_RANKS[-1]:
+        raise HarnessError(f"{spec or adapter}: rank {rank} is above vLLM's largest LoRA rank {VLLM_LORA_RANKS[-1]}")
+    return rank
+
+
+def vllm_rank(rank: int) -> int:
+    return next(r for r in VLLM_LORA_RANKS if r >= rank)
+
+
+def preft_engine_kwargs(max_rank: int, max_loras: int) -> dict[str, Any]:
+    """Engine arguments for LoRA under the PreFT plugin. The plugin patches vLLM's V1 model runner,
+    so V1 is asked for (V2 is vLLM's default where Triton runs); set before the engine starts."""
+    os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
+    return {"enable_lora": True, "max_loras": max_loras, "max_lora_rank": vllm_rank(max_rank),
+            "additional_config": dict(PREFT_FLAG)}
+
+
 def engine_args(model: str, *, seed: int = 0, max_model_len: int = 8192, **extra: Any) -> Any:
     from vllm.engine.arg_utils import AsyncEngineArgs
 
@@ -65,7 +105,16 @@ class VLLMModel:
         if not vllm_available():
             raise HarnessError(f"vllm/{name}: {INSTALL_HINT}")
         self.name = f"vllm/{name}"
-        self.model_path = resolve_model(name)
+        base, adapter, mode = parse_adapter_name(name, "vllm")
+        self.model_path = resolve_model(base)
+        self.lora_request: Any = None
+        self.extra_args: dict[str, Any] | None = None
+        if adapter is not None:
+            from vllm.lora.request import LoRARequest
+
+            engine_kwargs = {**preft_engine_kwargs(lora_rank(adapter, self.name), max_loras=1), **engine_kwargs}
+            self.lora_request = LoRARequest(lora_name=adapter.name or "adapter", lora_int_id=1, lora_path=str(adapter))
+            self.extra_args = {"preft_mode": PLUGIN_MODES[mode]}
         self.engine_kwargs = engine_kwargs
         self._engine: Any = None
         self._lock = asyncio.Lock()
@@ -75,7 +124,10 @@ class VLLMModel:
             if self._engine is None:
                 from vllm.v1.engine.async_llm import AsyncLLM
 
-                self._engine = AsyncLLM.from_engine_args(engine_args(self.model_path, **self.engine_kwargs))
+                engine = AsyncLLM.from_engine_args(engine_args(self.model_path, **self.engine_kwargs))
+                if self.lora_request is not None:
+                    await _require_plugin(engine, self.name)
+                self._engine = engine
             return self._engine
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
@@ -89,10 +141,11 @@ class VLLMModel:
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"{self.name} could not template the messages: {type(exc).__name__}: {exc}") from exc
         params = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
-                                seed=config.seed, stop=config.stop or None)
+                                seed=config.seed, stop=config.stop or None, extra_args=self.extra_args)
         final = None
         try:
-            async for out in engine.generate({"prompt_token_ids": ids}, params, request_id=uuid.uuid4().hex):
+            async for out in engine.generate({"prompt_token_ids": ids}, params, request_id=uuid.uuid4().hex,
+                                             lora_request=self.lora_request):
                 final = out
         except asyncio.CancelledError:
             raise
@@ -114,19 +167,39 @@ class VLLMModel:
             gc.collect()
 
 
+async def _require_plugin(engine: Any, name: str) -> None:
+    """Without the plugin the flag would be ignored and the adapter served on every token."""
+    try:
+        await engine.collective_rpc("preft_stats")
+    except Exception as exc:  # noqa: BLE001 - vLLM wraps the worker's NotImplementedError
+        engine.shutdown()
+        raise HarnessError(f"{name}: the PreFT vLLM plugin is not loaded in vLLM's workers ({type(exc).__name__}); "
+                           "reinstall with `make vllm-install` and leave VLLM_PLUGINS unset or include `preft`") from exc
+
+
 def exec_openai_server(name: str, port: int) -> None:
     """Replace this process with vLLM's OpenAI-compatible server for `vllm/<name>` on 127.0.0.1.
 
-    Clients call it as `openai/<name>` with `--base-url http://127.0.0.1:PORT/v1`. (`vllm serve`
-    does not start under the CPU build's package name; the module entry point does.)"""
+    Clients call it as `openai/<name>` with `--base-url http://127.0.0.1:PORT/v1`; with an adapter
+    (`<name>@DIR`), `openai/<DIR's folder name>` is the adapter (prefill-only unless `#all-token`)
+    and `openai/<name>` the base model. (`vllm serve` does not start under the CPU build's package
+    name; the module entry point does.)"""
+    import json
     import sys
 
     if not vllm_available():
         raise HarnessError(f"vllm/{name}: {INSTALL_HINT}")
+    base, adapter, mode = parse_adapter_name(name, "vllm")
     env = dict(os.environ)
     for key, value in CPU_ENV.items():
         env.setdefault(key, value)
-    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(name),
-            "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
+    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(base),
+            "--served-model-name", base, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
             "--dtype", "float32", "--max-model-len", "8192", "--disable-log-stats"]
+    if adapter is not None:
+        argv += ["--enable-lora", "--max-loras", "1", "--max-lora-rank", str(vllm_rank(lora_rank(adapter, f"vllm/{name}"))),
+                 "--lora-modules", f"{adapter.name}={adapter}"]
+        if mode == "preft":
+            argv += ["--additional-config", json.dumps(PREFT_FLAG)]
+            env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
     os.execve(sys.executable, argv, env)

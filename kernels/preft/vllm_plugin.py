@@ -1,0 +1,280 @@
+"""PreFT on vLLM: a general plugin (entry point `vllm.general_plugins: preft`).
+
+vLLM loads general plugins in every process it starts (front end, engine core, workers), so
+`register()` patches three places once per process, and each patched place checks the engine's
+own config, so an engine started without the flag behaves exactly as stock vLLM:
+
+    AsyncEngineArgs(..., enable_lora=True, additional_config={"preft": "prefill-only"})
+    vllm serve ... --enable-lora --additional-config '{"preft": "prefill-only"}'
+
+With the flag a LoRA request uses its adapter on its prompt tokens only -- prefill and chunked
+prefill, and the prompt part of a preempted request's recompute -- and decodes on the base weights,
+which is what the local engine (`kernels/preft/engine.py`) and peft's prefill-only reference do.
+A request may ask for stock behaviour with `SamplingParams(extra_args={"preft_mode": "all-token"})`,
+so one engine serves base, prefill-only and all-token traffic side by side.
+
+1. Worker (`LoRAModelRunnerMixin.set_active_loras`, the V1 model runner): the per-token adapter
+   map is built from each token's position -- adapter where position < prompt length, none after
+   -- and only adapters with a token in this step are activated, so decoding requests hold no GPU
+   slot. A step of decode tokens only maps every token to "no LoRA", and the punica wrappers then
+   skip their kernels (CPU: `no_lora`; GPU: the kernels' `no_lora_flag`).
+2. Scheduler (`Scheduler.schedule`): `max_loras` counts the adapters of requests that still have
+   prompt tokens to compute; a decoding request's adapter is hidden from that count for the call.
+3. CPU build: vLLM's torch LoRA ops index the stacked weights with the token's slot index, and the
+   "no LoRA" index -1 then reads the *last* slot (upstream PR #48421, open). Prefill-only LoRA
+   makes every decode token a -1 token, so the plugin replaces those ops with ones that compute
+   only tokens with a slot and give the rest exactly zero. This fix is applied whenever the plugin
+   loads on the CPU platform, flag or not: it is a correctness fix for every mixed batch.
+
+Model Runner V2 (vLLM's default on GPUs with Triton) keeps its LoRA state elsewhere; with the flag
+the plugin asks for V1 (`VLLM_USE_V2_MODEL_RUNNER=0`) and refuses to run on V2 rather than serve
+all-token LoRA silently.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+CONFIG_KEY = "preft"
+MODE_KEY = "preft_mode"  # SamplingParams.extra_args key for a per-request override
+PREFILL_ONLY, ALL_TOKEN = "prefill-only", "all-token"
+MODES = (PREFILL_ONLY, ALL_TOKEN)
+
+_registered = False
+# Per-process counters of the patched worker path, read from a test or a benchmark through
+# `collective_rpc("preft_stats")` (the plugin adds that method to vLLM's workers).
+STATS_KEYS = ("steps", "tokens", "adapter_tokens", "steps_without_adapter", "max_active_adapters")
+STATS: dict[str, int] = dict.fromkeys(STATS_KEYS, 0)
+
+
+def _count(tokens: np.ndarray, active: int) -> None:
+    adapted = int(np.count_nonzero(tokens))
+    STATS["steps"] += 1
+    STATS["tokens"] += int(tokens.size)
+    STATS["adapter_tokens"] += adapted
+    STATS["steps_without_adapter"] += adapted == 0
+    STATS["max_active_adapters"] = max(STATS["max_active_adapters"], active)
+
+
+def default_mode(vllm_config: Any) -> str | None:
+    """The engine's PreFT mode from `additional_config`, or None when the flag is absent."""
+    extra = getattr(vllm_config, "additional_config", None) or {}
+    value = extra.get(CONFIG_KEY)
+    if value is None:
+        return None
+    mode = value.get("mode", PREFILL_ONLY) if isinstance(value, dict) else value
+    if mode not in MODES:
+        raise ValueError(f"additional_config {{'{CONFIG_KEY}': {value!r}}}: use one of {MODES}")
+    return mode
+
+
+def request_mode(sampling_params: Any, engine_mode: str) -> str:
+    extra = getattr(sampling_params, "extra_args", None) or {}
+    mode = extra.get(MODE_KEY, engine_mode)
+    if mode not in MODES:
+        raise ValueError(f"extra_args {{'{MODE_KEY}': {mode!r}}}: use one of {MODES}")
+    return mode
+
+
+def token_lora_ids(req_lora: np.ndarray, start: np.ndarray, prompt_len: np.ndarray, scheduled: np.ndarray,
+                   prefill_only: np.ndarray) -> np.ndarray:
+    """Each scheduled token's adapter id (0 = none): a prefill-only request's id at positions before
+    its prompt length, an all-token request's id everywhere. All arrays are per request."""
+    counts = scheduled.astype(np.int64)
+    req_of_token = np.repeat(np.arange(len(counts)), counts)
+    first_token = np.cumsum(counts) - counts
+    position = start[req_of_token] + (np.arange(int(counts.sum())) - first_token[req_of_token])
+    in_prompt = position < prompt_len[req_of_token]
+    keep = in_prompt | ~prefill_only[req_of_token]
+    return np.where(keep, req_lora[req_of_token], 0)
+
+
+def sampled_lora_ids(req_lora: np.ndarray, start: np.ndarray, prompt_len: np.ndarray, scheduled: np.ndarray,
+                     sampled: np.ndarray, prefill_only: np.ndarray) -> np.ndarray:
+    """The adapter for each sampled row (logits): that of the request's last scheduled position."""
+    last = start + scheduled.astype(np.int64) - 1
+    per_req = np.where((last < prompt_len) | ~prefill_only, req_lora, 0)
+    return np.repeat(per_req, sampled.astype(np.int64))
+
+
+# -- 1. worker ---------------------------------------------------------------------------------
+
+def _patch_worker() -> None:
+    from vllm.lora.layers import LoRAMappingType
+    from vllm.v1.worker.lora_model_runner_mixin import LoRAModelRunnerMixin
+
+    stock = LoRAModelRunnerMixin.set_active_loras
+
+    @functools.wraps(stock)
+    def set_active_loras(self: Any, input_batch: Any, num_scheduled_tokens: np.ndarray,
+                         num_sampled_tokens: np.ndarray | None = None,
+                         mapping_type: Any = LoRAMappingType.LANGUAGE) -> None:
+        engine_mode = default_mode(self.vllm_config)
+        if engine_mode is None or mapping_type != LoRAMappingType.LANGUAGE:
+            return stock(self, input_batch, num_scheduled_tokens, num_sampled_tokens, mapping_type)
+        n = input_batch.num_reqs
+        if num_sampled_tokens is None:
+            num_sampled_tokens = np.ones(n, dtype=np.int32)
+        req_lora = input_batch.request_lora_mapping[:n]
+        prefill_only = np.array([request_mode(self.requests[rid].sampling_params, engine_mode) == PREFILL_ONLY
+                                 for rid in input_batch.req_ids[:n]], dtype=bool)
+        start = input_batch.num_computed_tokens_cpu[:n].astype(np.int64)
+        prompt_len = input_batch.num_prompt_tokens[:n].astype(np.int64)
+        scheduled = num_scheduled_tokens[:n]
+        tokens = token_lora_ids(req_lora, start, prompt_len, scheduled, prefill_only)
+        sampled = sampled_lora_ids(req_lora, start, prompt_len, scheduled, num_sampled_tokens[:n], prefill_only)
+        # Only adapters that touch a token this step take a slot: decoding requests hold none.
+        used = set(np.unique(tokens).tolist()) | set(np.unique(sampled).tolist())
+        requests = {input_batch.lora_id_to_lora_request[i] for i in used if i > 0}
+        _count(tokens, len(requests))
+        self._set_active_loras(tuple(sampled.tolist()), tuple(tokens.tolist()), requests, mapping_type)
+
+    def preft_stats(self: Any, reset: bool = False) -> dict[str, int]:
+        snapshot = dict(STATS)
+        if reset:
+            STATS.update(dict.fromkeys(STATS_KEYS, 0))
+        return snapshot
+
+    LoRAModelRunnerMixin.set_active_loras = set_active_loras
+    from vllm.v1.worker.worker_base import WorkerBase
+
+    WorkerBase.preft_stats = preft_stats
+
+
+# -- 2. scheduler ------------------------------------------------------------------------------
+
+def _patch_scheduler() -> None:
+    from vllm.v1.core.sched.scheduler import Scheduler
+
+    stock_schedule = Scheduler.schedule
+    stock_init = Scheduler.__init__
+
+    @functools.wraps(stock_init)
+    def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
+        if default_mode(vllm_config) is not None and vllm_config.use_v2_model_runner:
+            raise RuntimeError("the PreFT vLLM plugin patches the V1 model runner; start with "
+                               "VLLM_USE_V2_MODEL_RUNNER=0 (`harness` sets it when it starts vLLM with PreFT)")
+        stock_init(self, vllm_config, *args, **kwargs)
+
+    @functools.wraps(stock_schedule)
+    def schedule(self: Any, *args: Any, **kwargs: Any) -> Any:
+        engine_mode = default_mode(self.vllm_config) if self.lora_config else None
+        if engine_mode is None:
+            return stock_schedule(self, *args, **kwargs)
+        # A request past its prompt decodes on the base weights: it needs no adapter slot, so its
+        # adapter is hidden while vLLM counts adapters against max_loras, and put back after.
+        hidden = [(r, r.lora_request) for r in self.running
+                  if r.lora_request is not None and r.num_computed_tokens >= r.num_prompt_tokens
+                  and request_mode(r.sampling_params, engine_mode) == PREFILL_ONLY]
+        for request, _ in hidden:
+            request.lora_request = None
+        try:
+            return stock_schedule(self, *args, **kwargs)
+        finally:
+            for request, lora in hidden:
+                request.lora_request = lora
+
+    Scheduler.__init__ = __init__
+    Scheduler.schedule = schedule
+
+
+# -- 3. CPU LoRA ops ---------------------------------------------------------------------------
+
+def _lora_rows(inputs: Any, weights: Any, slots: Any, dtype: Any) -> Any:
+    """Row t of the result is weights[slots[t]] @ inputs[t]; rows whose slot is -1 stay zero.
+
+    `weights` is vLLM's stacked (max_loras, [1,] out, in). One matmul per adapter in the batch
+    instead of a gathered weight copy per token."""
+    import torch
+
+    if weights.dim() == 4:
+        weights = weights.squeeze(1)
+    inputs = inputs.to(dtype)
+    slots = slots[: inputs.shape[0]]
+    out = torch.zeros(inputs.shape[0], weights.shape[1], dtype=dtype, device=inputs.device)
+    for slot in torch.unique(slots).tolist():
+        if slot < 0:
+            continue
+        rows = (slots == slot).nonzero(as_tuple=True)[0]
+        out[rows] = inputs[rows] @ weights[slot].to(dtype).T
+    return out
+
+
+def bgmv_shrink(inputs: Any, lora_a: Any, output: Any, slots: Any, scaling: float = 1.0) -> None:
+    rows = _lora_rows(inputs, lora_a, slots, output.dtype)
+    output[: rows.shape[0], : rows.shape[1]] = scaling * rows
+
+
+def bgmv_expand(inputs: Any, lora_b: Any, output: Any, slots: Any, add_inputs: bool = True) -> None:
+    rows = _lora_rows(inputs, lora_b, slots, output.dtype)
+    limit = min(rows.shape[0], output.shape[0])
+    width = min(rows.shape[1], output.shape[1])  # adapter and model may pad differently
+    if add_inputs:
+        output[:limit, :width] += rows[:limit, :width]
+    else:
+        output[:limit, :width] = rows[:limit, :width]
+
+
+def bgmv_expand_slice(inputs: Any, lora_b: Any, output: Any, slots: Any, slice_offset: int, slice_size: int,
+                      add_inputs: bool = True) -> None:
+    rows = _lora_rows(inputs, lora_b, slots, output.dtype)
+    limit = min(rows.shape[0], output.shape[0])
+    target = output[:limit, slice_offset: slice_offset + slice_size]
+    if add_inputs:
+        target += rows[:limit]
+    else:
+        target.copy_(rows[:limit])
+
+
+def _explode(lora_indices: Any, seq_lens: Any) -> Any:
+    import torch
+
+    return torch.repeat_interleave(lora_indices, seq_lens)
+
+
+def sgmv_shrink(inputs: Any, lora_a: Any, output: Any, b_seq_start_loc: Any, seq_len_tensor: Any,
+                lora_indices_tensor: Any, batches: int, max_seq_length: int, token_nums: int, scaling: float) -> None:
+    bgmv_shrink(inputs, lora_a, output, _explode(lora_indices_tensor, seq_len_tensor), scaling)
+
+
+def sgmv_expand(inputs: Any, lora_b: Any, output: Any, b_seq_start_loc: Any, seq_len_tensor: Any,
+                lora_indices_tensor: Any, batches: int, max_seq_length: int, token_nums: int,
+                add_inputs: bool = False) -> None:
+    bgmv_expand(inputs, lora_b, output, _explode(lora_indices_tensor, seq_len_tensor), add_inputs)
+
+
+def sgmv_expand_slice(inputs: Any, lora_b: Any, output: Any, b_seq_start_loc: Any, seq_len_tensor: Any,
+                      lora_indices_tensor: Any, batches: int, max_seq_length: int, token_nums: int,
+                      slice_offset: int, slice_size: int, add_inputs: bool = False) -> None:
+    bgmv_expand_slice(inputs, lora_b, output, _explode(lora_indices_tensor, seq_len_tensor), slice_offset,
+                      slice_size, add_inputs)
+
+
+def _patch_cpu_ops() -> None:
+    from vllm.lora.punica_wrapper import punica_cpu
+
+    for name in ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand",
+                 "sgmv_expand_slice"):
+        setattr(punica_cpu, name, globals()[name])
+
+
+def register() -> None:
+    """vLLM's general-plugin hook. Idempotent: vLLM may call it more than once per process."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    _patch_worker()
+    _patch_scheduler()
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        _patch_cpu_ops()
+    logger.debug("PreFT plugin registered (pid %d)", os.getpid())
