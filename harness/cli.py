@@ -14,10 +14,9 @@ from harness.errors import HarnessError
 from harness.spec import DEFAULT_MODEL
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate LLM agents on benchmark suites.")
-leaderboard_app = typer.Typer(no_args_is_help=True, help="Leaderboards over the runs in a run dir.")
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the harness itself.")
-app.add_typer(leaderboard_app, name="leaderboard")
 app.add_typer(bench_app, name="bench")
+# `leaderboard` and `view` come from leaderboards/commands.py through the `harness.commands` entry points.
 
 # Wide enough when piped (rich falls back to 80 columns), so ids and specs are not cut.
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -204,24 +203,6 @@ def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, 
     out.print(table)
 
 
-@leaderboard_app.command("export")
-def leaderboard_export(
-    suite: str = typer.Option(..., "--suite"),
-    fmt: str = typer.Option("csv", "--format", help="csv"),
-    run_dir: Path = RUN_DIR,
-    out_file: Optional[Path] = typer.Option(None, "--out", help="Write here instead of stdout."),
-) -> None:
-    """One row per run: model, judge, suite version, n, metrics with 95% CI."""
-    from leaderboards.export import export, leaderboard
-
-    try:
-        text = export(leaderboard(run_dir, suite), fmt, out_file)
-    except HarnessError as exc:
-        _fail(str(exc))
-    if text is not None:
-        sys.stdout.write(text)
-
-
 @bench_app.command("runner")
 def bench_runner(
     samples: int = typer.Option(2000, "--samples", min=1),
@@ -245,7 +226,7 @@ def _int_list(text: str, flag: str) -> list[int]:
 
 @bench_app.command("adapters")
 def bench_adapters(
-    engine: str = typer.Option("local", "--engine", help="local (the PreFT engine)."),
+    engine: str = typer.Option("local", "--engine", help="local (the PreFT engine) or vllm (vLLM with the PreFT plugin; run from .venv-vllm)."),
     adapters: str = typer.Option("1,8,64,512", "--adapters", help="Adapter counts, comma-separated."),
     modes: str = typer.Option("base,preft,all-token", "--modes", help="Any of base, preft, all-token."),
     rank: int = typer.Option(16, "--rank", min=1),
@@ -257,16 +238,21 @@ def bench_adapters(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads for the run."),
     seed: int = typer.Option(0, "--seed"),
     out_dir: Path = typer.Option(Path("bench/adapters"), "--out", help="Folder for JSON, CSV and plot."),
+    vllm_model: Optional[str] = typer.Option(None, "--vllm-model",
+                                             help="--engine vllm: base model path or hub id (default: the embedded model)."),
 ) -> None:
     """Adapter serving: tokens/s, requests/s, TTFT/TPOT per mode and adapter count, base as ceiling."""
     from kernels.preft.bench import format_table, run_adapter_bench
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if vllm_model and engine != "vllm":
+        _fail("--vllm-model goes with --engine vllm")
     try:
         result = run_adapter_bench(engine=engine, adapters=_int_list(adapters, "--adapters"), modes=mode_list,
                                    rank=rank, requests=requests, prompt_len=prompt_len, gen_len=gen_len,
                                    max_loras=max_loras, max_num_seqs=max_num_seqs, seed=seed, out_dir=out_dir,
-                                   threads=threads, progress=lambda msg: err.print(msg, highlight=False))
+                                   threads=threads, progress=lambda msg: err.print(msg, highlight=False),
+                                   model=vllm_model if engine == "vllm" else None)
     except ValueError as exc:
         _fail(str(exc))
     out.print(format_table(result), highlight=False)

@@ -1,47 +1,112 @@
-"""Leaderboard tables from a run dir's `index.sqlite`: one row per run, each metric with its
-95% CI as `<metric>`, `<metric>_ci_low`, `<metric>_ci_high` columns."""
+"""A leaderboard written as CSV, Markdown, JSON or a self-contained HTML report.
+
+CSV follows what pandas and spreadsheets expect: one header row, one value per cell, each metric's
+95% CI in `<metric>_ci_low`/`<metric>_ci_high` columns, ISO dates, run ids joined by `;`.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-import pandas as pd
-
 from harness.errors import HarnessError
-from harness.records import RunIndex
+from leaderboards.aggregate import Leaderboard, Row, to_frame
 
-BASE_COLUMNS = ["run_id", "date", "suite", "suite_version", "model", "judge", "status", "n", "errors"]
-
-
-def leaderboard(run_dir: Path, suite: str) -> pd.DataFrame:
-    if not (run_dir / "index.sqlite").exists():
-        raise HarnessError(f"no runs in {run_dir}: run `harness eval --suite {suite}` first or pass --run-dir DIR")
-    index = RunIndex(run_dir)
-    try:
-        rows = []
-        for run in index.runs(suite):
-            row = {
-                "run_id": run["run_id"], "date": (run["ended"] or run["started"] or "")[:10],
-                "suite": run["suite"], "suite_version": run["suite_version"], "model": run["model"],
-                "judge": run["judge"], "status": run["status"], "n": run["samples"], "errors": run["errors"],
-            }
-            for name, m in index.metrics(run["run_id"]).items():
-                row[name] = m.value
-                row[f"{name}_ci_low"] = m.ci_low
-                row[f"{name}_ci_high"] = m.ci_high
-            rows.append(row)
-    finally:
-        index.close()
-    if not rows:
-        raise HarnessError(f"no runs of suite {suite!r} in {run_dir}: check --suite or --run-dir (see `harness runs`)")
-    frame = pd.DataFrame(rows)
-    return frame[BASE_COLUMNS + [c for c in frame.columns if c not in BASE_COLUMNS]]
+FORMATS = ("csv", "md", "html", "json")
 
 
-def export(frame: pd.DataFrame, fmt: str, out: Path | None) -> str | None:
-    if fmt != "csv":
-        raise HarnessError(f"--format {fmt!r} is not supported yet: use --format csv")
-    text = frame.to_csv(index=False, float_format="%.6g")
+def fmt_value(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def fmt_metric(row: Row, name: str) -> str:
+    m = row.metrics.get(name)
+    if m is None or m.value is None:
+        return "n/a"
+    if m.ci_low is None or m.ci_high is None:
+        return fmt_value(m.value)
+    return f"{m.value:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]"
+
+
+def fmt_rank(row: Row) -> str:
+    """`2=` marks a rank shared with a row whose interval overlaps (a statistical tie)."""
+    if row.rank is None:
+        return "-"
+    return f"{row.rank}=" if row.tied else str(row.rank)
+
+
+def fmt_tokens(row: Row) -> str:
+    parts = [f"{role} {u.prompt_tokens}+{u.completion_tokens}" for role, u in row.usage.items()]
+    return ", ".join(parts) or "-"
+
+
+def fmt_cost(row: Row) -> str:
+    total = row.total_cost
+    if total is not None:
+        return f"${total:.4f}"
+    known = {role: c for role, c in row.cost.items() if c is not None}
+    return ", ".join(f"{role} ${c:.4f}" for role, c in known.items()) + " (others unpriced)" if known else "unpriced"
+
+
+def group_title(board: Leaderboard, key: tuple[str, ...]) -> str:
+    return ", ".join(f"{name} {value or '-'}" for name, value in zip(board.group_by, key)) or "all runs"
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(head: list[str], body: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    lines += ["| " + " | ".join(_md_cell(c) for c in cells) + " |" for cells in body]
+    return lines
+
+
+def to_markdown(board: Leaderboard) -> str:
+    lines = [f"# Leaderboard: {board.suite}", "",
+             f"Ranked by `{board.metric}` (95% bootstrap CI in brackets); `=` marks a rank whose interval "
+             f"overlaps another row's in its group. Generated {board.generated}.", ""]
+    head = ["rank", "model", "judge", "suite version", "n", board.metric, "runs", "tokens (prompt+completion)",
+            "cost", "date"]
+    for key, rows in board.groups():
+        lines += [f"## {group_title(board, key)}", ""]
+        lines += _md_table(head, [[fmt_rank(r), r.model, r.judge or "-", r.suite_version,
+                                   str(r.metrics[board.metric].n if board.metric in r.metrics else "-"),
+                                   fmt_metric(r, board.metric), ", ".join(r.run_ids), fmt_tokens(r), fmt_cost(r),
+                                   r.date] for r in rows])
+        lines.append("")
+    lines += ["## All metrics", ""]
+    names = board.metric_names
+    labels = [f"{r.model} / {r.judge or '-'} / {r.suite_version}" for r in board.rows]
+    lines += _md_table(["metric", *labels], [[n, *(fmt_metric(r, n) for r in board.rows)] for n in names])
+    return "\n".join(lines) + "\n"
+
+
+def to_json(board: Leaderboard) -> str:
+    rows = json.loads(to_frame(board).to_json(orient="records"))
+    doc = {"suite": board.suite, "metric": board.metric, "group_by": list(board.group_by),
+           "generated": board.generated, "run_dirs": [str(d) for d in board.run_dirs], "rows": rows}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None) -> str:
+    if fmt not in FORMATS:
+        raise HarnessError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+    if bench and fmt != "html":
+        raise HarnessError("--bench adds a plot to the HTML report: use it with --format html")
+    if fmt == "csv":
+        return to_frame(board).to_csv(index=False, float_format="%.6g")
+    if fmt == "md":
+        return to_markdown(board)
+    if fmt == "json":
+        return to_json(board)
+    from leaderboards.report import html_report
+
+    return html_report(board, bench=bench or [])
+
+
+def write_output(text: str, out: Path | None) -> str | None:
+    """Write to `out` (folders made as needed) and return None, or return the text for stdout."""
     if out is None:
         return text
     out.parent.mkdir(parents=True, exist_ok=True)

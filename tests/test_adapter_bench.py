@@ -15,6 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.providers.vllm_provider import vllm_available
 from kernels.preft.adapters import random_lora
 from kernels.preft.bench import CSV_COLUMNS, HostAdapters, format_table, run_adapter_bench
 from kernels.preft.engine import Engine
@@ -112,7 +113,34 @@ def test_lazy_adapters_equal_random_lora_and_host_memory_is_bounded(model):
 
 
 def test_other_engines_are_one_clear_error():
-    with pytest.raises(ValueError, match="--engine local"):
-        run_adapter_bench(engine="vllm", adapters=[1])
+    with pytest.raises(ValueError, match="use one of"):
+        run_adapter_bench(engine="tgi", adapters=[1])
+    if not vllm_available():
+        with pytest.raises(ValueError, match="make vllm-install"):
+            run_adapter_bench(engine="vllm", adapters=[1])
     with pytest.raises(ValueError, match="modes"):
         run_adapter_bench(modes=["sideways"], adapters=[1], model=object())
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(not vllm_available(), reason="vllm not installed: `make vllm-install; make test-vllm`")
+def test_vllm_engine_writes_the_same_files_and_columns(tmp_path):
+    """`--engine vllm`: one engine (1 slot, 2 adapters), the local bench's CSV columns, and the
+    plugin's counters showing prefill-only decode steps run without adapters."""
+    import pandas as pd
+
+    result = run_adapter_bench(engine="vllm", adapters=[1, 2], requests=4, prompt_len=8, gen_len=GEN, max_loras=1,
+                               max_cpu_loras=2, out_dir=tmp_path)
+    rows = {(r["adapters"], r["mode"]): r for r in result["rows"]}
+    assert set(rows) == {(a, m) for a in (1, 2) for m in ("base", "preft", "all-token")}
+    assert all(r["output_tokens"] == 4 * GEN and r["all_requests_full_length"] for r in rows.values())
+    assert rows[2, "preft"]["max_active_adapters"] == 1 and rows[2, "all-token"]["max_active_adapters"] == 1
+    assert rows[1, "base"]["adapter_tokens"] == 0
+    # prefill-only: only the 4 x 8 prompt tokens carry an adapter; all-token: every token does
+    assert rows[1, "preft"]["adapter_tokens"] == 4 * 8
+    assert rows[1, "all-token"]["adapter_tokens"] == 4 * 8 + 4 * (GEN - 1)
+    assert rows[1, "preft"]["steps_without_adapter"] > 0
+    frame = pd.read_csv(tmp_path / "adapters_bench.csv")
+    assert list(frame.columns) == CSV_COLUMNS and len(frame) == 6
+    assert set(result["preft_over_all_token"]) == {"1", "2"} and result["config"]["engine"] == "vllm"
+    assert "| A | preft / all-token | preft / base |" in format_table(result)

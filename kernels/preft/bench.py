@@ -48,6 +48,7 @@ from kernels.preft.model import PROJECTIONS
 TOKEN_RANGE = (1000, 40000)  # prompt ids are drawn from here: clear of the special / control tokens
 DEFAULT_MAX_LORAS_CAP = 8
 DEFAULT_MAX_CPU_LORAS = 64
+ENGINES = ("local", "vllm")  # vllm: kernels/preft/bench_vllm.py, in vLLM's environment
 JSON_NAME, CSV_NAME, PNG_NAME = "adapters_bench.json", "adapters_bench.csv", "adapters_bench.png"
 
 CSV_COLUMNS = [
@@ -239,11 +240,16 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
     `max_loras` None: min(A, 8) resident slots. `max_cpu_loras` None: min(distinct adapters used, 64)
     adapters in the host cache. `threads`: torch intra-op threads for the run (restored after); None
     leaves the process setting (on a machine shared with other busy processes, 1 thread can be many
-    times faster than 2: OpenMP workers spin-wait for descheduled siblings). `model` (a loaded HF
-    model) defaults to the embedded base model. Returns the JSON document (config, environment, rows,
+    times faster than 2: OpenMP workers spin-wait for descheduled siblings). `model` defaults to the
+    embedded base model; for the local engine it is a loaded HF model, for vLLM a path or hub id. Returns the JSON document (config, environment, rows,
     ratios)."""
-    if engine != "local":  # the vLLM engine arrives with the PreFT vLLM plugin
-        raise ValueError(f"--engine {engine!r}: this build benchmarks the local engine only; use --engine local")
+    if engine not in ENGINES:
+        raise ValueError(f"--engine {engine!r}: use one of {ENGINES}")
+    if engine == "vllm":
+        from harness.providers.vllm_provider import INSTALL_HINT, vllm_available
+
+        if not vllm_available():
+            raise ValueError(f"--engine vllm: {INSTALL_HINT}")
     adapters, modes = [int(a) for a in adapters], list(modes)
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
@@ -272,10 +278,6 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
          gen_len: int, max_loras: int | None, max_num_seqs: int, seed: int, out_dir: Path, lora_backend: str,
          max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any) -> dict:
     say = progress or (lambda _msg: None)
-    if model is None:
-        from harness.providers.local_weights import load_model
-
-        model, _ = load_model()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prompts = make_prompts(requests, prompt_len, seed)
@@ -284,15 +286,45 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
               "prompt_len": prompt_len, "gen_len": gen_len, "max_loras": max_loras,
               "max_loras_default": f"min(A, {DEFAULT_MAX_LORAS_CAP})", "max_num_seqs": max_num_seqs,
               "max_cpu_loras": max_cpu_loras, "max_cpu_loras_default": f"min(distinct used, {DEFAULT_MAX_CPU_LORAS})",
-              "seed": seed, "lora_backend": lora_backend, "token_range": list(TOKEN_RANGE),
-              "arrivals": "all at t=0 (offline)", "warmup_requests": 1}
+              "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
+              "token_range": list(TOKEN_RANGE), "arrivals": "all at t=0 (offline)", "warmup_requests": 1}
+    if engine == "vllm":
+        from kernels.preft.bench_vllm import vllm_rows
+
+        rows, memory = vllm_rows(adapters=adapters, modes=modes, rank=rank, prompts=prompts, warm_prompt=warm_prompt,
+                                 gen_len=gen_len, max_loras=max_loras, max_num_seqs=max_num_seqs,
+                                 max_cpu_loras=max_cpu_loras, say=say, model=model, config=config)
+    else:
+        rows, memory = _local_rows(adapters, modes, rank, prompts, warm_prompt, gen_len, max_loras, max_num_seqs,
+                                   lora_backend, max_cpu_loras, say, model)
+    result = {"config": config, "environment": environment(), "memory": memory, "rows": rows, **_ratios(rows)}
+    write_outputs(result, out_dir)
+    return result
+
+
+def slots_for(count: int, max_loras: int | None) -> int:
+    return max_loras if max_loras is not None else min(count, DEFAULT_MAX_LORAS_CAP)
+
+
+def host_cache_for(distinct: int, max_cpu_loras: int | None) -> int:
+    return max_cpu_loras if max_cpu_loras is not None else min(distinct, DEFAULT_MAX_CPU_LORAS)
+
+
+def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[list[int]], warm_prompt: list[int],
+                gen_len: int, max_loras: int | None, max_num_seqs: int, lora_backend: str,
+                max_cpu_loras: int | None, say: Callable[[str], None], model: Any) -> tuple[list[dict], dict]:
+    if model is None:
+        from harness.providers.local_weights import load_model
+
+        model, _ = load_model()
+    requests, prompt_len = len(prompts), len(prompts[0])
     rows: list[dict] = []
     memory_method = ""
     for count in adapters:
         used = [f"a{i % count}" for i in range(requests)]
         distinct = list(dict.fromkeys(used))
-        slots = max_loras if max_loras is not None else min(count, DEFAULT_MAX_LORAS_CAP)
-        cpu = max_cpu_loras if max_cpu_loras is not None else min(len(distinct), DEFAULT_MAX_CPU_LORAS)
+        slots = slots_for(count, max_loras)
+        cpu = host_cache_for(len(distinct), max_cpu_loras)
         host = HostAdapters(model.config, count, rank, capacity=cpu)  # once per A, shared by its modes
         for mode in modes:
             say(f"A={count} mode={mode}: setting up (max_loras={slots}, host cache {cpu})")
@@ -354,14 +386,11 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
             del eng, reqs
         del host
         gc.collect()
-    result = {"config": config, "environment": environment(),
-              "memory": {"peak_rss": memory_method or "not measured",
-                         "note": "peak_rss_delta_mb = peak RSS during the timed run minus RSS just before it "
-                                 "(the engine, its KV pool, its slots and the host cache already allocated); "
-                                 "kv_pool_bytes / lora_store_bytes / host_cache_bytes are the tensors' sizes"},
-              "rows": rows, **_ratios(rows)}
-    write_outputs(result, out_dir)
-    return result
+    memory = {"peak_rss": memory_method or "not measured",
+              "note": "peak_rss_delta_mb = peak RSS during the timed run minus RSS just before it "
+                      "(the engine, its KV pool, its slots and the host cache already allocated); "
+                      "kv_pool_bytes / lora_store_bytes / host_cache_bytes are the tensors' sizes"}
+    return rows, memory
 
 
 def _ratios(rows: list[dict]) -> dict[str, dict[str, float]]:

@@ -1,0 +1,237 @@
+"""Leaderboard rows: one per (model, judge, suite version), pooled over that row's runs.
+
+A row never mixes judges or suite versions: those are part of its key. Runs inside a row may
+differ in other settings (seed, limit, token limits); the row says how many distinct configs it
+pooled (`configs`), so pooling is never silent.
+
+Several runs in one row are pooled at the sample level and the suite's own `metrics` recomputes
+value and CI over the pooled records: the suite knows its independent unit (a ProactBench
+dialogue met in two runs is one unit with twice the triggers, like an epoch), so the interval
+stays honest. One run's row takes the figures its summary recorded.
+
+Ranks are competition ranks by a metric within groups of comparable rows (by default the same
+judge and suite version): a row's rank is 1 + the number of rows whose whole 95% interval lies
+above its own, and `tied` marks a row whose interval overlaps another row's in its group.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from harness.errors import HarnessError
+from harness.providers.base import Usage
+from harness.records import Metric
+from leaderboards.prices import Price, role_costs
+from leaderboards.runs import RunInfo, load_runs
+
+ROW_KEY = ("model", "judge", "suite_version")
+GROUP_BY_CHOICES = ROW_KEY
+DEFAULT_GROUP_BY = ("judge", "suite_version")
+
+
+@dataclass
+class Row:
+    model: str
+    judge: str
+    suite_version: str
+    runs: list[RunInfo]
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    breakdowns: dict[str, dict[str, Metric]] = field(default_factory=dict)
+    usage: dict[str, Usage] = field(default_factory=dict)
+    cost: dict[str, float | None] = field(default_factory=dict)
+    rank: int | None = None
+    tied: bool = False
+
+    def key(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(getattr(self, n) for n in names)
+
+    @property
+    def run_ids(self) -> list[str]:
+        return [r.run_id for r in self.runs]
+
+    @property
+    def samples(self) -> int:
+        return sum(r.samples for r in self.runs)
+
+    @property
+    def errors(self) -> int:
+        return sum(r.errors for r in self.runs)
+
+    @property
+    def configs(self) -> int:
+        return len({r.config_hash for r in self.runs})
+
+    @property
+    def date(self) -> str:
+        return max((r.date for r in self.runs), default="")
+
+    @property
+    def total_cost(self) -> float | None:
+        """Dollars over every role, or None if any role that used tokens has no known price."""
+        if not self.cost or any(v is None for v in self.cost.values()):
+            return None
+        return float(sum(v for v in self.cost.values() if v is not None))
+
+    def run_spread(self, metric: str) -> float | None:
+        """Standard deviation of `metric` across this row's runs (two or more runs)."""
+        values = [r.metrics[metric].value for r in self.runs
+                  if metric in r.metrics and r.metrics[metric].value is not None]
+        return statistics.stdev(values) if len(values) >= 2 else None
+
+
+@dataclass
+class Leaderboard:
+    suite: str
+    metric: str
+    group_by: tuple[str, ...]
+    rows: list[Row]
+    run_dirs: list[Path]
+    generated: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+
+    @property
+    def metric_names(self) -> list[str]:
+        names: dict[str, None] = {}
+        for row in self.rows:
+            names.update(dict.fromkeys(row.metrics))
+        return list(names)
+
+    @property
+    def roles(self) -> list[str]:
+        names: dict[str, None] = {}
+        for row in self.rows:
+            names.update(dict.fromkeys(row.usage))
+        return list(names)
+
+    def groups(self) -> list[tuple[tuple[str, ...], list[Row]]]:
+        out: dict[tuple[str, ...], list[Row]] = {}
+        for row in self.rows:
+            out.setdefault(row.key(self.group_by), []).append(row)
+        return list(out.items())
+
+
+def _pool(row: Row, suite_name: str, seed: int) -> None:
+    """Recompute a multi-run row's metrics over its pooled samples with the suite's own code."""
+    from harness.suite import get_suite
+
+    try:
+        suite = get_suite(suite_name)
+    except HarnessError as exc:
+        raise HarnessError(f"row {row.model} / {row.judge} pools {len(row.runs)} runs and needs suite "
+                           f"{suite_name!r} installed to recompute its metrics ({exc})") from None
+    records = [rec for run in row.runs for rec in run.read_samples()]
+    row.metrics = suite.metrics(records, seed=seed)
+    row.breakdowns = suite.breakdowns(records, seed=seed)
+
+
+def _usage(row: Row, prices: dict[str, Price]) -> None:
+    for run in row.runs:
+        for role, used in run.usage.items():
+            row.usage.setdefault(role, Usage()).add(used)
+        for role, dollars in role_costs(run.models, run.usage, base_url=run.base_url, overrides=prices).items():
+            if role in row.cost and row.cost[role] is None:
+                continue
+            row.cost[role] = None if dollars is None else (row.cost.get(role) or 0.0) + dollars
+
+
+def rank_rows(rows: list[Row], metric: str) -> list[Row]:
+    """Sort one group best first and set rank and tied (see module docstring)."""
+    def ci(row: Row) -> tuple[float, float] | None:
+        m = row.metrics.get(metric)
+        if m is None or m.value is None:
+            return None
+        lo = m.ci_low if m.ci_low is not None else m.value
+        hi = m.ci_high if m.ci_high is not None else m.value
+        return lo, hi
+
+    scored = sorted((r for r in rows if ci(r) is not None), key=lambda r: -r.metrics[metric].value)
+    for row in scored:
+        lo, hi = ci(row)
+        others = [ci(o) for o in scored if o is not row]
+        row.rank = 1 + sum(olo > hi for olo, _ in others)
+        row.tied = any(olo <= hi and lo <= ohi for olo, ohi in others)
+    unscored = [r for r in rows if ci(r) is None]
+    for row in unscored:
+        row.rank, row.tied = None, False
+    return scored + unscored
+
+
+def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = None,
+                      group_by: tuple[str, ...] = DEFAULT_GROUP_BY, include_incomplete: bool = False,
+                      prices: dict[str, Price] | None = None, seed: int = 0) -> Leaderboard:
+    bad = [g for g in group_by if g not in GROUP_BY_CHOICES]
+    if bad:
+        raise HarnessError(f"--group-by {bad[0]!r}: use one of {', '.join(GROUP_BY_CHOICES)}")
+    where = ", ".join(str(d) for d in run_dirs)
+    runs = load_runs(run_dirs, suite)
+    if not runs:
+        raise HarnessError(f"no runs of suite {suite!r} in {where}: run `harness eval --suite {suite}` first, "
+                           "or check --suite and --run-dir (see `harness runs`)")
+    kept = [r for r in runs if include_incomplete or r.status == "complete"]
+    if not kept:
+        states = ", ".join(f"{n} {s}" for s, n in Counter(r.status for r in runs).items())
+        raise HarnessError(f"no complete runs of suite {suite!r} in {where} ({states}): finish them with "
+                           "`harness eval --resume RUN_ID`, or pass --include-incomplete")
+    by_key: dict[tuple[str, str, str], Row] = {}
+    for run in kept:
+        key = (run.model or "", run.judge or "", run.suite_version)
+        by_key.setdefault(key, Row(*key, runs=[])).runs.append(run)
+    rows = list(by_key.values())
+    for row in rows:
+        if len(row.runs) == 1:
+            row.metrics, row.breakdowns = dict(row.runs[0].metrics), dict(row.runs[0].breakdowns)
+        else:
+            _pool(row, suite, seed)
+        _usage(row, prices or {})
+    names = list(dict.fromkeys(n for row in rows for n in row.metrics))
+    if metric is None:
+        heads = Counter(r.headline_metric for r in kept if r.headline_metric)
+        metric = heads.most_common(1)[0][0] if heads else (names[0] if names else "")
+    if metric not in names:
+        raise HarnessError(f"--metric {metric!r}: suite {suite!r} has no such metric in these runs; "
+                           f"use one of {', '.join(names) or '(none recorded)'}")
+    board = Leaderboard(suite=suite, metric=metric, group_by=tuple(group_by), rows=[], run_dirs=list(run_dirs))
+    groups: dict[tuple[str, ...], list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.key(board.group_by), []).append(row)
+    for key in sorted(groups):
+        board.rows.extend(rank_rows(groups[key], metric))
+    return board
+
+
+def to_frame(board: Leaderboard) -> pd.DataFrame:
+    """The flat table every format starts from: one value per cell, CIs as `_ci_low`/`_ci_high`."""
+    names = [board.metric] + [n for n in board.metric_names if n != board.metric]
+    records = []
+    for row in board.rows:
+        rec: dict[str, object] = {
+            "rank": row.rank, "tied": row.tied, "model": row.model, "judge": row.judge,
+            "suite": board.suite, "suite_version": row.suite_version,
+            "n": row.metrics[board.metric].n if board.metric in row.metrics else None,
+            "samples": row.samples, "errors": row.errors, "runs": len(row.runs),
+            "run_ids": ";".join(row.run_ids), "configs": row.configs, "date": row.date,
+        }
+        for name in names:
+            m = row.metrics.get(name)
+            rec[name] = m.value if m else None
+            rec[f"{name}_ci_low"] = m.ci_low if m else None
+            rec[f"{name}_ci_high"] = m.ci_high if m else None
+        rec[f"{board.metric}_run_sd"] = row.run_spread(board.metric)
+        for role in board.roles:
+            used = row.usage.get(role)
+            rec[f"{role}_calls"] = used.calls if used else None
+            rec[f"{role}_prompt_tokens"] = used.prompt_tokens if used else None
+            rec[f"{role}_completion_tokens"] = used.completion_tokens if used else None
+            rec[f"{role}_cost_usd"] = row.cost.get(role)
+        rec["cost_usd"] = row.total_cost
+        records.append(rec)
+    frame = pd.DataFrame.from_records(records)
+    # Integer columns with gaps stay integers (pandas' nullable Int64), so a CSV never shows "3.0".
+    for col in ["rank", "n"] + [c for c in frame.columns if c.endswith(("_calls", "_tokens"))]:
+        frame[col] = frame[col].astype("Int64")
+    return frame

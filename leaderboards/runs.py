@@ -1,0 +1,125 @@
+"""Finding runs across one or more run dirs, and reading what each left behind.
+
+Everything here reads records; nothing writes. A run is identified by its id alone (ids embed a
+timestamp and a random tail), so the same id met in two run dirs is the same run, listed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import HarnessError
+from harness.providers.base import Usage
+from harness.records import Metric, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord
+
+
+@dataclass
+class RunInfo:
+    """One run as the leaderboard sees it: the index row plus manifest and summary details."""
+
+    run_id: str
+    run_dir: Path
+    suite: str
+    suite_version: str
+    model: str | None
+    judge: str | None
+    status: str
+    started: str | None
+    ended: str | None
+    samples: int
+    errors: int
+    config_hash: str | None
+    headline_metric: str | None
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    models: dict[str, str] = field(default_factory=dict)
+    base_url: str | None = None
+    usage: dict[str, Usage] = field(default_factory=dict)
+    breakdowns: dict[str, dict[str, Metric]] = field(default_factory=dict)
+
+    @property
+    def folder(self) -> RunFolder:
+        return RunFolder(self.run_dir, self.run_id)
+
+    @property
+    def date(self) -> str:
+        """ISO date (YYYY-MM-DD) the run ended, or started if it has not ended."""
+        return (self.ended or self.started or "")[:10]
+
+    def read_samples(self) -> list[SampleRecord]:
+        return self.folder.read_samples()
+
+
+def check_run_dirs(run_dirs: list[Path]) -> list[Path]:
+    """Existing, distinct run dirs in the order given; a missing one is an error naming it."""
+    seen: dict[Path, Path] = {}
+    for run_dir in run_dirs:
+        if not run_dir.is_dir():
+            raise HarnessError(f"run dir {str(run_dir)!r} does not exist: pass --run-dir DIR with the folder "
+                               "`harness eval --run-dir` wrote to (default runs/)")
+        seen.setdefault(run_dir.resolve(), run_dir)
+    return list(seen.values())
+
+
+def _index_rows(run_dir: Path) -> list[dict[str, Any]]:
+    if not (run_dir / "index.sqlite").exists():
+        return []
+    index = RunIndex(run_dir)
+    try:
+        rows = index.runs()
+        for row in rows:
+            row["_metrics"] = index.metrics(row["run_id"])
+        return rows
+    finally:
+        index.close()
+
+
+def _details(run: RunInfo) -> RunInfo:
+    """Manifest (models per role, endpoint) and summary (usage, breakdowns) of a run; a run
+    folder that lost them still lists, with what the index knows."""
+    folder = run.folder
+    try:
+        manifest: RunManifest | None = folder.read_manifest()
+    except (HarnessError, ValueError):
+        manifest = None
+    if manifest is not None:
+        run.models = dict(manifest.config.models)
+        run.base_url = manifest.config.base_url
+    try:
+        summary: RunSummary | None = folder.read_summary()
+    except ValueError:
+        summary = None
+    if summary is not None:
+        run.usage = dict(summary.usage)
+        run.breakdowns = dict(summary.breakdowns)
+        # The summary is what the index was written from; it keeps the suite's metric order.
+        run.metrics = dict(summary.metrics)
+    return run
+
+
+def load_runs(run_dirs: list[Path], suite: str | None = None, *, details: bool = True) -> list[RunInfo]:
+    """Every run recorded in the run dirs' `index.sqlite` (of `suite`, if given), oldest first."""
+    runs: dict[str, RunInfo] = {}
+    for run_dir in check_run_dirs(run_dirs):
+        for row in _index_rows(run_dir):
+            if row["run_id"] in runs or (suite and row["suite"] != suite):
+                continue
+            run = RunInfo(
+                run_id=row["run_id"], run_dir=run_dir, suite=row["suite"], suite_version=row["suite_version"],
+                model=row["model"], judge=row["judge"], status=row["status"], started=row["started"],
+                ended=row["ended"], samples=row["samples"] or 0, errors=row["errors"] or 0,
+                config_hash=row["config_hash"], headline_metric=row["headline_metric"], metrics=row["_metrics"],
+            )
+            runs[run.run_id] = _details(run) if details else run
+    return sorted(runs.values(), key=lambda r: (r.started or "", r.run_id))
+
+
+def find_run(run_dirs: list[Path], run_id: str) -> RunInfo:
+    """The run `run_id` in any of the run dirs; an unknown id names the dirs searched and the fix."""
+    for run in load_runs(run_dirs, details=False):
+        if run.run_id == run_id:
+            return _details(run)
+    where = ", ".join(str(d) for d in run_dirs)
+    raise HarnessError(f"run {run_id!r} not found in {where}: see `harness runs --run-dir DIR` for the ids, "
+                       "or pass the --run-dir that holds it")
