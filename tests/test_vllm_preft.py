@@ -28,12 +28,18 @@ PROMPTS = ["The capital of France is", "Once upon a time", "def add(a, b):", "Th
 TARGETS = {"all7": (8, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 1),
            "attn": (4, ["q_proj", "v_proj"], 2), "mlp": (8, ["gate_proj", "down_proj"], 3)}
 LORA_ID = {name: i + 1 for i, name in enumerate(TARGETS)}
+# ReFT folders: (kind, rank, layers, seed); first 3 and last 3 prompt positions (random_reft's default)
+REFTS = {"loreft": ("loreft", 4, (2, 10, 20), 7), "direft": ("direft", 4, (5, 29), 8)}
 LOCAL_MODE = {"prefill-only": "preft", "all-token": "all-token", None: "base"}
 TOKEN_BUDGET = 128  # max_num_batched_tokens: a 300-token prompt is prefilled in three chunks
 # (prompt, adapter, mode): one mixed batch of base, prefill-only and all-token requests
 PLAN = [(PROMPTS[0], "all7", "prefill-only"), (PROMPTS[1], None, None), (PROMPTS[2], "attn", "prefill-only"),
         (PROMPTS[3], "all7", "all-token"), (PROMPTS[1], "attn", "prefill-only"), (PROMPTS[2], "mlp", "prefill-only"),
         (PROMPTS[0], "mlp", "all-token")]
+# ReFT requests batched with a LoRA request and a bare one
+REFT_PLAN = [(PROMPTS[0], "loreft", "prefill-only"), (PROMPTS[2], "direft", "prefill-only"),
+             (PROMPTS[3], "loreft", "all-token"), (PROMPTS[1], "all7", "prefill-only"), (PROMPTS[1], None, None),
+             (PROMPTS[2], "loreft", "prefill-only")]
 
 
 # -- the token map, without an engine ----------------------------------------------------------
@@ -108,6 +114,10 @@ def adapters(tmp_path_factory):
                     p.normal_(0, 0.05)
         model.save_pretrained(str(root / name))
         out[name] = root / name
+    from kernels.preft.adapters import random_reft, save_reft
+
+    for name, (kind, rank, layers, seed) in REFTS.items():
+        out[name] = save_reft(random_reft(fresh.config, rank, seed, kind=kind, layers=layers, name=name), root / name)
     return out
 
 
@@ -134,12 +144,16 @@ def expected(adapters):
     long_ids = _long_prompt_ids(tok)
     long_reqs = [Request(list(long_ids), GEN, adapter="all7", mode="preft"),
                  Request(list(long_ids), GEN, adapter="attn", mode="all-token")]
-    engine.run(reqs + long_reqs)
+    reft_ids = [list(tok(p)["input_ids"]) for p, _, _ in REFT_PLAN]
+    reft_reqs = [Request(i, GEN, adapter=a, mode=LOCAL_MODE[m]) for i, (_, a, m) in zip(reft_ids, REFT_PLAN)]
+    engine.run(reqs + long_reqs + reft_reqs)
+    bare = Engine(model).run([Request(list(i), GEN) for i in reft_ids])
     peft_all7 = load_peft(adapters["all7"])
     peft_ref = all_token_greedy(peft_all7, ids[3], GEN, frozenset())
     del peft_all7
-    return {"ids": ids, "plan": [r.output_ids for r in reqs], "long_ids": long_ids,
-            "long": [r.output_ids for r in long_reqs], "peft_all_token": peft_ref}
+    return {"dirs": adapters, "ids": ids, "plan": [r.output_ids for r in reqs], "long_ids": long_ids,
+            "long": [r.output_ids for r in long_reqs], "peft_all_token": peft_ref,
+            "reft_ids": reft_ids, "reft": [r.output_ids for r in reft_reqs], "reft_bare": [r.output_ids for r in bare]}
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +169,7 @@ def engine(expected, loop):
 
     from harness.providers.vllm_provider import engine_args, preft_engine_kwargs, resolve_model
 
-    kwargs = preft_engine_kwargs(max_rank=8, max_loras=2)
+    kwargs = preft_engine_kwargs(max_rank=8, max_loras=2, reft={name: str(expected["dirs"][name]) for name in REFTS})
     llm = AsyncLLM.from_engine_args(engine_args(resolve_model("smollm2-135m"), max_model_len=2048,
                                                 max_num_batched_tokens=TOKEN_BUDGET, **kwargs))
     yield llm
@@ -166,9 +180,11 @@ async def _generate(llm, ids, adapters, name, mode, max_tokens=GEN, finished=Non
     from vllm import SamplingParams
     from vllm.lora.request import LoRARequest
 
-    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True,
-                            extra_args={"preft_mode": mode} if mode else None)
-    lora = LoRARequest(name, LORA_ID[name], str(adapters[name])) if name else None
+    extra = {"preft_mode": mode} if mode else None
+    if name in REFTS:
+        extra["reft"] = name
+    params = SamplingParams(temperature=0.0, max_tokens=max_tokens, ignore_eos=True, extra_args=extra)
+    lora = LoRARequest(name, LORA_ID[name], str(adapters[name])) if name in LORA_ID else None
     final = None
     async for out in llm.generate({"prompt_token_ids": ids}, params, request_id=uuid.uuid4().hex, lora_request=lora):
         final = out
@@ -203,6 +219,27 @@ def test_mixed_batch_equals_the_local_engine_and_peft(engine, expected, adapters
     assert prefill_only != loop.run_until_complete(as_all_token())
     stats = _stats(engine, loop)
     assert 0 < stats["max_active_adapters"] <= 2  # three adapters in the batch, two slots
+
+
+@needs_vllm
+def test_reft_at_prompt_positions_equals_the_local_engine(engine, expected, adapters, loop):
+    """LoReFT and DiReFT through the plugin's decoder-layer hooks, prefill-only (first 3 / last 3
+    prompt positions) and all-token, in one batch with a LoRA request and a bare one."""
+    _stats(engine, loop, reset=True)
+
+    async def batch():
+        return await asyncio.gather(*[_generate(engine, ids, adapters, a, m)
+                                      for ids, (_, a, m) in zip(expected["reft_ids"], REFT_PLAN)])
+
+    got = loop.run_until_complete(batch())
+    for item, g, want in zip(REFT_PLAN, got, expected["reft"]):
+        assert g == want, item
+    changed = [g != bare for g, bare, (_, a, _) in zip(got, expected["reft_bare"], REFT_PLAN) if a in REFTS]
+    assert any(changed)  # the interventions change the continuation
+    stats = _stats(engine, loop)
+    lengths = [len(ids) for ids, (_, a, m) in zip(expected["reft_ids"], REFT_PLAN) if a in REFTS and m == "prefill-only"]
+    all_token = [len(ids) + GEN - 1 for ids, (_, a, m) in zip(expected["reft_ids"], REFT_PLAN) if m == "all-token"]
+    assert stats["reft_tokens"] == sum(min(n, 6) for n in lengths) + sum(all_token)
 
 
 @needs_vllm
@@ -249,14 +286,15 @@ def test_decoding_requests_hold_no_adapter_slot(engine, adapters, loop, expected
 
 @needs_vllm
 def test_adapter_spec_serves_prefill_only_like_the_local_provider(adapters, loop, expected):
-    """`vllm/smollm2-135m@DIR` (prefill-only) and `#all-token` through the harness provider give the
-    embedded engine's text for `local/smollm2-135m@DIR` and `#all-token`."""
+    """`vllm/smollm2-135m@DIR` (prefill-only LoRA), `#all-token`, and a ReFT folder through the harness
+    provider give the embedded engine's text for the same `local/...` specs."""
     from harness.providers import GenerateConfig, load_model
     from harness.spec import ModelSpec
 
     question = [{"role": "user", "content": "Write one sentence about the sea."}]
     config = GenerateConfig(max_tokens=16)
-    specs = [f"smollm2-135m@{adapters['all7']}", f"smollm2-135m@{adapters['all7']}#all-token"]
+    specs = [f"smollm2-135m@{adapters['all7']}", f"smollm2-135m@{adapters['all7']}#all-token",
+             f"smollm2-135m@{adapters['loreft']}"]
     want = [asyncio.run(load_model(ModelSpec.parse(f"local/{s}")).generate(question, config)) for s in specs]
     for spec, w in zip(specs, want):
         model = load_model(ModelSpec.parse(f"vllm/{spec}"))
@@ -271,10 +309,13 @@ def test_adapter_spec_serves_prefill_only_like_the_local_provider(adapters, loop
 
 def test_vllm_adapter_spec_errors_name_the_input(tmp_path):
     from harness.errors import HarnessError
-    from harness.providers.vllm_provider import lora_rank
+    from harness.providers.vllm_provider import adapter_kind, lora_rank
 
+    with pytest.raises(HarnessError, match="vllm/smollm2-135m@x: .* holds neither adapter_config.json"):
+        adapter_kind(tmp_path, "vllm/smollm2-135m@x")
     (tmp_path / "reft_config.json").write_text("{}")
-    with pytest.raises(HarnessError, match="ReFT adapters run on the local engine"):
+    assert adapter_kind(tmp_path) == "reft"
+    with pytest.raises(HarnessError, match="no adapter_config.json"):
         lora_rank(tmp_path, "vllm/smollm2-135m@x")
     (tmp_path / "adapter_config.json").write_text('{"r": "eight"}')
     with pytest.raises(HarnessError, match="no integer rank"):

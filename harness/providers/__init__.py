@@ -25,13 +25,13 @@ def validate_spec(spec: ModelSpec) -> None:
         api_key_for(spec.base_url)
     if spec.provider == "vllm":
         from harness.providers.local import parse_adapter_name
-        from harness.providers.vllm_provider import INSTALL_HINT, lora_rank, resolve_model, vllm_available
+        from harness.providers.vllm_provider import INSTALL_HINT, adapter_kind, lora_rank, resolve_model, vllm_available
 
         if not vllm_available():
             raise HarnessError(f"{spec.full}: {INSTALL_HINT}")
         base, adapter, _ = parse_adapter_name(spec.name, "vllm")
         resolve_model(base)
-        if adapter is not None:
+        if adapter is not None and adapter_kind(adapter, spec.full) == "lora":
             lora_rank(adapter, spec.full)
 
 

@@ -64,14 +64,23 @@ PREFT_FLAG = {"preft": "prefill-only"}  # additional_config that turns the PreFT
 PLUGIN_MODES = {"preft": "prefill-only", "all-token": "all-token"}  # harness adapter mode -> plugin mode
 
 
+def adapter_kind(adapter: Path, spec: str = "") -> str:
+    """"lora" (a peft folder: adapter_config.json) or "reft" (this project's reft_config.json)."""
+    if (Path(adapter) / "adapter_config.json").is_file():
+        return "lora"
+    if (Path(adapter) / "reft_config.json").is_file():
+        return "reft"
+    raise HarnessError(f"{spec or adapter}: {adapter} holds neither adapter_config.json (peft LoRA) nor "
+                       "reft_config.json (ReFT)")
+
+
 def lora_rank(adapter: Path, spec: str = "") -> int:
     """The rank of the peft LoRA adapter in `adapter` (its adapter_config.json), one clear error otherwise."""
     import json
 
     config_file = Path(adapter) / "adapter_config.json"
     if not config_file.is_file():
-        hint = " (ReFT adapters run on the local engine: local/...@DIR)" if (Path(adapter) / "reft_config.json").is_file() else ""
-        raise HarnessError(f"{spec or adapter}: {adapter} holds no adapter_config.json; vLLM serves peft LoRA folders{hint}")
+        raise HarnessError(f"{spec or adapter}: {adapter} holds no adapter_config.json (a peft LoRA folder)")
     try:
         rank = int(json.loads(config_file.read_text())["r"])
     except (ValueError, KeyError, TypeError) as exc:
@@ -85,12 +94,20 @@ def vllm_rank(rank: int) -> int:
     return next(r for r in VLLM_LORA_RANKS if r >= rank)
 
 
-def preft_engine_kwargs(max_rank: int, max_loras: int) -> dict[str, Any]:
-    """Engine arguments for LoRA under the PreFT plugin. The plugin patches vLLM's V1 model runner,
-    so V1 is asked for (V2 is vLLM's default where Triton runs); set before the engine starts."""
+def preft_flag(reft: dict[str, str] | None = None) -> dict[str, Any]:
+    """The plugin's `additional_config`: prefill-only by default, plus ReFT folders by name."""
+    return {"preft": {"mode": "prefill-only", "reft": dict(reft)}} if reft else dict(PREFT_FLAG)
+
+
+def preft_engine_kwargs(max_rank: int = 0, max_loras: int = 0, reft: dict[str, str] | None = None) -> dict[str, Any]:
+    """Engine arguments for the PreFT plugin: LoRA when `max_loras` > 0, ReFT folders by name. The
+    plugin patches vLLM's V1 model runner, so V1 is asked for (V2 is vLLM's default where Triton
+    runs); set before the engine starts."""
     os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-    return {"enable_lora": True, "max_loras": max_loras, "max_lora_rank": vllm_rank(max_rank),
-            "additional_config": dict(PREFT_FLAG)}
+    kwargs: dict[str, Any] = {"additional_config": preft_flag(reft)}
+    if max_loras:
+        kwargs.update(enable_lora=True, max_loras=max_loras, max_lora_rank=vllm_rank(max_rank))
+    return kwargs
 
 
 def engine_args(model: str, *, seed: int = 0, max_model_len: int = 8192, **extra: Any) -> Any:
@@ -112,9 +129,14 @@ class VLLMModel:
         if adapter is not None:
             from vllm.lora.request import LoRARequest
 
-            engine_kwargs = {**preft_engine_kwargs(lora_rank(adapter, self.name), max_loras=1), **engine_kwargs}
-            self.lora_request = LoRARequest(lora_name=adapter.name or "adapter", lora_int_id=1, lora_path=str(adapter))
             self.extra_args = {"preft_mode": PLUGIN_MODES[mode]}
+            if adapter_kind(adapter, self.name) == "lora":
+                plugin = preft_engine_kwargs(lora_rank(adapter, self.name), max_loras=1)
+                self.lora_request = LoRARequest(lora_name=adapter.name or "adapter", lora_int_id=1, lora_path=str(adapter))
+            else:
+                plugin = preft_engine_kwargs(reft={"adapter": str(adapter)})
+                self.extra_args["reft"] = "adapter"
+            engine_kwargs = {**plugin, **engine_kwargs}
         self.engine_kwargs = engine_kwargs
         self._engine: Any = None
         self._lock = asyncio.Lock()
@@ -125,7 +147,7 @@ class VLLMModel:
                 from vllm.v1.engine.async_llm import AsyncLLM
 
                 engine = AsyncLLM.from_engine_args(engine_args(self.model_path, **self.engine_kwargs))
-                if self.lora_request is not None:
+                if self.extra_args is not None:
                     await _require_plugin(engine, self.name)
                 self._engine = engine
             return self._engine
@@ -197,6 +219,9 @@ def exec_openai_server(name: str, port: int) -> None:
             "--served-model-name", base, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
             "--dtype", "float32", "--max-model-len", "8192", "--disable-log-stats"]
     if adapter is not None:
+        if adapter_kind(adapter, f"vllm/{name}") == "reft":
+            raise HarnessError(f"vllm/{name}: a served ReFT adapter is not supported (vLLM's server has no "
+                               "per-request ReFT field); use the in-process provider vllm/...@DIR")
         argv += ["--enable-lora", "--max-loras", "1", "--max-lora-rank", str(vllm_rank(lora_rank(adapter, f"vllm/{name}"))),
                  "--lora-modules", f"{adapter.name}={adapter}"]
         if mode == "preft":

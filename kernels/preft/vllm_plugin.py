@@ -26,6 +26,17 @@ so one engine serves base, prefill-only and all-token traffic side by side.
    only tokens with a slot and give the rest exactly zero. This fix is applied whenever the plugin
    loads on the CPU platform, flag or not: it is a correctness fix for every mixed batch.
 
+4. ReFT (worker, eager mode): interventions named in the flag,
+   `{"preft": {"mode": "prefill-only", "reft": {"NAME": "DIR"}}}` (this project's ReFT folders), are
+   loaded once per worker and stay resident (a few r x d matrices per layer: no slots). A request
+   picks one with `extra_args={"reft": "NAME"}`. Before each forward the plugin works out which
+   rows of the flat token batch sit at the adapter's first-n / last-m prompt positions (every
+   position for an all-token request), and a forward hook on each intervened decoder layer adds
+   the intervention's change to that layer's output stream. vLLM's Llama layers return the stream
+   in two parts (hidden, residual) and add them in the next layer's fused norm, so the hook reads
+   the stream as hidden + residual and adds the change to `hidden`. Hooks cannot run inside a
+   captured CUDA graph or a torch.compile'd model, so ReFT needs `enforce_eager=True` (checked).
+
 Model Runner V2 (vLLM's default on GPUs with Triton) keeps its LoRA state elsewhere; with the flag
 the plugin asks for V1 (`VLLM_USE_V2_MODEL_RUNNER=0`) and refuses to run on V2 rather than serve
 all-token LoRA silently.
@@ -50,7 +61,7 @@ MODES = (PREFILL_ONLY, ALL_TOKEN)
 _registered = False
 # Per-process counters of the patched worker path, read from a test or a benchmark through
 # `collective_rpc("preft_stats")` (the plugin adds that method to vLLM's workers).
-STATS_KEYS = ("steps", "tokens", "adapter_tokens", "steps_without_adapter", "max_active_adapters")
+STATS_KEYS = ("steps", "tokens", "adapter_tokens", "steps_without_adapter", "max_active_adapters", "reft_tokens")
 STATS: dict[str, int] = dict.fromkeys(STATS_KEYS, 0)
 
 
@@ -73,6 +84,11 @@ def default_mode(vllm_config: Any) -> str | None:
     if mode not in MODES:
         raise ValueError(f"additional_config {{'{CONFIG_KEY}': {value!r}}}: use one of {MODES}")
     return mode
+
+
+def reft_dirs(vllm_config: Any) -> dict[str, str]:
+    value = (getattr(vllm_config, "additional_config", None) or {}).get(CONFIG_KEY)
+    return dict(value.get("reft") or {}) if isinstance(value, dict) else {}
 
 
 def request_mode(sampling_params: Any, engine_mode: str) -> str:
@@ -143,6 +159,19 @@ def _patch_worker() -> None:
         return snapshot
 
     LoRAModelRunnerMixin.set_active_loras = set_active_loras
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+
+    stock_prepare = GPUModelRunner._prepare_inputs
+
+    @functools.wraps(stock_prepare)
+    def _prepare_inputs(self: Any, scheduler_output: Any, num_scheduled_tokens: np.ndarray) -> Any:
+        out = stock_prepare(self, scheduler_output, num_scheduled_tokens)
+        engine_mode = default_mode(self.vllm_config)
+        if engine_mode is not None and reft_dirs(self.vllm_config):
+            _plan_reft(self, engine_mode, num_scheduled_tokens)
+        return out
+
+    GPUModelRunner._prepare_inputs = _prepare_inputs
     from vllm.v1.worker.worker_base import WorkerBase
 
     WorkerBase.preft_stats = preft_stats
@@ -263,6 +292,87 @@ def _patch_cpu_ops() -> None:
     for name in ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand",
                  "sgmv_expand_slice"):
         setattr(punica_cpu, name, globals()[name])
+
+
+# -- 4. ReFT ------------------------------------------------------------------------------------
+
+class ReftState:
+    """One worker's ReFT interventions (resident) and the plan for the forward about to run:
+    layer -> [(rows, kind, R, W, b)]."""
+
+    def __init__(self, runner: Any) -> None:
+        from kernels.preft.adapters import ReftAdapter, load_adapter
+
+        if not runner.vllm_config.model_config.enforce_eager:
+            raise RuntimeError("PreFT ReFT in vLLM needs enforce_eager=True: its forward hooks cannot run "
+                               "inside CUDA graphs or a compiled model")
+        model = runner.get_model()
+        layers = getattr(getattr(model, "model", None), "layers", None)
+        if layers is None:
+            raise RuntimeError(f"PreFT ReFT: {type(model).__name__} has no model.layers (Llama-style decoder layers)")
+        param = next(model.parameters())
+        self.adapters: dict[str, Any] = {}
+        for name, directory in reft_dirs(runner.vllm_config).items():
+            adapter = load_adapter(directory, name=name)
+            if not isinstance(adapter, ReftAdapter):
+                raise ValueError(f"additional_config preft.reft[{name!r}]: {directory} is not a ReFT folder")
+            bad = [layer for layer in adapter.layers if layer >= len(layers)]
+            if bad:
+                raise ValueError(f"ReFT {name!r} intervenes on layers {bad}; the model has {len(layers)}")
+            adapter.layers = {layer: tuple(t.to(device=param.device, dtype=param.dtype) for t in weights)
+                              for layer, weights in adapter.layers.items()}
+            self.adapters[name] = adapter
+        self.plan: dict[int, list[tuple]] = {}
+        for index, layer in enumerate(layers):
+            if any(index in a.layers for a in self.adapters.values()):
+                layer.register_forward_hook(self._hook(index))
+
+    def _hook(self, index: int) -> Any:
+        from kernels.preft.reft_ops import reft_direct
+
+        def hook(module: Any, args: Any, output: Any) -> Any:
+            work = self.plan.get(index)
+            if not work:
+                return None
+            hidden, residual = output
+            for rows, kind, R, W, b in work:
+                stream = hidden[rows] + residual[rows]
+                hidden.index_add_(0, rows, reft_direct(stream, kind, R, W, b) - stream)
+            return hidden, residual
+
+        return hook
+
+
+def _plan_reft(runner: Any, engine_mode: str, num_scheduled_tokens: np.ndarray) -> None:
+    import torch
+
+    state = getattr(runner, "_preft_reft", None)
+    if state is None:
+        state = runner._preft_reft = ReftState(runner)
+    batch = runner.input_batch
+    plan: dict[int, list[tuple]] = {}
+    offset = 0
+    for i, rid in enumerate(batch.req_ids[: batch.num_reqs]):
+        count = int(num_scheduled_tokens[i])
+        params = runner.requests[rid].sampling_params
+        name = (getattr(params, "extra_args", None) or {}).get("reft")
+        if name is not None:
+            adapter = state.adapters.get(name)
+            if adapter is None:
+                raise ValueError(f"extra_args reft={name!r}: not among this engine's ReFT adapters {sorted(state.adapters)}")
+            start, prompt_len = int(batch.num_computed_tokens_cpu[i]), int(batch.num_prompt_tokens[i])
+            if request_mode(params, engine_mode) == PREFILL_ONLY:
+                wanted = set(adapter.positions(prompt_len))
+                rows = [offset + k for k in range(count) if start + k in wanted]
+            else:
+                rows = list(range(offset, offset + count))
+            if rows:
+                index = torch.tensor(rows, dtype=torch.long, device=next(iter(adapter.layers.values()))[0].device)
+                for layer, (R, W, b) in adapter.layers.items():
+                    plan.setdefault(layer, []).append((index, adapter.kind, R, W, b))
+                STATS["reft_tokens"] += len(rows)
+        offset += count
+    state.plan = plan
 
 
 def register() -> None:
