@@ -37,8 +37,11 @@ def ratio_metric(
         return Metric(value=None, n=n_units)
     value = float(numerator(total)) / den
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n_units, size=(resamples, n_units))
-    sums = counts[idx].sum(axis=1)  # (resamples, columns)
+    # Resampled sums, a block of resamples at a time so that memory stays near 160 MB whatever the
+    # number of units (10k dialogues at once would take GBs); the draws are the same as in one block.
+    block = max(1, min(resamples, 20_000_000 // max(1, n_units * counts.shape[1])))
+    sums = np.concatenate([counts[rng.integers(0, n_units, size=(min(block, resamples - start), n_units))].sum(axis=1)
+                           for start in range(0, resamples, block)])  # (resamples, columns)
     nums, dens = numerator(sums.T), denominator(sums.T)
     ok = dens > 0
     stats = nums[ok] / dens[ok]

@@ -111,10 +111,12 @@ def preft_engine_kwargs(max_rank: int = 0, max_loras: int = 0, reft: dict[str, s
 
 
 def engine_args(model: str, *, seed: int = 0, max_model_len: int = 8192, **extra: Any) -> Any:
+    """Defaults for the CPU build (fp32, eager: the embedded model's numbers match the local engine's);
+    `extra` overrides any of them (a GPU run passes dtype="auto", enforce_eager=False)."""
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    return AsyncEngineArgs(model=model, enforce_eager=True, dtype="float32", seed=seed, max_model_len=max_model_len,
-                           disable_log_stats=True, **extra)
+    settings = {"enforce_eager": True, "dtype": "float32", "disable_log_stats": True, **extra}
+    return AsyncEngineArgs(model=model, seed=seed, max_model_len=max_model_len, **settings)
 
 
 class VLLMModel:

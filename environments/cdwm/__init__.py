@@ -1,0 +1,1 @@
+"""CDWM: typed deltas shared by the web, household and science environments."""
