@@ -175,6 +175,10 @@ class VLLMModel:
             raise
         except Exception as exc:  # noqa: BLE001 - an engine failure is this call's error
             raise ModelError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            # This frame can outlive the call (asyncio keeps finished frames referenced for a while);
+            # it must not keep the engine alive past aclose(), or vLLM's finaliser runs at interpreter exit.
+            del engine, tokenizer
         if final is None or not final.outputs:
             raise ModelError(f"{self.name} returned no output")
         choice = final.outputs[0]
