@@ -162,6 +162,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
     loras = [LoRARequest(f"a{i}", i + 1, str(d)) for i, d in enumerate(dirs)]
     rows: list[dict] = []
     engines: dict[tuple[int, int], Any] = {}
+    engine: Any = None
     loop = asyncio.new_event_loop()
     try:
         for count in adapters:
@@ -171,6 +172,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
             cpu = host_cache_for(distinct, max_cpu_loras)
             setup_start = time.perf_counter()
             if (slots, cpu) not in engines:
+                engine = None  # no reference may outlive the shutdown (vLLM's finaliser would run at exit)
                 _shutdown(engines)  # one engine at a time: each sizes its KV cache up front
                 say(f"A={count}: starting vLLM (max_loras={slots}, max_cpu_loras={cpu})")
                 engines[slots, cpu] = start_engine(model_path, rank=rank, max_loras=slots, max_cpu_loras=cpu,
@@ -222,6 +224,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
                 say(f"A={count} mode={mode}: {row['output_tok_s']:.1f} tok/s, {total:.2f} s, steps {row['steps']}, "
                     f"adapter tokens {row['adapter_tokens']}, max active adapters {row['max_active_adapters']}")
     finally:
+        engine = None
         _shutdown(engines)
         loop.close()
     memory = {"peak_rss": "RSS of this process and vLLM's engine processes, summed, sampled every 20 ms",
