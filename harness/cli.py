@@ -37,6 +37,9 @@ def eval_cmd(
                                           help="Judge model, provider/name; repeat for a majority vote of several."),
     planner_model: str = typer.Option(DEFAULT_MODEL, "--planner-model", help="Planner model (suites with a planner)."),
     user_model: str = typer.Option(DEFAULT_MODEL, "--user-model", help="Simulated-user model (suites with one)."),
+    world_model: Optional[str] = typer.Option(None, "--world-model",
+                                              help="World model of agents that predict effects (CDWM); default: the model under test."),
+    agent: Optional[str] = typer.Option(None, "--agent", help="Agent of an agentic suite, e.g. react or cdwm (= --suite-option agent=...)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus JSONL path or Hugging Face dataset id."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run only the first N samples."),
@@ -64,6 +67,10 @@ def eval_cmd(
         if suite is None and resume is None:
             raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
         options = parse_suite_options(suite_option)
+        if agent is not None:
+            if "agent" in options:
+                raise HarnessError("--agent and --suite-option agent=...: give only one of them")
+            options["agent"] = agent
         suite_obj = get_suite(suite, options) if suite else None
         if suite_obj is not None:  # store converted values: the config hash must not depend on spelling
             options = coerce_suite_options(suite, type(suite_obj), options)
@@ -71,9 +78,11 @@ def eval_cmd(
         models = {role: DEFAULT_MODEL for role in roles}
         if "assistant" in models:
             models["assistant"] = model
-        for role, spec in (("planner", planner_model), ("user", user_model)):
+        for role, spec in (("planner", planner_model), ("user", user_model), ("world_model", world_model or model)):
             if role in models:
                 models[role] = spec
+        if world_model is not None and "world_model" not in models:
+            raise HarnessError(f"--world-model: suite {suite!r} with this agent asks no world model; drop it (or use --agent cdwm)")
         if "judge" in models:
             for i, spec in enumerate(judge_model):
                 models["judge" if i == 0 else f"judge_{i + 1}"] = spec

@@ -59,3 +59,13 @@ def harness_cli(*args: str, timeout: float = 600, env: dict | None = None) -> su
     full_env = os.environ | (env or {})
     return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env=full_env, cwd=REPO)
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """One event loop per module, for a module-scoped async engine (vLLM's AsyncLLM binds to it)."""
+    import asyncio
+
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()

@@ -144,3 +144,19 @@ def test_vllm_engine_writes_the_same_files_and_columns(tmp_path):
     assert list(frame.columns) == CSV_COLUMNS and len(frame) == 6
     assert set(result["preft_over_all_token"]) == {"1", "2"} and result["config"]["engine"] == "vllm"
     assert "| A | preft / all-token | preft / base |" in format_table(result)
+
+
+def test_random_llama_has_the_named_shape_and_loads(tmp_path):
+    """The GPU bench's base model: a Llama of a public model's shape with random weights."""
+    from transformers import AutoConfig
+
+    from kernels.preft.random_llama import SHAPES, make_random_llama
+
+    out = make_random_llama(tmp_path / "m", "smollm2-135m", dtype="bfloat16")
+    config = AutoConfig.from_pretrained(out)
+    assert config.model_type == "llama" and config.num_hidden_layers == 30 and config.hidden_size == 576
+    assert str(getattr(config, "dtype", None) or config.torch_dtype).endswith("bfloat16")
+    assert make_random_llama(out, "smollm2-135m") == out  # made once
+    with pytest.raises(ValueError, match="use one of"):
+        make_random_llama(tmp_path / "x", "gpt-9")
+    assert set(SHAPES) >= {"llama-3.2-1b", "llama-3.1-8b"}

@@ -40,13 +40,6 @@ needs_vllm = pytest.mark.skipif(not vllm_available(), reason="vllm not installed
 
 
 @pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
 def engine(loop):
     model = load_model(ModelSpec.parse("vllm/smollm2-135m"))
     yield model

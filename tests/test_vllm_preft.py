@@ -157,13 +157,6 @@ def expected(adapters):
 
 
 @pytest.fixture(scope="module")
-def loop():
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
-
-
-@pytest.fixture(scope="module")
 def engine(expected, loop):
     from vllm.v1.engine.async_llm import AsyncLLM
 

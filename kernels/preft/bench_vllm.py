@@ -141,11 +141,14 @@ async def _stats(engine: Any, reset: bool = False) -> dict[str, int]:
     return (await engine.collective_rpc("preft_stats", args=(reset,)))[0]
 
 
-def _shutdown(engines: dict) -> None:
+def _shutdown(engines: dict, loop: asyncio.AbstractEventLoop) -> None:
     for engine in engines.values():
         engine.shutdown()
     engines.clear()
-    gc.collect()  # finalise now, not at interpreter exit when vLLM's globals are gone
+    # shutdown() cancels each engine's output-handler task on this loop: let it finish before the
+    # loop closes, and finalise now, not at interpreter exit when vLLM's globals are gone
+    loop.run_until_complete(asyncio.sleep(0.05))
+    gc.collect()
 
 
 def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list[list[int]], warm_prompt: list[int],
@@ -173,7 +176,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
             setup_start = time.perf_counter()
             if (slots, cpu) not in engines:
                 engine = None  # no reference may outlive the shutdown (vLLM's finaliser would run at exit)
-                _shutdown(engines)  # one engine at a time: each sizes its KV cache up front
+                _shutdown(engines, loop)  # one engine at a time: each sizes its KV cache up front
                 say(f"A={count}: starting vLLM (max_loras={slots}, max_cpu_loras={cpu})")
                 engines[slots, cpu] = start_engine(model_path, rank=rank, max_loras=slots, max_cpu_loras=cpu,
                                                    max_num_seqs=max_num_seqs, max_model_len=prompt_len + gen_len + 8)
@@ -225,7 +228,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
                     f"adapter tokens {row['adapter_tokens']}, max active adapters {row['max_active_adapters']}")
     finally:
         engine = None
-        _shutdown(engines)
+        _shutdown(engines, loop)
         loop.close()
     memory = {"peak_rss": "RSS of this process and vLLM's engine processes, summed, sampled every 20 ms",
               "note": "vLLM sizes its KV cache up front (VLLM_CPU_KVCACHE_SPACE on CPU, gpu_memory_utilization on "

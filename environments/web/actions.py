@@ -1,0 +1,95 @@
+"""WebArena's action space, parsed strictly. An action string is model output: it is only ever
+matched against these patterns, never executed or used as a path; a URL must be http(s).
+
+    click [id]            type [id] [text] [0|1]    (1, the default, presses Enter after typing)
+    hover [id]            press [key_comb]          scroll [down|up]
+    goto [url]            go_back                   go_forward
+    new_tab               tab_focus [index]         close_tab
+    stop [answer]         (answer "N/A" says the task cannot or should not be done)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+ACTION_CLASSES = ("click", "type", "hover", "press", "scroll", "goto", "go_back", "go_forward",
+                  "new_tab", "tab_focus", "close_tab", "stop")
+USAGE = ("use one of: click [id], type [id] [text] [0|1], hover [id], press [key_comb], scroll [down|up], "
+         "goto [url], go_back, go_forward, new_tab, tab_focus [index], close_tab, stop [answer]")
+KEY_RE = re.compile(r"^[A-Za-z0-9]+(\+[A-Za-z0-9]+)*$")
+MAX_TEXT = 2000
+
+
+class ActionError(ValueError):
+    """A malformed action; the message says what was wrong and what to send instead."""
+
+
+@dataclass(frozen=True)
+class Action:
+    kind: str
+    element: int | None = None
+    text: str = ""  # typed text, key combination, scroll direction, URL or answer
+    enter: bool = False
+    index: int | None = None
+
+
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("type3", re.compile(r"^type\s*\[(\d+)\]\s*\[(.*)\]\s*\[([01])\]$", re.S)),
+    ("type", re.compile(r"^type\s*\[(\d+)\]\s*\[(.*)\]$", re.S)),
+    ("element", re.compile(r"^(click|hover)\s*\[(\d+)\]$")),
+    ("press", re.compile(r"^press\s*\[(.+)\]$")),
+    ("scroll", re.compile(r"^scroll\s*\[(down|up)\]$", re.I)),
+    ("goto", re.compile(r"^goto\s*\[(.+)\]$")),
+    ("bare", re.compile(r"^(go_back|go_forward|new_tab|close_tab)$")),
+    ("tab_focus", re.compile(r"^tab_focus\s*\[(\d+)\]$")),
+    ("stop", re.compile(r"^stop(?:\s*\[(.*)\])?$", re.S)),
+]
+
+
+def action_class(action: str) -> str:
+    """The class of an action string (its first word), or "invalid" when it names none."""
+    word = action.strip().split("[", 1)[0].split(None, 1)
+    head = word[0].lower() if word else ""
+    return head if head in ACTION_CLASSES else "invalid"
+
+
+def parse_action(raw: str) -> Action:
+    if not isinstance(raw, str) or not raw.strip():
+        raise ActionError(f"empty action; {USAGE}")
+    s = raw.strip()
+    if len(s) > MAX_TEXT + 100:
+        raise ActionError(f"action is {len(s)} characters long; keep typed text under {MAX_TEXT}")
+    for kind, pattern in _PATTERNS:
+        m = pattern.match(s)
+        if not m:
+            continue
+        if kind == "type3":
+            return Action("type", element=int(m[1]), text=m[2], enter=m[3] == "1")
+        if kind == "type":
+            return Action("type", element=int(m[1]), text=m[2], enter=True)
+        if kind == "element":
+            return Action(m[1], element=int(m[2]))
+        if kind == "press":
+            key = m[1].strip()
+            if not KEY_RE.match(key) or len(key) > 40:
+                raise ActionError(f"press [{key}]: not a key combination; use e.g. press [Enter] or press [Control+a]")
+            return Action("press", text=key)
+        if kind == "scroll":
+            return Action("scroll", text=m[1].lower())
+        if kind == "goto":
+            url = m[1].strip()
+            parsed = urlparse(url)
+            if parsed.scheme not in ("http", "https") or not parsed.netloc:
+                raise ActionError(f"goto [{url[:80]}]: only http(s) URLs can be opened; use goto [http://host/path]")
+            return Action("goto", text=url)
+        if kind == "bare":
+            return Action(m[1])
+        if kind == "tab_focus":
+            return Action("tab_focus", index=int(m[1]))
+        if kind == "stop":
+            return Action("stop", text=(m[1] or "").strip())
+    cls = action_class(s)
+    hint = f"malformed {cls} action" if cls != "invalid" else "unknown action"
+    raise ActionError(f"{hint}: {s[:80]!r}; {USAGE}")

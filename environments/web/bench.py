@@ -1,0 +1,86 @@
+"""The web environment's own overhead per step (no model): the time `step()` takes to run an
+action in Chromium, wait for the page, read the ledger and build the next observation, and the
+time of `reset()` (database reset + start page). A command, never a timed test assertion:
+
+    python -m environments.web.bench --episodes 5
+    run_env_bench(episodes=5) -> dict   (for `harness bench web`)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+from environments.web.browser_env import WebEnvironment
+from environments.web.replay import resolve
+from environments.web.tasks import load_tasks
+
+# A mix of reads, form fills and state-changing posts across the three sites.
+BENCH_TASK_IDS = ("shop_009", "travel_007", "mail_008", "shop_006", "travel_006", "mail_005")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run_env_bench(episodes: int = 3, screenshot: bool = False) -> dict[str, Any]:
+    tasks = {t["task_id"]: t for t in load_tasks()}
+    chosen = [tasks[i] for i in BENCH_TASK_IDS if i in tasks]
+    steps: dict[str, list[float]] = {}
+    resets: list[float] = []
+    t_start = time.perf_counter()
+    with WebEnvironment(screenshot=screenshot) as env:
+        env.reset(chosen[0])  # warm-up: browser and server start are not per-step costs
+        for _ in range(episodes):
+            for task in chosen:
+                t0 = time.perf_counter()
+                obs = env.reset(task)
+                resets.append(time.perf_counter() - t0)
+                for raw in task["cdwm"]["reference_actions"]:
+                    action = resolve(raw, obs.text)  # string work outside the timed call
+                    t0 = time.perf_counter()
+                    result = env.step(action)
+                    steps.setdefault(env.action_class(action), []).append(time.perf_counter() - t0)
+                    obs = result.observation
+                    if result.done:
+                        break
+    all_steps = [v for vs in steps.values() for v in vs]
+    ms = lambda v: round(v * 1000, 1)  # noqa: E731
+    return {
+        "steps": len(all_steps), "episodes": episodes * len(chosen), "screenshot": screenshot,
+        "step_ms": {"mean": ms(statistics.mean(all_steps)), "p50": ms(statistics.median(all_steps)),
+                    "p95": ms(_pct(all_steps, 0.95)), "max": ms(max(all_steps))},
+        "step_ms_by_class": {k: {"n": len(v), "mean": ms(statistics.mean(v)), "p95": ms(_pct(v, 0.95))}
+                             for k, v in sorted(steps.items())},
+        "reset_ms": {"mean": ms(statistics.mean(resets)), "p95": ms(_pct(resets, 0.95))},
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+
+
+def format_table(result: dict[str, Any]) -> str:
+    lines = [f"web env overhead: {result['steps']} steps over {result['episodes']} episodes "
+             f"(screenshot={result['screenshot']}, wall {result['wall_s']} s)",
+             f"  step   mean {result['step_ms']['mean']} ms  p50 {result['step_ms']['p50']} ms  "
+             f"p95 {result['step_ms']['p95']} ms  max {result['step_ms']['max']} ms",
+             f"  reset  mean {result['reset_ms']['mean']} ms  p95 {result['reset_ms']['p95']} ms"]
+    for cls, v in result["step_ms_by_class"].items():
+        lines.append(f"  {cls:<6} n={v['n']:<4} mean {v['mean']} ms  p95 {v['p95']} ms")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m environments.web.bench", description=__doc__.splitlines()[0])
+    p.add_argument("--episodes", type=int, default=3, help="passes over the benchmark tasks")
+    p.add_argument("--screenshot", action="store_true", help="also take a screenshot every step")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = p.parse_args(argv)
+    result = run_env_bench(args.episodes, args.screenshot)
+    print(json.dumps(result, indent=2) if args.json else format_table(result))
+
+
+if __name__ == "__main__":
+    main()
