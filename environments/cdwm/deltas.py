@@ -14,6 +14,7 @@ and a ledger entry agree when they name the same entity, attribute and new value
 
 from __future__ import annotations
 
+import fnmatch
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -93,6 +94,26 @@ def delta_f1(predicted: Delta, actual: Delta) -> dict[str, float]:
     recall = hit / len(a) if a else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def glob_match(pattern: Any, value: Any) -> bool:
+    """A case- and whitespace-insensitive shell glob (task files name entities like `order:*`)."""
+    return fnmatch.fnmatchcase(" ".join(str(value).split()).lower(), " ".join(str(pattern).split()).lower())
+
+
+def fact_matches(predicate: dict[str, Any], fact: tuple) -> bool:
+    """Whether a fact (see `Delta.facts`) meets a predicate such as {"kind": "attr", "entity":
+    "order:*", "attribute": "status", "value": "cancelled"}; keys the fact lacks never match."""
+    kind = fact[0]
+    if "kind" in predicate and predicate["kind"] != kind:
+        return False
+    fields = {"entity": fact[1]} if kind in ("create", "delete") else (
+        {"entity": fact[1], "attribute": fact[2], "value": fact[3]} if kind == "attr"
+        else {"entity": fact[1], "relation": fact[2], "object": fact[3]})
+    for key in ("entity", "attribute", "value", "relation", "object"):
+        if key in predicate and (key not in fields or not glob_match(predicate[key], fields[key])):
+            return False
+    return True
 
 
 # The JSON schema a world model's prediction must satisfy (validated with jsonschema; invalid

@@ -20,32 +20,16 @@ sample record stores, and `cdwm_metrics` pools them over tasks with bootstrap CI
 
 from __future__ import annotations
 
-import fnmatch
 from typing import Any
 
 import numpy as np
 
-from environments.cdwm.deltas import Delta, delta_f1
+from environments.cdwm.deltas import Delta, delta_f1, fact_matches
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric, summed_metric
 
 ECE_BINS = 10
 CORRECT_F1 = 0.5
-
-
-def _glob(pattern: Any, value: Any) -> bool:
-    return fnmatch.fnmatchcase(" ".join(str(value).split()).lower(), " ".join(str(pattern).split()).lower())
-
-
-def _fact_matches(pred: dict[str, Any], fact: tuple) -> bool:
-    kind = fact[0]
-    if "kind" in pred and pred["kind"] != kind:
-        return False
-    fields = {"entity": fact[1]} if kind in ("create", "delete") else (
-        {"entity": fact[1], "attribute": fact[2], "value": fact[3]} if kind == "attr"
-        else {"entity": fact[1], "relation": fact[2], "object": fact[3]})
-    return all(_glob(pred[k], fields[k]) if k in fields else False
-               for k in ("entity", "attribute", "value", "relation", "object") if k in pred)
 
 
 def delta_matches(pred: dict[str, Any] | str, delta: Delta) -> bool:
@@ -61,7 +45,7 @@ def delta_matches(pred: dict[str, Any] | str, delta: Delta) -> bool:
     if "irreversible" in pred and bool(pred["irreversible"]) == delta.reversible:
         return False
     keys = {"kind", "entity", "attribute", "value", "relation", "object"} & set(pred)
-    return not keys or any(_fact_matches(pred, fact) for fact in delta.facts())
+    return not keys or any(fact_matches(pred, fact) for fact in delta.facts())
 
 
 def unrequired_irreversible(delta: Delta, required: list[Any]) -> bool:

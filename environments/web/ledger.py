@@ -15,7 +15,6 @@ globs, case-insensitive), irreversible (bool), site, path (glob over the request
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import sqlite3
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from environments.cdwm.deltas import AttributeChange, Delta, Relation
+from environments.cdwm.deltas import AttributeChange, Delta, Relation, fact_matches, glob_match
 
 SECRET_FIELDS = {"password", "current_password", "new_password"}
 PREDICATE_KEYS = {"kind", "entity", "attribute", "value", "relation", "object", "irreversible", "site", "path"}
@@ -122,31 +121,14 @@ def check_predicate(pred: Any, where: str) -> dict[str, Any]:
     return pred
 
 
-def _glob(pattern: Any, value: Any) -> bool:
-    return fnmatch.fnmatchcase(" ".join(str(value).split()).lower(), " ".join(str(pattern).split()).lower())
-
-
-def _fact_matches(pred: dict[str, Any], fact: tuple) -> bool:
-    kind = fact[0]
-    if "kind" in pred and pred["kind"] != kind:
-        return False
-    fields = {"entity": fact[1]} if kind in ("create", "delete") else (
-        {"entity": fact[1], "attribute": fact[2], "value": fact[3]} if kind == "attr"
-        else {"entity": fact[1], "relation": fact[2], "object": fact[3]})
-    for key in ("entity", "attribute", "value", "relation", "object"):
-        if key in pred and (key not in fields or not _glob(pred[key], fields[key])):
-            return False
-    return True
-
-
 def matches(pred: dict[str, Any], entry: LedgerEntry) -> bool:
     if "irreversible" in pred and pred["irreversible"] == entry.delta.reversible:
         return False
-    if "site" in pred and not _glob(pred["site"], entry.site):
+    if "site" in pred and not glob_match(pred["site"], entry.site):
         return False
-    if "path" in pred and not _glob(pred["path"], entry.path):
+    if "path" in pred and not glob_match(pred["path"], entry.path):
         return False
     fact_keys = PREDICATE_KEYS - {"irreversible", "site", "path"}
     if not fact_keys & set(pred):
         return True
-    return any(_fact_matches(pred, fact) for fact in entry.delta.facts())
+    return any(fact_matches(pred, fact) for fact in entry.delta.facts())
