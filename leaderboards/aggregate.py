@@ -1,6 +1,7 @@
-"""Leaderboard rows: one per (model, judge, suite version), pooled over that row's runs.
+"""Leaderboard rows: one per (model, judge, suite version, setup), pooled over that row's runs.
 
-A row never mixes judges or suite versions: those are part of its key. Runs inside a row may
+A row never mixes judges, suite versions or setups (suite options such as the agent, and the
+models of other roles such as a world model or a simulated user): those are part of its key. Runs inside a row may
 differ in other settings (seed, limit, token limits); the row says how many distinct configs it
 pooled (`configs`), so pooling is never silent.
 
@@ -41,6 +42,7 @@ class Row:
     judge: str
     suite_version: str
     runs: list[RunInfo]
+    setup: str = ""
     metrics: dict[str, Metric] = field(default_factory=dict)
     breakdowns: dict[str, dict[str, Metric]] = field(default_factory=dict)
     usage: dict[str, Usage] = field(default_factory=dict)
@@ -50,6 +52,11 @@ class Row:
 
     def key(self, names: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(getattr(self, n) for n in names)
+
+    @property
+    def label(self) -> str:
+        """The model as shown in tables and charts, with the setup when there is one."""
+        return f"{self.model} [{self.setup}]" if self.setup else self.model
 
     @property
     def run_ids(self) -> list[str]:
@@ -177,10 +184,10 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
         states = ", ".join(f"{n} {s}" for s, n in Counter(r.status for r in runs).items())
         raise HarnessError(f"no complete runs of suite {suite!r} in {where} ({states}): finish them with "
                            "`harness eval --resume RUN_ID`, or pass --include-incomplete")
-    by_key: dict[tuple[str, str, str], Row] = {}
+    by_key: dict[tuple[str, str, str, str], Row] = {}
     for run in kept:
-        key = (run.model or "", run.judge or "", run.suite_version)
-        by_key.setdefault(key, Row(*key, runs=[])).runs.append(run)
+        key = (run.model or "", run.judge or "", run.suite_version, run.setup)
+        by_key.setdefault(key, Row(*key[:3], runs=[], setup=run.setup)).runs.append(run)
     rows = list(by_key.values())
     for row in rows:
         if len(row.runs) == 1:
@@ -211,7 +218,7 @@ def to_frame(board: Leaderboard) -> pd.DataFrame:
     for row in board.rows:
         rec: dict[str, object] = {
             "rank": row.rank, "tied": row.tied, "model": row.model, "judge": row.judge,
-            "suite": board.suite, "suite_version": row.suite_version,
+            "suite": board.suite, "suite_version": row.suite_version, "setup": row.setup,
             "n": row.metrics[board.metric].n if board.metric in row.metrics else None,
             "samples": row.samples, "errors": row.errors, "runs": len(row.runs),
             "run_ids": ";".join(row.run_ids), "configs": row.configs, "date": row.date,

@@ -70,14 +70,14 @@ def to_markdown(board: Leaderboard) -> str:
             "cost", "date"]
     for key, rows in board.groups():
         lines += [f"## {group_title(board, key)}", ""]
-        lines += _md_table(head, [[fmt_rank(r), r.model, r.judge or "-", r.suite_version,
+        lines += _md_table(head, [[fmt_rank(r), r.label, r.judge or "-", r.suite_version,
                                    str(r.metrics[board.metric].n if board.metric in r.metrics else "-"),
                                    fmt_metric(r, board.metric), ", ".join(r.run_ids), fmt_tokens(r), fmt_cost(r),
                                    r.date] for r in rows])
         lines.append("")
     lines += ["## All metrics", ""]
     names = board.metric_names
-    labels = [f"{r.model} / {r.judge or '-'} / {r.suite_version}" for r in board.rows]
+    labels = [f"{r.label} / {r.judge or '-'} / {r.suite_version}" for r in board.rows]
     lines += _md_table(["metric", *labels], [[n, *(fmt_metric(r, n) for r in board.rows)] for n in names])
     return "\n".join(lines) + "\n"
 

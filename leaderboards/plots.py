@@ -41,7 +41,7 @@ def to_svg(fig) -> str:
 
 
 def row_label(row: Row) -> str:
-    return f"{row.model} / {row.judge or '-'} / v{row.suite_version}"
+    return f"{row.label} / {row.judge or '-'} / v{row.suite_version}"
 
 
 def _yerr(metrics: list[Any]) -> list[list[float]]:

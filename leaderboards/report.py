@@ -36,7 +36,7 @@ def _leaderboard_tables(board: Leaderboard) -> list[str]:
                      + "</tr></thead><tbody>")
         for r in rows:
             n = r.metrics[board.metric].n if board.metric in r.metrics else "-"
-            cells = [f'<td class="rank">{escape(fmt_rank(r))}</td>', f"<td>{escape(r.model)}</td>",
+            cells = [f'<td class="rank">{escape(fmt_rank(r))}</td>', f"<td>{escape(r.label)}</td>",
                      f"<td>{escape(r.judge or '-')}</td>", f"<td>{escape(r.suite_version)}</td>",
                      f'<td class="num">{n}</td>', f'<td class="num">{escape(fmt_metric(r, board.metric))}</td>',
                      f"<td>{'<br>'.join(escape(i) for i in r.run_ids)}</td>", f"<td>{escape(fmt_tokens(r))}</td>",

@@ -37,6 +37,10 @@ class RunInfo:
     base_url: str | None = None
     usage: dict[str, Usage] = field(default_factory=dict)
     breakdowns: dict[str, dict[str, Metric]] = field(default_factory=dict)
+    # What else defines the experiment besides model, judge and suite version: the suite's options
+    # (e.g. agent=cdwm) and the models of its other roles (planner, user, world_model). Runs that
+    # differ here measure different things and are never pooled into one row.
+    setup: str = ""
 
     @property
     def folder(self) -> RunFolder:
@@ -49,6 +53,15 @@ class RunInfo:
 
     def read_samples(self) -> list[SampleRecord]:
         return self.folder.read_samples()
+
+
+def setup_label(options: dict[str, Any], models: dict[str, str]) -> str:
+    """`agent=cdwm; world_model=openai/x`: suite options, then roles other than the assistant and
+    the judges, sorted, so equal setups give equal labels."""
+    parts = [f"{k}={options[k]}" for k in sorted(options)]
+    parts += [f"{role}={models[role]}" for role in sorted(models)
+              if role != "assistant" and not role.startswith("judge")]
+    return "; ".join(parts)
 
 
 def check_run_dirs(run_dirs: list[Path]) -> list[Path]:
@@ -86,6 +99,7 @@ def _details(run: RunInfo) -> RunInfo:
     if manifest is not None:
         run.models = dict(manifest.config.models)
         run.base_url = manifest.config.base_url
+        run.setup = setup_label(manifest.config.suite_options, run.models)
     try:
         summary: RunSummary | None = folder.read_summary()
     except ValueError:

@@ -41,15 +41,16 @@ def test_csv_round_trips_through_pandas_with_one_row_per_model_judge_version(loo
     assert keys == sorted([("openai/a", "openai/j", "1.0.0"), ("openai/b", "openai/j", "1.0.0"),
                            ("openai/c", "openai/j", "1.0.0"), ("openai/a", "openai/k", "1.0.0"),
                            ("openai/a", "openai/j", "0.9.0")])
-    expected = {"rank", "tied", "model", "judge", "suite", "suite_version", "n", "samples", "errors", "runs",
+    expected = {"rank", "tied", "model", "judge", "suite", "suite_version", "setup", "n", "samples", "errors", "runs",
                 "run_ids", "configs", "date", "cost_usd", f"{HEADLINE}_run_sd"}
     for metric in ("proactivity_emergent_pass_rate", "proactivity_critical_weighted_score", HEADLINE):
         expected |= {metric, f"{metric}_ci_low", f"{metric}_ci_high"}
     for role in ("assistant", "judge"):
         expected |= {f"{role}_calls", f"{role}_prompt_tokens", f"{role}_completion_tokens", f"{role}_cost_usd"}
     assert expected <= set(frame.columns)
-    assert list(frame.columns[:13]) == ["rank", "tied", "model", "judge", "suite", "suite_version", "n", "samples",
-                                        "errors", "runs", "run_ids", "configs", "date"]
+    assert list(frame.columns[:14]) == ["rank", "tied", "model", "judge", "suite", "suite_version", "setup", "n",
+                                        "samples", "errors", "runs", "run_ids", "configs", "date"]
+    assert frame["setup"].isna().all()  # proact's offline protocol: no options, no other roles
     # One value per cell, types a spreadsheet keeps: ISO dates, integer counts, booleans.
     assert pd.to_datetime(frame["date"], format="%Y-%m-%d").notna().all()
     assert frame["n"].dtype.kind == "i" and frame["tied"].dtype == bool
@@ -114,7 +115,7 @@ def test_markdown_json_and_html_exports(loopback_runs, tmp_path):
     doc = json.loads(_export(runs, "--format", "json", "--metric", "proactivity_overall_pass_rate"))
     assert doc["metric"] == "proactivity_overall_pass_rate" and doc["group_by"] == ["judge", "suite_version"]
     csv_cols = list(pd.read_csv(io.StringIO(_export(runs, "--metric", "proactivity_overall_pass_rate"))).columns)
-    assert list(doc["rows"][0]) == csv_cols and csv_cols[13] == "proactivity_overall_pass_rate"
+    assert list(doc["rows"][0]) == csv_cols and csv_cols[14] == "proactivity_overall_pass_rate"
     out = tmp_path / "reports" / "board.html"
     proc = harness_cli("leaderboard", "export", "--suite", "proact", "--run-dir", str(runs.main), "--format", "html",
                        "--out", str(out))
@@ -188,3 +189,15 @@ def test_bad_export_input_is_one_clear_line(loopback_runs, args, must_name, must
 def test_unknown_suite_names_it(loopback_runs):
     line = _error_line(harness_cli("leaderboard", "export", "--suite", "nosuch", "--run-dir", str(loopback_runs.main)))
     assert "'nosuch'" in line and "harness runs" in line
+
+
+def test_setup_label_keeps_agents_and_other_roles_apart():
+    """Runs that differ in suite options (the agent) or in other roles' models measure different
+    things: their setup labels differ, so they never pool into one row."""
+    from leaderboards.runs import setup_label
+
+    react = setup_label({"agent": "react"}, {"assistant": "m", "judge": "j"})
+    cdwm = setup_label({"agent": "cdwm"}, {"assistant": "m", "judge": "j", "judge_2": "k", "world_model": "w"})
+    assert react == "agent=react" and cdwm == "agent=cdwm; world_model=w"
+    assert setup_label({}, {"assistant": "m", "judge": "j"}) == ""
+    assert setup_label({"b": 1, "a": 2}, {"user": "u", "planner": "p"}) == "a=2; b=1; planner=p; user=u"
