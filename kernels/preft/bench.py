@@ -241,8 +241,8 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
     adapters in the host cache. `threads`: torch intra-op threads for the run (restored after); None
     leaves the process setting (on a machine shared with other busy processes, 1 thread can be many
     times faster than 2: OpenMP workers spin-wait for descheduled siblings). `model` defaults to the
-    embedded base model; for the local engine it is a loaded HF model, for vLLM a path or hub id. Returns the JSON document (config, environment, rows,
-    ratios)."""
+    embedded base model; for the local engine it is a loaded HF model, for vLLM a path or hub id.
+    Returns the JSON document (config, environment, rows, ratios)."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: use one of {ENGINES}")
     if engine == "vllm":
