@@ -116,10 +116,19 @@ def get_suite(name: str, options: dict[str, Any] | None = None) -> Suite:
 
 
 def suite_option_names(cls: type) -> dict[str, Any]:
-    """Keyword options a suite class accepts, with their defaults."""
-    params = inspect.signature(cls.__init__).parameters
-    return {p.name: p.default for p in params.values()
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty}
+    """Keyword options a suite class accepts, with their defaults; a constructor that passes
+    `**options` on to its base also accepts the base's (its own defaults win)."""
+    out: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if "__init__" not in vars(klass):
+            continue
+        params = inspect.signature(klass.__init__).parameters
+        for p in params.values():
+            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty:
+                out.setdefault(p.name, p.default)
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+            break
+    return out
 
 
 def coerce_suite_options(name: str, cls: type, options: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,195 @@
+"""`HouseholdEnvironment`: ALFWorld's text engine (TextWorld's PDDL environment over the bundled
+ALFRED domain, with ALFWorld's entity naming) behind the CDWM protocol.
+
+A task is either generated (`pddl_problem` + `intent`, see `generator.py`) or an official ALFWorld
+game (`game_file`, a `game.tw-pddl` read unchanged). The agent reads the engine's feedback and may
+send any admissible command; after each step the environment reports the ground-truth delta
+(`facts.py`). `stop [...]` ends the episode (giving up). Won = the PDDL goal holds.
+
+The engine runs in-process on a private copy of fast-downward's shared library (33 MB, loaded by
+`fast_downward.load_lib()` and never unloaded), so engines are pooled: an episode borrows one and
+`close()` gives it back; at most as many exist as episodes ever ran at once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from environments.cdwm.deltas import Delta
+from environments.cdwm.env import STOP, Observation, StepResult
+from environments.household import facts as hf
+
+ACTION_CLASSES = ("go to", "open", "close", "take", "move", "examine", "use", "heat", "clean", "cool", "slice",
+                  "look", "inventory", "help", STOP)
+ACTION_HELP = "\n".join([
+    "  go to (receptacle)             walk to a receptacle",
+    "  open (receptacle) / close (receptacle)",
+    "  take (object) from (receptacle)",
+    "  move (object) to (receptacle)  put the object you hold in or on a receptacle",
+    "  examine (something) / look / inventory",
+    "  use (object)                   turn a lamp on or off",
+    "  heat (object) with (microwave) / cool (object) with (fridge) / clean (object) with (sinkbasin)",
+    "  slice (object) with (knife)",
+    "  stop [reason]                  give up the task",
+    "Write the action exactly as listed among the admissible actions.",
+])
+
+
+def bundled_logic() -> tuple[str, str]:
+    """ALFWorld's ALFRED domain and text grammar, as shipped in the alfworld package."""
+    import alfworld
+
+    data = Path(alfworld.__file__).parent / "data"
+    return (data / "alfred.pddl").read_text(), (data / "alfred.twl2").read_text()
+
+
+class _EnginePool:
+    """Idle TextWorld PDDL engines, each holding its own copy of fast-downward's library."""
+
+    def __init__(self) -> None:
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self.created = 0
+
+    def acquire(self) -> Any:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            self.created += 1
+        import textworld
+        from textworld.envs.pddl import PddlEnv
+
+        return PddlEnv(textworld.EnvInfos(admissible_commands=True, facts=True, won=True, feedback=True))
+
+    def release(self, engine: Any) -> None:
+        with self._lock:
+            self._idle.append(engine)
+
+
+ENGINES = _EnginePool()
+
+
+def game_data(task: dict[str, Any]) -> dict[str, Any]:
+    """The engine's game: an official `game.tw-pddl` unchanged, or a generated problem with the
+    bundled domain and grammar (the task's description filled in as ALFWorld does)."""
+    if task.get("game_file"):
+        return json.loads(Path(task["game_file"]).read_text())
+    domain, grammar = bundled_logic()
+    return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", task["intent"]),
+            "pddl_problem": task["pddl_problem"]}
+
+
+class HouseholdEnvironment:
+    def __init__(self, max_steps: int = 50) -> None:
+        self.max_steps = max_steps
+        self._engine: Any = None
+        self._task: dict[str, Any] | None = None
+        self._state: Any = None
+        self._facts: set[hf.Fact] = set()
+        self._static: dict[str, set[str]] = {}
+        self._names: dict[str, str] = {}
+        self._steps = 0
+        self._done = False
+        self._stopped: str | None = None
+        self.closed = False
+
+    # -- protocol --------------------------------------------------------------------------------
+    def reset(self, task: dict[str, Any]) -> Observation:
+        if self.closed:
+            raise RuntimeError("environment is closed")
+        if self._engine is None:
+            self._engine = ENGINES.acquire()
+        self._task = task
+        self._engine.load(game_data(task))
+        self._names = self._demangle()
+        self._state = self._engine.reset()
+        all_facts = self._read_facts()
+        self._static = hf.static_index(all_facts)
+        self._facts = hf.world_facts(all_facts)
+        self._steps, self._done, self._stopped = 0, False, None
+        return self._observe(self._state.feedback)
+
+    def step(self, action: str) -> StepResult:
+        if self._task is None:
+            raise RuntimeError("call reset(task) before step()")
+        if self._done:
+            return StepResult(self._observe("The episode is over."), Delta(), done=True, valid=False,
+                              info={"error": "the episode is over"})
+        self._steps += 1
+        command = " ".join(action.strip().split())
+        if command.lower().startswith(STOP):
+            self._done, self._stopped = True, command
+            return StepResult(self._observe("You stop."), Delta(), done=True)
+        admissible = {c.lower(): c for c in self._state["admissible_commands"]}
+        if command.lower() not in admissible:
+            self._done = self._steps >= self.max_steps
+            return StepResult(self._observe("Nothing happens."), Delta(), done=self._done, valid=False,
+                              info={"error": f"not an admissible command here: {command[:80]}"})
+        self._state, _, _ = self._engine.step(admissible[command.lower()])
+        after = hf.world_facts(self._read_facts())
+        delta = hf.delta_between(self._facts, after, self._static)
+        self._facts = after
+        self._done = bool(self._state["won"]) or self._steps >= self.max_steps
+        return StepResult(self._observe(self._state.feedback), delta, done=self._done,
+                          info={"won": bool(self._state["won"])})
+
+    def action_class(self, action: str) -> str:
+        low = " ".join(action.lower().split())
+        for cls in sorted(ACTION_CLASSES, key=len, reverse=True):
+            if low == cls or low.startswith(cls + " "):
+                return cls
+        return low.split(" ", 1)[0] if low else ""
+
+    def evaluate(self) -> dict[str, Any]:
+        if self._task is None:
+            raise RuntimeError("call reset(task) and run the episode before evaluate()")
+        won = bool(self._state["won"])
+        return {"success": 1.0 if won else 0.0, "won": won, "steps": self._steps, "stopped": self._stopped,
+                "required_irreversible": list(self._task.get("required_irreversible") or []),
+                "irreversible_trap": self._task.get("irreversible_trap"),
+                "gold_steps": len(self._task.get("gold_plan") or []) or None}
+
+    def close(self) -> None:
+        if self._engine is not None:
+            ENGINES.release(self._engine)
+            self._engine = None
+        self.closed = True
+
+    # -- helpers for tests and tools -------------------------------------------------------------
+    @property
+    def won(self) -> bool:
+        return bool(self._state is not None and self._state["won"])
+
+    @property
+    def admissible(self) -> list[str]:
+        return list(self._state["admissible_commands"])
+
+    def render(self, command: str) -> str:
+        """A gold-plan command with `{entity-id}` placeholders in the engine's names."""
+        return re.sub(r"\{([^{}]+)\}", lambda m: self._names.get(m.group(1).lower(), m.group(0)), command)
+
+    # -- internals -------------------------------------------------------------------------------
+    def _demangle(self) -> dict[str, str]:
+        """ALFWorld's names for the game's entities ("apple 1", "sinkbasin 2"), as its
+        AlfredDemangler gives them; returns id -> name for the entities the game declares."""
+        from alfworld.agents.utils.misc import Demangler
+
+        infos = self._engine._entity_infos
+        demangler = Demangler(game_infos=infos)
+        names = {}
+        for info in infos.values():
+            info.name = demangler.demangle_alfred_name(info.id).strip()
+            names[info.id] = info.name
+        return {k.lower(): v for k, v in names.items()}
+
+    def _read_facts(self) -> list[hf.Fact]:
+        return [(f.name.lower(), tuple(v.name.strip() for v in f.arguments)) for f in self._state["facts"]]
+
+    def _observe(self, feedback: str) -> Observation:
+        admissible = [c for c in self._state["admissible_commands"] if c != "help"] if self._state else []
+        return Observation(text=str(feedback).strip(), action_classes=ACTION_CLASSES, admissible=admissible,
+                           info={"action_help": ACTION_HELP, "steps": self._steps})

@@ -1,0 +1,114 @@
+"""Suite `cdwm-household`: ALFWorld-style household tasks of the six ALFWorld types, played
+through ALFWorld's text engine, by the ReAct baseline or the CDWM agent (`--agent react|cdwm`),
+scored by the PDDL goal (won) and CDWM's metrics over ground-truth deltas.
+
+Tasks: by default the project's generated set (`generator.py`: seed 0, 12 per type, 72 tasks;
+options `seed`, `per_type`, `task_types`). With `ALFWORLD_DATA` (or `--corpus`) pointing at
+ALFWorld's downloaded data, its official games instead (option `split`, default valid_unseen),
+unchanged. One sample = one game = one episode (ALFWorld's limit: 50 steps).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from environments.cdwm.mask import ALL, NONE, ActionMask
+from environments.cdwm.suite_base import CdwmSuite
+from environments.household import generator
+from environments.household.official import DEFAULT_SPLIT, OfficialDataError, data_root, intent_of_game, official_tasks
+from harness.errors import HarnessError
+from harness.suite import Sample
+
+# What each command can change (facts.py): reading changes nothing; moving changes where the agent
+# is; open/close an attribute; take/move relations; use/heat/cool/clean/slice attributes, and only
+# heat, cool and slice can be irreversible.
+HOUSEHOLD_MASK = ActionMask({
+    "look": NONE, "inventory": NONE, "examine": NONE, "help": NONE, "stop": NONE,
+    "go to": {"relations_added", "relations_removed"},
+    "open": {"attributes"}, "close": {"attributes"}, "use": {"attributes"}, "clean": {"attributes"},
+    "take": {"relations_added", "relations_removed"}, "move": {"relations_added", "relations_removed"},
+    "heat": {"attributes", "irreversible"}, "cool": {"attributes", "irreversible"},
+    "slice": {"attributes", "irreversible"},
+}, name="household")
+assert HOUSEHOLD_MASK.allowed("unknown") == ALL
+
+HOUSEHOLD_WORLD_MODEL_HELP = (
+    "Entities are named as the game shows them: apple 1, fridge 1, sinkbasin 1, desklamp 1; the agent is "
+    "'agent'. Relations: agent at fridge 1 (where the agent stands; 'middle of room' at the start), agent "
+    "holds apple 1, apple 1 in fridge 1. Attributes (true/false): open (receptacles), clean, hot, cool, sliced, "
+    "on (lamps). Going somewhere removes the old 'agent at' and adds the new one; taking removes 'X in Y' and "
+    "adds 'agent holds X'. Cannot be undone: slicing an object (sliced true)."
+)
+
+
+class CdwmHouseholdSuite(CdwmSuite):
+    name = "cdwm-household"
+    version = "1.0.0"
+    description = ("CDWM household: ALFWorld's six task types on generated PDDL problems (or the official games "
+                   "with ALFWORLD_DATA) in ALFWorld's text engine (--agent react|cdwm)")
+    mask = HOUSEHOLD_MASK
+    world_model_help = HOUSEHOLD_WORLD_MODEL_HELP
+
+    def __init__(self, *, seed: int = generator.DEFAULT_SEED, per_type: int = generator.DEFAULT_PER_TYPE,
+                 task_types: str = "all", split: str = DEFAULT_SPLIT, max_steps: int = 50, **options: Any) -> None:
+        super().__init__(max_steps=max_steps, **options)
+        if per_type < 1:
+            raise HarnessError(f"--suite-option per_type={per_type}: must be >= 1")
+        self.seed, self.per_type, self.split = int(seed), int(per_type), split
+        self.task_types = _task_types(task_types)
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        tasks = self._tasks(corpus)
+        return [Sample(id=t["task_id"], data=t) for t in tasks]
+
+    def _tasks(self, corpus: str | None) -> list[dict[str, Any]]:
+        try:
+            root = Path(corpus).expanduser() if corpus else data_root()
+            if root is not None:
+                if not (root / "json_2.1.1").is_dir():
+                    raise OfficialDataError(f"--corpus {corpus}: no json_2.1.1 folder there; give ALFWorld's data "
+                                            "folder (the one `alfworld-download` filled)")
+                tasks = official_tasks(root, self.split)
+                return [t for t in tasks if t["task_type"] in self.task_types]
+        except OfficialDataError as exc:
+            raise HarnessError(str(exc)) from None
+        return [t for t in generator.generate_tasks(self.seed, self.per_type) if t["task_type"] in self.task_types]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        tasks = self._tasks(corpus)
+        digest = hashlib.sha256()
+        for t in tasks:
+            payload = Path(t["game_file"]).read_bytes() if t.get("game_file") else json.dumps(t, sort_keys=True).encode()
+            digest.update(t["task_id"].encode() + b"\0" + payload)
+        official = bool(tasks and tasks[0].get("game_file"))
+        return {"path": str(Path(tasks[0]["game_file"]).parents[3]) if official else None,
+                "source": f"alfworld:{self.split}" if official else f"generated:v{generator.GENERATOR_VERSION}",
+                "seed": None if official else self.seed, "tasks": len(tasks), "sha256": digest.hexdigest()}
+
+    def intent_of(self, sample: Sample) -> str:
+        task = self.task_of(sample)
+        return task.get("intent") or intent_of_game(task["game_file"])
+
+    def make_env(self, sample: Sample, judge: Callable[[str], str] | None):
+        from environments.household.env import HouseholdEnvironment
+
+        # One step above the agent's limit: the agent's own limit ends the episode (and says so).
+        return HouseholdEnvironment(max_steps=self.config.max_steps + 1)
+
+
+def _task_types(spec: str) -> set[str]:
+    if spec in ("", "all"):
+        return set(generator.TASK_TYPES)
+    by_short = {v: k for k, v in generator.SHORT.items()}
+    out = set()
+    for part in str(spec).split(","):
+        name = by_short.get(part.strip(), part.strip())
+        if name not in generator.TASK_TYPES:
+            raise HarnessError(f"--suite-option task_types={spec}: unknown type {part.strip()!r}; use 'all' or a "
+                               f"comma list of {', '.join(generator.SHORT.values())} (or ALFWorld's names)")
+        out.add(name)
+    return out
