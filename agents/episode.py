@@ -21,6 +21,9 @@ Generate = Callable[[str, list[dict[str, str]], GenerateConfig], Awaitable[Model
 # A reply that runs on into an invented next turn is cut there: small models echo the prompt's
 # tail ("Your next action?") until max_tokens, which costs decode time and no information.
 POLICY_STOPS = ["Your next action?", "\nObservation:", "\nTask:"]
+# How the web world's actions are written (an environment with help text of its own says it there).
+WEB_RULES = (f"Use the ids shown in [brackets] in the observation. When the task is done, or to answer a "
+             f"question, use {STOP} [answer].\n")
 FALLBACK_ACTION = f"{STOP} [N/A]"  # what an agent sends when the policy never names a valid action
 ABSTAIN_ACTION = f"{STOP} [ABSTAIN]"
 
@@ -144,8 +147,7 @@ def policy_messages(intent: str, obs: Observation, steps: list[StepRecord], cfg:
     system = (
         "You are an agent completing a task step by step. You see the task, your previous actions and the "
         "current observation.\nActions you can use:\n" + action_help(obs.action_classes, obs.info)
-        + "\nUse the ids shown in [brackets] in the observation. When the task is done, or to answer a "
-        f"question, use {STOP} [answer].\n" + form
+        + "\n" + (WEB_RULES if not isinstance(obs.info.get("action_help"), str) else "") + form
     )
     if obs.admissible:
         system += "\nAdmissible actions now: " + "; ".join(obs.admissible[:60])

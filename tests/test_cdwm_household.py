@@ -99,7 +99,9 @@ def test_slicing_the_target_is_irreversible_and_loses_the_task():
     env = HouseholdEnvironment()
     try:
         env.reset(_kitchen_task())
+        assert env.expert_plan()[-1] == "move apple 1 to fridge 1"  # ALFWorld's planner expert finds a way
         steps = _play(env, ["go to countertop 1", "take knife 1 from countertop 1", "slice apple 1 with knife 1"])
+        assert env.expert_plan() == []  # ... and none once the apple is sliced
         sliced = steps[-1].delta
         assert sliced.facts() == {("attr", "apple 1", "sliced", "true")}
         assert not sliced.reversible and sliced.irreversible_cost > 0

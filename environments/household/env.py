@@ -168,6 +168,11 @@ class HouseholdEnvironment:
     def admissible(self) -> list[str]:
         return list(self._state["admissible_commands"])
 
+    def expert_plan(self) -> list[str]:
+        """ALFWorld's planner expert from the current state: fast-downward's plan to the goal as
+        commands, [] when the goal can no longer be reached."""
+        return list(self._engine._pddl_state.replan(self._engine._entity_infos))
+
     def render(self, command: str) -> str:
         """A gold-plan command with `{entity-id}` placeholders in the engine's names."""
         return re.sub(r"\{([^{}]+)\}", lambda m: self._names.get(m.group(1).lower(), m.group(0)), command)
