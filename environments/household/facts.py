@@ -85,15 +85,5 @@ def delta_between(before: set[Fact], after: set[Fact], static: Mapping[str, set[
                     delta.irreversible_cost = 1.0  # the object is lost for tasks needing it as it was
                 continue
             (delta.relations_added if sign == "+" else delta.relations_removed).append(rel)
-    # A move between two receptacles at one location is not a change of place.
-    _drop_same_place(delta)
     return delta
 
-
-def _drop_same_place(delta: Delta) -> None:
-    adds = {(r.subject, r.relation, r.object) for r in delta.relations_added}
-    rems = {(r.subject, r.relation, r.object) for r in delta.relations_removed}
-    same = adds & rems
-    if same:
-        delta.relations_added = [r for r in delta.relations_added if (r.subject, r.relation, r.object) not in same]
-        delta.relations_removed = [r for r in delta.relations_removed if (r.subject, r.relation, r.object) not in same]
