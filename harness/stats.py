@@ -90,3 +90,9 @@ def cohen_kappa(confusion: np.ndarray) -> float | None:
     if expected >= 1.0:
         return None
     return float((observed - expected) / (1.0 - expected))
+
+
+def nearest_rank(values: list[float], q: float) -> float:
+    """The q-quantile of `values` by nearest rank (a benchmark's p95: a value that was measured)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]

@@ -14,11 +14,7 @@ from typing import Any
 
 from environments.household.env import HouseholdEnvironment
 from environments.household.generator import generate_tasks
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+from harness.stats import nearest_rank
 
 
 def run_household_bench(passes: int = 1, seed: int = 0) -> dict[str, Any]:
@@ -45,7 +41,7 @@ def run_household_bench(passes: int = 1, seed: int = 0) -> dict[str, Any]:
     every = [t for ts in steps.values() for t in ts]
 
     def row(values: list[float]) -> dict[str, float]:
-        return {"n": len(values), "mean_ms": 1000 * statistics.fmean(values), "p95_ms": 1000 * _pct(values, 0.95)}
+        return {"n": len(values), "mean_ms": 1000 * statistics.fmean(values), "p95_ms": 1000 * nearest_rank(values, 0.95)}
 
     return {"tasks": len(tasks), "passes": passes, "won": won, "episodes": len(resets),
             "total_s": time.perf_counter() - t_start, "reset": row(resets), "step": row(every),

@@ -33,6 +33,7 @@ import psutil
 from environments.cdwm.deltas import AttributeChange, Delta, Relation
 from environments.cdwm.env import STOP, Observation, StepResult
 from environments.science.deltas import FOCUS, WorldState, as_predicate, diff, irreversible_facts, parse_state, settle
+from harness.processes import kill_trees
 
 # ScienceWorld's action verbs (its templates, `get_possible_actions()`), as an agent writes them.
 ACTION_CLASSES = (
@@ -113,7 +114,7 @@ class ScienceEnvironment:
                 self._java = psutil.Process(self._sw._gateway.java_process.pid)
             except BaseException:
                 # A start that failed half way may have left its JVM: every Java child that is new is ours.
-                _kill([p for p in _children() if p.pid not in before and "java" in _name(p)])
+                kill_trees([p for p in _children() if p.pid not in before and "java" in _name(p)], JVM_EXIT_S)
                 self._sw = None
                 self.close()
                 raise
@@ -138,7 +139,7 @@ class ScienceEnvironment:
             try:
                 self._java.wait(timeout=JVM_EXIT_S)
             except (psutil.TimeoutExpired, psutil.Error):
-                _kill([self._java])
+                kill_trees([self._java], JVM_EXIT_S)
             proc = getattr(getattr(sw, "_gateway", None), "java_process", None)
             if proc is not None:  # reap the Popen and close its pipes
                 for pipe in (proc.stdin, proc.stdout, proc.stderr):
@@ -394,18 +395,3 @@ def _name(proc: psutil.Process) -> str:
         return proc.name().lower()
     except psutil.Error:
         return ""
-
-
-def _kill(procs: list[psutil.Process]) -> None:
-    alive = []
-    for proc in procs:
-        try:
-            alive += [proc] + proc.children(recursive=True)
-        except psutil.Error:
-            pass
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(alive, timeout=JVM_EXIT_S)

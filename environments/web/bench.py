@@ -17,14 +17,10 @@ from typing import Any
 from environments.web.browser_env import WebEnvironment
 from environments.web.replay import resolve
 from environments.web.tasks import load_tasks
+from harness.stats import nearest_rank
 
 # A mix of reads, form fills and state-changing posts across the three sites.
 BENCH_TASK_IDS = ("shop_009", "travel_007", "mail_008", "shop_006", "travel_006", "mail_005")
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def run_env_bench(episodes: int = 3, screenshot: bool = False) -> dict[str, Any]:
@@ -53,10 +49,10 @@ def run_env_bench(episodes: int = 3, screenshot: bool = False) -> dict[str, Any]
     return {
         "steps": len(all_steps), "episodes": episodes * len(chosen), "screenshot": screenshot,
         "step_ms": {"mean": ms(statistics.mean(all_steps)), "p50": ms(statistics.median(all_steps)),
-                    "p95": ms(_pct(all_steps, 0.95)), "max": ms(max(all_steps))},
-        "step_ms_by_class": {k: {"n": len(v), "mean": ms(statistics.mean(v)), "p95": ms(_pct(v, 0.95))}
+                    "p95": ms(nearest_rank(all_steps, 0.95)), "max": ms(max(all_steps))},
+        "step_ms_by_class": {k: {"n": len(v), "mean": ms(statistics.mean(v)), "p95": ms(nearest_rank(v, 0.95))}
                              for k, v in sorted(steps.items())},
-        "reset_ms": {"mean": ms(statistics.mean(resets)), "p95": ms(_pct(resets, 0.95))},
+        "reset_ms": {"mean": ms(statistics.mean(resets)), "p95": ms(nearest_rank(resets, 0.95))},
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
 

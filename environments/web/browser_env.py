@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import re
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from environments.web.actions import ACTION_CLASSES, Action, ActionError, action
 from environments.web.evaluator import Judge, evaluate
 from environments.web.ledger import LedgerEntry
 from environments.web.world import WorldServer
+from harness.processes import kill_trees
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run",
@@ -339,23 +339,8 @@ def _profile_dir(procs: list[psutil.Process]) -> str | None:
 
 
 def _kill(known: list[psutil.Process], profile: str | None = None) -> None:
-    """Kill the processes (psutil refuses a pid that was reused) and whatever else runs with this
-    browser's profile."""
-    procs: dict[int, psutil.Process] = {}
-    for proc in known:
-        try:
-            if proc.is_running():
-                procs[proc.pid] = proc
-                procs |= {c.pid: c for c in proc.children(recursive=True)}
-        except psutil.Error:
-            pass
+    """Kill the processes and whatever else runs with this browser's profile."""
+    procs = list(known)
     if profile:
-        for proc in psutil.process_iter(["cmdline"]):
-            if profile in (proc.info.get("cmdline") or []):
-                procs[proc.pid] = proc
-    for proc in procs.values():
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(list(procs.values()), timeout=5)
+        procs += [p for p in psutil.process_iter(["cmdline"]) if profile in (p.info.get("cmdline") or [])]
+    kill_trees(procs)
