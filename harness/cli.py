@@ -61,19 +61,22 @@ def eval_cmd(
 ) -> None:
     """Run a suite against a model; leaves a run folder with transcripts, scores and a summary."""
     from harness.records import RunConfig
-    from harness.suite import coerce_suite_options, get_suite, parse_suite_options
+    from harness.suite import get_suite, parse_suite_options
 
     try:
+        check_run_dir(run_dir)
         if suite is None and resume is None:
             raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
-        options = parse_suite_options(suite_option)
+        options: dict = parse_suite_options(suite_option)
         if agent is not None:
             if "agent" in options:
                 raise HarnessError("--agent and --suite-option agent=...: give only one of them")
             options["agent"] = agent
+        # Built once; the stored options are the validated ones (the config hash must not depend on
+        # spelling), defaults left out so that naming a default hashes like leaving it out.
         suite_obj = get_suite(suite, options) if suite else None
-        if suite_obj is not None:  # store converted values: the config hash must not depend on spelling
-            options = coerce_suite_options(suite, type(suite_obj), options)
+        if suite_obj is not None:
+            options = suite_obj.options.model_dump(mode="json", exclude_defaults=True)
         roles = suite_obj.roles if suite_obj else ("assistant",)
         models = {role: DEFAULT_MODEL for role in roles}
         if "assistant" in models:
@@ -96,6 +99,11 @@ def eval_cmd(
         _fail(str(exc))
     summary, path = run_config(config, run_dir, resume=resume, suite=suite_obj, progress=progress)
     print_summary(summary, path)
+
+
+def check_run_dir(run_dir: Path) -> None:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise HarnessError(f"--run-dir {run_dir}: is a file, not a folder; give a folder (it is created if missing)")
 
 
 def run_config(config, run_dir: Path, *, resume: str | None = None, suite=None, progress: bool = True):
@@ -175,17 +183,87 @@ def generate_cmd(
         print(result["text"])
 
 
-@app.command("list")
-def list_cmd() -> None:
-    """Suites installed, with version and sample count of their default corpus."""
-    from harness.suite import available_suites
+@app.command("score")
+def score_cmd(
+    run_id: str = typer.Argument(..., help="The run whose transcripts to score again."),
+    scorer: Optional[str] = typer.Option(None, "--scorer", help="Scorer to use (see `harness describe SUITE`); default: the suite's."),
+    judge_model: list[str] = typer.Option([], "--judge-model",
+                                          help="Judge for the scorer (repeat for a panel); default: the source run's."),
+    judge_max_tokens: Optional[int] = typer.Option(None, "--judge-max-tokens", min=1,
+                                                   help="Override the judge's max new tokens; default: the source run's."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ judges."),
+    max_connections: int = typer.Option(8, "--max-connections", min=1, help="Concurrent calls per model."),
+    call_timeout: float = typer.Option(600.0, "--call-timeout", min=0.1, help="Seconds per model call attempt."),
+    sample_timeout: float = typer.Option(3600.0, "--sample-timeout", min=0.1, help="Seconds per sample."),
+    max_retries: int = typer.Option(5, "--max-retries", min=0, help="Retries on 429/5xx/timeouts/connection errors."),
+    cache: bool = typer.Option(True, "--cache/--no-cache", help="Read and write the model-call cache."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    run_dir: Path = RUN_DIR,
+) -> None:
+    """Score a run's transcripts again (another scorer or judge) without calling the model under
+    test; writes a new run that names its source and scorer (resumable and cached like any run)."""
+    from harness.rescore import rescore_config
 
+    try:
+        check_run_dir(run_dir)
+        config, suite_obj = rescore_config(run_dir, run_id, scorer=scorer, judge_models=judge_model,
+                                           judge_max_tokens=judge_max_tokens, base_url=base_url)
+        config = config.model_copy(update={"max_connections": max_connections, "call_timeout_s": call_timeout,
+                                           "sample_timeout_s": sample_timeout, "max_retries": max_retries,
+                                           "cache": cache})
+    except HarnessError as exc:
+        _fail(str(exc))
+    summary, path = run_config(config, run_dir, suite=suite_obj, progress=progress)
+    print_summary(summary, path)
+
+
+@app.command("describe")
+def describe_cmd(suite: str = typer.Argument(..., help="Suite name (see `harness list`).")) -> None:
+    """A suite's contract: options (type, bounds, default, description), roles, scorers, metrics."""
+    try:
+        describe_suite(suite)
+    except HarnessError as exc:
+        _fail(str(exc))
+
+
+def describe_suite(name: str) -> None:
+    from harness.suite import describe_field, get_suite
+
+    suite = get_suite(name)
+    out.print(f"[bold]{suite.name}[/] {suite.version} -- {suite.description}", highlight=False)
+    out.print(f"roles: {', '.join(suite.roles)} (solver: {', '.join(suite.solver_roles) or 'none'})", highlight=False)
+    out.print(f"headline metric: {suite.headline_metric}", highlight=False)
+    table = Table(title="options (--suite-option KEY=VALUE)")
+    for col in ("option", "type and default", "description"):
+        table.add_column(col, overflow="fold")
+    for key, info in type(suite.options).model_fields.items():
+        table.add_row(key, describe_field(info), info.description or "")
+    out.print(table)
+    scorers = Table(title="scorers (--scorer NAME; the first is the default)")
+    for col in ("scorer", "roles", "description"):
+        scorers.add_column(col, overflow="fold")
+    for key, sc in suite.scorers().items():
+        scorers.add_row(key, ", ".join(sc.roles) or "-", sc.description)
+    out.print(scorers)
+
+
+@app.command("list")
+def list_cmd(options: Optional[str] = typer.Option(None, "--options", help="Print this suite's options (= harness describe SUITE).")) -> None:
+    """Suites installed, with version and sample count of their default corpus."""
+    from harness.suite import available_suites, get_suite
+
+    if options is not None:
+        try:
+            describe_suite(options)
+        except HarnessError as exc:
+            _fail(str(exc))
+        return
     table = Table()
     for col in ("suite", "version", "samples", "description"):
         table.add_column(col)
-    for name, ep in sorted(available_suites().items()):
+    for name in sorted(available_suites()):
         try:
-            suite = ep.load()()
+            suite = get_suite(name)
             n = str(len(suite.load_samples(None)))
             table.add_row(name, suite.version, n, suite.description)
         except (HarnessError, ImportError) as exc:

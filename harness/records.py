@@ -14,13 +14,38 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from harness.errors import HarnessError
 from harness.redact import redact_text, redact_url
 from harness.providers.base import Usage
+
+
+# Version of the records format. 1: records written before the suite contract (errors as strings,
+# no solve/score split); 2: typed errors, scorer named on every record, usage stored once. The
+# models below read both: validators migrate a version-1 record forward as it is loaded.
+RECORDS_FORMAT = 2
+
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+SampleStatus = Literal["ok", "error"]
+ErrorKind = Literal["timeout", "exception", "suite", "legacy"]
+Stage = Literal["solve", "score"]
+
+
+class Versioned(BaseModel):
+    """A record that names its format version. Records read from disk go through `load`, which
+    takes a record without `format` for version 1; validators migrate older versions forward."""
+
+    format: int = Field(RECORDS_FORMAT, description="records format version (1: written before versioning)")
+
+    @classmethod
+    def load(cls, text: str) -> Self:
+        data = json.loads(text)
+        if isinstance(data, dict):
+            data.setdefault("format", 1)
+        return cls.model_validate(data)
 
 
 def now_iso() -> str:
@@ -40,7 +65,9 @@ class RunConfig(BaseModel):
     max_tokens: int | None = None
     temperature: float | None = None
     judge_max_tokens: int | None = None
-    suite_options: dict[str, Any] = {}  # keyword options of the suite's constructor (e.g. planner budgets)
+    suite_options: dict[str, Any] = {}  # the suite's Options, validated and dumped (defaults included)
+    scorer: str | None = None  # None: the suite's default scorer
+    source_run: str | None = None  # set by `harness score`: the run whose transcripts are re-scored
     # execution only: these never change an answer, so they stay out of the hash
     max_connections: int = 8
     call_timeout_s: float = 600.0
@@ -54,7 +81,9 @@ class RunConfig(BaseModel):
                                           "max_retries", "cache"}
 
     def result_fields(self) -> dict[str, Any]:
-        return self.model_dump(exclude=self.EXECUTION_ONLY)
+        # Fields added in format 2 enter the hash only when set, so a config hashes as it did before.
+        unset = {k for k in ("scorer", "source_run") if getattr(self, k) is None}
+        return self.model_dump(exclude=self.EXECUTION_ONLY | unset)
 
 
 class Metric(BaseModel):
@@ -64,7 +93,7 @@ class Metric(BaseModel):
     n: int = 0  # independent units (e.g. dialogues) behind the figure
 
 
-class RunManifest(BaseModel):
+class RunManifest(Versioned):
     """Written to disk with secrets masked (see `harness.redact`); the live config keeps them."""
 
     run_id: str
@@ -77,8 +106,10 @@ class RunManifest(BaseModel):
     package_versions: dict[str, str] = Field(default_factory=dict)
     started: str
     ended: str | None = None
-    status: str = "running"  # running | complete | interrupted | failed
+    status: RunStatus = "running"
     command: list[str] = Field(default_factory=list)
+    scorer: str | None = Field(None, description="the scorer whose scores the samples carry")
+    source_run: str | None = Field(None, description="`harness score`: the run whose transcripts were re-scored")
 
 
 class CallRecord(BaseModel):
@@ -92,25 +123,52 @@ class CallRecord(BaseModel):
     usage: Usage
 
 
-class SampleRecord(BaseModel):
+class ErrorRecord(BaseModel):
+    """One error on a sample. `kind`: `timeout` (the stage ran out of time), `exception` (the
+    solver or scorer raised; `traceback` kept), `suite` (the suite recorded a failure in its own
+    words, e.g. one trigger's failed model call), `legacy` (a version-1 record's error string)."""
+
+    kind: ErrorKind
+    message: str
+    stage: Stage = "solve"
+    traceback: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class SampleRecord(Versioned):
+    """One sample of one epoch. `output` is the solver's transcript; `scores` what the run's
+    scorer made of it (the solver never writes scores, so `harness score` can redo them)."""
+
     sample_id: str
     epoch: int
-    seed: int
-    status: str  # ok | error
-    output: dict[str, Any] = Field(default_factory=dict)
-    scores: dict[str, Any] = Field(default_factory=dict)
-    usage: dict[str, Usage] = Field(default_factory=dict)
+    seed: int = Field(description="the seed every model call of this sample received")
+    status: SampleStatus
+    output: dict[str, Any] = Field(default_factory=dict, description="the transcript (the family's typed payload, dumped)")
+    scores: dict[str, Any] = Field(default_factory=dict, description="the scorer's values (the family's typed payload, dumped)")
+    scorer: str | None = Field(None, description="which scorer wrote `scores`")
+    usage: dict[str, Usage] = Field(default_factory=dict, description="tokens per role: the one place usage is stored")
     calls: list[CallRecord] = Field(default_factory=list)
-    errors: list[str] = Field(default_factory=list)
+    errors: list[ErrorRecord] = Field(default_factory=list)
     started: str
     duration_s: float
+
+    @model_validator(mode="before")
+    @classmethod
+    def _errors_as_records(cls, data: Any) -> Any:
+        """Version 1 stored errors as strings."""
+        if isinstance(data, dict) and any(isinstance(e, str) for e in data.get("errors", ())):
+            data = dict(data, errors=[{"kind": "legacy", "message": e} if isinstance(e, str) else e
+                                      for e in data["errors"]])
+        return data
 
     @property
     def key(self) -> tuple[str, int]:
         return (self.sample_id, self.epoch)
 
 
-class RunSummary(BaseModel):
+class RunSummary(Versioned):
     run_id: str
     suite: str
     suite_version: str
@@ -122,6 +180,8 @@ class RunSummary(BaseModel):
     usage: dict[str, Usage] = Field(default_factory=dict)
     calls: dict[str, dict[str, Any]] = Field(default_factory=dict)
     official: dict[str, Any] = Field(default_factory=dict)  # the suite's own release format, if any
+    scorer: str | None = None
+    source_run: str | None = None
 
 
 def write_json_atomic(path: Path, data: BaseModel | dict) -> None:
@@ -148,7 +208,7 @@ class RunFolder:
 
     def read_manifest(self) -> RunManifest:
         try:
-            return RunManifest.model_validate_json(self.manifest_path.read_text(encoding="utf-8"))
+            return RunManifest.load(self.manifest_path.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise HarnessError(
                 f"run {self.run_id!r} not found in {self.run_dir}: see `harness runs --run-dir {self.run_dir}`"
@@ -168,7 +228,7 @@ class RunFolder:
     def read_summary(self) -> RunSummary | None:
         if not self.summary_path.exists():
             return None
-        return RunSummary.model_validate_json(self.summary_path.read_text(encoding="utf-8"))
+        return RunSummary.load(self.summary_path.read_text(encoding="utf-8"))
 
     def repair_and_read_samples(self) -> list[SampleRecord]:
         """Drop a torn last line (a crash mid-write), then return each finished sample once."""
@@ -184,7 +244,7 @@ class RunFolder:
         for line in data.decode("utf-8").splitlines():
             if not line.strip():
                 continue
-            rec = SampleRecord.model_validate_json(line)
+            rec = SampleRecord.load(line)
             seen.setdefault(rec.key, rec)
         return list(seen.values())
 
@@ -195,7 +255,7 @@ class RunFolder:
         with open(self.samples_path, encoding="utf-8") as fh:
             for line in fh:
                 if line.endswith("\n") and line.strip():
-                    rec = SampleRecord.model_validate_json(line)
+                    rec = SampleRecord.load(line)
                     out.setdefault(rec.key, rec)
         return list(out.values())
 

@@ -15,10 +15,13 @@ import os
 import signal
 import subprocess
 import time
+import traceback
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any, TypeVar
 
 from harness.cache import CallCache
 from harness.calls import CallPolicy, ManagedModel
@@ -26,19 +29,23 @@ from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.providers import load_model, validate_spec
 from harness.records import (
+    RECORDS_FORMAT,
+    ErrorRecord,
     RunConfig,
     RunFolder,
     RunIndex,
     RunManifest,
     RunSummary,
     SampleRecord,
+    Stage,
     now_iso,
 )
 from harness.redact import redact_text
 from harness.spec import ModelSpec
-from harness.suite import Sample, SampleContext, Suite, get_suite
+from harness.suite import Sample, SampleContext, Scorer, Suite, error_records, get_suite, role_family
 from harness.providers.base import Usage
 
+T = TypeVar("T")
 TRACKED_PACKAGES = ("harness", "torch", "transformers", "openai", "litellm", "langgraph", "datasets", "vllm")
 
 
@@ -48,33 +55,89 @@ def sample_seed(base_seed: int, sample_id: str, epoch: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, ManagedModel],
-                  config: RunConfig) -> SampleRecord:
-    """The pure core: one sample in, one record out. Never raises except on cancellation."""
-    seed = sample_seed(config.seed, sample.id, epoch)
-    overrides = {
+def call_overrides(config: RunConfig) -> dict[str, dict[str, Any]]:
+    """The CLI's generation overrides per role (None = the suite's own setting)."""
+    return {
         role: {k: v for k, v in values.items() if v is not None}
         for role, values in (("assistant", {"max_tokens": config.max_tokens, "temperature": config.temperature}),
                              ("judge", {"max_tokens": config.judge_max_tokens}))
     }
-    ctx = SampleContext(models, seed, overrides)
-    started, t0 = now_iso(), time.perf_counter()
-    output, scores, errors = {}, {}, []
+
+
+async def _stage(coro: Awaitable[T], timeout_s: float, stage: Stage) -> tuple[T | None, list[ErrorRecord]]:
+    """Run one stage (solve or score) under the sample's time limit; an exception becomes a
+    typed error on the sample, never the run's end."""
     try:
-        async with asyncio.timeout(config.sample_timeout_s):
-            outcome = await suite.run_sample(sample, ctx)
-        output, scores, errors = outcome.output, outcome.scores, list(outcome.errors)
+        async with asyncio.timeout(timeout_s):
+            return await coro, []
     except asyncio.TimeoutError:
-        errors.append(f"sample timed out after {config.sample_timeout_s:g}s (raise --sample-timeout)")
+        return None, [ErrorRecord(kind="timeout", stage=stage,
+                                  message=f"{stage} timed out after {timeout_s:g}s (raise --sample-timeout)")]
     except Exception as exc:  # noqa: BLE001 - one sample's failure must not stop the run
-        errors.append(f"{type(exc).__name__}: {exc}")
-    if errors and not scores:
-        scores = suite.scores_on_failure(sample)
+        return None, [ErrorRecord(kind="exception", stage=stage, message=f"{type(exc).__name__}: {exc}",
+                                  traceback=traceback.format_exc(limit=20))]
+
+
+async def score_transcript(suite: Suite, scorer: Scorer, sample: Sample, output: dict[str, Any],
+                           ctx: SampleContext, timeout_s: float) -> tuple[dict[str, Any], list[ErrorRecord]]:
+    score, errors = await _stage(scorer.score(sample, output, ctx), timeout_s, "score")
+    if score is None:
+        return suite.scores_on_failure(sample), errors
+    return score.values, error_records(score.errors, "score")
+
+
+async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, ManagedModel],
+                  config: RunConfig) -> SampleRecord:
+    """The pure core: one sample in, one record out (solve, then score). Never raises except on
+    cancellation."""
+    seed = sample_seed(config.seed, sample.id, epoch)
+    ctx = SampleContext(models, seed, call_overrides(config))
+    scorer = suite.scorer(config.scorer)
+    started, t0 = now_iso(), time.perf_counter()
+    transcript, errors = await _stage(suite.solve(sample, ctx), config.sample_timeout_s, "solve")
+    if transcript is None:  # nothing to score: count what it should have produced as errors
+        output, scores = {}, suite.scores_on_failure(sample)
+    else:
+        output = transcript.output
+        errors += error_records(transcript.errors, "solve")
+        scores, score_errors = await score_transcript(suite, scorer, sample, output, ctx, config.sample_timeout_s)
+        errors += score_errors
     return SampleRecord(
         sample_id=sample.id, epoch=epoch, seed=seed, status="error" if errors else "ok",
-        output=output, scores=scores, usage=ctx.usage, calls=ctx.calls, errors=errors,
+        output=output, scores=scores, scorer=scorer.name, usage=ctx.usage, calls=ctx.calls, errors=errors,
         started=started, duration_s=round(time.perf_counter() - t0, 4),
     )
+
+
+async def rescore_one(suite: Suite, sample: Sample, source: SampleRecord, models: dict[str, ManagedModel],
+                      config: RunConfig) -> SampleRecord:
+    """`harness score`: a finished sample's transcript scored again, with the source's seed (so a
+    re-score with the same judge and cache makes the same calls). A sample whose solve failed keeps
+    its solve errors and failure scores: there is no transcript to score."""
+    ctx = SampleContext(models, source.seed, call_overrides(config))
+    scorer = suite.scorer(config.scorer)
+    started, t0 = now_iso(), time.perf_counter()
+    solve_errors = [e for e in source.errors if e.stage == "solve"]
+    if not source.output:
+        scores, errors = suite.scores_on_failure(sample), solve_errors
+    else:
+        scores, score_errors = await score_transcript(suite, scorer, sample, source.output, ctx,
+                                                      config.sample_timeout_s)
+        errors = solve_errors + score_errors
+    return SampleRecord(
+        sample_id=sample.id, epoch=source.epoch, seed=source.seed, status="error" if errors else "ok",
+        output=source.output, scores=scores, scorer=scorer.name, usage=ctx.usage, calls=ctx.calls, errors=errors,
+        started=started, duration_s=round(time.perf_counter() - t0, 4),
+    )
+
+
+@dataclass
+class WorkItem:
+    """One record to write: a sample of an epoch, or (re-scoring) a source record to score again."""
+
+    sample: Sample
+    epoch: int
+    source: SampleRecord | None = None
 
 
 @dataclass
@@ -83,9 +146,17 @@ class RunPlan:
     config: RunConfig
     folder: RunFolder
     manifest: RunManifest
-    todo: list[tuple[Sample, int]]
+    todo: list[WorkItem]
     done: list[SampleRecord] = field(default_factory=list)
     resumed: bool = False
+
+    @property
+    def called_roles(self) -> tuple[str, ...]:
+        """The roles this run calls: all of them, or only the scorer's when re-scoring."""
+        if self.config.source_run:
+            wanted = self.suite.scorer(self.config.scorer).roles
+            return tuple(r for r in self.config.models if role_family(r) in wanted)
+        return tuple(self.config.models)
 
 
 def config_hash(suite: Suite, config: RunConfig, corpus_id: dict) -> str:
@@ -131,12 +202,16 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
                 f"run {resume} used {suite.name} version {manifest.suite_version}, installed is {suite.version}: start a new run"
             )
     suite = suite or get_suite(config.suite, config.suite_options)
+    suite.scorer(config.scorer)  # an unknown scorer is bad input, found before anything is written
     for role, text in config.models.items():
         flag = f"--{role.split('_')[0]}-model" if role != "assistant" else "--model"
         validate_spec(ModelSpec.parse(text, base_url=_base_url_for(config, text), flag=flag))
-    samples = suite.load_samples(config.corpus)
-    if config.limit is not None:
-        samples = samples[: config.limit]
+    if config.source_run:
+        samples, sources = _rescore_inputs(suite, config, run_dir)
+    else:
+        samples, sources = suite.load_samples(config.corpus), {}
+        if config.limit is not None:
+            samples = samples[: config.limit]
     corpus_id = suite.corpus_identity(config.corpus) | {"samples": len(samples)}
     chash = config_hash(suite, config, corpus_id)
     if resume:
@@ -149,25 +224,60 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
             manifest = folder.read_manifest()
             resume = unfinished
         else:
-            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
-            run_id = f"{suite.name}-{stamp}-{chash[:6]}"
-            folder = RunFolder(run_dir, run_id)
-            n = 1
-            while folder.exists():
-                n += 1
-                folder = RunFolder(run_dir, f"{run_id}-{n}")
+            folder = _new_folder(run_dir, suite, config, chash)
             manifest = RunManifest(
                 run_id=folder.run_id, suite=suite.name, suite_version=suite.version, config=config,
                 config_hash=chash, corpus=corpus_id, git_revision=git_revision(),
                 package_versions=package_versions(), started=now_iso(),
                 command=[redact_text(arg) for arg in command or []],
+                scorer=suite.scorer(config.scorer).name, source_run=config.source_run,
             )
     done = folder.repair_and_read_samples() if resume else []
     done_keys = {r.key for r in done}
-    todo = [(s, e) for e in range(config.epochs) for s in samples if (s.id, e) not in done_keys]
+    if config.source_run:
+        by_id = {s.id: s for s in samples}
+        todo = [WorkItem(by_id[k[0]], k[1], rec) for k, rec in sources.items() if k not in done_keys]
+    else:
+        todo = [WorkItem(s, e) for e in range(config.epochs) for s in samples if (s.id, e) not in done_keys]
     manifest.config = config
     return RunPlan(suite=suite, config=config, folder=folder, manifest=manifest, todo=todo, done=done,
                    resumed=bool(resume))
+
+
+def _new_folder(run_dir: Path, suite: Suite, config: RunConfig, chash: str) -> RunFolder:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+    kind = "score-" if config.source_run else ""
+    run_id = f"{suite.name}-{kind}{stamp}-{chash[:6]}"
+    folder = RunFolder(run_dir, run_id)
+    n = 1
+    while folder.exists():
+        n += 1
+        folder = RunFolder(run_dir, f"{run_id}-{n}")
+    return folder
+
+
+def _rescore_inputs(suite: Suite, config: RunConfig,
+                    run_dir: Path) -> tuple[list[Sample], dict[tuple[str, int], SampleRecord]]:
+    """The source run's finished records and the dataset samples they belong to. The corpus must
+    be the one the source run read (same content hash): a transcript is scored against its sample."""
+    source = RunFolder(run_dir, config.source_run or "")
+    manifest = source.read_manifest()
+    if manifest.suite != suite.name:
+        raise HarnessError(f"run {source.run_id} is a {manifest.suite} run, not {suite.name}")
+    records = {r.key: r for r in source.read_samples()}
+    if not records:
+        raise HarnessError(f"run {source.run_id} has no finished samples to score yet: resume it first "
+                           f"(`harness eval --resume {source.run_id} --run-dir {run_dir}`)")
+    samples = suite.load_samples(config.corpus)
+    then, now = manifest.corpus.get("sha256"), suite.corpus_identity(config.corpus).get("sha256")
+    if then != now:
+        raise HarnessError(f"run {source.run_id}: its corpus {manifest.corpus.get('path') or '(default)'} changed since "
+                           "it ran (content hash differs): re-score needs the samples it was solved on")
+    known = {s.id for s in samples}
+    missing = sorted({k[0] for k in records} - known)
+    if missing:
+        raise HarnessError(f"run {source.run_id}: samples {missing[:3]} are not in its corpus any more")
+    return [s for s in samples if s.id in {k[0] for k in records}], dict(sorted(records.items()))
 
 
 def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
@@ -188,12 +298,16 @@ def _base_url_for(config: RunConfig, spec_text: str) -> str | None:
     return None if spec_text.startswith("local/") else config.base_url
 
 
-def build_models(config: RunConfig, cache: CallCache | None) -> dict[str, ManagedModel]:
-    """One ManagedModel per distinct spec, so the concurrency limit is per model."""
+def build_models(config: RunConfig, cache: CallCache | None,
+                 only: tuple[str, ...] | None = None) -> dict[str, ManagedModel]:
+    """One ManagedModel per distinct spec, so the concurrency limit is per model (`only`: the roles
+    the run calls; a re-score never loads the model under test)."""
     policy = CallPolicy(timeout_s=config.call_timeout_s, max_retries=config.max_retries)
     by_spec: dict[str, ManagedModel] = {}
     roles = {}
     for role, text in config.models.items():
+        if only is not None and role not in only:
+            continue
         if text not in by_spec:
             model = load_model(ModelSpec.parse(text, base_url=_base_url_for(config, text)))
             by_spec[text] = ManagedModel(model, max_connections=config.max_connections, policy=policy,
@@ -207,7 +321,7 @@ async def execute(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
     config, folder, manifest, suite = plan.config, plan.folder, plan.manifest, plan.suite
     run_dir = folder.run_dir
     cache = CallCache(run_dir / "cache.sqlite") if config.cache else None
-    models = build_models(config, cache)
+    models = build_models(config, cache, plan.called_roles)
     records = list(plan.done)
     manifest.status, manifest.ended = "running", None
     folder.write_manifest(manifest)
@@ -224,10 +338,13 @@ async def execute(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
             async def worker() -> None:
                 while True:
                     try:
-                        sample, epoch = queue.get_nowait()
+                        item = queue.get_nowait()
                     except asyncio.QueueEmpty:
                         return
-                    record = await run_one(suite, sample, epoch, models, config)
+                    if item.source is None:
+                        record = await run_one(suite, item.sample, item.epoch, models, config)
+                    else:
+                        record = await rescore_one(suite, item.sample, item.source, models, config)
                     folder.append(record)
                     records.append(record)
                     progress.advance(record.status == "error")
@@ -272,6 +389,7 @@ def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
         headline_metric=suite.headline_metric, metrics=suite.metrics(records, seed=seed),
         breakdowns=suite.breakdowns(records, seed=seed), epochs=epoch_spread(suite, records, seed),
         counts=counts, usage=usage, calls=calls, official=suite.official_summary(records),
+        scorer=manifest.scorer, source_run=manifest.source_run,
     )
 
 

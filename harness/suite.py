@@ -1,23 +1,44 @@
 """The suite contract and the registry (entry-point group `harness.suites`).
 
-The core knows no specific suite: environments register theirs in pyproject.toml, e.g.
+A suite is declared, not introspected: typed `Options` (a pydantic model: types, defaults,
+bounds, descriptions), the roles its solver needs, a dataset (`load_samples` + `corpus_identity`),
+a solver (`solve`: the agent that writes a transcript), one or more scorers (`scorers()`:
+`score(sample, transcript, ctx) -> Score`), and metrics over the scored records. Solving and
+scoring are separate steps, so `harness score` can redo the scores of any run without calling
+the model under test again.
+
+The core knows no specific suite: families register theirs in pyproject.toml, e.g.
     [project.entry-points."harness.suites"]
     proact = "environments.proact.suite:ProactOfflineSuite"
 """
 
 from __future__ import annotations
 
-import inspect
-
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
-from typing import Any
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
 
 from harness.calls import ManagedModel
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelOutput, Usage
-from harness.records import CallRecord, Metric, SampleRecord
+from harness.records import CallRecord, ErrorRecord, Metric, SampleRecord, Stage
+
+
+def role_family(role: str) -> str:
+    """`judge_2` -> `judge`: the extra members of a panel belong to their role."""
+    base, sep, n = role.rpartition("_")
+    return base if sep and n.isdigit() else role
+
+
+class SuiteOptions(BaseModel):
+    """Base of every suite's `Options`: unknown keys are errors, values are immutable once built."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 @dataclass
@@ -27,12 +48,24 @@ class Sample:
 
 
 @dataclass
-class SampleOutcome:
-    """What a suite returns for one sample; the runner adds ids, usage, calls and timing."""
+class Transcript:
+    """What a solver returns for one sample: the transcript and the errors met on the way."""
 
     output: dict[str, Any]
-    scores: dict[str, Any]
-    errors: list[str] = field(default_factory=list)
+    errors: list[ErrorRecord | str] = field(default_factory=list)
+
+
+@dataclass
+class Score:
+    """What a scorer returns for one transcript."""
+
+    values: dict[str, Any]
+    errors: list[ErrorRecord | str] = field(default_factory=list)
+
+
+def error_records(errors: list[ErrorRecord | str], stage: Stage) -> list[ErrorRecord]:
+    """A suite may report errors as plain text; the record keeps them typed (`kind` = suite)."""
+    return [e if isinstance(e, ErrorRecord) else ErrorRecord(kind="suite", message=e, stage=stage) for e in errors]
 
 
 class SampleContext:
@@ -51,6 +84,8 @@ class SampleContext:
             config = config.merged(**overrides)
         if config.seed is None:
             config = config.model_copy(update={"seed": self.seed})
+        if role not in self.models:
+            raise HarnessError(f"role {role!r} has no model in this run (roles: {', '.join(self.models)})")
         model = self.models[role]
         out = await model.generate(messages, config)
         self.usage.setdefault(role, Usage()).add(out.usage if not out.cached else Usage())
@@ -61,13 +96,55 @@ class SampleContext:
         return out
 
 
-class Suite(ABC):
+class Scorer(Protocol):
+    """Scores one transcript. `roles`: the model roles it calls (a judge), () for a pure scorer."""
+
     name: str
-    version: str
-    roles: tuple[str, ...] = ("assistant",)
-    headline_metric: str
+    roles: tuple[str, ...]
+    description: str
+
+    async def score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score: ...
+
+
+@dataclass(frozen=True)
+class FunctionScorer:
+    """A scorer made of one async function (most suites' scorers are a method of the suite)."""
+
+    name: str
+    fn: Callable[[Sample, dict[str, Any], SampleContext], Awaitable[Score]]
+    roles: tuple[str, ...] = ()
     description: str = ""
 
+    async def score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        return await self.fn(sample, transcript, ctx)
+
+
+class Suite(ABC):
+    name: ClassVar[str]
+    version: ClassVar[str]
+    headline_metric: ClassVar[str]
+    description: ClassVar[str] = ""
+    Options: ClassVar[type[SuiteOptions]] = SuiteOptions
+
+    def __init__(self, options: SuiteOptions | None = None) -> None:
+        self.options = options if options is not None else self.Options()
+
+    # ------------------------------------------------------------------ roles
+    @property
+    def solver_roles(self) -> tuple[str, ...]:
+        """The model roles the solver calls (may depend on the options, e.g. the agent)."""
+        return ("assistant",)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Every role of a run with the default scorer."""
+        return self.roles_with(None)
+
+    def roles_with(self, scorer: str | None) -> tuple[str, ...]:
+        extra = tuple(r for r in self.scorer(scorer).roles if r not in self.solver_roles)
+        return self.solver_roles + extra
+
+    # ------------------------------------------------------------------ dataset
     @abstractmethod
     def load_samples(self, corpus: str | None) -> list[Sample]:
         """All samples of the corpus (default corpus when None); raise HarnessError on bad input."""
@@ -76,19 +153,33 @@ class Suite(ABC):
         """Path and content hash of the corpus, for the manifest and the config hash."""
         return {"path": corpus}
 
+    # ------------------------------------------------------------------ solve, score
     @abstractmethod
-    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
-        """Run one sample. Model errors may be caught and recorded inside the outcome; anything
-        raised is recorded on the sample by the runner and the run goes on."""
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        """Produce one sample's transcript. Model errors may be recorded in it; anything raised is
+        recorded on the sample by the runner and the run goes on (the sample is then not scored)."""
 
     @abstractmethod
-    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        """Metrics with CIs over the suite's independent unit."""
+    def scorers(self) -> dict[str, Scorer]:
+        """The suite's scorers by name; the first is the default."""
+
+    def scorer(self, name: str | None) -> Scorer:
+        found = self.scorers()
+        if name is None:
+            return next(iter(found.values()))
+        if name not in found:
+            raise HarnessError(f"--scorer {name}: suite {self.name!r} has no such scorer (choose one of {', '.join(found)})")
+        return found[name]
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can
         count what it should have produced as errors instead of dropping it."""
         return {}
+
+    # ------------------------------------------------------------------ metrics
+    @abstractmethod
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        """Metrics with CIs over the suite's independent unit."""
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         """The headline metric per group (e.g. per style), if the suite has groups."""
@@ -101,55 +192,54 @@ class Suite(ABC):
         return {}
 
 
-def available_suites() -> dict[str, Any]:
+# ---------------------------------------------------------------------- registry
+def available_suites() -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group="harness.suites")}
 
 
-def get_suite(name: str, options: dict[str, Any] | None = None) -> Suite:
-    """The installed suite `name`, built with `options` (keyword arguments of its constructor)."""
+def suite_class(name: str) -> type[Suite]:
     eps = available_suites()
     if name not in eps:
         known = ", ".join(sorted(eps)) or "none installed (run `pip install -e .`)"
         raise HarnessError(f"unknown suite {name!r}: choose one of {known} (see `harness list`)")
     cls = eps[name].load()
-    return cls(**coerce_suite_options(name, cls, options or {}))
+    if not (isinstance(cls, type) and issubclass(cls, Suite)):
+        raise HarnessError(f"suite {name!r}: its entry point {eps[name].value} is not a harness.suite.Suite subclass")
+    return cls
 
 
-def suite_option_names(cls: type) -> dict[str, Any]:
-    """Keyword options a suite class accepts, with their defaults; a constructor that passes
-    `**options` on to its base also accepts the base's (its own defaults win)."""
-    out: dict[str, Any] = {}
-    for klass in cls.__mro__:
-        if "__init__" not in vars(klass):
-            continue
-        params = inspect.signature(klass.__init__).parameters
-        for p in params.values():
-            if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty:
-                out.setdefault(p.name, p.default)
-        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-            break
-    return out
+def get_suite(name: str, options: dict[str, Any] | None = None) -> Suite:
+    """The installed suite `name`, built once with its options validated by its `Options` model
+    (text values from the command line are coerced by pydantic: `planner_attempts=1` is an int)."""
+    cls = suite_class(name)
+    return cls(parse_options(name, cls.Options, options or {}))
 
 
-def coerce_suite_options(name: str, cls: type, options: dict[str, Any]) -> dict[str, Any]:
-    """Check option names against the suite's constructor and convert text values to the type of
-    each option's default, so `--suite-option planner_attempts=1` reaches the suite as an int."""
-    known = suite_option_names(cls)
-    out: dict[str, Any] = {}
-    for key, value in options.items():
-        if key not in known:
-            choices = ", ".join(f"{k}={v!r}" for k, v in known.items()) or "none"
-            raise HarnessError(f"--suite-option {key}: suite {name!r} has no such option (options and defaults: {choices})")
-        default = known[key]
-        kind = type(default) if default is not None else str
-        if not isinstance(value, str) or kind is str:
-            out[key] = value
-            continue
-        try:
-            out[key] = {"true": True, "false": False}[value.lower()] if kind is bool else kind(value)
-        except (KeyError, ValueError):
-            raise HarnessError(f"--suite-option {key}={value}: expected a {kind.__name__} like {default!r}") from None
-    return out
+def parse_options(suite: str, model: type[SuiteOptions], raw: dict[str, Any]) -> SuiteOptions:
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else "?"
+        if first["type"] == "extra_forbidden":
+            choices = ", ".join(f"{n}={f.default!r}" for n, f in model.model_fields.items()) or "none"
+            raise HarnessError(f"--suite-option {key}: suite {suite!r} has no such option (options and defaults: {choices})") from None
+        value = raw.get(key)
+        info = model.model_fields.get(key)
+        allowed = describe_field(info) if info else ""
+        raise HarnessError(f"--suite-option {key}={value}: {first['msg'].lower()} (allowed: {allowed})") from None
+
+
+def describe_field(info: FieldInfo) -> str:
+    """`int >= 1 (default 10)`: type, bounds and default of one option."""
+    ann = info.annotation
+    kind = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+    bounds = []
+    for meta in info.metadata:
+        for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+            if getattr(meta, attr, None) is not None:
+                bounds.append(f"{sign} {getattr(meta, attr)}")
+    return kind + (" " + ", ".join(bounds) if bounds else "") + f" (default {info.default!r})"
 
 
 def parse_suite_options(items: list[str]) -> dict[str, str]:

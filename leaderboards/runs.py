@@ -100,6 +100,8 @@ def _details(run: RunInfo) -> RunInfo:
         run.models = dict(manifest.config.models)
         run.base_url = manifest.config.base_url
         run.setup = setup_label(manifest.config.suite_options, run.models)
+        if manifest.source_run:  # a re-score is its own row: never pooled with the run it re-scored
+            run.setup = "; ".join(filter(None, [run.setup, f"scored by {manifest.scorer} from {manifest.source_run}"]))
     try:
         summary: RunSummary | None = folder.read_summary()
     except ValueError:

@@ -151,9 +151,14 @@ def _rubric(rubric: dict[str, Any]) -> str:
     return f'<table class="rubric">{rows}</table>'
 
 
-def _dialogue(output: dict[str, Any]) -> str:
-    """ProactBench-format rows: turns with the regenerated reply at each trigger, its rubric and verdict."""
-    triggers = {tp.get("turn"): tp for tp in output.get("trigger_points") or [] if isinstance(tp, dict)}
+def _dialogue(output: dict[str, Any], scores: dict[str, Any]) -> str:
+    """ProactBench-format rows: turns with the regenerated reply at each trigger, its rubric and
+    verdict (the scorer's `verdicts`; records of format 1 kept them in the output)."""
+    triggers = {tp.get("turn"): dict(tp) for tp in output.get("trigger_points") or [] if isinstance(tp, dict)}
+    for v in scores.get("verdicts") or []:
+        if isinstance(v, dict):
+            triggers.setdefault(v.get("turn"), {"evaluation_rubric": {"type": v.get("type")}})["evaluation_result"] = \
+                v.get("evaluation_result")
     parts = []
     for tr in output.get("turn_records") or []:
         tp = triggers.get(tr.get("turn"))
@@ -175,6 +180,11 @@ def _dialogue(output: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _error_text(error: Any) -> str:
+    """An error record (`{kind, message, ...}`, format 2) or a plain string (format 1)."""
+    return f"{error.get('kind')}: {error.get('message')}" if isinstance(error, dict) else str(error)
+
+
 def _chat(messages: list[Any]) -> str:
     return "".join(_message(str(m.get("role", "?")), _e(m.get("content"))) for m in messages if isinstance(m, dict))
 
@@ -190,11 +200,11 @@ def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> 
              f"<p>epoch {_e(record.get('epoch'))} &middot; seed {_e(record.get('seed'))} &middot; status "
              f"{_e(record.get('status'))} &middot; {_e(record.get('duration_s'))} s &middot; {_e(record.get('started'))}</p>"]
     if record.get("errors"):
-        parts.append('<div class="errors"><b>errors</b><ul>' + "".join(f"<li>{_e(e)}</li>" for e in record["errors"])
+        parts.append('<div class="errors"><b>errors</b><ul>' + "".join(f"<li>{_e(_error_text(e))}</li>" for e in record["errors"])
                      + "</ul></div>")
     transcript = ""
     if output.get("turn_records"):
-        transcript = _dialogue(output)
+        transcript = _dialogue(output, record.get("scores") or {})
     elif isinstance(output.get("messages") or output.get("transcript"), list):
         transcript = _chat(output.get("messages") or output.get("transcript"))
     scores = f"<pre>{_e(json.dumps(record.get('scores'), indent=2, ensure_ascii=False))}</pre>"

@@ -161,8 +161,8 @@ def test_exhausted_retries_are_recorded_on_the_sample_and_the_run_goes_on(tmp_pa
     assert n_triggers > 0 and summary["counts"]["triggers_pass"] == 0
     assert summary["metrics"]["proactivity_overall_pass_rate"]["value"] is None
     rec = _only_run(run_dir).read_samples()[0]
-    assert rec.status == "error" and "gave up after 2 attempts" in rec.errors[0]
-    assert rec.output["trigger_points"][0]["evaluation_result"]["status"] == "ERROR"
+    assert rec.status == "error" and "gave up after 2 attempts" in rec.errors[0].message and rec.errors[0].kind == "suite"
+    assert rec.scores["verdicts"][0]["evaluation_result"]["status"] == "ERROR"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -206,7 +206,7 @@ def test_judge_panel_and_epochs_are_recorded(tmp_path):
     assert summary["epochs"]["proactivity_overall_pass_rate"]["std"] == 0.0
     records = _only_run(run_dir).read_samples()
     assert len(records) == 4
-    result = records[0].output["trigger_points"][0]["evaluation_result"]
+    result = records[0].scores["verdicts"][0]["evaluation_result"]
     assert [j["model"] for j in result["judges"]] == ["openai/j", "litellm/openai/k"]
     assert result["votes"] == {"PASS": 2}
     assert {"judge", "judge_2"} <= set(records[0].usage)

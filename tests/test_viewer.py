@@ -15,7 +15,7 @@ from html import escape
 
 import pytest
 
-from harness.records import RunFolder
+from harness.records import ErrorRecord, RunFolder
 from leaderboards.viewer import PER_PAGE, make_server
 from tests.conftest import REPO
 from tests.leaderboard_runs import loopback_runs, write_run  # noqa: F401 (fixture)
@@ -61,7 +61,7 @@ def test_lists_runs_of_every_run_dir_and_opens_a_sample(loopback_runs):
         assert status == 200
         record = RunFolder(runs.main, runs.ids["c"]).read_samples()[0]
         assert record.sample_id in html
-        tp = record.output["trigger_points"][0]
+        tp = record.output["trigger_points"][0]  # the rubric; the verdict is the scorer's
         assert tp["evaluation_rubric"]["pass_criteria"][:60] in html  # the rubric
         assert '<span class="label FAIL">FAIL</span>' in html and "it ignored the anchor" in html  # label, rationale
         # The evidence is marked inside the graded reply.
@@ -84,11 +84,13 @@ def test_unknown_run_sample_and_paths_are_404_with_a_way_back(loopback_runs):
 
 def test_model_output_is_escaped_text(loopback_runs, tmp_path):
     record = RunFolder(loopback_runs.main, loopback_runs.ids["c"]).read_samples()[0]
-    output = record.output
+    output, scores = record.output, record.scores
     output["turn_records"][0]["assistant_response"] = f"Sure. {XSS} Done."
-    output["trigger_points"][0]["evaluation_result"]["evidence"] = "<script>"
-    output["trigger_points"][0]["evaluation_result"]["rationale"] = '</p><script>window.pwned = 3</script>'
-    write_run(tmp_path, "proact-xss", [record.model_copy(update={"output": output, "errors": ["<b>boom</b>"]})])
+    verdict = scores["verdicts"][0]["evaluation_result"]
+    verdict["evidence"] = "<script>"
+    verdict["rationale"] = '</p><script>window.pwned = 3</script>'
+    error = ErrorRecord(kind="suite", message="<b>boom</b>")
+    write_run(tmp_path, "proact-xss", [record.model_copy(update={"output": output, "scores": scores, "errors": [error]})])
     with serving(tmp_path) as url:
         status, html, _ = get(url + "/runs/proact-xss/samples/0")
     assert status == 200

@@ -13,7 +13,9 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator
 
 from agents import cdwm as cdwm_agent
 from agents import react as react_agent
@@ -22,14 +24,38 @@ from environments.cdwm.env import CdwmEnvironment
 from environments.cdwm.mask import ActionMask
 from environments.cdwm.metrics import cdwm_counts, cdwm_metrics, episode_scores, failure_scores
 from environments.cdwm.reward import composite_reward
-from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
-from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
 AGENTS = {"react": react_agent, "cdwm": cdwm_agent}
 JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=16)  # the evaluators' judges answer in a word or two
 JUDGE_TIMEOUT_S = 900.0
+
+
+class CdwmOptions(SuiteOptions):
+    """The agent and its budgets; every CDWM suite takes these (its own options extend them)."""
+
+    agent: str = Field("react", description="the agent: react (the ReAct baseline) or cdwm (the CDWM agent)")
+    max_steps: int = Field(10, ge=1, description="agent steps per episode")
+    obs_chars: int = Field(6000, ge=200, description="characters of an observation that reach a prompt")
+    policy_max_tokens: int = Field(96, ge=1, description="max new tokens per policy reply")
+    parse_attempts: int = Field(2, ge=1, description="policy asks per step until a usable action")
+    candidates: int = Field(3, ge=1, description="CDWM: candidate actions per step")
+    horizon: int = Field(2, ge=1, le=2, description="CDWM: lookahead depth (1 or 2)")
+    confidence_threshold: float = Field(0.5, ge=0.0, le=1.0, description="CDWM: abstain under this confidence")
+    cost_threshold: float = Field(0.0, description="CDWM: irreversible cost a candidate may carry unasked")
+    risk_lambda: float = Field(1.0, ge=0.0, description="CDWM: weight of predicted risk against progress")
+    wm_max_tokens: int = Field(160, ge=1, description="CDWM: max new tokens per world-model reply")
+    wm_attempts: int = Field(2, ge=1, description="CDWM: world-model asks per candidate until valid JSON")
+    parallel_envs: int = Field(1, ge=1, description="episodes (environments) running at once")
+
+    @field_validator("agent")
+    @classmethod
+    def _known_agent(cls, value: str) -> str:
+        if value not in AGENTS:
+            raise ValueError(f"unknown agent; choose one of {', '.join(AGENTS)}")
+        return value
 
 
 class CdwmSuite(Suite):
@@ -37,31 +63,28 @@ class CdwmSuite(Suite):
     mask: ActionMask | None = None
     world_model_help: str | None = None  # how this world names entities and relations (world-model prompt)
     uses_judge = False  # True when the environment's evaluator may ask a judge model (role `judge`)
+    Options: ClassVar[type[SuiteOptions]] = CdwmOptions
+    options: CdwmOptions
 
-    def __init__(self, *, agent: str = "react", max_steps: int = 10, obs_chars: int = 6000,
-                 policy_max_tokens: int = 96, parse_attempts: int = 2, candidates: int = 3, horizon: int = 2,
-                 confidence_threshold: float = 0.5, cost_threshold: float = 0.0, risk_lambda: float = 1.0,
-                 wm_max_tokens: int = 160, wm_attempts: int = 2, parallel_envs: int = 1) -> None:
-        if agent not in AGENTS:
-            raise HarnessError(f"--agent {agent}: unknown agent; choose one of {', '.join(AGENTS)}")
-        checks = {"max_steps": max_steps >= 1, "candidates": candidates >= 1, "horizon": horizon in (1, 2),
-                  "confidence_threshold": 0 <= confidence_threshold <= 1, "parse_attempts": parse_attempts >= 1,
-                  "wm_attempts": wm_attempts >= 1, "obs_chars": obs_chars >= 200, "parallel_envs": parallel_envs >= 1}
-        for name, ok in checks.items():
-            if not ok:
-                raise HarnessError(f"--suite-option {name}: out of range (max_steps/candidates/attempts >= 1, "
-                                   "horizon 1 or 2, confidence_threshold in [0, 1], obs_chars >= 200, parallel_envs >= 1)")
-        self.agent = agent
-        # The CDWM agent asks a world model; by default it is the model under test (`--world-model` names another).
-        self.roles = ("assistant",) + (("world_model",) if agent == "cdwm" else ()) + (("judge",) if self.uses_judge else ())
+    def __init__(self, options: CdwmOptions | None = None) -> None:
+        super().__init__(options)
+        o = self.options
+        self.agent = o.agent
         # Environments are heavy (a browser each): at most this many episodes run at once.
-        self.parallel_envs = parallel_envs
+        self.parallel_envs = o.parallel_envs
         self._env_slots: asyncio.Semaphore | None = None
-        self.config = AgentConfig(max_steps=max_steps, obs_chars=obs_chars, policy_max_tokens=policy_max_tokens,
-                                  parse_attempts=parse_attempts, candidates=candidates, horizon=horizon,
-                                  confidence_threshold=confidence_threshold, cost_threshold=cost_threshold,
-                                  risk_lambda=risk_lambda, wm_max_tokens=wm_max_tokens, wm_attempts=wm_attempts,
+        self.config = AgentConfig(max_steps=o.max_steps, obs_chars=o.obs_chars, policy_max_tokens=o.policy_max_tokens,
+                                  parse_attempts=o.parse_attempts, candidates=o.candidates, horizon=o.horizon,
+                                  confidence_threshold=o.confidence_threshold, cost_threshold=o.cost_threshold,
+                                  risk_lambda=o.risk_lambda, wm_max_tokens=o.wm_max_tokens, wm_attempts=o.wm_attempts,
                                   mask=self.mask, world_model_help=self.world_model_help)
+
+    @property
+    def solver_roles(self) -> tuple[str, ...]:
+        # The CDWM agent asks a world model (by default the model under test; `--world-model` names
+        # another); the environment's evaluator may ask a judge, inside the episode.
+        return (("assistant",) + (("world_model",) if self.agent == "cdwm" else ())
+                + (("judge",) if self.uses_judge else ()))
 
     @abstractmethod
     def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> CdwmEnvironment:
@@ -87,13 +110,13 @@ class CdwmSuite(Suite):
     def intent_of(self, sample: Sample) -> str:
         return str(self.task_of(sample)["intent"])
 
-    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         if self._env_slots is None:
             self._env_slots = asyncio.Semaphore(self.parallel_envs)
         async with self._env_slots:
             return await self._run_episode(sample, ctx)
 
-    async def _run_episode(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+    async def _run_episode(self, sample: Sample, ctx: SampleContext) -> Transcript:
         module = AGENTS[self.agent]
         judge = self._judge_for(ctx)
         env = await ThreadedEnv.create(lambda: self.make_env(sample, judge))
@@ -107,20 +130,26 @@ class CdwmSuite(Suite):
             evaluation = await env.evaluate()
         finally:
             await env.close()
-        steps = [asdict(s) for s in state["steps"]]
         # Tokens as generated, also for calls served from the cache (their recorded usage).
         tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in ctx.calls)
-        scores = episode_scores(steps, evaluation, tokens, state.get("ended_by", ""))
-        reward = composite_reward(scores)
-        scores |= {"reward": reward.value, "reward_label": reward.label, "reward_components": reward.metadata["components"]}
         output = {
             "task_id": self.task_of(sample).get("task_id", sample.id), "intent": self.intent_of(sample),
             "agent": self.agent, "ended_by": state.get("ended_by"), "abstain_reason": state.get("abstain_reason"),
-            "evaluation": evaluation, "steps": steps, "tokens": tokens, "episode_s": round(time.perf_counter() - t0, 3),
-            "token_usage": {role: u.model_dump() for role, u in sorted(ctx.usage.items())},
-            "mask": self.mask.name if self.mask else None,
+            "evaluation": evaluation, "steps": [asdict(s) for s in state["steps"]], "tokens": tokens,
+            "episode_s": round(time.perf_counter() - t0, 3), "mask": self.mask.name if self.mask else None,
         }
-        return SampleOutcome(output=output, scores=scores, errors=errors)
+        return Transcript(output=output, errors=errors)
+
+    def scorers(self) -> dict[str, Scorer]:
+        return {"cdwm": FunctionScorer("cdwm", self._score_episode,
+                                       description="CDWM's metrics over ground-truth deltas and the composite reward")}
+
+    async def _score_episode(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        scores = episode_scores(transcript["steps"], transcript["evaluation"], transcript["tokens"],
+                                transcript.get("ended_by") or "")
+        reward = composite_reward(scores)
+        scores |= {"reward": reward.value, "reward_label": reward.label, "reward_components": reward.metadata["components"]}
+        return Score(values=scores)
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         return failure_scores() | {"reward": 0.0, "reward_label": "ERROR", "reward_components": {}}

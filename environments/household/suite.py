@@ -16,8 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field, field_validator
+
 from environments.cdwm.mask import NONE, ActionMask
-from environments.cdwm.suite_base import CdwmSuite
+from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.household import generator
 from environments.household.official import DEFAULT_SPLIT, OfficialDataError, data_root, intent_of_game, official_tasks
 from harness.errors import HarnessError
@@ -44,6 +46,20 @@ HOUSEHOLD_WORLD_MODEL_HELP = (
 )
 
 
+class HouseholdOptions(CdwmOptions):
+    max_steps: int = Field(50, ge=1, description="agent steps per episode (ALFWorld's limit: 50)")
+    seed: int = Field(generator.DEFAULT_SEED, description="generated tasks: the generator's seed")
+    per_type: int = Field(generator.DEFAULT_PER_TYPE, ge=1, description="generated tasks per task type")
+    task_types: str = Field("all", description=f"'all' or a comma list of {', '.join(generator.SHORT.values())}")
+    split: str = Field(DEFAULT_SPLIT, description="official games (ALFWORLD_DATA): valid_unseen, valid_seen or train")
+
+    @field_validator("task_types")
+    @classmethod
+    def _known_types(cls, value: str) -> str:
+        _task_types(value)
+        return value
+
+
 class CdwmHouseholdSuite(CdwmSuite):
     name = "cdwm-household"
     version = "1.0.0"
@@ -51,14 +67,13 @@ class CdwmHouseholdSuite(CdwmSuite):
                    "with ALFWORLD_DATA) in ALFWorld's text engine (--agent react|cdwm)")
     mask = HOUSEHOLD_MASK
     world_model_help = HOUSEHOLD_WORLD_MODEL_HELP
+    Options = HouseholdOptions
+    options: HouseholdOptions
 
-    def __init__(self, *, seed: int = generator.DEFAULT_SEED, per_type: int = generator.DEFAULT_PER_TYPE,
-                 task_types: str = "all", split: str = DEFAULT_SPLIT, max_steps: int = 50, **options: Any) -> None:
-        super().__init__(max_steps=max_steps, **options)
-        if per_type < 1:
-            raise HarnessError(f"--suite-option per_type={per_type}: must be >= 1")
-        self.seed, self.per_type, self.split = int(seed), int(per_type), split
-        self.task_types = _task_types(task_types)
+    def __init__(self, options: HouseholdOptions | None = None) -> None:
+        super().__init__(options)
+        self.seed, self.per_type, self.split = self.options.seed, self.options.per_type, self.options.split
+        self.task_types = _task_types(self.options.task_types)
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
         tasks = self._tasks(corpus)
@@ -107,7 +122,7 @@ def _task_types(spec: str) -> set[str]:
     for part in str(spec).split(","):
         name = by_short.get(part.strip(), part.strip())
         if name not in generator.TASK_TYPES:
-            raise HarnessError(f"--suite-option task_types={spec}: unknown type {part.strip()!r}; use 'all' or a "
-                               f"comma list of {', '.join(generator.SHORT.values())} (or ALFWorld's names)")
+            raise ValueError(f"unknown type {part.strip()!r}; use 'all' or a comma list of "
+                             f"{', '.join(generator.SHORT.values())} (or ALFWorld's names)")
         out.add(name)
     return out

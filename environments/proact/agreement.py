@@ -9,18 +9,16 @@ are counted and left out of kappa -- never silently mapped to a label.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import numpy as np
 
 from corpora.proactbench import TRIGGER_TYPES
 from environments.proact.corpus_suite import CorpusSuite
-from environments.proact.judging import judge_reply, label_of
-from environments.proact.protocol import history_messages
+from environments.proact.scoring import judge_transcript
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, summed_metric
-from harness.suite import Sample, SampleContext, SampleOutcome
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
 GRADES = ("PASS", "PARTIAL", "FAIL")
 
@@ -50,31 +48,37 @@ def _accuracy(c: np.ndarray) -> float | None:
 class ProactJudgeAgreementSuite(CorpusSuite):
     name = "proact-judge"
     version = "1.0.0"
-    roles = ("judge",)
     headline_metric = "judge_kappa_overall"
     description = "Judge agreement: re-judge a corpus' curated responses against its stored labels"
 
     def keep(self, row: dict[str, Any]) -> bool:
         return any(stored_label(tp) for tp in row["trigger_points"])
 
-    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+    @property
+    def solver_roles(self) -> tuple[str, ...]:
+        return ()  # the curated responses are the transcript; the judge under test is the scorer
+
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        """The stored replies to grade again, with their stored labels (no model call)."""
         row = sample.data
         by_turn = {t["turn"]: t for t in row["turn_records"]}
         labelled = [tp for tp in sorted(row["trigger_points"], key=lambda t: t["turn"]) if stored_label(tp)]
+        return Transcript(output={"unique_id_eval": row["unique_id_eval"], "turn_records": [
+            {"turn": tp["turn"], "assistant_response": by_turn[tp["turn"]]["assistant_response"],
+             "stored": stored_label(tp)} for tp in labelled]})
 
-        async def regrade(tp: dict[str, Any]) -> dict[str, Any]:
-            reply = by_turn[tp["turn"]]["assistant_response"]
-            return await judge_reply(ctx, tp["evaluation_rubric"], history_messages(row, tp["turn"]), reply)
+    def scorers(self) -> dict[str, Scorer]:
+        return {"agreement": FunctionScorer("agreement", self._agreement, roles=("judge",),
+                                            description="the judge regrades each stored reply; pairs (stored, judge) for kappa")}
 
-        results = await asyncio.gather(*(regrade(tp) for tp in labelled))
-        pairs = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "reference": stored_label(tp),
-                  "predicted": label_of(res)} for tp, res in zip(labelled, results)]
-        errors = [f"turn {p['turn']}: {r.get('error') or r.get('rationale')}" for p, r in zip(pairs, results)
-                  if p["predicted"] == "ERROR"]
-        output = {"unique_id_eval": row["unique_id_eval"],
-                  "trigger_points": [{"turn": tp["turn"], "stored": stored_label(tp), "evaluation_result": res}
-                                     for tp, res in zip(labelled, results)]}
-        return SampleOutcome(output=output, scores={"pairs": pairs}, errors=errors)
+    async def _agreement(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        row = sample.data
+        labelled = [tp for tp in sorted(row["trigger_points"], key=lambda t: t["turn"]) if stored_label(tp)]
+        replies = {t["turn"]: t for t in transcript["turn_records"]}
+        values, errors = await judge_transcript(ctx, row, labelled, replies)
+        values["pairs"] = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "reference": stored_label(tp),
+                            "predicted": lab["label"]} for tp, lab in zip(labelled, values["triggers"])]
+        return Score(values=values, errors=errors)
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         out = {}

@@ -15,7 +15,7 @@ from environments.proact.protocol import history_messages, json_objects, render_
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import Sample, SampleContext, SampleOutcome
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
 AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
 AUDIT_ATTEMPTS = 3
@@ -50,11 +50,22 @@ def parse_audit(text: str) -> dict[str, Any] | None:
 class ProactAuditSuite(CorpusSuite):
     name = "proact-audit"
     version = "1.0.0"
-    roles = ("judge",)  # the auditor is a judge-like role: `--judge-model` names it
     headline_metric = "audit_pass_rate"
     description = "Audit: is each rubric achievable from what was disclosed by its trigger turn?"
 
-    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+    @property
+    def solver_roles(self) -> tuple[str, ...]:
+        return ()  # the dialogue is the transcript; the auditor is the scorer
+
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        return Transcript(output={"unique_id_eval": sample.data["unique_id_eval"],
+                                  "turns": [tp["turn"] for tp in sample.data["trigger_points"]]})
+
+    def scorers(self) -> dict[str, Scorer]:
+        return {"audit": FunctionScorer("audit", self._audit, roles=("judge",),
+                                        description="an independent model audits each rubric (the `judge` role names it)")}
+
+    async def _audit(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         row = sample.data
 
         async def audit(tp: dict[str, Any]) -> dict[str, Any]:
@@ -74,8 +85,8 @@ class ProactAuditSuite(CorpusSuite):
         audits = await asyncio.gather(*(audit(tp) for tp in sorted(row["trigger_points"], key=lambda t: t["turn"])))
         accepted = all(a["verdict"] == "ACHIEVABLE" for a in audits)
         errors = [f"turn {a['turn']}: {a['reason']}" for a in audits if a["verdict"] == "ERROR"]
-        return SampleOutcome(output={"unique_id_eval": row["unique_id_eval"], "audits": audits, "accepted": accepted},
-                             scores={"accepted": accepted}, errors=errors)
+        return Score(values={"unique_id_eval": row["unique_id_eval"], "audits": audits, "accepted": accepted},
+                     errors=errors)
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         per_dialogue = [[1.0 if r.scores.get("accepted") else 0.0, 1.0] for r in records]

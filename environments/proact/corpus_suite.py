@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 from corpora.proactbench import load_rows
-from harness.suite import Sample, Suite
+from harness.suite import Sample, Suite, SuiteOptions
 
 
 class CorpusSuite(Suite):
-    def __init__(self) -> None:
+    def __init__(self, options: SuiteOptions | None = None) -> None:
+        super().__init__(options)
         self._identity: dict[str | None, dict[str, Any]] = {}
 
     def keep(self, row: dict[str, Any]) -> bool:

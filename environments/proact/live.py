@@ -12,9 +12,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from pydantic import Field
+
 from agents.proact_loop import Roles, build, make_schedule, run_dialogue
 from corpora.proact_blueprints import load_blueprints
-from environments.proact.judging import judge_reply, label_of
 from environments.proact.live_prompts import (
     PLANNER_CONFIG,
     USER_CONFIG,
@@ -27,14 +28,12 @@ from environments.proact.live_prompts import (
 )
 from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
 from environments.proact.protocol import ASSISTANT_CONFIG
+from environments.proact.scoring import judge_transcript
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
 from harness.records import Metric, SampleRecord
-from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
-TYPES = ("EMERGENT", "CRITICAL", "RECOVERY")
-STATUS_LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")
 STYLE_STRIDE = 7  # coprime with 24: consecutive samples get styles far apart in the table
-USAGE_NAMES = {"user": "user_agent"}  # the release names the simulated user `user_agent`
 
 
 def sample_order(blueprints: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
@@ -54,22 +53,35 @@ def row_blueprint_id(blueprint: dict[str, Any], style: int) -> str:
     return f"{blueprint['blueprint_id']}_{mnemonic(style)}"
 
 
+class LiveOptions(SuiteOptions):
+    """The defaults are the protocol's; the knobs exist so a test can run the embedded model in
+    every role within minutes. Results differ with them, so they are hashed into the run and
+    recorded in every row's `protocol`."""
+
+    planner_max_tokens: int = Field(PLANNER_CONFIG.max_tokens, ge=16, description="max new tokens per Planner call")
+    user_max_tokens: int = Field(USER_CONFIG.max_tokens, ge=16, description="max new tokens per User Agent call")
+    planner_attempts: int = Field(3, ge=1, le=10, description="Planner attempts per turn before the scripted fallback")
+    user_attempts: int = Field(3, ge=1, le=10, description="User Agent attempts per turn before the scripted fallback")
+
+
 class ProactLiveSuite(Suite):
     name = "proact-live"
     version = "1.0.0"
-    roles = ("assistant", "planner", "user", "judge")
     headline_metric = "proactivity_overall_weighted_score"
     description = "ProactBench live: Planner and User Agent drive a dialogue with the model under test; judge the triggers"
+    Options = LiveOptions
+    options: LiveOptions
 
-    def __init__(self, *, planner_max_tokens: int = PLANNER_CONFIG.max_tokens, user_max_tokens: int = USER_CONFIG.max_tokens,
-                 planner_attempts: int = 3, user_attempts: int = 3) -> None:
-        """The defaults are the protocol's; the knobs exist so a test can run the embedded model
-        in every role within minutes. Results differ with them, so a run that changes them must
-        say so (they are recorded in every row's `protocol`)."""
-        self.planner_config = PLANNER_CONFIG.merged(max_tokens=planner_max_tokens)
-        self.user_config = USER_CONFIG.merged(max_tokens=user_max_tokens)
-        self.planner_attempts, self.user_attempts = planner_attempts, user_attempts
+    def __init__(self, options: LiveOptions | None = None) -> None:
+        super().__init__(options)
+        self.planner_config = PLANNER_CONFIG.merged(max_tokens=self.options.planner_max_tokens)
+        self.user_config = USER_CONFIG.merged(max_tokens=self.options.user_max_tokens)
+        self.planner_attempts, self.user_attempts = self.options.planner_attempts, self.options.user_attempts
         self._identity: dict[str | None, dict[str, Any]] = {}
+
+    @property
+    def solver_roles(self) -> tuple[str, ...]:
+        return ("assistant", "planner", "user")
 
     # ------------------------------------------------------------ samples
     def load_samples(self, corpus: str | None) -> list[Sample]:
@@ -100,37 +112,32 @@ class ProactLiveSuite(Suite):
             return (await ctx.generate("assistant", assistant_messages(history), ASSISTANT_CONFIG)).text
 
         async def judge(rubric: dict[str, Any], history: list[dict[str, str]], reply: str) -> dict[str, Any]:
-            return await judge_reply(ctx, rubric, history, reply)
+            # Judging is the scorer's step (after the dialogue): the loop only marks the trigger.
+            return {"status": "PENDING"}
 
         return Roles(plan=plan, plan_fallback=planner_fallback, speak=speak, speak_fallback=user_fallback,
                      answer=answer, judge=judge)
 
-    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         bp, style = sample.data["blueprint"], sample.data["style"]
         schedule = make_schedule(bp["blueprint_id"], [a["id"] for a in bp["implicit_anchors"]])
         graph = build(bp, schedule, self._roles(ctx, bp, style),
                       planner_attempts=self.planner_attempts, user_attempts=self.user_attempts)
         final = await run_dialogue(graph)
 
-        triggers = sorted(final["triggers"], key=lambda tp: tp["turn"])
+        triggers = []
+        for tp in sorted(final["triggers"], key=lambda tp: tp["turn"]):
+            entry = {"turn": tp["turn"], "evaluation_rubric": tp["evaluation_rubric"]}
+            if tp["evaluation_result"].get("status") == "ERROR":  # the assistant failed on this turn
+                entry["assistant_error"] = tp["evaluation_result"].get("error")
+            triggers.append(entry)
         records = final["records"]
         reached = {tp["turn"] for tp in triggers}
-        labels = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "label": label_of(tp["evaluation_result"])}
-                  for tp in triggers]
         errors = [final["failed"]] if final["failed"] else []
         # A scheduled trigger that never happened (the dialogue broke off, or a RECOVERY was
-        # withheld) counts as an error: dropping it would shrink the denominator.
-        for turn, kind in sorted(schedule.triggers.items()):
-            if turn not in reached:
-                labels.append({"turn": turn, "type": kind, "label": "ERROR"})
-                errors.append(f"turn {turn}: scheduled {kind} trigger did not take place")
-        errors += [f"turn {tp['turn']}: judge: {tp['evaluation_result'].get('error') or tp['evaluation_result'].get('rationale')}"
-                   for tp in triggers if tp["evaluation_result"]["status"] == "ERROR"
-                   and tp["evaluation_result"].get("error") != final["failed"]]
-        stats = {t: {lab: 0 for lab in STATUS_LABELS} for t in TYPES}
-        for lab in labels:
-            if lab["turn"] in reached:
-                stats[lab["type"]][lab["label"]] += 1
+        # withheld) is an error; the scorer counts it as an ERROR label.
+        errors += [f"turn {turn}: scheduled {kind} trigger did not take place"
+                   for turn, kind in sorted(schedule.triggers.items()) if turn not in reached]
         fallbacks = {"planner": sum(r["planner"]["planner_fallback"] for r in records),
                      "user": sum(r["user_agent"]["fallback"] for r in records)}
         row_bp = row_blueprint_id(bp, style)
@@ -139,9 +146,7 @@ class ProactLiveSuite(Suite):
             "blueprint_id": row_bp, "scenario_id": bp["scenario_id"], "unique_id_eval": f"{row_bp}__style{style}__{uuid}",
             "uuid": uuid, "category_key": bp["category_key"], "style_combination_index": style,
             "evaluated_model": ctx.models["assistant"].name, "num_turns_completed": len(records),
-            "trigger_stats": stats, "trigger_points": triggers, "turn_records": records,
-            "token_usage": {USAGE_NAMES.get(role, role): u.model_dump() for role, u in sorted(ctx.usage.items())},
-            "fallbacks": fallbacks,
+            "trigger_points": triggers, "turn_records": records, "fallbacks": fallbacks,
             "protocol": {
                 "scheduled_triggers": {str(t): k for t, k in sorted(schedule.triggers.items())},
                 "scheduled_done_turn": schedule.done_turn, "done_turn": final["done_turn"],
@@ -150,10 +155,31 @@ class ProactLiveSuite(Suite):
                 "planner_attempts": self.planner_attempts, "user_attempts": self.user_attempts,
             },
         }
-        scores = {"triggers": sorted(labels, key=lambda lab: lab["turn"]),
-                  "expected_types": [k for _, k in sorted(schedule.triggers.items())],
-                  "planner_fallbacks": fallbacks["planner"], "user_fallbacks": fallbacks["user"]}
-        return SampleOutcome(output=output, scores=scores, errors=errors)
+        return Transcript(output=output, errors=errors)
+
+    # ------------------------------------------------------------ scoring
+    def scorers(self) -> dict[str, Scorer]:
+        return {"judge": FunctionScorer("judge", self._judge, roles=("judge",),
+                                        description="the ProactBench judge on each trigger turn of the live dialogue")}
+
+    async def _judge(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        """Judge every trigger that took place, against the dialogue as it happened (the assistant's
+        own earlier replies are its history); a scheduled trigger that did not happen is ERROR."""
+        triggers = transcript["trigger_points"]
+        replies = {r["turn"]: {"assistant_response": r["assistant_response"]} for r in transcript["turn_records"]}
+        for tp in triggers:
+            if "assistant_error" in tp:
+                replies[tp["turn"]] = {"assistant_response": None, "error": tp["assistant_error"]}
+        values, errors = await judge_transcript(ctx, transcript, triggers, replies)
+        scheduled = {int(t): k for t, k in transcript["protocol"]["scheduled_triggers"].items()}
+        reached = {tp["turn"] for tp in triggers}
+        values["triggers"] = sorted(values["triggers"] + [{"turn": t, "type": k, "label": "ERROR"}
+                                                          for t, k in scheduled.items() if t not in reached],
+                                    key=lambda lab: lab["turn"])
+        values["expected_types"] = [k for _, k in sorted(scheduled.items())]
+        values["planner_fallbacks"] = transcript["fallbacks"]["planner"]
+        values["user_fallbacks"] = transcript["fallbacks"]["user"]
+        return Score(values=values, errors=errors)
 
     # ------------------------------------------------------------ metrics (the offline suite's)
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:

@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from environments.cdwm.suite_base import CdwmSuite
+from pydantic import Field, field_validator
+
+from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.science.mask import SCIENCE_MASK
 from harness.errors import HarnessError
 from harness.suite import Sample
@@ -49,31 +51,47 @@ SCIENCE_WORLD_MODEL_HELP = (
 )
 
 
+class ScienceOptions(CdwmOptions):
+    max_steps: int = Field(100, ge=1, description="agent steps per episode (ScienceWorld's usual 100)")
+    split: str = Field("dev", description=f"variations from this split: {', '.join(SPLITS)}")
+    tasks: str = Field("", description="comma-separated task names or ids (empty: all 30)")
+    variations_per_task: int = Field(2, ge=1, description="the first N variations of the split per task")
+    variations: str = Field("", description="explicit variation numbers, e.g. 0,3,12 (overrides variations_per_task)")
+    simplification: str = Field("easy", description=f"comma-separated subset of {', '.join(SIMPLIFICATIONS)} (or empty)")
+    env_step_limit: int = Field(100, ge=1, description="the simulator's own move limit")
+    max_admissible: int = Field(2000, ge=1, description="admissible actions listed at most")
+
+    @field_validator("split")
+    @classmethod
+    def _known_split(cls, value: str) -> str:
+        if value not in SPLITS:
+            raise ValueError(f"unknown split; choose one of {', '.join(SPLITS)}")
+        return value
+
+    @field_validator("simplification")
+    @classmethod
+    def _known_simplifications(cls, value: str) -> str:
+        unknown = [s for s in value.split(",") if s and s not in SIMPLIFICATIONS]
+        if unknown:
+            raise ValueError(f"unknown {', '.join(unknown)}; use a comma-separated subset of {', '.join(SIMPLIFICATIONS)}")
+        return value
+
+
 class CdwmScienceSuite(CdwmSuite):
     name = "cdwm-science"
     version = "1.0.0"
     description = "CDWM science: ScienceWorld's 30 tasks by split and variation (--agent react|cdwm)"
     mask = SCIENCE_MASK
     world_model_help = SCIENCE_WORLD_MODEL_HELP
+    Options = ScienceOptions
+    options: ScienceOptions
 
-    def __init__(self, *, split: str = "dev", tasks: str = "", variations_per_task: int = 2, variations: str = "",
-                 simplification: str = "easy", env_step_limit: int = 100, max_admissible: int = 2000,
-                 max_steps: int = 100, **kwargs: Any) -> None:
-        # Agent steps up to the simulator's own move limit (ScienceWorld's usual 100), not the web's 10.
-        super().__init__(max_steps=max_steps, **kwargs)
-        if split not in SPLITS:
-            raise HarnessError(f"--suite-option split={split}: unknown split; choose one of {', '.join(SPLITS)}")
-        for name, value in (("variations_per_task", variations_per_task), ("env_step_limit", env_step_limit),
-                            ("max_admissible", max_admissible)):
-            if value < 1:
-                raise HarnessError(f"--suite-option {name}={value}: must be at least 1")
-        unknown = [s for s in simplification.split(",") if s and s not in SIMPLIFICATIONS]
-        if unknown:
-            raise HarnessError(f"--suite-option simplification={simplification}: unknown {', '.join(unknown)}; "
-                               f"use a comma-separated subset of {', '.join(SIMPLIFICATIONS)} (or empty for none)")
-        self.split, self.tasks = split, resolve_tasks(tasks)
-        self.variations_per_task, self.variations = variations_per_task, parse_variations(variations)
-        self.simplification, self.env_step_limit, self.max_admissible = simplification, env_step_limit, max_admissible
+    def __init__(self, options: ScienceOptions | None = None) -> None:
+        super().__init__(options)
+        o = self.options
+        self.split, self.tasks = o.split, resolve_tasks(o.tasks)
+        self.variations_per_task, self.variations = o.variations_per_task, parse_variations(o.variations)
+        self.simplification, self.env_step_limit, self.max_admissible = o.simplification, o.env_step_limit, o.max_admissible
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
         if corpus:

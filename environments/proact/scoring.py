@@ -1,0 +1,56 @@
+"""ProactBench's judge as a scorer: grade each trigger turn's reply in a transcript against its
+rubric (one judge or a panel, `judging.py`). The offline and the live suite share it; so does
+`harness score`, which re-judges any run's transcripts with another judge.
+
+A trigger whose reply is missing (the model under test failed on it) is an ERROR label, never a
+dropped trigger: dropping it would shrink the denominator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from corpora.proactbench import TRIGGER_TYPES
+from environments.proact.judging import judge_reply, label_of
+from environments.proact.protocol import history_messages
+from harness.suite import SampleContext
+
+STATUS_LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")
+
+
+def trigger_stats(labels: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    stats = {t: {lab: 0 for lab in STATUS_LABELS} for t in TRIGGER_TYPES}
+    for lab in labels:
+        stats[lab["type"]][lab["label"]] += 1
+    return stats
+
+
+async def judge_trigger(ctx: SampleContext, history_row: dict[str, Any], tp: dict[str, Any],
+                        reply: str | None, reply_error: str | None) -> dict[str, Any]:
+    """One trigger's verdict (`evaluation_result`) for the reply the transcript holds."""
+    if reply is None:
+        return {"status": "ERROR", "error": reply_error or "no reply in the transcript"}
+    return await judge_reply(ctx, tp["evaluation_rubric"], history_messages(history_row, tp["turn"]), reply)
+
+
+async def judge_transcript(ctx: SampleContext, history_row: dict[str, Any], triggers: list[dict[str, Any]],
+                           replies: dict[int, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+    """Scores for a set of triggers: `triggers` (turn, type, label), `verdicts` (turn, type,
+    evaluation_result), `trigger_stats`, and one error line per trigger the judge could not grade
+    (a missing reply is the solver's error, already recorded).
+    `history_row` holds the history each judge sees (the curated corpus row offline, the live
+    dialogue itself live); `replies` maps a turn to its `assistant_response` (and `error`)."""
+    results = await asyncio.gather(*(
+        judge_trigger(ctx, history_row, tp, replies.get(tp["turn"], {}).get("assistant_response"),
+                      replies.get(tp["turn"], {}).get("error"))
+        for tp in triggers))
+    labels, verdicts, errors = [], [], []
+    for tp, res in zip(triggers, results):
+        kind = tp["evaluation_rubric"]["type"]
+        label = label_of(res)
+        labels.append({"turn": tp["turn"], "type": kind, "label": label})
+        verdicts.append({"turn": tp["turn"], "type": kind, "evaluation_result": res})
+        if label == "ERROR" and replies.get(tp["turn"], {}).get("assistant_response") is not None:
+            errors.append(f"turn {tp['turn']}: {res.get('error') or res.get('rationale')}")
+    return {"triggers": labels, "verdicts": verdicts, "trigger_stats": trigger_stats(labels)}, errors

@@ -1,0 +1,97 @@
+"""A suite from a package of its own -- one module and one entry point, nothing in this project
+touched -- runs end to end through `harness eval`, `harness score` and `harness leaderboard export`."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from harness.loopback import running_server
+from harness.records import RunFolder
+from tests.conftest import harness_cli
+
+MODULE = '''
+"""Toy suite: say the number back. Scorers: exact (pure) and judge (asks the judge role)."""
+from pydantic import Field
+
+from harness.providers.base import GenerateConfig
+from harness.stats import ratio_metric
+from harness.suite import FunctionScorer, Sample, Score, Suite, SuiteOptions, Transcript
+
+
+class Options(SuiteOptions):
+    count: int = Field(4, ge=1, le=100, description="how many numbers")
+
+
+class EchoNumbers(Suite):
+    name = "echo-numbers"
+    version = "0.1"
+    headline_metric = "accuracy"
+    description = "say the number back"
+    Options = Options
+
+    def load_samples(self, corpus):
+        return [Sample(id=f"n{i}", data={"n": i}) for i in range(self.options.count)]
+
+    async def solve(self, sample, ctx):
+        out = await ctx.generate("assistant", [{"role": "user", "content": str(sample.data["n"])}],
+                                 GenerateConfig(max_tokens=8))
+        return Transcript(output={"reply": out.text})
+
+    def scorers(self):
+        return {"exact": FunctionScorer("exact", self._exact, description="the reply ends with the number"),
+                "judge": FunctionScorer("judge", self._judge, roles=("judge",), description="the judge says yes")}
+
+    async def _exact(self, sample, transcript, ctx):
+        return Score(values={"correct": transcript["reply"].strip().endswith(str(sample.data["n"]))})
+
+    async def _judge(self, sample, transcript, ctx):
+        out = await ctx.generate("judge", [{"role": "user", "content": transcript["reply"]}], GenerateConfig(max_tokens=4))
+        return Score(values={"correct": out.text.strip().lower().startswith("yes")})
+
+    def metrics(self, records, seed=0):
+        cells = [[1.0 if r.scores.get("correct") else 0.0, 1.0] for r in records]
+        return {"accuracy": ratio_metric(cells, lambda c: c[0], lambda c: c[1], seed=seed)}
+'''
+
+
+def _package(tmp_path: Path) -> dict[str, str]:
+    root = tmp_path / "plugin"
+    (root / "toy_suite-0.1.dist-info").mkdir(parents=True)
+    (root / "toy_suite.py").write_text(textwrap.dedent(MODULE))
+    (root / "toy_suite-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-suite\nVersion: 0.1\n")
+    (root / "toy_suite-0.1.dist-info" / "entry_points.txt").write_text(
+        "[harness.suites]\necho-numbers = toy_suite:EchoNumbers\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+
+
+def test_a_suite_from_its_own_package_runs_scores_and_exports(tmp_path):
+    env = _package(tmp_path)
+    run_dir = tmp_path / "runs"
+    proc = harness_cli("describe", "echo-numbers", env=env)
+    assert proc.returncode == 0 and "count" in proc.stdout and "int >= 1, <= 100 (default 4)" in proc.stdout
+    proc = harness_cli("eval", "--suite", "echo-numbers", "--suite-option", "count=500", env=env)
+    assert proc.returncode == 2 and "count=500" in proc.stderr and "<= 100" in proc.stderr
+    with running_server("--echo") as url:
+        proc = harness_cli("eval", "--suite", "echo-numbers", "--suite-option", "count=3", "--model", "openai/a",
+                           "--base-url", url, "--run-dir", str(run_dir), "--no-progress", env=env)
+        assert proc.returncode == 0, proc.stderr
+    [source] = [p.name for p in run_dir.iterdir() if (p / "manifest.json").exists()]
+    summary = json.loads((run_dir / source / "summary.json").read_text())
+    assert summary["metrics"]["accuracy"]["value"] == 1.0 and summary["metrics"]["accuracy"]["n"] == 3
+    with running_server("--echo", "--reply", "no") as url:
+        proc = harness_cli("score", source, "--scorer", "judge", "--judge-model", "openai/j", "--base-url", url,
+                           "--run-dir", str(run_dir), "--no-progress", env=env)
+        assert proc.returncode == 0, proc.stderr
+    [rescored] = [p.name for p in run_dir.iterdir() if (p / "manifest.json").exists() and p.name != source]
+    folder = RunFolder(run_dir, rescored)
+    assert folder.read_summary().metrics["accuracy"].value == 0.0
+    assert {r.scorer for r in folder.read_samples()} == {"judge"}
+    board = tmp_path / "board.json"
+    proc = harness_cli("leaderboard", "export", "--suite", "echo-numbers", "--run-dir", str(run_dir),
+                       "--format", "json", "--out", str(board), env=env)
+    assert proc.returncode == 0, proc.stderr
+    text = board.read_text()
+    assert "openai/a" in text and "openai/j" in text and "scored by judge" in text
