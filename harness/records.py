@@ -57,7 +57,8 @@ class RunConfig(BaseModel):
 
     suite: str
     models: dict[str, str]  # role -> spec
-    base_url: str | None = None
+    base_url: str | None = None  # every role's endpoint unless `base_urls` names one for it
+    base_urls: dict[str, str] = {}  # role -> endpoint (`--role-base-url judge=URL`)
     corpus: str | None = None
     limit: int | None = None
     epochs: int = 1
@@ -77,8 +78,14 @@ class RunConfig(BaseModel):
 
     # base_url says where a model is served, not which model: a resumed run may move endpoints
     # (and the stored one has its password masked).
-    EXECUTION_ONLY: ClassVar[set[str]] = {"base_url", "max_connections", "call_timeout_s", "sample_timeout_s",
+    EXECUTION_ONLY: ClassVar[set[str]] = {"base_url", "base_urls", "max_connections", "call_timeout_s", "sample_timeout_s",
                                           "max_retries", "cache"}
+
+    def endpoint(self, role: str) -> str | None:
+        """Where `role`'s model is served (None: the provider's default; the embedded model has none)."""
+        if self.models.get(role, "").startswith("local/"):
+            return None
+        return self.base_urls.get(role, self.base_url)
 
     def result_fields(self) -> dict[str, Any]:
         # Fields added in format 2 enter the hash only when set, so a config hashes as it did before.
@@ -217,7 +224,9 @@ class RunFolder:
     def write_manifest(self, manifest: RunManifest) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
         safe = manifest.model_copy(update={
-            "config": manifest.config.model_copy(update={"base_url": redact_url(manifest.config.base_url)}),
+            "config": manifest.config.model_copy(update={
+                "base_url": redact_url(manifest.config.base_url),
+                "base_urls": {r: redact_url(u) or "" for r, u in manifest.config.base_urls.items()}}),
             "command": [redact_text(a) for a in manifest.command],
         })
         write_json_atomic(self.manifest_path, safe)

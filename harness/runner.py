@@ -29,7 +29,6 @@ from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.providers import load_model, validate_spec
 from harness.records import (
-    RECORDS_FORMAT,
     ErrorRecord,
     RunConfig,
     RunFolder,
@@ -150,6 +149,10 @@ class RunPlan:
     done: list[SampleRecord] = field(default_factory=list)
     resumed: bool = False
 
+    def endpoints(self) -> dict[str, tuple[str, str | None]]:
+        """role -> (spec, base URL) of every role this run calls."""
+        return {r: (self.config.models[r], self.config.endpoint(r)) for r in self.called_roles}
+
     @property
     def called_roles(self) -> tuple[str, ...]:
         """The roles this run calls: all of them, or only the scorer's when re-scoring."""
@@ -195,7 +198,8 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
         # The stored config decides results; only execution settings may change on resume.
         stored = manifest.config
         config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY}
-                                   | {"base_url": config.base_url or stored.base_url})
+                                   | {"base_url": config.base_url or stored.base_url,
+                                      "base_urls": config.base_urls or stored.base_urls})
         suite = suite or get_suite(stored.suite, stored.suite_options)
         if suite.version != manifest.suite_version:
             raise HarnessError(
@@ -205,7 +209,7 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
     suite.scorer(config.scorer)  # an unknown scorer is bad input, found before anything is written
     for role, text in config.models.items():
         flag = f"--{role.split('_')[0]}-model" if role != "assistant" else "--model"
-        validate_spec(ModelSpec.parse(text, base_url=_base_url_for(config, text), flag=flag))
+        validate_spec(ModelSpec.parse(text, base_url=config.endpoint(role), flag=flag))
     if config.source_run:
         samples, sources = _rescore_inputs(suite, config, run_dir)
     else:
@@ -294,25 +298,22 @@ def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
     return None
 
 
-def _base_url_for(config: RunConfig, spec_text: str) -> str | None:
-    return None if spec_text.startswith("local/") else config.base_url
-
-
 def build_models(config: RunConfig, cache: CallCache | None,
                  only: tuple[str, ...] | None = None) -> dict[str, ManagedModel]:
     """One ManagedModel per distinct spec, so the concurrency limit is per model (`only`: the roles
     the run calls; a re-score never loads the model under test)."""
     policy = CallPolicy(timeout_s=config.call_timeout_s, max_retries=config.max_retries)
-    by_spec: dict[str, ManagedModel] = {}
+    by_spec: dict[tuple[str, str | None], ManagedModel] = {}
     roles = {}
     for role, text in config.models.items():
         if only is not None and role not in only:
             continue
-        if text not in by_spec:
-            model = load_model(ModelSpec.parse(text, base_url=_base_url_for(config, text)))
-            by_spec[text] = ManagedModel(model, max_connections=config.max_connections, policy=policy,
-                                         cache=cache, rng_seed=config.seed)
-        roles[role] = by_spec[text]
+        key = (text, config.endpoint(role))
+        if key not in by_spec:
+            model = load_model(ModelSpec.parse(text, base_url=key[1]))
+            by_spec[key] = ManagedModel(model, max_connections=config.max_connections, policy=policy,
+                                        cache=cache, rng_seed=config.seed)
+        roles[role] = by_spec[key]
     return roles
 
 

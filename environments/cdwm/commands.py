@@ -8,7 +8,8 @@ from pathlib import Path
 
 import typer
 
-from harness.cli import RUN_DIR, _fail, out
+from harness.cli.kit import RUN_DIR, out
+from harness.cli.kit import fail as _fail
 from harness.errors import HarnessError
 
 cdwm_app = typer.Typer(no_args_is_help=True, help="CDWM (causal delta world models) tools.")

@@ -10,24 +10,15 @@ from typing import Optional
 import typer
 from rich.table import Table
 
-from harness.cli import RUN_DIR, _fail, _fmt, err, out, print_summary, run_config
+from harness.cli.kit import RUN_DIR, err, out, print_summary, run_config
+from harness.cli.kit import fail as _fail
+from harness.cli.kit import fmt as _fmt
 from harness.errors import HarnessError
 from harness.spec import DEFAULT_MODEL
 
 corpus_app = typer.Typer(no_args_is_help=True, help="Check and build ProactBench-format corpora.")
 proact_app = typer.Typer(no_args_is_help=True, help="ProactBench results tools.")
 judge_app = typer.Typer(no_args_is_help=True, help="How far a judge can be trusted.")
-
-
-def _dialogue_files(path: Path) -> list[Path]:
-    if path.is_dir():
-        files = sorted(p for p in path.glob("*.jsonl") if "blueprint" not in p.name)
-        if not files:
-            raise HarnessError(f"{path} holds no dialogue .jsonl files: pass a corpus file or folder")
-        return files
-    if not path.exists():
-        raise HarnessError(f"corpus {path} not found: pass a final_dialogues.jsonl file or a folder of them")
-    return [path]
 
 
 @corpus_app.command("validate")
@@ -37,38 +28,44 @@ def validate(
 ) -> None:
     """Schema and protocol rules (windows, trigger spacing, planner consistency, anchor
     discipline, stored counts), reported per row. Exit 1 when any row has an error."""
-    from corpora.proactbench import validate_row
+    from corpora.proactbench import corpus_files, validate_row
+    from corpora.validation import read_text
     from environments.proact.corpus_rules import check_row
 
+    fix = "pass a final_dialogues.jsonl file or a folder of them"
     try:
-        files = _dialogue_files(path)
+        files = corpus_files(path)
+        texts = [(file, read_text(file, "corpus file", fix)) for file in files]
     except HarnessError as exc:
         _fail(str(exc))
     rows = errors = warnings = 0
-    for file in files:
-        with open(file, encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
-                    continue
-                rows += 1
-                where = f"{file}:{lineno}"
-                try:
-                    row = validate_row(json.loads(line), where)
-                except json.JSONDecodeError as exc:
-                    errors += 1
-                    out.print(f"[red]error[/] {where}: not valid JSON ({exc.msg})", highlight=False)
-                    continue
-                except HarnessError as exc:
-                    errors += 1
-                    out.print(f"[red]error[/] {exc}", highlight=False)
-                    continue
-                for problem in check_row(row, strict=strict):
-                    is_error = problem.severity == "error"
-                    errors += is_error
-                    warnings += not is_error
-                    tag = "[red]error[/]" if is_error else "[yellow]warning[/]"
-                    out.print(f"{tag} {where} ({row['unique_id_eval']}): field `{problem.field}` {problem.message}",
-                              highlight=False, soft_wrap=True)
+    for file, text in texts:
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            rows += 1
+            where = f"{file}:{lineno}"
+            try:
+                row = validate_row(json.loads(line), where)
+            except json.JSONDecodeError as exc:
+                errors += 1
+                out.print(f"[red]error[/] {where}: not valid JSON ({exc.msg})", highlight=False)
+                continue
+            except HarnessError as exc:
+                errors += 1
+                out.print(f"[red]error[/] {exc}", highlight=False)
+                continue
+            for problem in check_row(row, strict=strict):
+                is_error = problem.severity == "error"
+                errors += is_error
+                warnings += not is_error
+                tag = "[red]error[/]" if is_error else "[yellow]warning[/]"
+                out.print(f"{tag} {where} ({row['unique_id_eval']}): field `{problem.field}` {problem.message}",
+                          highlight=False, soft_wrap=True)
+    if not rows:
+        what = f"corpus folder {path} holds no rows in its {len(files)} .jsonl file(s)" if path.is_dir() \
+            else f"corpus file {path} has no rows"
+        _fail(f"{what}: {fix} with at least one dialogue")
     verdict = "[red]FAILED[/]" if errors else "[green]OK[/]"
     out.print(f"{verdict}: {rows} rows in {len(files)} file(s), {errors} errors, {warnings} warnings"
               + (" (strict)" if strict else ""), highlight=False)
@@ -78,34 +75,44 @@ def validate(
 
 @proact_app.command("metrics")
 def metrics(
-    file: Path = typer.Argument(..., help="Results or corpus file in the official format, with labels."),
+    file: Path = typer.Argument(..., help="A results file as released ({model}_proactivity_bench_results.jsonl), "
+                                          "or any file of dialogues whose triggers carry evaluation_result."),
     seed: int = typer.Option(0, "--seed", help="Bootstrap seed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    expect: Optional[Path] = typer.Option(None, "--expect", help="A *_metrics.json to compare with, field by field "
+                                                                 "(floats within 1e-12); exit 1 at the first difference."),
+    out_file: Optional[Path] = typer.Option(None, "--out", help="Write the metrics file, in the released layout."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 when the file deviates from the results layout."),
 ) -> None:
-    """Recount every dialogue's labels against its stored trigger_stats and print the official
-    metrics (pooled over triggers) with bootstrap CIs over dialogues."""
-    from corpora.proactbench import load_rows
-    from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
-    from environments.proact.results import as_records, trigger_stats_mismatches
+    """Re-aggregate a results file as released: the reference pipeline's metrics file (same
+    layout and arithmetic) and our metrics with bootstrap CIs over dialogues. Each deviation
+    from the results layout is a warning, counted and summarised; no row is dropped."""
+    from corpora.proact_results import load_results
+    from environments.proact.metrics import proact_breakdowns, proact_counts, proact_metrics
+    from environments.proact.results import count_fields, differences, order_notes, release_layout, release_metrics
 
     try:
-        rows, _ = load_rows(file)
+        results = load_results(file)
+        expected = _read_metrics_file(expect) if expect is not None else None
     except HarnessError as exc:
         _fail(str(exc))
-    records = as_records(rows)
-    mismatches = trigger_stats_mismatches(rows)
-    with_stats = sum(isinstance(r.get("trigger_stats"), dict) for r in rows)
+    records, official = release_metrics(results)
+    layout = release_layout(official)
+    summary = results.summary()
+    for line in summary:
+        err.print(f"[yellow]warning[/] {line}", highlight=False, soft_wrap=True)
+    rows_with = len({d.line for d in results.deviations})
+    err.print(f"{file.name}: {len(results.rows)} rows read, none dropped; {sum(results.deviation_counts().values())} "
+              f"deviation(s) in {rows_with} row(s)", highlight=False, soft_wrap=True)
     ours = proact_metrics(records, seed=seed)
-    official = official_metrics(records)
     if as_json:
-        print(json.dumps({"official": official, "metrics": {k: m.model_dump() for k, m in ours.items()},
-                          "trigger_stats_mismatches": mismatches, "counts": proact_counts(records)}, indent=2))
+        print(json.dumps({"official": {k: layout[k] for k in ("aggregate_trigger_stats", "metrics", "token_usage")},
+                          "error_trigger_stats": official["error_trigger_stats"],
+                          "deviations": results.deviation_counts(), "dropped_triggers": results.dropped_triggers(),
+                          "metrics": {k: m.model_dump() for k, m in ours.items()},
+                          "counts": proact_counts(records)}, indent=2))
     else:
-        out.print(f"trigger_stats: {with_stats - len(mismatches)} of {with_stats} dialogues match their labels' counts",
-                  highlight=False)
-        for uid, stored, mine in mismatches:
-            out.print(f"[red]mismatch[/] {uid}: stored {stored}, labels count {mine}", highlight=False, soft_wrap=True)
-        table = Table(title=f"{file.name}: {len(rows)} dialogues")
+        table = Table(title=f"{file.name}: {len(results.rows)} dialogues")
         for col in ("metric", "value", "95% CI", "n"):
             table.add_column(col)
         for name, m in ours.items():
@@ -114,9 +121,39 @@ def metrics(
         for kind, groups in proact_breakdowns(records, seed=seed).items():
             out.print(f"weighted score by {kind}: " + ", ".join(f"{k}={_fmt(m.value)} (n={m.n})" for k, m in groups.items()),
                       highlight=False)
-        out.print("official: " + json.dumps(official["metrics"]), highlight=False, soft_wrap=True)
-    if mismatches:
+        errors = sum(official["error_trigger_stats"].values())
+        out.print(f"ERROR triggers (in no denominator): {errors}; triggers the reference pipeline likely dropped: "
+                  f"{results.dropped_triggers()}", highlight=False)
+        out.print("official: " + json.dumps(layout["metrics"]), highlight=False, soft_wrap=True)
+    if out_file is not None:
+        out_file.parent.mkdir(parents=True, exist_ok=True)
+        out_file.write_text(json.dumps(layout, indent=2), encoding="utf-8")
+    if expected is not None:
+        diffs = differences(layout, expected)
+        if diffs:
+            err.print(f"[red]mismatch[/] with {expect}: first difference: {diffs[0]} ({len(diffs)} in all)",
+                      highlight=False, soft_wrap=True)
+            raise typer.Exit(1)
+        for note in order_notes(layout, expected):
+            err.print(f"note: {note}", highlight=False, soft_wrap=True)
+        err.print(f"matches {expect}: {count_fields(expected)} fields compared", highlight=False, soft_wrap=True)
+    if strict and results.deviations:
         raise typer.Exit(1)
+
+
+def _read_metrics_file(path: Path) -> dict:
+    from corpora.validation import read_text
+
+    fix = "pass --expect a {model}_proactivity_bench_metrics.json file"
+    if not path.exists():
+        raise HarnessError(f"metrics file {path} not found: {fix}")
+    try:
+        data = json.loads(read_text(path, "metrics file", fix))
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"metrics file {path}:{exc.lineno}: not valid JSON ({exc.msg}); {fix}") from exc
+    if not isinstance(data, dict):
+        raise HarnessError(f"metrics file {path} holds a {type(data).__name__}, not an object: {fix}")
+    return data
 
 
 @judge_app.command("agreement")
@@ -176,6 +213,7 @@ def build(
     from environments.proact.audit import ProactAuditSuite
     from environments.proact.corpus_rules import check_row
     from environments.proact.live import ProactLiveSuite
+    from environments.proact.scoring import release_row
     from harness.records import RunConfig, RunFolder
 
     models = {"assistant": assistant_model, "planner": planner_model, "user": user_model}
@@ -183,7 +221,8 @@ def build(
     live = RunConfig(suite="proact-live", models=models, base_url=base_url, limit=limit, seed=seed,
                      max_tokens=max_tokens, judge_max_tokens=judge_max_tokens, max_connections=max_connections)
     _, live_path = run_config(live, run_dir, suite=ProactLiveSuite(), progress=progress)
-    generated = [r.output for r in RunFolder(run_dir, live_path.name).read_samples() if r.status == "ok"]
+    # A scored record's transcript and verdicts, joined into a row of the release format.
+    generated = [release_row(r) for r in RunFolder(run_dir, live_path.name).read_samples() if r.status == "ok"]
     rule_ok = [row for row in generated if not [p for p in check_row(row) if p.severity == "error"]]
     if not rule_ok:
         _fail(f"no generated dialogue passed the protocol rules (see {live_path}/samples.jsonl)", code=1)
@@ -192,7 +231,7 @@ def build(
     audit = RunConfig(suite="proact-audit", models={"judge": audit_model}, base_url=base_url, corpus=str(candidates),
                       seed=seed, max_connections=max_connections)
     _, audit_path = run_config(audit, run_dir, suite=ProactAuditSuite(), progress=progress)
-    verdicts = {r.sample_id: r.output for r in RunFolder(run_dir, audit_path.name).read_samples()}
+    verdicts = {r.sample_id: r.scores for r in RunFolder(run_dir, audit_path.name).read_samples()}
     accepted = [row for row in rule_ok if verdicts.get(row["unique_id_eval"], {}).get("accepted")]
     rejected = [verdicts[row["unique_id_eval"]] for row in rule_ok if row not in accepted and row["unique_id_eval"] in verdicts]
     out_file.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from typing import Any
 from corpora.proactbench import TRIGGER_TYPES
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.protocol import history_messages
+from harness.records import SampleRecord
 from harness.suite import SampleContext
 
 STATUS_LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")
@@ -54,3 +55,26 @@ async def judge_transcript(ctx: SampleContext, history_row: dict[str, Any], trig
         if label == "ERROR" and replies.get(tp["turn"], {}).get("assistant_response") is not None:
             errors.append(f"turn {tp['turn']}: {res.get('error') or res.get('rationale')}")
     return {"triggers": labels, "verdicts": verdicts, "trigger_stats": trigger_stats(labels)}, errors
+
+
+USAGE_NAMES = {"user": "user_agent"}  # the release names the simulated user `user_agent`
+
+
+def release_row(record: SampleRecord) -> dict[str, Any]:
+    """A scored record as a row of the official release format: the transcript, each trigger's
+    `evaluation_result` from the scorer's verdicts, `trigger_stats`, and `token_usage` from the
+    record's usage (stored once, on the record). Records of format 1 already hold the verdicts."""
+    row = dict(record.output)
+    verdicts = {v["turn"]: v["evaluation_result"] for v in record.scores.get("verdicts", [])}
+    triggers = []
+    for tp in row.get("trigger_points", []):
+        entry = {k: v for k, v in tp.items() if k != "assistant_error"}
+        if tp["turn"] in verdicts:
+            entry["evaluation_result"] = verdicts[tp["turn"]]
+        triggers.append(entry)
+    row["trigger_points"] = triggers
+    if "trigger_stats" in record.scores:
+        row["trigger_stats"] = record.scores["trigger_stats"]
+    if record.usage:
+        row["token_usage"] = {USAGE_NAMES.get(role, role): u.model_dump() for role, u in sorted(record.usage.items())}
+    return row

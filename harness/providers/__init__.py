@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, RetryableModelError, Usage
 from harness.spec import ModelSpec
@@ -54,7 +57,7 @@ def load_model(spec: ModelSpec) -> Model:
     raise AssertionError(f"unhandled provider {spec.provider}")  # validate_spec rejects the rest
 
 
-def _plugin_provider(name: str):
+def _plugin_provider(name: str) -> Callable[[ModelSpec], Model]:
     """A provider registered by another package of this project (e.g. `local` by `kernels`), so the
     core depends on no package above it."""
     from importlib.metadata import entry_points
@@ -62,18 +65,20 @@ def _plugin_provider(name: str):
     found = [ep for ep in entry_points(group="harness.providers") if ep.name == name]
     if not found:
         raise HarnessError(f"provider {name!r} is not installed: run `make install` (pip install -e '.[local,kernels]')")
-    return found[0].load()
+    factory: Callable[[ModelSpec], Model] = found[0].load()
+    return factory
 
 
-def check_reachable(config, timeout_s: float = 5.0) -> None:
-    """Fail fast, before anything is recorded, when a remote endpoint cannot be reached."""
+def check_reachable(endpoints: Mapping[str, tuple[str, str | None]], timeout_s: float = 5.0) -> None:
+    """Fail fast, before anything is recorded, when a remote endpoint cannot be reached.
+    `endpoints`: role -> (model spec, base URL or None) for the roles a run will call."""
     import socket
     from urllib.parse import urlparse
 
-    for role, text in config.models.items():
+    for role, (text, base_url) in endpoints.items():
         if text.startswith("local/"):
             continue
-        url = config.base_url or ("https://api.openai.com/v1" if text.startswith("openai/") else None)
+        url = base_url or ("https://api.openai.com/v1" if text.startswith("openai/") else None)
         if url is None:
             continue
         parsed = urlparse(url)
@@ -83,7 +88,7 @@ def check_reachable(config, timeout_s: float = 5.0) -> None:
         try:
             socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
         except OSError as exc:
-            flag = "--base-url" if config.base_url else f"the endpoint of {text}"
+            flag = f"the endpoint of {role} ({text})" if base_url else f"the endpoint of {text}"
             raise HarnessError(
                 f"{flag} {url} is unreachable ({exc.strerror or exc}): start the server (e.g. `harness serve`) or fix --base-url"
             ) from exc

@@ -1,0 +1,71 @@
+"""`harness bench`: an extensible group -- the core's own benchmarks here, more from any package
+through the entry-point group `harness.bench` (a typer command function each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from harness.cli.kit import err, fail, out
+
+bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the harness and of its parts.")
+
+
+@bench_app.command("runner")
+def bench_runner(
+    samples: int = typer.Option(2000, "--samples", min=1),
+    concurrency: int = typer.Option(64, "--concurrency", min=1),
+) -> None:
+    """The harness's own overhead: full runner vs the raw openai client on an instant server."""
+    from harness.bench import bench_runner as run
+
+    run(samples, concurrency, out)
+
+
+def _int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        fail(f"{flag} {text!r}: write comma-separated integers, e.g. 1,64,512")
+    if not values or min(values) < 1:
+        fail(f"{flag} {text!r}: give at least one positive integer")
+    return values
+
+
+@bench_app.command("adapters")
+def bench_adapters(
+    engine: str = typer.Option("local", "--engine", help="local (the PreFT engine) or vllm (vLLM with the PreFT plugin; run from .venv-vllm)."),
+    adapters: str = typer.Option("1,8,64,512", "--adapters", help="Adapter counts, comma-separated."),
+    modes: str = typer.Option("base,preft,all-token", "--modes", help="Any of base, preft, all-token."),
+    rank: int = typer.Option(16, "--rank", min=1),
+    requests: int = typer.Option(64, "--requests", min=1),
+    prompt_len: int = typer.Option(128, "--prompt-len", min=1),
+    gen_len: int = typer.Option(32, "--gen-len", min=1),
+    max_loras: Optional[int] = typer.Option(None, "--max-loras", min=1, help="Resident adapter slots (default min(A, 8))."),
+    max_num_seqs: int = typer.Option(64, "--max-num-seqs", min=1),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads for the run."),
+    seed: int = typer.Option(0, "--seed"),
+    out_dir: Path = typer.Option(Path("bench/adapters"), "--out", help="Folder for JSON, CSV and plot."),
+    vllm_model: Optional[str] = typer.Option(None, "--vllm-model",
+                                             help="--engine vllm: base model path or hub id (default: the embedded model)."),
+) -> None:
+    """Adapter serving: tokens/s, requests/s, TTFT/TPOT per mode and adapter count, base as ceiling."""
+    from kernels.preft.bench import format_table, run_adapter_bench
+
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    if vllm_model and engine != "vllm":
+        fail("--vllm-model goes with --engine vllm")
+    try:
+        result = run_adapter_bench(engine=engine, adapters=_int_list(adapters, "--adapters"), modes=mode_list,
+                                   rank=rank, requests=requests, prompt_len=prompt_len, gen_len=gen_len,
+                                   max_loras=max_loras, max_num_seqs=max_num_seqs, seed=seed, out_dir=out_dir,
+                                   threads=threads, progress=lambda msg: err.print(msg, highlight=False),
+                                   model=vllm_model if engine == "vllm" else None)
+    except ValueError as exc:
+        fail(str(exc))
+    out.print(format_table(result), highlight=False)
+    out.print(f"written: {out_dir}/adapters_bench.json, .csv, .png", highlight=False)
+
+
