@@ -52,6 +52,16 @@ demo: install
 test: install
 	$(PY) -m pytest -q
 
+# ruff (defects only), import-linter (the READMEs' "May import" lines as contracts), mypy (strict on
+# harness/); all three run and report before it fails. Configured in pyproject.toml.
+.PHONY: lint
+lint: install
+	@status=0; \
+	$(VENV)/bin/ruff check . || status=1; \
+	$(VENV)/bin/lint-imports || status=1; \
+	$(VENV)/bin/mypy harness || status=1; \
+	exit $$status
+
 bench: install
 	$(VENV)/bin/harness bench runner --samples 2000 --concurrency 64
 

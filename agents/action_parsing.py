@@ -7,25 +7,26 @@ string is handed to the environment's own action API, which validates its argume
 
 from __future__ import annotations
 
-import json
 import re
 
-# The web world's action syntax (WebArena's), shown to the policy when the environment gives no
-# help text of its own; other environments pass `Observation.info["action_help"]`.
-WEB_ACTION_HELP = {
-    "click": "click [id]", "type": "type [id] [text] [1]", "hover": "hover [id]", "press": "press [key]",
-    "scroll": "scroll [down]", "goto": "goto [url]", "go_back": "go_back", "go_forward": "go_forward",
-    "new_tab": "new_tab", "tab_focus": "tab_focus [index]", "close_tab": "close_tab", "stop": "stop [answer]",
-}
+from harness.environment import ACTION_HELP
+from harness.structured import extract_json_object  # re-exported: the first JSON object of a reply
+
+__all__ = ["action_help", "extract_json_object", "parse_actions", "truncate_observation"]
 
 _FENCE = re.compile(r"```(?:[a-zA-Z]*\n)?(.*?)```", re.S)
 _PREFIX = re.compile(r"^\s*(?:[-*>]+\s*|\d+[.)]\s*|(?:next\s+)?action\s*\d*\s*[:=]\s*|`)+", re.I)
 
 
-def action_help(action_classes: tuple[str, ...], info: dict | None = None) -> str:
-    if info and isinstance(info.get("action_help"), str):
-        return info["action_help"]
-    return "\n".join(f"  {WEB_ACTION_HELP.get(c, c)}" for c in action_classes)
+def action_help(action_classes: tuple[str, ...], info: dict | None = None, default: str | None = None) -> str:
+    """How to write the actions, as the environment says it: its observation's
+    `info["action_help"]`, else the help it gave the agent's config (`default`), else the bare
+    list of its action classes."""
+    if info and isinstance(info.get(ACTION_HELP), str):
+        return info[ACTION_HELP]
+    if default:
+        return default
+    return "\n".join(f"  {c}" for c in action_classes)
 
 
 def _class_of(line: str, classes: list[str]) -> str | None:
@@ -69,19 +70,6 @@ def parse_actions(text: str, action_classes: tuple[str, ...], admissible: list[s
                 if len(found) >= limit:
                     return found
     return found
-
-
-def extract_json_object(text: str) -> dict | None:
-    """The first JSON object in `text` (inside a fence or bare), or None. Only `json.loads`."""
-    decoder = json.JSONDecoder()
-    for start in [m.start() for m in re.finditer(r"\{", text)]:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict):
-            return value
-    return None
 
 
 def truncate_observation(text: str, budget_chars: int, head_share: float = 0.25) -> str:

@@ -15,6 +15,10 @@
   not justified by the task, 0.5 when unknown (no valid prediction), else 0; then abstain (`stop [ABSTAIN]`) when the best
   candidate's confidence is below `confidence_threshold` or every candidate was pruned.
 - act: execute, and record the chosen prediction beside the ground-truth delta for the metrics.
+
+`CdwmGraph` holds one episode's model access, environment and config; each node is one of its
+methods (callable on a hand-made state), and `graph()` wires them into the StateGraph.
+`CdwmAgent` is the `cdwm` entry of the `harness.agents` registry.
 """
 
 from __future__ import annotations
@@ -24,8 +28,16 @@ from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
-from agents.episode import ABSTAIN_ACTION, AgentConfig, Generate, PolicyReply, ThreadedEnv, ask_policy
-from agents.react import EpisodeState, run_episode, take_step
+from agents.episode import (
+    ABSTAIN_ACTION,
+    AgentConfig,
+    AgentState,
+    Generate,
+    PolicyReply,
+    ask_policy,
+    run_episode,
+    take_step,
+)
 from agents.world_model import (
     Prediction,
     delta_text,
@@ -33,46 +45,53 @@ from agents.world_model import (
     imagined_observation,
     justified,
     page_head,
-    predict,
     relevance,
 )
-from environments.cdwm.deltas import Delta
-from environments.cdwm.env import STOP, Observation
+from agents.world_model import predict as predict_delta  # `predict` is also a node's name here
+from harness.environment import STOP, WORLD_MODEL_HELP, AsyncEnvironment, Delta, Observation
 
 NODES_PER_STEP = 5
 UNKNOWN_RISK = 0.5
 
 
-class CdwmState(EpisodeState, total=False):
+class CdwmState(AgentState, total=False):
     candidates: list[dict[str, Any]]
     abstain: str | None  # why select chose to abstain this step (None: it chose a candidate)
-    abstain_reason: str
 
 
-def build(generate: Generate, env: ThreadedEnv, cfg: AgentConfig | None = None):
-    cfg = cfg or AgentConfig()
-    mask = cfg.mask
+class CdwmGraph:
+    """The CDWM graph of one episode: nodes `propose`, `predict`, `lookahead`, `select`, `act`."""
 
-    async def predict_one(intent: str, obs: Observation, obs_text: str, action: str) -> tuple[str, Prediction]:
-        cls = await env.action_class(action)  # the environment's own classification is the mask's key
+    nodes_per_step = NODES_PER_STEP
+
+    def __init__(self, generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None):
+        self.generate, self.env, self.cfg = generate, env, cfg or AgentConfig()
+
+    async def predict_one(self, intent: str, obs: Observation, obs_text: str, action: str) -> tuple[str, Prediction]:
+        """One action's class and masked prediction (no model call when the mask settles it)."""
+        cfg, mask = self.cfg, self.cfg.mask
+        cls = await self.env.action_class(action)  # the environment's own classification is the mask's key
         if mask is not None and mask.determined(cls):
             return cls, Prediction(Delta(confidence=1.0), "mask")
         allowed = mask.allowed(cls) if mask is not None else None
-        pred = await predict(generate, intent, obs_text, action, cls, allowed, cfg,
-                             cfg.world_model_help or obs.info.get("world_model_help"))
+        pred = await predict_delta(self.generate, intent, obs_text, action, cls, allowed, cfg,
+                                   cfg.world_model_help or obs.info.get(WORLD_MODEL_HELP))
         if pred.delta is not None and mask is not None:
             pred.delta = mask.apply(cls, pred.delta)
         return cls, pred
 
-    async def propose(state: CdwmState) -> dict[str, Any]:
-        reply = await ask_policy(generate, state["intent"], state["obs"], state["steps"], cfg, candidates=cfg.candidates)
+    async def propose(self, state: CdwmState) -> dict[str, Any]:
+        """K candidate actions from one policy reply."""
+        reply = await ask_policy(self.generate, state["intent"], state["obs"], state["steps"], self.cfg,
+                                 candidates=self.cfg.candidates)
         return {"reply": reply}
 
-    async def predict_node(state: CdwmState) -> dict[str, Any]:
+    async def predict(self, state: CdwmState) -> dict[str, Any]:
+        """Each candidate's class and predicted delta."""
         reply, obs = state["reply"], state["obs"]
         if reply.error or not reply.actions:
             return {"candidates": []}
-        results = await asyncio.gather(*(predict_one(state["intent"], obs, obs.text, a) for a in reply.actions))
+        results = await asyncio.gather(*(self.predict_one(state["intent"], obs, obs.text, a) for a in reply.actions))
         candidates = []
         for rank, (action, (cls, pred)) in enumerate(zip(reply.actions, results)):
             candidates.append({"action": action, "rank": rank, "action_class": cls, "_pred": pred,
@@ -81,34 +100,41 @@ def build(generate: Generate, env: ThreadedEnv, cfg: AgentConfig | None = None):
                                "invalid_outputs": pred.invalid_outputs, "error": pred.error})
         return {"candidates": candidates}
 
-    async def lookahead(state: CdwmState) -> dict[str, Any]:
-        if cfg.horizon < 2:
+    async def imagine(self, state: CdwmState, candidate: dict[str, Any]) -> dict[str, Any] | None:
+        """The imagined second step after a candidate (its `lookahead` entry), or None when the
+        candidate is predicted to change nothing or the policy names no action there."""
+        pred: Prediction = candidate["_pred"]
+        if pred.delta is None or pred.delta.is_empty() or candidate["action_class"] == STOP:
+            return None  # nothing imagined changes: the next state is this one
+        obs, intent, cfg = state["obs"], state["intent"], self.cfg
+        imagined = Observation(text=imagined_observation(obs.text, candidate["action"], pred.delta),
+                               action_classes=obs.action_classes, admissible=obs.admissible, info=obs.info)
+        nxt = await ask_policy(self.generate, intent, imagined, state["steps"], cfg)
+        if not nxt.actions:
+            return None
+        action = nxt.actions[0]
+        cls, p2 = await self.predict_one(intent, imagined, imagined.text, action)
+        # The imagined step's value has no rank prior (no ranking there): its task relevance
+        # less its risk, so a candidate with no imagined step (value 0) is not handicapped.
+        text = _candidate_text(imagined.text, action, p2)
+        value = 0.5 * relevance(intent, text) - cfg.risk_lambda * _risk(p2, justified(intent, text))
+        return {"action": action, "action_class": cls, "source": p2.source, "value": value,
+                "prediction": p2.delta.model_dump() if p2.delta else None}
+
+    async def lookahead(self, state: CdwmState) -> dict[str, Any]:
+        """Horizon 2: each candidate's imagined next step."""
+        if self.cfg.horizon < 2:
             return {}
-        obs, intent = state["obs"], state["intent"]
         candidates = [dict(c) for c in state["candidates"]]
-
-        async def imagine(c: dict[str, Any]) -> None:
-            pred: Prediction = c["_pred"]
-            if pred.delta is None or pred.delta.is_empty() or c["action_class"] == STOP:
-                return  # nothing imagined changes: the next state is this one
-            imagined = Observation(text=imagined_observation(obs.text, c["action"], pred.delta),
-                                   action_classes=obs.action_classes, admissible=obs.admissible, info=obs.info)
-            nxt = await ask_policy(generate, intent, imagined, state["steps"], cfg)
-            if not nxt.actions:
-                return
-            action = nxt.actions[0]
-            cls, p2 = await predict_one(intent, imagined, imagined.text, action)
-            # The imagined step's value has no rank prior (no ranking there): its task relevance
-            # less its risk, so a candidate with no imagined step (value 0) is not handicapped.
-            text = _candidate_text(imagined.text, action, p2)
-            value = 0.5 * relevance(intent, text) - cfg.risk_lambda * _risk(p2, justified(intent, text))
-            c["lookahead"] = {"action": action, "action_class": cls, "source": p2.source, "value": value,
-                              "prediction": p2.delta.model_dump() if p2.delta else None}
-
-        await asyncio.gather(*(imagine(c) for c in candidates))
+        found = await asyncio.gather(*(self.imagine(state, c) for c in candidates))
+        for c, ahead in zip(candidates, found):
+            if ahead is not None:
+                c["lookahead"] = ahead
         return {"candidates": candidates}
 
-    async def select(state: CdwmState) -> dict[str, Any]:
+    async def select(self, state: CdwmState) -> dict[str, Any]:
+        """Prune, score, and choose a candidate -- or abstain."""
+        cfg = self.cfg
         reply, obs, intent = state["reply"], state["obs"], state["intent"]
         if reply.error or not reply.actions:
             return {"abstain": None}  # take_step records the error or the fallback
@@ -133,7 +159,8 @@ def build(generate: Generate, env: ThreadedEnv, cfg: AgentConfig | None = None):
         return {"candidates": candidates,
                 "reply": PolicyReply([best["action"]], reply.thought, reply.invalid_outputs), "abstain": None}
 
-    async def act(state: CdwmState) -> dict[str, Any]:
+    async def act(self, state: CdwmState) -> dict[str, Any]:
+        """Execute the choice (or abstain) and record the chosen prediction beside the ground truth."""
         reply, candidates = state["reply"], state.get("candidates", [])
         chosen = next((c for c in candidates if c.get("chosen")), None)
         public = [{k: v for k, v in c.items() if k != "_pred"} for c in candidates]
@@ -146,18 +173,40 @@ def build(generate: Generate, env: ThreadedEnv, cfg: AgentConfig | None = None):
         elif chosen is not None:
             fields |= {"prediction": chosen["prediction"], "prediction_source": chosen["source"],
                        "prediction_valid": chosen["prediction"] is not None}
-        return await take_step(env, state, cfg, reply, **fields)
+        return await take_step(self.env, state, self.cfg, reply, **fields)
 
-    graph = StateGraph(CdwmState)
-    for name, fn in (("propose", propose), ("predict", predict_node), ("lookahead", lookahead), ("select", select), ("act", act)):
-        graph.add_node(name, fn)
-    graph.add_edge(START, "propose")
-    graph.add_edge("propose", "predict")
-    graph.add_edge("predict", "lookahead")
-    graph.add_edge("lookahead", "select")
-    graph.add_edge("select", "act")
-    graph.add_conditional_edges("act", lambda s: END if s["done"] else "propose", ["propose", END])
-    return graph.compile()
+    def after_act(self, state: CdwmState) -> str:
+        return END if state["done"] else "propose"
+
+    def graph(self):
+        """The compiled graph."""
+        graph = StateGraph(CdwmState)
+        for name in ("propose", "predict", "lookahead", "select", "act"):
+            graph.add_node(name, getattr(self, name))
+        graph.add_edge(START, "propose")
+        graph.add_edge("propose", "predict")
+        graph.add_edge("predict", "lookahead")
+        graph.add_edge("lookahead", "select")
+        graph.add_edge("select", "act")
+        graph.add_conditional_edges("act", self.after_act, ["propose", END])
+        return graph.compile()
+
+
+class CdwmAgent:
+    """The `cdwm` agent of the `harness.agents` registry."""
+
+    name = "cdwm"
+    roles = ("assistant", "world_model")
+
+    async def run_episode(self, generate: Generate, env: AsyncEnvironment, intent: str, first_obs: Observation,
+                          config: AgentConfig) -> CdwmState:
+        graph = CdwmGraph(generate, env, config).graph()
+        return await run_episode(graph, intent, first_obs, config, nodes_per_step=NODES_PER_STEP)
+
+
+def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None):
+    """The compiled CDWM graph (kept for callers of the module-level API; see `CdwmAgent`)."""
+    return CdwmGraph(generate, env, cfg).graph()
 
 
 def _candidate_text(obs_text: str, action: str, pred: Prediction) -> str:

@@ -1,127 +1,36 @@
-"""What the ReAct and CDWM agents share: the environment seen through an async, thread-bound
-wrapper, the policy prompt and its bounded re-asking, and the per-step record.
+"""What the ReAct and CDWM agents share: the policy prompt and its bounded re-asking, executing
+one step (`take_step`), running a compiled graph to the end of an episode (`run_episode`), and
+the names of the agent contract (`harness.agents_registry`: `AgentConfig`, `StepRecord`,
+`EpisodeState`) and of the environment protocol (`harness.environment`: `ThreadedEnv`).
 
-Both agents see only the CDWM protocol (`environments.cdwm.env`): an observation's text, its
-action classes and (where the world lists them) admissible actions, and after each step the
-ground-truth delta -- which they record for the metrics but never put into a prompt.
+Both agents see only the protocol: an observation's text, its action classes and (where the
+world lists them) admissible actions, the action help the environment gives (its observation's
+`info["action_help"]` or the config's `action_help`), and after each step the ground-truth delta
+-- which they record for the metrics but never put into a prompt.
 """
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, Field
 
 from agents.action_parsing import action_help, parse_actions, truncate_observation
-from environments.cdwm.env import STOP, CdwmEnvironment, Observation, StepResult
-from harness.providers.base import GenerateConfig, ModelError, ModelOutput
+from harness.agents_registry import AgentConfig, EpisodeState, Generate, StepRecord
+from harness.environment import STOP, AsyncEnvironment, Observation, StepResult, ThreadedEnv
+from harness.providers.base import GenerateConfig
+from harness.structured import ReplyProblem, ask_structured
 
-Generate = Callable[[str, list[dict[str, str]], GenerateConfig], Awaitable[ModelOutput]]
+__all__ = ["ABSTAIN_ACTION", "FALLBACK_ACTION", "POLICY_STOPS", "AgentConfig", "AgentState", "EpisodeState",
+           "Generate", "PolicyReply", "StepRecord", "ThreadedEnv", "ask_policy", "execute", "fallback_action",
+           "policy_messages", "recursion_limit", "run_episode", "take_step"]
+
 # A reply that runs on into an invented next turn is cut there: small models echo the prompt's
 # tail ("Your next action?") until max_tokens, which costs decode time and no information.
 POLICY_STOPS = ["Your next action?", "\nObservation:", "\nTask:"]
-# How the web world's actions are written (an environment with help text of its own says it there).
-WEB_RULES = (f"Use the ids shown in [brackets] in the observation. When the task is done, or to answer a "
-             f"question, use {STOP} [answer].\n")
 FALLBACK_ACTION = f"{STOP} [N/A]"  # what an agent sends when the policy never names a valid action
 ABSTAIN_ACTION = f"{STOP} [ABSTAIN]"
-
-
-class ThreadedEnv:
-    """A CDWM environment driven from asyncio. Every call runs on one dedicated thread: the web
-    world's browser (Playwright's sync API) is bound to the thread that started it and refuses to
-    run inside an event loop, and a slow step must not block the other samples' model calls."""
-
-    def __init__(self, env: CdwmEnvironment | None = None):
-        self.env = env
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdwm-env")
-
-    @classmethod
-    async def create(cls, factory: Callable[[], CdwmEnvironment]) -> "ThreadedEnv":
-        """Build the environment on its own thread (a browser must start on the thread that drives it)."""
-        self = cls()
-        try:
-            self.env = await self.call(factory)
-        except BaseException:
-            self._pool.shutdown(wait=False)
-            self._pool = None
-            raise
-        return self
-
-    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
-
-    async def reset(self, task: dict[str, Any]) -> Observation:
-        return await self.call(self.env.reset, task)
-
-    async def step(self, action: str) -> StepResult:
-        return await self.call(self.env.step, action)
-
-    async def action_class(self, action: str) -> str:
-        return await self.call(self.env.action_class, action)
-
-    async def evaluate(self) -> dict[str, Any]:
-        return await self.call(self.env.evaluate)
-
-    async def close(self) -> None:
-        """Close the environment on its own thread, then the thread; safe to call twice."""
-        if self._pool is None:
-            return
-        try:
-            if self.env is not None:
-                await self.call(self.env.close)
-        finally:
-            self._pool.shutdown(wait=False)
-            self._pool = None
-
-
-@dataclass
-class AgentConfig:
-    """Knobs of both agents; the suite fills them from its options. Defaults fit SmolLM2-135M's
-    8192-token context: an observation of 6000 characters is about 1700 tokens."""
-
-    max_steps: int = 10
-    obs_chars: int = 6000
-    history_steps: int = 5  # previous actions shown to the policy
-    policy_role: str = "assistant"
-    policy_max_tokens: int = 96
-    parse_attempts: int = 2  # asks per step before the fallback action
-    temperature: float = 0.0
-    # CDWM only
-    world_model_role: str = "world_model"
-    candidates: int = 3  # K
-    wm_max_tokens: int = 160
-    wm_attempts: int = 2
-    wm_obs_chars: int = 3000
-    confidence_threshold: float = 0.5
-    cost_threshold: float = 0.0  # irreversible cost above which a candidate is pruned (unless the intent justifies it)
-    risk_lambda: float = 1.0
-    horizon: int = 2  # imagined steps per candidate: 1 = its own delta, 2 = plus the policy's next action there
-    lookahead_discount: float = 0.5
-    mask: Any = None  # environments.cdwm.mask.ActionMask; None = no mask (every dimension allowed)
-    world_model_help: str | None = None  # the environment's naming of entities and relations, for the world model
-
-
-@dataclass
-class StepRecord:
-    """One executed step, as the metrics and the transitions export read it."""
-
-    index: int
-    observation: str  # what the policy saw (truncated), the transition's input
-    action: str
-    action_class: str
-    valid: bool
-    delta: dict[str, Any]  # ground truth from the environment
-    thought: str = ""
-    invalid_outputs: int = 0  # policy replies without a usable action before this one
-    fallback: bool = False
-    abstained: bool = False
-    prediction: dict[str, Any] | None = None  # CDWM: the chosen candidate's (masked) predicted delta
-    prediction_valid: bool | None = None
-    prediction_source: str | None = None  # world_model | mask (the class can change nothing) | invalid
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
 
 
 def history_text(steps: list[StepRecord], keep: int) -> str:
@@ -146,8 +55,8 @@ def policy_messages(intent: str, obs: Observation, steps: list[StepRecord], cfg:
                 "one per line:\nThought: <why>\n" + "\n".join(f"{i}. <action>" for i in range(1, candidates + 1)))
     system = (
         "You are an agent completing a task step by step. You see the task, your previous actions and the "
-        "current observation.\nActions you can use:\n" + action_help(obs.action_classes, obs.info)
-        + "\n" + (WEB_RULES if not isinstance(obs.info.get("action_help"), str) else "") + form
+        "current observation.\nActions you can use:\n" + action_help(obs.action_classes, obs.info, cfg.action_help)
+        + "\n" + form
     )
     if obs.admissible:
         system += "\nAdmissible actions now: " + "; ".join(obs.admissible[:60])
@@ -171,33 +80,49 @@ class PolicyReply:
     error: str | None = None  # a model call that failed for good
 
 
+class PolicyActions(BaseModel):
+    """A policy reply read as data: the actions it names (at least one) and its thought."""
+
+    actions: list[str] = Field(min_length=1)
+    thought: str = ""
+
+
 async def ask_policy(generate: Generate, intent: str, obs: Observation, steps: list[StepRecord],
                      cfg: AgentConfig, candidates: int = 1) -> PolicyReply:
     """Ask the policy for up to `candidates` actions; a reply naming none is answered with a
     correction (a different prompt, so a cached or greedy model can answer differently), at most
-    `parse_attempts` asks in all."""
+    `parse_attempts` asks in all (`harness.structured.ask_structured`)."""
     messages = policy_messages(intent, obs, steps, cfg, candidates)
     config = GenerateConfig(temperature=cfg.temperature, max_tokens=cfg.policy_max_tokens, stop=POLICY_STOPS)
-    invalid = 0
-    for _ in range(max(1, cfg.parse_attempts)):
-        try:
-            out = await generate(cfg.policy_role, messages, config)
-        except ModelError as exc:
-            return PolicyReply([], "", invalid, error=f"{cfg.policy_role}: {exc}")
-        actions = parse_actions(out.text, obs.action_classes, obs.admissible, limit=candidates)
-        if actions:
-            return PolicyReply(actions, thought_of(out.text), invalid)
-        invalid += 1
-        if obs.admissible:
-            example = obs.admissible[0]
-        else:
-            example = action_help(obs.action_classes, None).splitlines()[0].strip() if obs.action_classes else STOP
-        messages = messages + [
-            {"role": "assistant", "content": out.text[:500]},
-            {"role": "user", "content": f"That reply names no valid action. Write a line `Action: <action>` using one of "
-                                        f"the actions listed, e.g. `Action: {example}`."},
-        ]
-    return PolicyReply([], "", invalid)
+    example = reask_example(obs, cfg)
+
+    def parse(text: str) -> PolicyActions:
+        actions = parse_actions(text, obs.action_classes, obs.admissible, limit=candidates)
+        if not actions:
+            raise ReplyProblem("invalid", "names no valid action")
+        return PolicyActions(actions=actions, thought=thought_of(text))
+
+    def reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+        return [{"role": "assistant", "content": text[:500]},
+                {"role": "user", "content": f"That reply names no valid action. Write a line `Action: <action>` using "
+                                            f"one of the actions listed, e.g. `Action: {example}`."}]
+
+    reply = await ask_structured(generate, cfg.policy_role, messages, PolicyActions, config, cfg.parse_attempts,
+                                 parse=parse, reask=reask)
+    if reply.error is not None:
+        return PolicyReply([], "", reply.invalid, error=f"{cfg.policy_role}: {reply.error}")
+    if reply.value is None:
+        return PolicyReply([], "", reply.invalid)
+    return PolicyReply(reply.value.actions, reply.value.thought, reply.invalid)
+
+
+def reask_example(obs: Observation, cfg: AgentConfig) -> str:
+    """The action a re-ask shows as an example: the first admissible one, else the first line of
+    the action help."""
+    if obs.admissible:
+        return obs.admissible[0]
+    lines = [line.strip() for line in action_help(obs.action_classes, obs.info, cfg.action_help).splitlines()]
+    return next((line for line in lines if line), STOP)
 
 
 def fallback_action(obs: Observation) -> str | None:
@@ -205,7 +130,7 @@ def fallback_action(obs: Observation) -> str | None:
     return FALLBACK_ACTION if STOP in {c.lower() for c in obs.action_classes} else None
 
 
-async def execute(env: ThreadedEnv, action: str, obs_text: str, index: int, **fields: Any) -> tuple[StepResult, StepRecord]:
+async def execute(env: AsyncEnvironment, action: str, obs_text: str, index: int, **fields: Any) -> tuple[StepResult, StepRecord]:
     result = await env.step(action)
     info = _jsonable(result.info) | fields.pop("info", {})
     record = StepRecord(index=index, observation=obs_text, action=action, action_class=await env.action_class(action),
@@ -219,3 +144,42 @@ def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
     for k, v in (info or {}).items():
         out[str(k)] = v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
     return out
+
+
+class AgentState(EpisodeState, total=False):
+    """The graph state of the ReAct and CDWM agents: the episode plus this step's policy reply."""
+
+    reply: PolicyReply
+
+
+def recursion_limit(cfg: AgentConfig, nodes_per_step: int) -> int:
+    """LangGraph counts node runs; one step is `nodes_per_step` of them."""
+    return nodes_per_step * (cfg.max_steps + 1) + 10
+
+
+async def take_step(env: AsyncEnvironment, state: AgentState, cfg: AgentConfig, reply: PolicyReply,
+                    **record_fields: Any) -> dict[str, Any]:
+    """Execute the policy's first action (or the fallback) and decide whether the episode ends."""
+    steps, errors = list(state["steps"]), list(state.get("errors", []))
+    obs = state["obs"]
+    if reply.error:
+        return {"done": True, "ended_by": "error", "errors": errors + [reply.error]}
+    action, fallback = (reply.actions[0], False) if reply.actions else (fallback_action(obs), True)
+    if action is None:  # no action and no stop in this world: end without stepping
+        return {"done": True, "ended_by": "no_action", "errors": errors}
+    result, record = await execute(env, action, truncate_observation(obs.text, cfg.obs_chars), len(steps),
+                                   thought=reply.thought, invalid_outputs=reply.invalid_outputs, fallback=fallback,
+                                   **record_fields)
+    steps.append(record)
+    ended_by = "no_action" if fallback else "abstain" if record.abstained else "done"
+    if result.done or fallback or record.abstained:
+        return {"steps": steps, "obs": result.observation, "done": True, "ended_by": ended_by, "errors": errors}
+    if len(steps) >= cfg.max_steps:
+        return {"steps": steps, "obs": result.observation, "done": True, "ended_by": "step_limit", "errors": errors}
+    return {"steps": steps, "obs": result.observation, "done": False, "errors": errors}
+
+
+async def run_episode(graph: Any, intent: str, obs: Observation, cfg: AgentConfig, nodes_per_step: int = 2) -> AgentState:
+    """Run a compiled agent graph from the first observation to the end of the episode."""
+    state: AgentState = {"intent": intent, "obs": obs, "steps": [], "done": False, "errors": []}
+    return await graph.ainvoke(state, {"recursion_limit": recursion_limit(cfg, nodes_per_step)})

@@ -37,6 +37,7 @@ from typing import Any, Awaitable, Callable, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from harness.providers.base import ModelError
+from harness.structured import Attempt, ReplyProblem, StructuredReply, retry_reply
 
 MAX_TURNS = 10
 WINDOWS = {"EMERGENT": (1, 3), "CRITICAL": (4, 7), "RECOVERY": (8, 10)}
@@ -251,77 +252,97 @@ def clean_message(text: str) -> str:
     return text
 
 
-# ---------------------------------------------------------------- the graph
-def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
-          planner_attempts: int = 3, user_attempts: int = 3) -> Any:
-    """The compiled graph: planner -> user -> assistant -> (judge if trigger) -> next turn or end."""
-    bp = {k: blueprint[k] for k in PLANNER_FIELDS}
-    anchors = {a["id"]: a for a in bp["implicit_anchors"]}
-    ids = list(anchors)
-    keys = anchor_keys(bp["implicit_anchors"], bp["explicit_request"])
-    request_keys = key_words(bp["explicit_request"])
+def _problems(reply: StructuredReply) -> list[str]:
+    """The failed attempts as the turn records them: `attempt N: why`."""
+    return [f"attempt {i + 1}: {a.problem}" for i, a in enumerate(reply.attempts) if a.kind != "ok"]
 
-    def directive_for(state: LoopState, turn: int) -> tuple[TurnDirective, list[str]]:
+
+# ---------------------------------------------------------------- the graph
+class DialogueLoop:
+    """One dialogue's graph: planner -> user -> assistant -> (judge if trigger) -> next turn or end.
+
+    Nodes (`planner`, `user`, `assistant`, `judge`) and edges (`after_assistant`, `next_turn`) are
+    methods, callable on a hand-made `LoopState`; `graph()` wires them into the StateGraph. The
+    deterministic protocol pieces (`directive_for`, `complete_order`, `order_leaks`,
+    `user_problem`) are methods too, so each can be tested alone."""
+
+    def __init__(self, blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
+                 planner_attempts: int = 3, user_attempts: int = 3):
+        self.bp = {k: blueprint[k] for k in PLANNER_FIELDS}
+        self.anchors = {a["id"]: a for a in self.bp["implicit_anchors"]}
+        self.ids = list(self.anchors)
+        self.keys = anchor_keys(self.bp["implicit_anchors"], self.bp["explicit_request"])
+        self.request_keys = key_words(self.bp["explicit_request"])
+        self.schedule, self.roles = schedule, roles
+        self.planner_attempts, self.user_attempts = planner_attempts, user_attempts
+
+    def directive_for(self, state: LoopState, turn: int) -> tuple[TurnDirective, list[str]]:
+        """This turn's structure (trigger, anchor to reveal, done), fixed by code, and notes on withheld triggers."""
         notes, done = [], state["done_turn"]
-        kind = schedule.triggers.get(turn)
+        kind = self.schedule.triggers.get(turn)
         if kind == "RECOVERY" and not (done is not None and done < turn):
             notes.append(f"RECOVERY on turn {turn} withheld: the user had not yet said the task is done")
             kind = None
         anchor, forced, reason = None, False, None
-        pending = [a for a in ids if a not in state["revealed"]]
-        if pending and done is None and turn < schedule.done_turn:
+        pending = [a for a in self.ids if a not in state["revealed"]]
+        if pending and done is None and turn < self.schedule.done_turn:
             a = pending[0]
-            nxt = next((t for t in sorted(schedule.triggers) if t >= turn and schedule.triggers[t] in ANCHOR_NEED), None)
-            deficit = ANCHOR_NEED[schedule.triggers[nxt]] - len(state["revealed"]) if nxt else 0
+            nxt = next((t for t in sorted(self.schedule.triggers) if t >= turn and self.schedule.triggers[t] in ANCHOR_NEED), None)
+            deficit = ANCHOR_NEED[self.schedule.triggers[nxt]] - len(state["revealed"]) if nxt else 0
             if state["misses"].get(a, 0) >= MAX_MISSES:
                 forced, reason = True, f"{a} was missed {state['misses'][a]} times"
             elif nxt is not None and deficit > 0 and deficit >= nxt - turn + 1:
-                forced, reason = True, f"the {schedule.triggers[nxt]} trigger on turn {nxt} needs {ANCHOR_NEED[schedule.triggers[nxt]]} revealed anchor(s)"
-            if forced or schedule.anchor_due[a] <= turn:
+                forced, reason = True, f"the {self.schedule.triggers[nxt]} trigger on turn {nxt} needs {ANCHOR_NEED[self.schedule.triggers[nxt]]} revealed anchor(s)"
+            if forced or self.schedule.anchor_due[a] <= turn:
                 anchor = a
-        stop = turn >= min(schedule.last_turn, MAX_TURNS)
-        return TurnDirective(turn, kind, anchor, forced, reason, done is None and turn >= schedule.done_turn,
+        stop = turn >= min(self.schedule.last_turn, MAX_TURNS)
+        return TurnDirective(turn, kind, anchor, forced, reason, done is None and turn >= self.schedule.done_turn,
                              done is not None, stop), notes
 
-    def order_leaks(order: dict[str, Any], d: TurnDirective, revealed: list[str]) -> list[str]:
+    def order_leaks(self, order: dict[str, Any], d: TurnDirective, revealed: list[str]) -> list[str]:
+        """Anchors an order would disclose besides the one due this turn."""
         text = " ".join([order["intent"], *order["content_payload"], order["behavioral_directive"]])
-        return [a for a in ids if a not in revealed and a != d.anchor_id and mentions(text, keys[a])]
+        return [a for a in self.ids if a not in revealed and a != d.anchor_id and mentions(text, self.keys[a])]
 
-    def complete_order(order: dict[str, Any], d: TurnDirective) -> tuple[dict[str, Any], list[str]]:
+    def complete_order(self, order: dict[str, Any], d: TurnDirective) -> tuple[dict[str, Any], list[str]]:
         """Make the order carry what the protocol requires this turn, whatever the Planner wrote."""
         order = {**order, "content_payload": list(order["content_payload"])}
         patches, payload = [], " ".join(order["content_payload"])
-        if d.turn == 1 and not mentions(payload + " " + order["intent"], request_keys):
-            order["content_payload"].insert(0, f"Make your request: {bp['explicit_request']}")
+        if d.turn == 1 and not mentions(payload + " " + order["intent"], self.request_keys):
+            order["content_payload"].insert(0, f"Make your request: {self.bp['explicit_request']}")
             patches.append("explicit request added")
-        if d.anchor_id and (d.forced or not mentions(payload, keys[d.anchor_id])):
+        if d.anchor_id and (d.forced or not mentions(payload, self.keys[d.anchor_id])):
             verb = "State this detail plainly, in your own words" if d.forced else "Mention this detail in passing"
-            order["content_payload"].append(f"{verb}: {anchors[d.anchor_id]['detail']}")
+            order["content_payload"].append(f"{verb}: {self.anchors[d.anchor_id]['detail']}")
             patches.append(f"anchor {d.anchor_id} added" + (" (forced)" if d.forced else ""))
-        if d.say_done and not done_acknowledged(payload, bp["done_signal"]):
-            order["content_payload"].append(f"Say clearly that the task is done ({bp['done_signal']}).")
+        if d.say_done and not done_acknowledged(payload, self.bp["done_signal"]):
+            order["content_payload"].append(f"Say clearly that the task is done ({self.bp['done_signal']}).")
             patches.append("done signal added")
         return order, patches
 
-    async def planner(state: LoopState) -> dict[str, Any]:
+    async def planner(self, state: LoopState) -> dict[str, Any]:
+        """Start the next turn: its directive and the Planner's order (bounded retries, then the template)."""
         turn = state["turn"] + 1
-        d, notes = directive_for(state, turn)
+        d, notes = self.directive_for(state, turn)
         conv, revealed = conversation(state["records"]), list(state["revealed"])
-        plan, problems, feedback = None, [], None
-        for attempt in range(planner_attempts):
+
+        async def ask(attempt: int, tried: list[Attempt]) -> dict[str, Any]:
+            feedback = tried[-1].problem if tried else None  # why the previous attempt was rejected
             try:
-                plan = await roles.plan(PlannerView(bp, conv, revealed, d, feedback), attempt)
-                leaked = order_leaks(plan["tactical_order"], d, revealed)
-                if leaked:
-                    raise PlannerFormatError(f"the order reveals anchor(s) {leaked}; only {d.anchor_id or 'no anchor'} may be revealed this turn")
-                break
-            except (ModelError, PlannerFormatError) as exc:
-                plan, feedback = None, str(exc)
-                problems.append(f"attempt {attempt + 1}: {exc}")
+                plan = await self.roles.plan(PlannerView(self.bp, conv, revealed, d, feedback), attempt)
+            except PlannerFormatError as exc:
+                raise ReplyProblem("invalid", str(exc)) from None
+            leaked = self.order_leaks(plan["tactical_order"], d, revealed)
+            if leaked:
+                raise ReplyProblem("invalid", f"the order reveals anchor(s) {leaked}; only {d.anchor_id or 'no anchor'} may be revealed this turn")
+            return plan
+
+        reply = await retry_reply(ask, self.planner_attempts, retry_model_errors=True)
+        plan, problems = reply.value, _problems(reply)
         fallback = plan is None
         if fallback:
-            plan = roles.plan_fallback(PlannerView(bp, conv, revealed, d))
-        order, patches = complete_order(plan["tactical_order"], d)
+            plan = self.roles.plan_fallback(PlannerView(self.bp, conv, revealed, d))
+        order, patches = self.complete_order(plan["tactical_order"], d)
         rubric = {"type": d.trigger, **{k: plan["evaluation_rubric"][k] for k in CRITERIA}} if d.trigger else None
         record = {
             "state_audit": {"current_turn": turn, "previous_trigger_count": len(state["triggers"]),
@@ -334,54 +355,58 @@ def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
         }
         return {"turn": turn, "current": {"directive": d, "planner": record}}
 
-    def user_problem(text: str, d: TurnDirective, others: list[str]) -> str | None:
+    def user_problem(self, text: str, d: TurnDirective, others: list[str]) -> str | None:
+        """Why a User Agent message breaks this turn's directive (None when it keeps it)."""
         if not text:
             return "the message was empty"
-        if d.forced and d.anchor_id and not mentions(text, keys[d.anchor_id]):
-            return f"the message must state this detail: {anchors[d.anchor_id]['detail']}"
-        if d.say_done and not done_acknowledged(text, bp["done_signal"]):
+        if d.forced and d.anchor_id and not mentions(text, self.keys[d.anchor_id]):
+            return f"the message must state this detail: {self.anchors[d.anchor_id]['detail']}"
+        if d.say_done and not done_acknowledged(text, self.bp["done_signal"]):
             return "the message must say clearly that the task is done"
-        if any(mentions(text, keys[a]) for a in others):
+        if any(mentions(text, self.keys[a]) for a in others):
             return "the message disclosed something the order did not ask for; say only what the order says"
         return None
 
-    async def user(state: LoopState) -> dict[str, Any]:
+    async def user(self, state: LoopState) -> dict[str, Any]:
+        """The User Agent's message for the order (bounded retries, then the template), and what it revealed."""
         cur, turn = state["current"], state["turn"]
         d, order = cur["directive"], cur["planner"]["tactical_order"]
-        others = [a for a in ids if a not in state["revealed"] and a != d.anchor_id]
-        facts = {"opening_request": bp["explicit_request"] if turn == 1 else None,
-                 "anchor_detail": anchors[d.anchor_id]["detail"] if d.anchor_id else None, "say_done": d.say_done}
-        conv, message, problems, feedback = conversation(state["records"]), None, [], None
-        for attempt in range(user_attempts):
-            try:
-                text = clean_message(await roles.speak(UserView(order, conv, turn, feedback, **facts), attempt))
-            except ModelError as exc:
-                problems.append(f"attempt {attempt + 1}: {exc}")
-                continue
-            feedback = user_problem(text, d, others)
-            if feedback is None:
-                message = text
-                break
-            problems.append(f"attempt {attempt + 1}: {feedback}")
+        others = [a for a in self.ids if a not in state["revealed"] and a != d.anchor_id]
+        facts = {"opening_request": self.bp["explicit_request"] if turn == 1 else None,
+                 "anchor_detail": self.anchors[d.anchor_id]["detail"] if d.anchor_id else None, "say_done": d.say_done}
+        conv = conversation(state["records"])
+
+        async def ask(attempt: int, tried: list[Attempt]) -> str:
+            # The feedback is the last rejected message's problem (a failed call says nothing about the message).
+            feedback = next((a.problem for a in reversed(tried) if a.kind != "model_error"), None)
+            text = clean_message(await self.roles.speak(UserView(order, conv, turn, feedback, **facts), attempt))
+            problem = self.user_problem(text, d, others)
+            if problem is not None:
+                raise ReplyProblem("invalid", problem)
+            return text
+
+        reply = await retry_reply(ask, self.user_attempts, retry_model_errors=True)
+        message, problems = reply.value, _problems(reply)
         fallback = message is None
         if fallback:
-            message = clean_message(roles.speak_fallback(UserView(order, conv, turn, None, **facts)))
-        revealed_now = [d.anchor_id] if d.anchor_id and mentions(message, keys[d.anchor_id]) else []
+            message = clean_message(self.roles.speak_fallback(UserView(order, conv, turn, None, **facts)))
+        revealed_now = [d.anchor_id] if d.anchor_id and mentions(message, self.keys[d.anchor_id]) else []
         misses = dict(state["misses"])
         if d.anchor_id and not revealed_now:
             misses[d.anchor_id] = misses.get(d.anchor_id, 0) + 1
-        done_turn = turn if d.say_done and done_acknowledged(message, bp["done_signal"]) else state["done_turn"]
+        done_turn = turn if d.say_done and done_acknowledged(message, self.bp["done_signal"]) else state["done_turn"]
         planner_record = {**cur["planner"], "revealed_anchor_ids": revealed_now}
         agent = {"fallback": fallback, "attempts": len(problems) + (0 if fallback else 1), "problems": problems}
         return {"current": {**cur, "planner": planner_record, "user_message": message, "user_agent": agent},
                 "revealed": state["revealed"] + revealed_now, "misses": misses, "done_turn": done_turn}
 
-    async def assistant(state: LoopState) -> dict[str, Any]:
+    async def assistant(self, state: LoopState) -> dict[str, Any]:
+        """The Assistant's reply; the turn is recorded (a failed call ends the dialogue)."""
         cur, turn = state["current"], state["turn"]
         history = conversation(state["records"]) + [{"role": "user", "content": cur["user_message"]}]
         failed = None
         try:
-            reply = await roles.answer(history)
+            reply = await self.roles.answer(history)
         except ModelError as exc:
             reply, failed = "", f"turn {turn}: assistant: {exc}"
         record = {"turn": turn, "planner": cur["planner"], "user_message": cur["user_message"],
@@ -394,29 +419,39 @@ def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
                                                        "evaluation_result": result}]
         return update
 
-    async def judge(state: LoopState) -> dict[str, Any]:
+    async def judge(self, state: LoopState) -> dict[str, Any]:
+        """The Judge's verdict on a trigger turn."""
         cur = state["current"]
         rubric = cur["planner"]["evaluation_rubric"]
-        result = await roles.judge(rubric, cur["history"], cur["reply"])
+        result = await self.roles.judge(rubric, cur["history"], cur["reply"])
         return {"triggers": state["triggers"] + [{"turn": state["turn"], "evaluation_rubric": rubric, "evaluation_result": result}]}
 
-    def next_turn(state: LoopState) -> str:
+    def next_turn(self, state: LoopState) -> str:
         return END if state["current"]["directive"].stop or state["turn"] >= MAX_TURNS else "planner"
 
-    def after_assistant(state: LoopState) -> str:
+    def after_assistant(self, state: LoopState) -> str:
         if state["failed"]:
             return END
-        return "judge" if state["current"]["planner"]["is_trigger_point"] else next_turn(state)
+        return "judge" if state["current"]["planner"]["is_trigger_point"] else self.next_turn(state)
 
-    graph = StateGraph(LoopState)
-    for name, node in (("planner", planner), ("user", user), ("assistant", assistant), ("judge", judge)):
-        graph.add_node(name, node)
-    graph.add_edge(START, "planner")
-    graph.add_edge("planner", "user")
-    graph.add_edge("user", "assistant")
-    graph.add_conditional_edges("assistant", after_assistant, ["judge", "planner", END])
-    graph.add_conditional_edges("judge", next_turn, ["planner", END])
-    return graph.compile()
+    def graph(self) -> Any:
+        """The compiled graph."""
+        graph = StateGraph(LoopState)
+        for name in ("planner", "user", "assistant", "judge"):
+            graph.add_node(name, getattr(self, name))
+        graph.add_edge(START, "planner")
+        graph.add_edge("planner", "user")
+        graph.add_edge("user", "assistant")
+        graph.add_conditional_edges("assistant", self.after_assistant, ["judge", "planner", END])
+        graph.add_conditional_edges("judge", self.next_turn, ["planner", END])
+        return graph.compile()
+
+
+def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
+          planner_attempts: int = 3, user_attempts: int = 3) -> Any:
+    """The compiled graph of `DialogueLoop`."""
+    return DialogueLoop(blueprint, schedule, roles, planner_attempts=planner_attempts,
+                        user_attempts=user_attempts).graph()
 
 
 async def run_dialogue(graph: Any) -> LoopState:

@@ -1,10 +1,11 @@
-"""CDWM's world model: ask a model what one action would change, as a typed delta (JSON checked
-against `PREDICTION_SCHEMA`), and the pieces of the risk-aware planner that read predictions
+"""CDWM's world model: ask a model what one action would change, as a typed delta (a JSON
+`DeltaPrediction`, whose schema is `PREDICTION_SCHEMA`), and the pieces of the risk-aware planner that read predictions
 (task relevance, whether the intent justifies an irreversible change, the imagined next state).
 
 The world model is whichever model the run names for the role `world_model` (by default the model
-under test). A reply that is not a schema-valid object is re-asked with the validation error, at
-most `AgentConfig.wm_attempts` times, then counted as an invalid prediction (confidence 0).
+under test). Its reply is read as a `DeltaPrediction` (`harness.structured.ask_structured`); one
+that is not a valid object is re-asked with the validation error, at most `AgentConfig.wm_attempts`
+times, then counted as an invalid prediction (confidence 0).
 """
 
 from __future__ import annotations
@@ -13,15 +14,12 @@ import json
 import re
 from dataclasses import dataclass
 
-import jsonschema
-from pydantic import ValidationError
-
-from agents.action_parsing import extract_json_object, truncate_observation
+from agents.action_parsing import truncate_observation
 from agents.episode import AgentConfig, Generate
-from environments.cdwm.deltas import PREDICTION_SCHEMA, Delta
-from harness.providers.base import GenerateConfig, ModelError
+from harness.environment import Delta, DeltaPrediction
+from harness.providers.base import GenerateConfig
+from harness.structured import ReplyProblem, ask_structured, parse_json_reply
 
-_VALIDATOR = jsonschema.Draft202012Validator(PREDICTION_SCHEMA)
 # Neutral on purpose (a reversible cart change): a small model that copies the example must not be
 # steered towards predicting purchases everywhere.
 EXAMPLE = {"created": [], "deleted": [], "attributes": [{"entity": "cart:1", "attribute": "item_count", "before": 0, "after": 1}],
@@ -66,37 +64,28 @@ def wm_messages(intent: str, obs_text: str, action: str, action_class: str, allo
 
 def validate_prediction(text: str) -> tuple[Delta | None, str | None]:
     """The prediction in a reply, or the reason it is not one (for the re-ask)."""
-    obj = extract_json_object(text)
-    if obj is None:
-        return None, "no JSON object found"
-    errors = sorted(_VALIDATOR.iter_errors(obj), key=lambda e: list(e.path))
-    if errors:
-        e = errors[0]
-        where = "/".join(str(p) for p in e.path) or "the object"
-        return None, f"{where}: {e.message[:160]}"
     try:
-        return Delta.model_validate(obj), None
-    except ValidationError as exc:
-        return None, str(exc.errors()[0]["msg"])[:160]
+        return parse_json_reply(text, DeltaPrediction).to_delta(), None
+    except ReplyProblem as problem:
+        return None, str(problem)
+
+
+def reask_prediction(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": text[:600]},
+            {"role": "user", "content": f"Invalid prediction ({problem}). Reply with the JSON object only."}]
 
 
 async def predict(generate: Generate, intent: str, obs_text: str, action: str, action_class: str,
                   allowed: frozenset[str] | None, cfg: AgentConfig, extra_help: str | None = None) -> Prediction:
     messages = wm_messages(intent, obs_text, action, action_class, allowed, cfg, extra_help)
     config = GenerateConfig(temperature=cfg.temperature, max_tokens=cfg.wm_max_tokens, stop=["\nProposed action:", "\nTask:"])
-    invalid = 0
-    for _ in range(max(1, cfg.wm_attempts)):
-        try:
-            out = await generate(cfg.world_model_role, messages, config)
-        except ModelError as exc:
-            return Prediction(None, "invalid", invalid, error=f"{cfg.world_model_role}: {exc}")
-        delta, problem = validate_prediction(out.text)
-        if delta is not None:
-            return Prediction(delta, "world_model", invalid)
-        invalid += 1
-        messages = messages + [{"role": "assistant", "content": out.text[:600]},
-                               {"role": "user", "content": f"Invalid prediction ({problem}). Reply with the JSON object only."}]
-    return Prediction(None, "invalid", invalid)
+    reply = await ask_structured(generate, cfg.world_model_role, messages, DeltaPrediction, config, cfg.wm_attempts,
+                                 reask=reask_prediction)
+    if reply.error is not None:
+        return Prediction(None, "invalid", reply.invalid, error=f"{cfg.world_model_role}: {reply.error}")
+    if reply.value is None:
+        return Prediction(None, "invalid", reply.invalid)
+    return Prediction(reply.value.to_delta(), "world_model", reply.invalid)
 
 
 # ---------------------------------------------------------------- reading predictions

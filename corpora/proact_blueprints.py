@@ -16,7 +16,7 @@ from typing import Any
 
 import jsonschema
 
-from corpora.validation import check_schema, parse_jsonl
+from corpora.validation import check_schema, parse_jsonl, read_text
 from harness.errors import HarnessError
 
 HERE = Path(__file__).resolve().parent / "proact"
@@ -92,9 +92,9 @@ def load_blueprints(source: str | Path | None = None) -> tuple[list[dict[str, An
     seen: dict[str, str] = {}
     digest = hashlib.sha256()
     for path in files:
-        data = path.read_bytes()
-        digest.update(path.name.encode() + b"\0" + data)
-        rows += parse_jsonl(data.decode("utf-8"), path, validate_blueprint, "blueprint_id", seen)
+        text = read_text(path, "blueprint file", "pass --corpus PATH to a blueprints.jsonl file")
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        rows += parse_jsonl(text, path, validate_blueprint, "blueprint_id", seen)
     if not rows:
         raise HarnessError(f"blueprint source {files[0] if len(files) == 1 else files[0].parent} has no rows: "
                            f"pass --corpus PATH to a non-empty blueprints.jsonl")

@@ -1,8 +1,10 @@
 """Loader for corpora in the official ProactBench release format (`final_dialogues.jsonl`).
 
-Accepts a JSONL path or, where the network allows, a Hugging Face datasets id. Every row is
-validated against ROW_SCHEMA; the first bad row stops loading with one line naming the file,
-the line and the field.
+Accepts a JSONL path, a folder of dialogue JSONL files, or, where the network allows, a Hugging
+Face datasets id. Every row is validated against ROW_SCHEMA and then read into the typed
+`CorpusRow` (`corpora.proact_types`); the first bad row stops loading with one line naming the
+file, the line and the field. Unreadable input (a folder without dialogue files, a binary or
+non-UTF-8 file, a source that holds no rows) is one line too, naming the input and the fix.
 """
 
 from __future__ import annotations
@@ -12,12 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import pydantic
 
-from corpora.validation import check_schema, parse_jsonl
+from corpora.proact_types import TRIGGER_TYPES, CorpusRow
+from corpora.validation import check_schema, parse_jsonl, read_text
 from harness.errors import HarnessError
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "proact" / "dialogues.jsonl"
-TRIGGER_TYPES = ("EMERGENT", "CRITICAL", "RECOVERY")
+_FIX = "pass --corpus PATH to a final_dialogues.jsonl file (or a folder of them)"
 
 _RUBRIC = {
     "type": "object",
@@ -79,10 +83,23 @@ ROW_SCHEMA: dict[str, Any] = {
 _VALIDATOR = jsonschema.Draft202012Validator(ROW_SCHEMA)
 
 
+def _pydantic_field(error: dict[str, Any]) -> str:
+    path = ""
+    for part in error["loc"]:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(row)"
+
 
 def validate_row(row: Any, where: str) -> dict[str, Any]:
-    """Schema plus the cross-field facts the protocol relies on. `where` is `file:line`."""
+    """Schema, the typed model, and the cross-field facts the protocol relies on. `where` is
+    `file:line`. Returns the row as it was read (a dict)."""
     check_schema(_VALIDATOR, row, where, "row")
+    try:
+        CorpusRow.model_validate(row)
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        raise HarnessError(f"{where}: field `{_pydantic_field(first)}` is invalid: {first['msg']}; "
+                           f"fix the row or remove it") from exc
     turns = {t["turn"] for t in row["turn_records"]}
     for i, tp in enumerate(row["trigger_points"]):
         if tp["turn"] not in turns:
@@ -97,26 +114,45 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
     return row
 
 
+def corpus_files(path: Path) -> list[Path]:
+    """The dialogue files a path names: the file itself, or a folder's `*.jsonl` files other than
+    blueprints (sorted by name)."""
+    if path.is_dir():
+        files = sorted(p for p in path.glob("*.jsonl") if "blueprint" not in p.name and p.is_file())
+        if not files:
+            raise HarnessError(f"corpus folder {path} holds no dialogue .jsonl files: {_FIX}")
+        return files
+    if not path.exists():
+        raise HarnessError(f"corpus file {path} not found: pass --corpus PATH to a final_dialogues.jsonl file, "
+                           f"a folder of them, or a Hugging Face dataset id such as bosonai/proactbench")
+    return [path]
+
+
 def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows and the corpus identity (path, sha256) for the manifest."""
+    """Rows and the corpus identity (path, sha256) for the manifest. A folder is read file by
+    file in name order, ids unique across its files; its sha256 covers every file read."""
     path = Path(source) if source is not None else DEFAULT_CORPUS
-    if path.exists():
-        return _load_jsonl(path), {"path": str(path.resolve()), "sha256": _sha256(path)}
     text = str(source)
-    looks_like_hub_id = text.count("/") == 1 and not text.endswith((".jsonl", ".json")) and not text.startswith((".", "/"))
-    if looks_like_hub_id:
+    looks_like_hub_id = (source is not None and text.count("/") == 1 and not text.endswith((".jsonl", ".json"))
+                         and not text.startswith((".", "/")))
+    if not path.exists() and looks_like_hub_id:
         return _load_hub(text), {"path": f"hf:{text}", "sha256": None}
-    raise HarnessError(
-        f"corpus file {text} not found: pass --corpus PATH to a final_dialogues.jsonl file "
-        f"(or a Hugging Face dataset id such as bosonai/proactbench)"
-    )
-
-
-def _load_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = parse_jsonl(path.read_text(encoding="utf-8"), path, validate_row, "unique_id_eval")
+    files = corpus_files(path)
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, str] = {}
+    digest = hashlib.sha256()
+    for file in files:
+        rows += parse_jsonl(read_text(file, "corpus file", _FIX), file, validate_row, "unique_id_eval", seen)
+        if path.is_dir():
+            digest.update(file.name.encode() + b"\0" + file.read_bytes())
     if not rows:
-        raise HarnessError(f"corpus file {path} has no rows: pass --corpus PATH to a non-empty final_dialogues.jsonl")
-    return rows
+        where = f"corpus folder {path} holds no rows in its {len(files)} .jsonl file(s)" if path.is_dir() \
+            else f"corpus file {path} has no rows"
+        raise HarnessError(f"{where}: pass --corpus PATH to a non-empty final_dialogues.jsonl")
+    if path.is_dir():
+        return rows, {"path": str(path.resolve()), "files": [str(f.resolve()) for f in files],
+                      "sha256": digest.hexdigest()}
+    return rows, {"path": str(path.resolve()), "sha256": _sha256(path)}
 
 
 def _load_hub(dataset_id: str) -> list[dict[str, Any]]:

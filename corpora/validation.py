@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -30,13 +31,37 @@ def check_schema(validator: jsonschema.protocols.Validator, row: Any, where: str
         raise HarnessError(f"{where}: field `{field_path(error)}` {what}; fix the {noun} or remove it")
 
 
+def read_text(path: Path, what: str, fix: str) -> str:
+    """A JSONL file's text, or one HarnessError line naming the file, what is wrong and `fix`
+    (for a folder, a binary or compressed file, or bytes that are not UTF-8). A UTF-8 byte
+    order mark is dropped."""
+    if path.is_dir():
+        raise HarnessError(f"{what} {path} is a folder, not a file: {fix}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise HarnessError(f"{what} {path} cannot be read ({exc.strerror or type(exc).__name__}): {fix}") from exc
+    if data.startswith(b"\x1f\x8b"):
+        raise HarnessError(f"{what} {path} is gzip-compressed, not JSONL text: decompress it (gunzip) and pass the .jsonl")
+    if b"\0" in data:
+        raise HarnessError(f"{what} {path} is a binary file (it holds NUL bytes), not JSONL text: {fix}")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise HarnessError(f"{what} {path}:{line}: byte 0x{data[exc.start]:02x} is not UTF-8 text; "
+                           f"re-save the file as UTF-8 (e.g. iconv -t UTF-8) or {fix}") from exc
+
+
 def parse_jsonl(text: str, source: Any, validate: Callable[[Any, str], Any], id_field: str,
                 seen: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Rows of one JSONL text, each validated; the first bad line or repeated id raises one line
     naming `source:line`. Pass the same `seen` over several files to keep ids unique across them."""
     seen = {} if seen is None else seen
     rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # Split on newlines only: str.splitlines() would also cut inside a JSON string holding a raw
+    # U+2028 or U+0085, which `json.dumps(..., ensure_ascii=False)` writes unescaped.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         where = f"{source}:{lineno}"

@@ -38,7 +38,7 @@ class CallCache:
         )
 
     def __len__(self) -> int:
-        return self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0]
+        return int(self._db.execute("SELECT COUNT(*) FROM calls").fetchone()[0])
 
     def close(self) -> None:
         self._db.close()

@@ -81,7 +81,8 @@ class LoopbackServer:
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
         if fault == "drop":
-            request.transport.close()
+            if request.transport is not None:
+                request.transport.close()
             return web.Response(status=500)
         body = json.loads(raw)
         messages = body.get("messages") or []
@@ -166,6 +167,7 @@ def running_server(*args: str, startup_timeout_s: float = 300.0) -> Iterator[str
     try:
         deadline = time.monotonic() + startup_timeout_s
         line = ""
+        assert proc.stdout is not None  # stdout=PIPE
         while time.monotonic() < deadline:
             line = proc.stdout.readline()
             if line.startswith("READY ") or not line:

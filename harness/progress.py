@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import TracebackType
+
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -39,8 +41,9 @@ class RunProgress:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.progress.__exit__(exc_type, exc, tb)
 
     def advance(self, error: bool) -> None:
         self.errors += int(error)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
+from importlib.metadata import entry_points
 
 from pydantic import BaseModel
 
 from harness.errors import HarnessError
 
-PROVIDERS = ("local", "openai", "litellm", "vllm")
 DEFAULT_MODEL = "local/smollm2-135m"
 _SPEC = re.compile(r"^(?P<provider>[a-z0-9_-]+)/(?P<name>\S+)$")
 
@@ -30,15 +30,16 @@ class ModelSpec(BaseModel):
         if not match:
             raise HarnessError(
                 f"{flag} {text!r} is not a model spec: write provider/name, e.g. "
-                f"{DEFAULT_MODEL} or openai/gpt-4o-mini (providers: {', '.join(PROVIDERS)})"
+                f"{DEFAULT_MODEL} or openai/gpt-4o-mini (providers: {', '.join(provider_names())})"
             )
         provider, name = match["provider"], match["name"]
-        if provider not in PROVIDERS:
+        if provider not in provider_names():
             raise HarnessError(
-                f"{flag} {text!r}: unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}"
-            )
-        if provider == "litellm" and "/" not in name:
-            raise HarnessError(
-                f"{flag} {text!r}: litellm specs are litellm/<provider>/<name>, e.g. litellm/anthropic/claude-3-5-haiku"
+                f"{flag} {text!r}: unknown provider {provider!r}; use one of {', '.join(provider_names())}"
             )
         return cls(provider=provider, name=name, base_url=base_url)
+
+
+def provider_names() -> tuple[str, ...]:
+    """The installed providers (entry-point group `harness.providers`), without importing them."""
+    return tuple(sorted(ep.name for ep in entry_points(group="harness.providers")))

@@ -63,6 +63,15 @@ class Score:
     errors: list[ErrorRecord | str] = field(default_factory=list)
 
 
+@dataclass
+class SampleOutcome:
+    """`Suite.run_sample`'s result: the transcript, the scores, and every error's message."""
+
+    output: dict[str, Any]
+    scores: dict[str, Any]
+    errors: list[str]
+
+
 def error_records(errors: list[ErrorRecord | str], stage: Stage) -> list[ErrorRecord]:
     """A suite may report errors as plain text; the record keeps them typed (`kind` = suite)."""
     return [e if isinstance(e, ErrorRecord) else ErrorRecord(kind="suite", message=e, stage=stage) for e in errors]
@@ -171,6 +180,13 @@ class Suite(ABC):
             raise HarnessError(f"--scorer {name}: suite {self.name!r} has no such scorer (choose one of {', '.join(found)})")
         return found[name]
 
+    async def run_sample(self, sample: Sample, ctx: SampleContext, scorer: str | None = None) -> SampleOutcome:
+        """Solve, then score, in one call (for tests and code that embeds a suite); exceptions
+        propagate. The runner does not use it: it records each step and its errors on its own."""
+        transcript = await self.solve(sample, ctx)
+        score = await self.scorer(scorer).score(sample, transcript.output, ctx)
+        return SampleOutcome(transcript.output, score.values, [str(e) for e in transcript.errors + score.errors])
+
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can
         count what it should have produced as errors instead of dropping it."""
@@ -227,7 +243,8 @@ def parse_options(suite: str, model: type[SuiteOptions], raw: dict[str, Any]) ->
         value = raw.get(key)
         info = model.model_fields.get(key)
         allowed = describe_field(info) if info else ""
-        raise HarnessError(f"--suite-option {key}={value}: {first['msg'].lower()} (allowed: {allowed})") from None
+        message = first["msg"].removeprefix("Value error, ")  # a validator's own words, as it wrote them
+        raise HarnessError(f"--suite-option {key}={value}: {message[0].lower() + message[1:]} (allowed: {allowed})") from None
 
 
 def describe_field(info: FieldInfo) -> str:

@@ -10,46 +10,11 @@ import json
 from pathlib import Path
 
 from harness.errors import HarnessError
-from leaderboards.aggregate import Leaderboard, Row, to_frame
+from leaderboards.aggregate import Leaderboard, to_frame
+from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
+from leaderboards.report import html_report
 
 FORMATS = ("csv", "md", "html", "json")
-
-
-def fmt_value(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def fmt_metric(row: Row, name: str) -> str:
-    m = row.metrics.get(name)
-    if m is None or m.value is None:
-        return "n/a"
-    if m.ci_low is None or m.ci_high is None:
-        return fmt_value(m.value)
-    return f"{m.value:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]"
-
-
-def fmt_rank(row: Row) -> str:
-    """`2=` marks a rank shared with a row whose interval overlaps (a statistical tie)."""
-    if row.rank is None:
-        return "-"
-    return f"{row.rank}=" if row.tied else str(row.rank)
-
-
-def fmt_tokens(row: Row) -> str:
-    parts = [f"{role} {u.prompt_tokens}+{u.completion_tokens}" for role, u in row.usage.items()]
-    return ", ".join(parts) or "-"
-
-
-def fmt_cost(row: Row) -> str:
-    total = row.total_cost
-    if total is not None:
-        return f"${total:.4f}"
-    known = {role: c for role, c in row.cost.items() if c is not None}
-    return ", ".join(f"{role} ${c:.4f}" for role, c in known.items()) + " (others unpriced)" if known else "unpriced"
-
-
-def group_title(board: Leaderboard, key: tuple[str, ...]) -> str:
-    return ", ".join(f"{name} {value or '-'}" for name, value in zip(board.group_by, key)) or "all runs"
 
 
 def _md_cell(text: str) -> str:
@@ -100,8 +65,6 @@ def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None) -> 
         return to_markdown(board)
     if fmt == "json":
         return to_json(board)
-    from leaderboards.report import html_report
-
     return html_report(board, bench=bench or [])
 
 

@@ -10,7 +10,7 @@ from html import escape
 from pathlib import Path
 
 from leaderboards.aggregate import Leaderboard
-from leaderboards.export import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
+from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
 from leaderboards.plots import adapter_throughput, load_bench, metric_bars, row_label, style_heatmap
 
 CSS = """

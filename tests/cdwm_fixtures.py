@@ -7,11 +7,11 @@ import asyncio
 import json
 from typing import Any, Callable
 
-from environments.cdwm.mask import WEB_MASK
-from environments.cdwm.suite_base import CdwmSuite
+from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
+from environments.web.actions import WEB_MASK
 from harness.calls import CallPolicy, ManagedModel
 from harness.providers.base import GenerateConfig, ModelOutput, Usage
-from harness.suite import Sample, SampleContext
+from harness.suite import Sample, SampleContext, parse_options
 from tests.cdwm_shop import TASKS, ShopEnv
 
 Script = Callable[[str, list[dict[str, str]]], str]  # (role, messages) -> reply text
@@ -56,7 +56,7 @@ class ShopSuite(CdwmSuite):
     mask = WEB_MASK
 
     def __init__(self, *, tasks: list[dict] | None = None, **options: Any):
-        super().__init__(**options)
+        super().__init__(parse_options(self.name, CdwmOptions, options))
         self.tasks = tasks or TASKS
         self.envs: list[ShopEnv] = []
 

@@ -46,7 +46,10 @@ def _snapshot(run_dir):
         (["--suite", "proact", "--model", "openai/x", "--base-url", "http://127.0.0.1:9/v1"], "http://127.0.0.1:9/v1", "start the server"),
         (["--resume", "no-such-run"], "'no-such-run'", "harness runs"),
         (["--suite", "proact-live", "--suite-option", "planner_atempts=1"], "planner_atempts", "planner_attempts=3"),
-        (["--suite", "proact-live", "--suite-option", "planner_attempts=one"], "planner_attempts=one", "expected a int"),
+        (["--suite", "proact-live", "--suite-option", "planner_attempts=one"], "planner_attempts=one", "valid integer"),
+        (["--suite", "proact-live", "--suite-option", "planner_attempts=0"], "planner_attempts=0", "int >= 1, <= 10"),
+        (["--suite", "cdwm-web", "--suite-option", "horizon=3"], "horizon=3", "int >= 1, <= 2 (default 2)"),
+        (["--suite", "cdwm-web", "--agent", "nosuch"], "agent=nosuch", "choose one of"),
         (["--suite", "proact-live", "--suite-option", "planner_attempts"], "'planner_attempts'", "KEY=VALUE"),
         (["--suite", "proact", "--model", "local/smollm2-135m@/no/such/adapter"], "/no/such/adapter", "does not exist"),
     ],
@@ -88,14 +91,80 @@ def test_suite_options_reach_the_suite_and_the_config_hash(tmp_path):
     that differ only in an option are different runs."""
     from harness.records import RunConfig
     from harness.runner import plan_run
-    from harness.suite import coerce_suite_options, get_suite, parse_suite_options
+    from harness.suite import get_suite, parse_suite_options
 
     options = parse_suite_options(["planner_attempts=1", "user_max_tokens=32"])
     suite = get_suite("proact-live", options)
     assert (suite.planner_attempts, suite.user_config.max_tokens) == (1, 32)
-    typed = coerce_suite_options("proact-live", type(suite), options)
+    typed = suite.options.model_dump(mode="json", exclude_defaults=True)
     assert typed == {"planner_attempts": 1, "user_max_tokens": 32}
     plans = [plan_run(RunConfig(suite="proact-live", models={r: "local/smollm2-135m" for r in suite.roles},
                                 limit=1, suite_options=opts), tmp_path) for opts in ({}, typed)]
     assert plans[0].manifest.config_hash != plans[1].manifest.config_hash
     assert plans[1].suite.planner_attempts == 1
+
+
+# ---- corpus files that cannot be read (owned by the corpus loaders; keep additions in this block)
+
+def _unreadable_corpora(tmp_path):
+    """Each: (path, what the one error line must name besides the path)."""
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(b"SQLite format 3\x00\x10\x00\x01\x01")
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes('{"blueprint_id": "caf\xe9"}\n'.encode("latin-1"))
+    gz = tmp_path / "dialogues.jsonl.gz"
+    gz.write_bytes(b"\x1f\x8b\x08\x00" + bytes(16))
+    empty_folder = tmp_path / "empty_corpus"
+    empty_folder.mkdir()
+    (empty_folder / "final_dialogues.jsonl").write_text("\n\n")
+    no_jsonl = tmp_path / "no_jsonl"
+    no_jsonl.mkdir()
+    (no_jsonl / "notes.txt").write_text("nothing here")
+    return [(binary, "binary file"), (latin1, "is not UTF-8"), (gz, "gunzip"),
+            (empty_folder, "holds no rows"), (no_jsonl, "holds no dialogue .jsonl files")]
+
+
+def test_unreadable_corpus_is_one_line_for_eval_and_validate(recorded_run, tmp_path):
+    before = _snapshot(recorded_run)
+    for path, must_say in _unreadable_corpora(tmp_path):
+        for args in (["eval", "--suite", "proact", "--corpus", str(path), "--run-dir", str(recorded_run), "--no-progress"],
+                     ["corpus", "validate", str(path)]):
+            line = _error_line(harness_cli(*args))
+            assert str(path) in line and must_say in line, (args, line)
+            assert "pass" in line or "re-save" in line or "decompress" in line, line  # the fix
+    assert _snapshot(recorded_run) == before
+
+
+# ---- one bad invocation (at least) of every command: one error line, nothing recorded lost
+
+def _every_command_cases(run_dir, tmp_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a folder")
+    not_json = tmp_path / "results.jsonl"
+    not_json.write_text("{not json\n")
+    return [
+        (["eval", "--suite", "proact", "--run-dir", str(a_file)], "is a file, not a folder"),
+        (["score", "nosuch-run", "--run-dir", str(run_dir)], "'nosuch-run' not found"),
+        (["score", "x", "--run-dir", str(a_file)], "is a file, not a folder"),
+        (["describe", "nosuch"], "harness list"),
+        (["list", "--options", "nosuch"], "harness list"),
+        (["runs", "--run-dir", str(tmp_path / "empty")], "harness eval"),
+        (["leaderboard", "export", "--suite", "proact", "--run-dir", str(tmp_path / "empty"), "--format", "csv",
+          "--out", str(tmp_path / "b.csv")], str(tmp_path / "empty")),
+        (["view", "--run-dir", str(tmp_path / "empty")], str(tmp_path / "empty")),
+        (["generate", "--model", "acme/x", "--prompt", "hi"], "'acme'"),
+        (["bench", "adapters", "--adapters", "x,y"], "--adapters"),
+        (["cdwm", "export-transitions", "--run", "nosuch", "--run-dir", str(run_dir), "--out", str(tmp_path / "t")],
+         "nosuch"),
+        (["proact", "metrics", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
+        (["proact", "metrics", str(not_json)], "results.jsonl"),
+        (["corpus", "validate", str(tmp_path / "missing.jsonl")], "missing.jsonl"),
+    ]
+
+
+def test_every_command_turns_bad_input_into_one_line(recorded_run, tmp_path):
+    before = _snapshot(recorded_run)
+    for args, must in _every_command_cases(recorded_run, tmp_path):
+        line = _error_line(harness_cli(*args))
+        assert must in line, (args, line)
+    assert _snapshot(recorded_run) == before

@@ -10,8 +10,8 @@ import pytest
 
 from agents.action_parsing import extract_json_object, parse_actions, truncate_observation
 from agents.world_model import justified, validate_prediction
-from environments.cdwm.deltas import Delta
-from environments.cdwm.mask import WEB_MASK, ActionMask
+from environments.web.actions import WEB_MASK
+from harness.environment import ActionMask, Delta
 from harness.errors import HarnessError
 from harness.providers.base import ModelError
 from tests.cdwm_fixtures import ADD, BUY, ShopSuite, run_suite_sample, wm
@@ -248,7 +248,7 @@ def test_mask_removes_what_a_class_cannot_change_and_can_be_learned():
 
 
 def test_bad_suite_options_are_one_clear_error():
-    with pytest.raises(HarnessError, match="--agent planner: unknown agent; choose one of react, cdwm"):
+    with pytest.raises(HarnessError, match="--suite-option agent=planner: .*unknown agent; choose one of cdwm, react"):
         ShopSuite(agent="planner")
     with pytest.raises(HarnessError, match="--suite-option horizon"):
         ShopSuite(agent="cdwm", horizon=5)

@@ -12,8 +12,8 @@ from environments.cdwm.metrics import episode_scores
 from environments.household import generator
 from environments.household.env import ENGINES, HouseholdEnvironment
 from environments.household.generator import Scene, generate_task, generate_tasks, problem_text
-from environments.household.suite import CdwmHouseholdSuite
 from harness.errors import HarnessError
+from harness.suite import get_suite
 from harness.loopback import running_server
 from harness.records import RunFolder
 from tests.conftest import harness_cli
@@ -171,7 +171,7 @@ def _official_layout(root, tasks, split="valid_unseen"):
 def test_official_layout_runs_unchanged(tmp_path, monkeypatch):
     tasks = [generate_task(0, "pick_cool_then_place_in_recep", 1), generate_task(0, "pick_two_obj_and_place", 3)]
     _official_layout(tmp_path, tasks)
-    suite = CdwmHouseholdSuite()
+    suite = get_suite("cdwm-household")
     samples = suite.load_samples(str(tmp_path))
     assert [s.data["task_type"] for s in samples] == ["pick_cool_then_place_in_recep", "pick_two_obj_and_place"]
     assert all("Sliced" not in s.id and s.id.startswith("valid_unseen/") for s in samples)
@@ -189,24 +189,24 @@ def test_official_layout_runs_unchanged(tmp_path, monkeypatch):
         env.close()
     # ALFWORLD_DATA selects the official games the same way; a folder without them is one clear error.
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
-    assert [s.id for s in CdwmHouseholdSuite().load_samples(None)] == [s.id for s in samples]
+    assert [s.id for s in get_suite("cdwm-household").load_samples(None)] == [s.id for s in samples]
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "nowhere"))
     with pytest.raises(HarnessError, match="ALFWORLD_DATA=.*nowhere: no json_2.1.1"):
-        CdwmHouseholdSuite().load_samples(None)
+        get_suite("cdwm-household").load_samples(None)
     monkeypatch.delenv("ALFWORLD_DATA")
-    assert len(CdwmHouseholdSuite().load_samples(None)) == 72  # unset: the generated tasks
+    assert len(get_suite("cdwm-household").load_samples(None)) == 72  # unset: the generated tasks
     with pytest.raises(HarnessError, match="valid_seen: missing"):
-        CdwmHouseholdSuite(split="valid_seen").load_samples(str(tmp_path))
+        get_suite("cdwm-household", dict(split="valid_seen")).load_samples(str(tmp_path))
     with pytest.raises(HarnessError, match="no json_2.1.1"):
         suite.load_samples(str(tmp_path / "json_2.1.1"))
 
 
 def test_suite_options_are_checked():
-    assert len(CdwmHouseholdSuite(task_types="heat,two", per_type=3).load_samples(None)) == 6
+    assert len(get_suite("cdwm-household", dict(task_types="heat,two", per_type=3)).load_samples(None)) == 6
     with pytest.raises(HarnessError, match="task_types=boil"):
-        CdwmHouseholdSuite(task_types="boil")
+        get_suite("cdwm-household", dict(task_types="boil"))
     with pytest.raises(HarnessError, match="per_type=0"):
-        CdwmHouseholdSuite(per_type=0)
+        get_suite("cdwm-household", dict(per_type=0))
 
 
 def test_cdwm_agent_through_harness_eval(tmp_path):

@@ -17,7 +17,7 @@ from environments.cdwm.metrics import delta_matches, episode_scores, unrequired_
 from environments.science.deltas import diff
 from environments.science.env import EnvironmentClosed, ScienceEnvironment
 from environments.science.mask import SCIENCE_MASK
-from environments.science.suite import CdwmScienceSuite, resolve_tasks
+from environments.science.suite import CdwmScienceSuite, ScienceOptions, resolve_tasks
 from harness.errors import HarnessError
 from harness.loopback import running_server
 from harness.records import RunFolder
@@ -187,27 +187,27 @@ def test_action_classes_and_refusals(env):
 
 def test_samples_are_deterministic_and_bad_input_is_one_clear_error():
     assert len(resolve_tasks("")) == 30 and resolve_tasks("1-1,melt,boil") == [("1-1", "boil"), ("1-2", "melt")]
-    suite = CdwmScienceSuite(tasks="boil,1-2", variations_per_task=2)
+    suite = get_suite("cdwm-science", dict(tasks="boil,1-2", variations_per_task=2))
     samples = suite.load_samples(None)
     # ScienceWorld's dev split of both tasks is variations 14-20: the first two of it.
     assert [s.id for s in samples] == ["boil/var14", "boil/var15", "melt/var14", "melt/var15"]
     assert all(s.data["split"] == "dev" and s.data["simplification"] == "easy" for s in samples)
     assert samples[0].data["intent"].startswith("Your task is to boil") and suite.intent_of(samples[0]) == samples[0].data["intent"]
-    assert [(s.id, s.data) for s in CdwmScienceSuite(tasks="boil,1-2").load_samples(None)] == [(s.id, s.data) for s in samples]
+    assert [(s.id, s.data) for s in get_suite("cdwm-science", dict(tasks="boil,1-2")).load_samples(None)] == [(s.id, s.data) for s in samples]
     identity = suite.corpus_identity(None)
     assert identity["scienceworld_version"] == "1.2.3" and identity["split"] == "dev" and identity["tasks"] == ["boil", "melt"]
-    assert [s.id for s in CdwmScienceSuite(tasks="boil", variations="3,0").load_samples(None)] == ["boil/var0", "boil/var3"]
+    assert [s.id for s in get_suite("cdwm-science", dict(tasks="boil", variations="3,0")).load_samples(None)] == ["boil/var0", "boil/var3"]
 
     with pytest.raises(HarnessError, match=r"unknown task 'boill'.*1-1 \(boil\)"):
-        CdwmScienceSuite(tasks="boil,boill")
+        get_suite("cdwm-science", dict(tasks="boil,boill"))
     with pytest.raises(HarnessError, match=r"variations=30: task boil has variations 0-29 \(dev split: 14-20\)"):
-        CdwmScienceSuite(tasks="boil", variations="30").load_samples(None)
+        get_suite("cdwm-science", dict(tasks="boil", variations="30")).load_samples(None)
     with pytest.raises(HarnessError, match="split=validation: unknown split; choose one of train, dev, test"):
-        CdwmScienceSuite(split="validation")
+        get_suite("cdwm-science", dict(split="validation"))
     with pytest.raises(HarnessError, match="simplification=hard: unknown hard"):
-        CdwmScienceSuite(simplification="hard")
+        get_suite("cdwm-science", dict(simplification="hard"))
     with pytest.raises(HarnessError, match="variations=a: 'a' is not a variation number"):
-        CdwmScienceSuite(variations="a")
+        get_suite("cdwm-science", dict(variations="a"))
     with pytest.raises(HarnessError, match="--corpus tasks.json: cdwm-science takes its tasks from"):
         suite.load_samples("tasks.json")
     # Through the registry, as the CLI builds it: CdwmSuite's options pass through as well.
@@ -255,7 +255,7 @@ class _TracedSuite(CdwmScienceSuite):
     """The real suite, remembering the environments it made."""
 
     def __init__(self, **options):
-        super().__init__(**options)
+        super().__init__(ScienceOptions(**options))
         self.envs: list[ScienceEnvironment] = []
 
     def make_env(self, sample, judge):
@@ -330,7 +330,7 @@ def test_embedded_model_runs_a_science_episode(tmp_path, monkeypatch):
     from harness.runner import execute, plan_run
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    suite = CdwmScienceSuite(agent="react", tasks="boil", variations_per_task=1, max_steps=2, policy_max_tokens=48)
+    suite = get_suite("cdwm-science", dict(agent="react", tasks="boil", variations_per_task=1, max_steps=2, policy_max_tokens=48))
     config = RunConfig(suite=suite.name, models={"assistant": "local/smollm2-135m"},
                        suite_options={"agent": "react", "tasks": "boil"}, sample_timeout_s=600)
     plan = plan_run(config, tmp_path / "runs", suite=suite)

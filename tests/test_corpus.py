@@ -87,3 +87,41 @@ def test_validate_command_passes_own_corpus_folder_strict():
     proc = harness_cli("corpus", "validate", "corpora/proact/", "--strict")
     assert proc.returncode == 0, proc.stdout
     assert "OK: 54 rows" in proc.stdout
+
+
+def test_a_folder_is_a_corpus_with_ids_unique_across_its_files(tmp_path):
+    rows, _ = load_rows(None)
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[:3]))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows[3:5]))
+    (tmp_path / "blueprints.jsonl").write_text("not a dialogue file, skipped\n")
+    loaded, ident = load_rows(tmp_path)
+    assert [r["unique_id_eval"] for r in loaded] == [r["unique_id_eval"] for r in rows[:5]]
+    assert ident["path"] == str(tmp_path.resolve()) and len(ident["files"]) == 2 and len(ident["sha256"]) == 64
+    (tmp_path / "c.jsonl").write_text(json.dumps(rows[0]) + "\n")
+    with pytest.raises(HarnessError, match=r"c.jsonl:1: field `unique_id_eval` .* repeats .*a.jsonl:1"):
+        load_rows(tmp_path)
+
+
+def test_raw_line_separators_inside_strings_and_a_bom_are_read(tmp_path):
+    rows, _ = load_rows(None)
+    row = json.loads(json.dumps(rows[0]))
+    row["turn_records"][0]["assistant_response"] += " a\u2028b\u0085c"
+    path = tmp_path / "utf8.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + (json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8"))
+    [loaded], _ = load_rows(path)
+    assert loaded["turn_records"][0]["assistant_response"].endswith("a\u2028b\u0085c")
+
+
+def test_rows_are_typed_and_the_model_catches_what_the_schema_lets_through(real_corpus, tmp_path):
+    from corpora.proact_types import CorpusRow
+
+    rows, _ = load_rows(real_corpus)
+    typed = [CorpusRow.model_validate(r) for r in rows]
+    assert {tp.evaluation_rubric.type for r in typed for tp in r.trigger_points} == {"EMERGENT", "CRITICAL", "RECOVERY"}
+    assert all(tp.evaluation_result is not None and tp.evaluation_result.label in ("PASS", "PARTIAL", "FAIL")
+               for r in typed for tp in r.trigger_points)
+    assert typed[0].turn_records[0].planner.state_audit.current_turn == 1
+    bad = json.loads(json.dumps(rows[0]))
+    bad["trigger_stats"]["EMERGENT"]["PASS"] = "one"  # the schema only asks for an object here
+    with pytest.raises(HarnessError, match=r":1: field `trigger_stats.EMERGENT.PASS` is invalid"):
+        load_rows(_write(tmp_path, [bad]))

@@ -77,7 +77,8 @@ def test_failed_sample_counts_its_triggers_as_errors():
 
 def test_official_layout_uses_eval_names_and_totals():
     off = official_metrics(RECORDS)
-    assert off["aggregate_trigger_stats"]["CRITICAL"] == {"PASS": 2, "PARTIAL": 1, "FAIL": 0, "SKIPPED": 1, "ERROR": 0}
+    assert off["aggregate_trigger_stats"]["CRITICAL"] == {"PASS": 2, "PARTIAL": 1, "FAIL": 0, "SKIPPED": 1}
+    assert off["error_trigger_stats"] == {"EMERGENT": 0, "CRITICAL": 0, "RECOVERY": 1}
     assert off["metrics"]["eval/proactivity_critical_total"] == 3
     assert math.isclose(off["metrics"]["eval/proactivity_overall_weighted_score"], 4.5 / 8)
     assert off["metrics"]["eval/proactivity_total_dialogues"] == 3

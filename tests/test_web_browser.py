@@ -163,12 +163,12 @@ def test_a_webarena_config_runs_unchanged_against_a_deployment_named_by_env_vars
 
 
 def test_bench_web_command_reports_overhead_per_step_and_class():
-    """`harness cdwm bench-web`: the environment's overhead per step, measured (not asserted)."""
+    """`harness bench web`: the environment's overhead per step, measured (not asserted)."""
     import json
 
     from tests.conftest import harness_cli
 
-    proc = harness_cli("cdwm", "bench-web", "--episodes", "1", "--json")
+    proc = harness_cli("bench", "web", "--episodes", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["episodes"] >= 1 and result["steps"] > result["episodes"]

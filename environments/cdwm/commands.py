@@ -1,6 +1,7 @@
 """CDWM's own commands, added to `harness` through the entry-point group `harness.commands`:
-`harness cdwm export-transitions` (training data for a world model from recorded runs) and
-`harness cdwm bench-web` and `bench-household` (each environment's own cost per step)."""
+`harness cdwm export-transitions` (training data for a world model from recorded runs). Each
+world's own cost per step is a `harness bench` command of its family (`harness bench web`,
+`harness bench household`)."""
 
 from __future__ import annotations
 
@@ -29,35 +30,3 @@ def export_transitions_cmd(
     except HarnessError as exc:
         _fail(str(exc))
     out.print(f"{n} transitions -> {paths['dataset']} (datasets.load_from_disk) and {paths['jsonl']}", highlight=False)
-
-
-@cdwm_app.command("bench-web")
-def bench_web_cmd(
-    episodes: int = typer.Option(3, "--episodes", min=1, help="Passes over the benchmark tasks."),
-    screenshot: bool = typer.Option(False, "--screenshot", help="Also take a screenshot every step."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-) -> None:
-    """The web environment's own overhead per step, no model (Chromium action, page wait, ledger read,
-    next observation) and per reset."""
-    import json
-
-    from environments.web.bench import format_table, run_env_bench
-
-    result = run_env_bench(episodes, screenshot)
-    out.print(json.dumps(result, indent=2) if as_json else format_table(result), highlight=False)
-
-
-@cdwm_app.command("bench-household")
-def bench_household_cmd(
-    passes: int = typer.Option(1, "--passes", min=1, help="Passes over the generated tasks."),
-    seed: int = typer.Option(0, "--seed", help="Generator seed of the tasks."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-) -> None:
-    """The household environment's own cost per reset and per step, no model: every generated
-    task's gold plan played in ALFWorld's text engine."""
-    import json
-
-    from environments.household.bench import format_table, run_household_bench
-
-    result = run_household_bench(passes, seed)
-    out.print(json.dumps(result, indent=2) if as_json else format_table(result), highlight=False)

@@ -1,15 +1,10 @@
-"""CDWM's typed deltas: what one action changed, over an entity / attribute / relation graph.
+"""CDWM's typed deltas: the one schema shared by every CDWM environment (web ledger, household,
+science) as ground truth, by the CDWM agent's world model as its prediction, and by the metrics.
 
-The one schema shared by every CDWM environment (web ledger, household, science) as ground truth,
-by the CDWM agent's world model as its prediction (`PREDICTION_SCHEMA`, validated with jsonschema),
-and by the metrics (delta F1 over facts). Facts are compared as normalised tuples, so a prediction
-and a ledger entry agree when they name the same entity, attribute and new value (or relation).
-
-    ("create", entity)                         an entity came into existence (e.g. "order:17")
-    ("delete", entity)                         it ceased to exist
-    ("attr", entity, attribute, value)         the attribute now has this value
-    ("rel+", subject, relation, object)        a relation was added
-    ("rel-", subject, relation, object)        a relation was removed
+`Delta`, its parts, `DeltaPrediction` and `PREDICTION_SCHEMA` (generated from it) live in the core
+(`harness.environment`, with the fact tuples `Delta.facts` compares); this module re-exports them
+and adds what environments and metrics do with deltas: merging a step's ledger entries, delta F1,
+and matching facts against a task's predicates.
 """
 
 from __future__ import annotations
@@ -17,43 +12,16 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
-from pydantic import BaseModel, Field
+from harness.environment import (
+    PREDICTION_SCHEMA,
+    AttributeChange,
+    Delta,
+    DeltaPrediction,
+    Relation,
+)
 
-
-class AttributeChange(BaseModel):
-    entity: str
-    attribute: str
-    before: Any = None
-    after: Any = None
-
-
-class Relation(BaseModel):
-    subject: str
-    relation: str
-    object: str
-
-
-class Delta(BaseModel):
-    """The change one action made (ground truth) or is predicted to make."""
-
-    created: list[str] = Field(default_factory=list)
-    deleted: list[str] = Field(default_factory=list)
-    attributes: list[AttributeChange] = Field(default_factory=list)
-    relations_added: list[Relation] = Field(default_factory=list)
-    relations_removed: list[Relation] = Field(default_factory=list)
-    reversible: bool = True
-    irreversible_cost: float = 0.0  # in the environment's own unit (e.g. money lost); 0 when reversible
-    confidence: float | None = None  # predictions only: P(this delta is right), in [0, 1]
-
-    def facts(self) -> set[tuple]:
-        out: set[tuple] = {("create", _norm(e)) for e in self.created} | {("delete", _norm(e)) for e in self.deleted}
-        out |= {("attr", _norm(a.entity), _norm(a.attribute), _norm(a.after)) for a in self.attributes}
-        out |= {("rel+", _norm(r.subject), _norm(r.relation), _norm(r.object)) for r in self.relations_added}
-        out |= {("rel-", _norm(r.subject), _norm(r.relation), _norm(r.object)) for r in self.relations_removed}
-        return out
-
-    def is_empty(self) -> bool:
-        return not self.facts()
+__all__ = ["PREDICTION_SCHEMA", "AttributeChange", "Delta", "DeltaPrediction", "Relation", "delta_f1",
+           "fact_matches", "glob_match", "merge"]
 
 
 def merge(deltas: list[Delta]) -> Delta:
@@ -68,19 +36,6 @@ def merge(deltas: list[Delta]) -> Delta:
         out.reversible = out.reversible and d.reversible
         out.irreversible_cost += d.irreversible_cost
     return out
-
-
-def _norm(value: Any) -> str:
-    """Facts compare case- and whitespace-insensitively; numbers by value (2 == 2.0 == "2")."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (int, float)):
-        return f"{float(value):g}"
-    text = " ".join(str(value).split()).lower()
-    try:
-        return f"{float(text):g}"
-    except ValueError:
-        return text
 
 
 def delta_f1(predicted: Delta, actual: Delta) -> dict[str, float]:
@@ -114,25 +69,3 @@ def fact_matches(predicate: dict[str, Any], fact: tuple) -> bool:
         if key in predicate and (key not in fields or not glob_match(predicate[key], fields[key])):
             return False
     return True
-
-
-# The JSON schema a world model's prediction must satisfy (validated with jsonschema; invalid
-# output is retried a bounded number of times by the caller and then counted as a failed prediction).
-_REL = {"type": "object", "required": ["subject", "relation", "object"],
-        "properties": {"subject": {"type": "string"}, "relation": {"type": "string"}, "object": {"type": "string"}}}
-PREDICTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "required": ["reversible", "confidence"],
-    "properties": {
-        "created": {"type": "array", "items": {"type": "string"}},
-        "deleted": {"type": "array", "items": {"type": "string"}},
-        "attributes": {"type": "array", "items": {
-            "type": "object", "required": ["entity", "attribute", "after"],
-            "properties": {"entity": {"type": "string"}, "attribute": {"type": "string"}}}},
-        "relations_added": {"type": "array", "items": _REL},
-        "relations_removed": {"type": "array", "items": _REL},
-        "reversible": {"type": "boolean"},
-        "irreversible_cost": {"type": "number", "minimum": 0},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    },
-}

@@ -17,18 +17,14 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
-from agents import cdwm as cdwm_agent
-from agents import react as react_agent
-from agents.episode import AgentConfig, ThreadedEnv
-from environments.cdwm.env import CdwmEnvironment
-from environments.cdwm.mask import ActionMask
 from environments.cdwm.metrics import cdwm_counts, cdwm_metrics, episode_scores, failure_scores
 from environments.cdwm.reward import composite_reward
+from harness.agents_registry import AgentConfig, available_agents, load_agent
+from harness.environment import ActionMask, Environment, ThreadedEnv
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
-AGENTS = {"react": react_agent, "cdwm": cdwm_agent}
 JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=16)  # the evaluators' judges answer in a word or two
 JUDGE_TIMEOUT_S = 900.0
 
@@ -53,8 +49,8 @@ class CdwmOptions(SuiteOptions):
     @field_validator("agent")
     @classmethod
     def _known_agent(cls, value: str) -> str:
-        if value not in AGENTS:
-            raise ValueError(f"unknown agent; choose one of {', '.join(AGENTS)}")
+        if value not in available_agents():
+            raise ValueError(f"unknown agent; choose one of {', '.join(available_agents())}")
         return value
 
 
@@ -70,6 +66,7 @@ class CdwmSuite(Suite):
         super().__init__(options)
         o = self.options
         self.agent = o.agent
+        self.agent_impl = load_agent(o.agent)  # registered under the entry-point group `harness.agents`
         # Environments are heavy (a browser each): at most this many episodes run at once.
         self.parallel_envs = o.parallel_envs
         self._env_slots: asyncio.Semaphore | None = None
@@ -81,13 +78,12 @@ class CdwmSuite(Suite):
 
     @property
     def solver_roles(self) -> tuple[str, ...]:
-        # The CDWM agent asks a world model (by default the model under test; `--world-model` names
-        # another); the environment's evaluator may ask a judge, inside the episode.
-        return (("assistant",) + (("world_model",) if self.agent == "cdwm" else ())
-                + (("judge",) if self.uses_judge else ()))
+        # The agent's roles (the CDWM agent asks a world model: by default the model under test,
+        # `--world-model` names another); the environment's evaluator may ask a judge, in the episode.
+        return tuple(self.agent_impl.roles) + (("judge",) if self.uses_judge else ())
 
     @abstractmethod
-    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> CdwmEnvironment:
+    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:
         """A fresh environment for one task (called on the environment's thread). `judge(prompt)`
         asks the run's judge model (blocking; for evaluators that need one), None without the role."""
 
@@ -117,15 +113,13 @@ class CdwmSuite(Suite):
             return await self._run_episode(sample, ctx)
 
     async def _run_episode(self, sample: Sample, ctx: SampleContext) -> Transcript:
-        module = AGENTS[self.agent]
         judge = self._judge_for(ctx)
         env = await ThreadedEnv.create(lambda: self.make_env(sample, judge))
         errors: list[str] = []
         t0 = time.perf_counter()
         try:
             obs = await env.reset(self.task_of(sample))
-            graph = module.build(ctx.generate, env, self.config)
-            state = await module.run(graph, self.intent_of(sample), obs, self.config)
+            state = await self.agent_impl.run_episode(ctx.generate, env, self.intent_of(sample), obs, self.config)
             errors += state.get("errors", [])
             evaluation = await env.evaluate()
         finally:

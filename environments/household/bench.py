@@ -3,7 +3,7 @@ translator, the engine's first state) and `step()` (apply the action, list the a
 commands, diff the facts into a delta), measured by playing every generated task's gold plan.
 A command, never a timed test assertion:
 
-    harness cdwm bench-household --passes 2
+    harness bench household --passes 2
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from environments.cdwm.deltas import Delta
-from environments.cdwm.env import STOP, Observation, StepResult
 from environments.household import facts as hf
+from harness.environment import STOP, EnvironmentClosed, Observation, StepResult
 
 ACTION_CLASSES = ("go to", "open", "close", "take", "move", "examine", "use", "heat", "clean", "cool", "slice",
                   "look", "inventory", "help", STOP)
@@ -100,7 +100,7 @@ class HouseholdEnvironment:
     # -- protocol --------------------------------------------------------------------------------
     def reset(self, task: dict[str, Any]) -> Observation:
         if self.closed:
-            raise RuntimeError("environment is closed")
+            raise EnvironmentClosed("this HouseholdEnvironment was closed; create a new one")
         if self._engine is None:
             self._engine = ENGINES.acquire()
         self._task = task

@@ -18,24 +18,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from environments.cdwm.mask import NONE, ActionMask
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.household import generator
+from environments.household.mask import HOUSEHOLD_MASK
 from environments.household.official import DEFAULT_SPLIT, OfficialDataError, data_root, intent_of_game, official_tasks
 from harness.errors import HarnessError
 from harness.suite import Sample
-
-# What each command can change (facts.py): reading changes nothing; moving changes where the agent
-# is; open/close an attribute; take/move relations; use/heat/cool/clean/slice attributes, and only
-# heat, cool and slice can be irreversible.
-HOUSEHOLD_MASK = ActionMask({
-    "look": NONE, "inventory": NONE, "examine": NONE, "help": NONE, "stop": NONE,
-    "go to": {"relations_added", "relations_removed"},
-    "open": {"attributes"}, "close": {"attributes"}, "use": {"attributes"}, "clean": {"attributes"},
-    "take": {"relations_added", "relations_removed"}, "move": {"relations_added", "relations_removed"},
-    "heat": {"attributes", "irreversible"}, "cool": {"attributes", "irreversible"},
-    "slice": {"attributes", "irreversible"},
-}, name="household")
 
 HOUSEHOLD_WORLD_MODEL_HELP = (
     "Entities are named as the game shows them: apple 1, fridge 1, sinkbasin 1, desklamp 1; the agent is "

@@ -13,14 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from corpora.proactbench import TRIGGER_TYPES
+from corpora.proact_types import GRADES, TRIGGER_TYPES
 from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.scoring import judge_transcript
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, summed_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
-GRADES = ("PASS", "PARTIAL", "FAIL")
 
 
 def stored_label(tp: dict[str, Any]) -> str | None:

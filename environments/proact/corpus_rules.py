@@ -14,12 +14,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from corpora.proact_types import LABELS, TRIGGER_TYPES, TriggerType
 from environments.proact.protocol import evidence_is_verbatim
 from environments.proact.styles import word_range
 
-WINDOWS = {"EMERGENT": (1, 3), "CRITICAL": (4, 7), "RECOVERY": (8, 10)}
+WINDOWS: dict[TriggerType, tuple[int, int]] = {"EMERGENT": (1, 3), "CRITICAL": (4, 7), "RECOVERY": (8, 10)}
+assert tuple(WINDOWS) == TRIGGER_TYPES
 MIN_TRIGGERS, MAX_TRIGGERS = 3, 6
-LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")  # ERROR: our runs' failed calls, never dropped
 
 
 @dataclass
@@ -51,7 +52,9 @@ def check_row(row: dict[str, Any], *, strict: bool = False) -> list[Problem]:
     if len(set(trig_turns)) != len(trig_turns):
         problems.append(Problem("error", "trigger_points", f"two triggers on one turn: {trig_turns}"))
     if not MIN_TRIGGERS <= len(triggers) <= MAX_TRIGGERS:
-        problems.append(Problem("error", "trigger_points", f"has {len(triggers)} triggers; a dialogue has {MIN_TRIGGERS}-{MAX_TRIGGERS}"))
+        # A warning unless strict: the release holds a dialogue with two triggers (its per-model
+        # results list two for BP_PROFESSIONAL_01_EVQE style 24 even where no trigger was dropped).
+        problems.append(Problem(soft, "trigger_points", f"has {len(triggers)} triggers; a dialogue has {MIN_TRIGGERS}-{MAX_TRIGGERS}"))
     for a, b in zip(trig_turns, trig_turns[1:]):
         if b - a == 1:
             problems.append(Problem("error", "trigger_points", f"back-to-back triggers on turns {a} and {b}"))

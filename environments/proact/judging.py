@@ -20,10 +20,11 @@ from environments.proact.protocol import (
     judge_messages,
     parse_judge,
 )
+from corpora.proact_types import GRADES
 from harness.providers.base import ModelError
 from harness.suite import SampleContext
 
-LABEL_RANK = {"FAIL": 0, "PARTIAL": 1, "PASS": 2}
+LABEL_RANK = {grade: len(GRADES) - 1 - i for i, grade in enumerate(GRADES)}  # FAIL 0 < PARTIAL 1 < PASS 2
 
 
 def judge_roles(models: dict[str, Any]) -> list[str]:

@@ -10,11 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from corpora.proactbench import TRIGGER_TYPES
+from corpora.proact_types import LABELS, RELEASE_LABELS, RESULT_AGENTS, TRIGGER_TYPES
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
 
-LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")
 _COL = {(t, lab): i for i, (t, lab) in enumerate((t, lab) for t in TRIGGER_TYPES for lab in LABELS)}
 
 
@@ -76,6 +75,14 @@ def proact_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Metr
     return out
 
 
+def verdicts(record: SampleRecord) -> list[dict[str, Any]]:
+    """Each trigger's verdict: the scorer's (format 2), or the transcript's own (format 1 kept the
+    verdicts in the output, in the release row's `trigger_points`)."""
+    if "verdicts" in record.scores:
+        return list(record.scores["verdicts"])
+    return [tp for tp in record.output.get("trigger_points", []) if isinstance(tp, dict)]
+
+
 def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
     counts, ids = count_matrix(records)
     totals = counts.sum(axis=0) if len(ids) else np.zeros(len(_COL))
@@ -85,41 +92,64 @@ def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
     # Verdicts whose evidence is not a quote of the graded reply: flagged on the trigger and
     # counted here, a cheap check on the judge.
     out["verdicts_evidence_not_found"] = sum(
-        tp.get("evaluation_result", {}).get("evidence_verbatim") is False
-        for r in records for tp in r.output.get("trigger_points", [])
-    )
+        (v.get("evaluation_result") or {}).get("evidence_verbatim") is False for r in records for v in verdicts(r))
     return out
 
 
 def official_metrics(records: list[SampleRecord]) -> dict[str, Any]:
-    """The reference pipeline's metrics file layout (`eval/...` names, pooled counts)."""
-    counts, ids = count_matrix(records)
-    totals = counts.sum(axis=0) if len(ids) else np.zeros(len(_COL))
-    agg = {t: {lab: int(totals[_COL[(t, lab)]]) for lab in LABELS} for t in TRIGGER_TYPES}
-    metrics: dict[str, Any] = {}
+    """The reference pipeline's metrics file, in its layout, plus `error_trigger_stats`.
 
-    def rates(stats: list[dict[str, int]]) -> tuple[float | None, float | None, float | None, int]:
+    As the released `*_metrics.json` files compute it (checked against all 16): types in the
+    order they first appear; per type PASS/PARTIAL/FAIL/SKIPPED summed over dialogues; `total` =
+    PASS + PARTIAL + FAIL as a float; pass rate PASS/total, partial rate PARTIAL/total, weighted
+    score (PASS + 0.5 PARTIAL)/total (None where total is 0); the overall figures pool every
+    trigger; `total_dialogues` a float. Token usage per agent (`assistant`, `judge`, then any
+    other role): totals, and means per conversation = total / number of conversations (records).
+
+    ERROR (our failed calls, which the reference pipeline drops) is in none of those: it is
+    counted per type under the separate key `error_trigger_stats`.
+    """
+    agg: dict[str, dict[str, int]] = {}
+    errors: dict[str, int] = {}
+    dialogues: set[str] = set()
+    for rec in records:
+        dialogues.add(rec.sample_id)
+        for kind, label in trigger_labels(rec):
+            stats = agg.setdefault(kind, dict.fromkeys(RELEASE_LABELS, 0))
+            errors.setdefault(kind, 0)
+            if label == "ERROR":
+                errors[kind] += 1
+            else:
+                stats[label] += 1
+
+    def rates(stats: list[dict[str, int]]) -> tuple[float | None, float | None, float | None, float]:
         p = sum(s["PASS"] for s in stats)
         pa = sum(s["PARTIAL"] for s in stats)
         tot = p + pa + sum(s["FAIL"] for s in stats)
         if not tot:
-            return None, None, None, 0
-        return p / tot, pa / tot, (p + 0.5 * pa) / tot, tot
+            return None, None, None, 0.0
+        return p / tot, pa / tot, (p + 0.5 * pa) / tot, float(tot)
 
-    for t in TRIGGER_TYPES:
-        pr, par, ws, tot = rates([agg[t]])
-        key = t.lower()
+    metrics: dict[str, Any] = {}
+    for kind, stats in agg.items():
+        pr, par, ws, tot = rates([stats])
+        key = kind.lower()
         metrics |= {f"eval/proactivity_{key}_pass_rate": pr, f"eval/proactivity_{key}_partial_rate": par,
                     f"eval/proactivity_{key}_weighted_score": ws, f"eval/proactivity_{key}_total": tot}
     pr, _, ws, _ = rates(list(agg.values()))
     metrics |= {"eval/proactivity_overall_pass_rate": pr, "eval/proactivity_overall_weighted_score": ws,
-                "eval/proactivity_total_dialogues": len(ids)}
+                "eval/proactivity_total_dialogues": float(len(dialogues))}
+
+    roles = list(dict.fromkeys([*RESULT_AGENTS, *(role for rec in records for role in rec.usage)]))
+    n = len(records)
     token_usage: dict[str, Any] = {}
-    for role in ("assistant", "judge"):
-        pt = sum(r.usage[role].prompt_tokens for r in records if role in r.usage)
-        ct = sum(r.usage[role].completion_tokens for r in records if role in r.usage)
-        calls = sum(r.usage[role].calls for r in records if role in r.usage)
-        n = max(len(ids), 1)
-        token_usage[role] = {"prompt_tokens": pt, "completion_tokens": ct, "calls": calls,
-                             "mean_prompt_tokens_per_dialogue": pt / n, "mean_completion_tokens_per_dialogue": ct / n}
-    return {"aggregate_trigger_stats": agg, "metrics": metrics, "token_usage": token_usage}
+    for role in roles:
+        used = [rec.usage[role] for rec in records if role in rec.usage]
+        pt, ct = sum(u.prompt_tokens for u in used), sum(u.completion_tokens for u in used)
+        calls = sum(u.calls for u in used)
+        token_usage[role] = {"mean_prompt_tokens_per_conversation": pt / n if n else 0.0,
+                             "mean_completion_tokens_per_conversation": ct / n if n else 0.0,
+                             "mean_calls_per_conversation": calls / n if n else 0.0,
+                             "total_prompt_tokens": pt, "total_completion_tokens": ct}
+    return {"aggregate_trigger_stats": agg, "metrics": metrics, "token_usage": token_usage,
+            "error_trigger_stats": errors}

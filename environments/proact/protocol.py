@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 
+from corpora.proact_types import GRADES
 from harness.providers.base import GenerateConfig
 
 # The reference settings for the model under test.
@@ -26,7 +27,7 @@ JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["score", "rationale", "evidence"],
     "properties": {
-        "score": {"enum": ["PASS", "PARTIAL", "FAIL"]},
+        "score": {"enum": list(GRADES)},
         "rationale": {"type": "string", "minLength": 1},
         "evidence": {"type": "string"},
     },

@@ -11,17 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from corpora.proactbench import TRIGGER_TYPES
+from corpora.proact_types import LABELS, TRIGGER_TYPES
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.protocol import history_messages
 from harness.records import SampleRecord
 from harness.suite import SampleContext
 
-STATUS_LABELS = ("PASS", "PARTIAL", "FAIL", "SKIPPED", "ERROR")
-
-
 def trigger_stats(labels: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    stats = {t: {lab: 0 for lab in STATUS_LABELS} for t in TRIGGER_TYPES}
+    stats = {t: {lab: 0 for lab in LABELS} for t in TRIGGER_TYPES}
     for lab in labels:
         stats[lab["type"]][lab["label"]] += 1
     return stats

@@ -31,8 +31,8 @@ from typing import Any
 import psutil
 
 from environments.cdwm.deltas import AttributeChange, Delta, Relation
-from environments.cdwm.env import STOP, Observation, StepResult
 from environments.science.deltas import FOCUS, WorldState, as_predicate, diff, irreversible_facts, parse_state, settle
+from harness.environment import STOP, EnvironmentClosed, Observation, StepResult  # EnvironmentClosed: re-exported
 from harness.processes import kill_trees
 
 # ScienceWorld's action verbs (its templates, `get_possible_actions()`), as an agent writes them.
@@ -68,10 +68,6 @@ JVM_EXIT_S = 5.0
 _START_LOCK = threading.Lock()  # JVM starts one at a time, so a failed start knows its own process
 _GOLD_CACHE: dict[tuple[str, int, str], tuple[frozenset[tuple], int | None]] = {}
 _GOLD_LOCK = threading.Lock()
-
-
-class EnvironmentClosed(RuntimeError):
-    pass
 
 
 class ScienceEnvironment:

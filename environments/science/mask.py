@@ -7,13 +7,13 @@ a tap fills the container under it, plants grow and drink, animals age, fires bu
 (a plant dying while the agent reads). Only `look around`, `inventory` and `task` take no time and
 change nothing (the simulator's move counter stays put, checked in tests/test_cdwm_science.py);
 `stop` is the environment's own and never reaches the simulator. Every other class keeps every
-dimension.
+dimension. The policy's action help is `env.ACTION_HELP`, sent with every observation.
 """
 
 from __future__ import annotations
 
-from environments.cdwm.mask import ALL, NONE, ActionMask
 from environments.science.env import ACTION_CLASSES
+from harness.environment import ALL, NONE, ActionMask
 
 FREE_CLASSES = ("look around", "inventory", "task", "stop")
 

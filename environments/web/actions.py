@@ -6,6 +6,10 @@ matched against these patterns, never executed or used as a path; a URL must be 
     goto [url]            go_back                   go_forward
     new_tab               tab_focus [index]         close_tab
     stop [answer]         (answer "N/A" says the task cannot or should not be done)
+
+The web world also owns what its agents are told about these actions: `ACTION_HELP` (the policy's
+action list, sent with every observation as `info["action_help"]`) and `WEB_MASK` (which delta
+dimensions each class can touch, for the CDWM agent's world model).
 """
 
 from __future__ import annotations
@@ -14,10 +18,29 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
+from harness.environment import ALL, NONE, STOP, ActionMask
+
 ACTION_CLASSES = ("click", "type", "hover", "press", "scroll", "goto", "go_back", "go_forward",
                   "new_tab", "tab_focus", "close_tab", "stop")
 USAGE = ("use one of: click [id], type [id] [text] [0|1], hover [id], press [key_comb], scroll [down|up], "
          "goto [url], go_back, go_forward, new_tab, tab_focus [index], close_tab, stop [answer]")
+# How each action is written, in ACTION_CLASSES order, and the rules for ids and answers.
+_SYNTAX = {
+    "click": "click [id]", "type": "type [id] [text] [1]", "hover": "hover [id]", "press": "press [key]",
+    "scroll": "scroll [down]", "goto": "goto [url]", "go_back": "go_back", "go_forward": "go_forward",
+    "new_tab": "new_tab", "tab_focus": "tab_focus [index]", "close_tab": "close_tab", "stop": "stop [answer]",
+}
+ACTION_HELP = "\n".join(f"  {_SYNTAX[c]}" for c in ACTION_CLASSES) + (
+    f"\nUse the ids shown in [brackets] in the observation. When the task is done, or to answer a "
+    f"question, use {STOP} [answer].")
+# Navigation and reading happen through GET requests, which change no server state on these sites,
+# so they touch nothing persistent; `click`, `type` (with Enter it submits a form) and `press`
+# (Enter, shortcuts) can submit anything.
+WEB_MASK = ActionMask({
+    "click": ALL, "type": ALL, "press": ALL,
+    "hover": NONE, "scroll": NONE, "goto": NONE, "go_back": NONE, "go_forward": NONE,
+    "new_tab": NONE, "tab_focus": NONE, "close_tab": NONE, "stop": NONE, "noop": NONE,
+}, name="web")
 KEY_RE = re.compile(r"^[A-Za-z0-9]+(\+[A-Za-z0-9]+)*$")
 MAX_TEXT = 2000
 

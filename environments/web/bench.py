@@ -3,7 +3,7 @@ action in Chromium, wait for the page, read the ledger and build the next observ
 time of `reset()` (database reset + start page). A command, never a timed test assertion:
 
     python -m environments.web.bench --episodes 5
-    harness cdwm bench-web --episodes 5
+    harness bench web --episodes 5
 """
 
 from __future__ import annotations

@@ -19,14 +19,14 @@ from urllib.parse import urlparse
 
 import psutil
 
-from environments.cdwm.deltas import Delta, merge
-from environments.cdwm.env import Observation, StepResult
+from environments.cdwm.deltas import merge
 from environments.web import tasks as taskmod
 from environments.web.accessibility import render
-from environments.web.actions import ACTION_CLASSES, Action, ActionError, action_class, parse_action
+from environments.web.actions import ACTION_CLASSES, ACTION_HELP, Action, ActionError, action_class, parse_action
 from environments.web.evaluator import Judge, evaluate
 from environments.web.ledger import LedgerEntry
 from environments.web.world import WorldServer
+from harness.environment import ACTION_HELP as HELP_KEY, Delta, EnvironmentClosed, Observation, StepResult
 from harness.processes import kill_trees
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -39,10 +39,6 @@ TAG_JS = """function(tag) {
   el.setAttribute('data-cdwm-target', tag);
   return {tag: el.tagName.toLowerCase(), type: (el.type || '').toLowerCase(), disabled: !!el.disabled};
 }"""
-
-
-class EnvironmentClosed(RuntimeError):
-    pass
 
 
 class WebEnvironment:
@@ -286,7 +282,7 @@ class WebEnvironment:
         head = f"URL: {page.url}\nTabs: {' '.join(tabs)}\n"
         text = head + (f"Error: {error}\n" if error else "") + tree.text
         return Observation(text=text, action_classes=ACTION_CLASSES, screenshot_png=shot,
-                           info={"url": page.url, "step": getattr(self, "_steps", 0)})
+                           info={"url": page.url, "step": getattr(self, "_steps", 0), HELP_KEY: ACTION_HELP})
 
     @contextmanager
     def _watchdog(self, what: str):

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from environments.cdwm.mask import WEB_MASK
 from environments.cdwm.suite_base import CdwmSuite
+from environments.web.actions import WEB_MASK
 from environments.web.tasks import TASK_DIR, TaskError, load_tasks
 from harness.errors import HarnessError
 from harness.suite import Sample

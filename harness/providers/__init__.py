@@ -2,71 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from importlib.metadata import entry_points
 from typing import Protocol
 
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, RetryableModelError, Usage
-from harness.spec import ModelSpec
+from harness.spec import ModelSpec, provider_names
 
 __all__ = ["GenerateConfig", "Model", "ModelError", "ModelOutput", "RetryableModelError", "Usage", "load_model"]
 
-LOCAL_MODELS = ("smollm2-135m",)
+class Provider(Protocol):
+    """One provider: checks a spec without calling anything, and builds its model. Registered under
+    the entry-point group `harness.providers` (built-ins included, in pyproject.toml), loaded lazily
+    and once: a provider's module is imported only when a spec names it."""
+
+    name: str
+
+    def validate(self, spec: ModelSpec) -> None: ...
+
+    def create(self, spec: ModelSpec) -> Model: ...
+
+
+_LOADED: dict[str, Provider] = {}
+
+
+def get_provider(name: str) -> Provider:
+    if name not in _LOADED:
+        found = [ep for ep in entry_points(group="harness.providers") if ep.name == name]
+        if not found:
+            raise HarnessError(f"provider {name!r} is not installed: use one of {', '.join(provider_names())} "
+                               "(or run `make install`: pip install -e '.[local,kernels]')")
+        _LOADED[name] = found[0].load()
+    return _LOADED[name]
 
 
 def validate_spec(spec: ModelSpec) -> None:
     """Everything about a spec that can be checked without calling the model."""
-    if spec.provider == "local":
-        from harness.providers.local import parse_adapter_name
-
-        if parse_adapter_name(spec.name)[0] not in LOCAL_MODELS:
-            raise HarnessError(f"unknown local model {spec.full!r}: the embedded model is local/smollm2-135m "
-                               "(with an adapter: local/smollm2-135m@DIR)")
-    if spec.provider == "openai":
-        from harness.providers.openai_provider import api_key_for
-
-        api_key_for(spec.base_url)
-    if spec.provider == "vllm":
-        from harness.providers.local import parse_adapter_name
-        from harness.providers.vllm_provider import INSTALL_HINT, adapter_kind, lora_rank, resolve_model, vllm_available
-
-        if not vllm_available():
-            raise HarnessError(f"{spec.full}: {INSTALL_HINT}")
-        base, adapter, _ = parse_adapter_name(spec.name, "vllm")
-        resolve_model(base)
-        if adapter is not None and adapter_kind(adapter, spec.full) == "lora":
-            lora_rank(adapter, spec.full)
+    get_provider(spec.provider).validate(spec)
 
 
 def load_model(spec: ModelSpec) -> Model:
-    validate_spec(spec)
-    if spec.provider == "local":
-        return _plugin_provider("local")(spec)
-    if spec.provider == "openai":
-        from harness.providers.openai_provider import OpenAIModel
-
-        return OpenAIModel(spec.name, spec.base_url)
-    if spec.provider == "litellm":
-        from harness.providers.litellm_provider import LiteLLMModel
-
-        return LiteLLMModel(spec.name, spec.base_url)
-    if spec.provider == "vllm":
-        from harness.providers.vllm_provider import VLLMModel
-
-        return VLLMModel(spec.name)
-    raise AssertionError(f"unhandled provider {spec.provider}")  # validate_spec rejects the rest
-
-
-def _plugin_provider(name: str) -> Callable[[ModelSpec], Model]:
-    """A provider registered by another package of this project (e.g. `local` by `kernels`), so the
-    core depends on no package above it."""
-    from importlib.metadata import entry_points
-
-    found = [ep for ep in entry_points(group="harness.providers") if ep.name == name]
-    if not found:
-        raise HarnessError(f"provider {name!r} is not installed: run `make install` (pip install -e '.[local,kernels]')")
-    factory: Callable[[ModelSpec], Model] = found[0].load()
-    return factory
+    """The one way the rest of the harness gets a model: parse (ModelSpec), validate, create."""
+    provider = get_provider(spec.provider)
+    provider.validate(spec)
+    return provider.create(spec)
 
 
 def check_reachable(endpoints: Mapping[str, tuple[str, str | None]], timeout_s: float = 5.0) -> None:

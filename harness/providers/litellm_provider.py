@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import openai
 
 from harness.errors import HarnessError
+from harness.spec import ModelSpec
 from harness.providers.base import GenerateConfig, ModelOutput
 from harness.providers.openai_provider import chat_params, classify_error, to_output
 
 BANNED_VERSIONS = {"1.82.7", "1.82.8"}
 
 
-def import_litellm():
+def import_litellm() -> Any:  # the litellm module (not analysed by mypy: see pyproject.toml)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("LITELLM_TELEMETRY", "False")
     try:
@@ -45,7 +47,8 @@ class LiteLLMModel:
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         started = time.perf_counter()
-        kwargs: dict = {"model": self.model_id, "messages": messages, "num_retries": 0, **chat_params(config)}
+        kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "num_retries": 0,
+                                  **chat_params(config)}
         if self.base_url:
             kwargs["api_base"] = self.base_url
             if self.model_id.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
@@ -58,3 +61,20 @@ class LiteLLMModel:
 
     async def aclose(self) -> None:
         return None
+
+
+class LiteLLMProvider:
+    """`litellm/PROVIDER/NAME`: any model litellm reaches (pinned: see DESIGN.md, Security)."""
+
+    name = "litellm"
+
+    def validate(self, spec: ModelSpec) -> None:
+        if "/" not in spec.name:
+            raise HarnessError(f"{spec.full!r}: litellm specs are litellm/<provider>/<name>, "
+                               "e.g. litellm/anthropic/claude-3-5-haiku")
+
+    def create(self, spec: ModelSpec) -> LiteLLMModel:
+        return LiteLLMModel(spec.name, spec.base_url)
+
+
+PROVIDER = LiteLLMProvider()

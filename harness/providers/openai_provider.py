@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, cast
 from urllib.parse import urlparse
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from harness.errors import HarnessError
+from harness.spec import ModelSpec
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, RetryableModelError, Usage
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
@@ -43,7 +46,8 @@ class OpenAIModel:
         started = time.perf_counter()
         try:
             resp = await self.client.chat.completions.create(
-                model=self.model_id, messages=messages, **chat_params(config))
+                model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", messages),
+                **chat_params(config))
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
         return to_output(self.name, resp, started)
@@ -52,9 +56,9 @@ class OpenAIModel:
         await self.client.close()
 
 
-def chat_params(config: GenerateConfig) -> dict:
+def chat_params(config: GenerateConfig) -> dict[str, Any]:
     """Sampling parameters of a chat-completions request (shared with the litellm provider)."""
-    params: dict = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+    params: dict[str, Any] = {"temperature": config.temperature, "max_tokens": config.max_tokens}
     if config.top_p != 1.0:  # the API default; sending it costs request-encoding time per call
         params["top_p"] = config.top_p
     if config.seed is not None:
@@ -64,7 +68,7 @@ def chat_params(config: GenerateConfig) -> dict:
     return params
 
 
-def to_output(model_name: str, resp, started: float) -> ModelOutput:
+def to_output(model_name: str, resp: Any, started: float) -> ModelOutput:
     """A chat-completions response (openai's or litellm's, same shape) as a ModelOutput."""
     if not resp.choices:
         raise RetryableModelError(f"{model_name}: response had no choices")
@@ -90,3 +94,18 @@ def classify_error(model_name: str, exc: Exception) -> ModelError:
     if status is not None and (status >= 500 or status in (408, 409, 429)):
         return RetryableModelError(what)
     return ModelError(what)
+
+
+class OpenAIProvider:
+    """`openai/NAME`: any OpenAI-compatible endpoint (`--base-url`), api.openai.com by default."""
+
+    name = "openai"
+
+    def validate(self, spec: ModelSpec) -> None:
+        api_key_for(spec.base_url)
+
+    def create(self, spec: ModelSpec) -> OpenAIModel:
+        return OpenAIModel(spec.name, spec.base_url)
+
+
+PROVIDER = OpenAIProvider()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.spec import ModelSpec
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage, request_hash
 from harness.providers.local import as_id_list, parse_adapter_name
 
@@ -234,3 +235,23 @@ def exec_openai_server(name: str, port: int) -> None:
             argv += ["--additional-config", json.dumps(PREFT_FLAG)]
             env.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
     os.execve(sys.executable, argv, env)
+
+
+class VLLMProvider:
+    """`vllm/NAME[@ADAPTER_DIR]`: vLLM in-process (its CPU build in `.venv-vllm`)."""
+
+    name = "vllm"
+
+    def validate(self, spec: ModelSpec) -> None:
+        if not vllm_available():
+            raise HarnessError(f"{spec.full}: {INSTALL_HINT}")
+        base, adapter, _ = parse_adapter_name(spec.name, "vllm")
+        resolve_model(base)
+        if adapter is not None and adapter_kind(adapter, spec.full) == "lora":
+            lora_rank(adapter, spec.full)
+
+    def create(self, spec: ModelSpec) -> "VLLMModel":
+        return VLLMModel(spec.name)
+
+
+PROVIDER = VLLMProvider()

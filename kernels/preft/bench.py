@@ -42,12 +42,12 @@ from typing import Any, Callable, Iterator
 import torch
 
 from kernels.preft.adapters import LoraAdapter, _projection_dims, random_lora
+from kernels.preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS_CAP, host_cache_for, percentiles,
+                                        slots_for)
 from kernels.preft.engine import MODES, Engine, Request
 from kernels.preft.model import PROJECTIONS
 
 TOKEN_RANGE = (1000, 40000)  # prompt ids are drawn from here: clear of the special / control tokens
-DEFAULT_MAX_LORAS_CAP = 8
-DEFAULT_MAX_CPU_LORAS = 64
 ENGINES = ("local", "vllm")  # vllm: kernels/preft/bench_vllm.py, in vLLM's environment
 JSON_NAME, CSV_NAME, PNG_NAME = "adapters_bench.json", "adapters_bench.csv", "adapters_bench.png"
 
@@ -195,15 +195,6 @@ def _status_kb(field: str) -> int:
     return 0
 
 
-def _percentiles(values: list[float], prefix: str) -> dict[str, float | None]:
-    import numpy as np
-
-    if not values:
-        return {f"{prefix}_p{q}_ms": None for q in (50, 90, 99)}
-    arr = np.asarray(values) * 1000.0
-    return {f"{prefix}_p{q}_ms": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
-
-
 def _counters(stats: Any) -> dict[str, int]:
     """The integer counters of a stats dataclass (running maxima and per-step histories left out)."""
     return {k: v for k, v in vars(stats).items() if isinstance(v, int) and k != "max_running"}
@@ -302,14 +293,6 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
     return result
 
 
-def slots_for(count: int, max_loras: int | None) -> int:
-    return max_loras if max_loras is not None else min(count, DEFAULT_MAX_LORAS_CAP)
-
-
-def host_cache_for(distinct: int, max_cpu_loras: int | None) -> int:
-    return max_cpu_loras if max_cpu_loras is not None else min(distinct, DEFAULT_MAX_CPU_LORAS)
-
-
 def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[list[int]], warm_prompt: list[int],
                 gen_len: int, max_loras: int | None, max_num_seqs: int, lora_backend: str,
                 max_cpu_loras: int | None, say: Callable[[str], None], model: Any) -> tuple[list[dict], dict]:
@@ -362,7 +345,7 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[
                    "distinct_adapters_used": 0 if mode == "base" else len(distinct),
                    "output_tokens": sum(n_out), "total_s": round(total, 4),
                    "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
-                   **_percentiles(ttft, "ttft"), **_percentiles(tpot, "tpot"),
+                   **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
                    "steps": stats["steps"], "engine_slot_waits": stats["slot_waits"],
                    "max_running": eng.stats.max_running, "prefill_tokens": stats["prefill_tokens"],
                    "decode_tokens": stats["decode_tokens"],

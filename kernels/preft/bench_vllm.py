@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.preft.bench import _percentiles, host_cache_for, slots_for
+from kernels.preft.bench_shared import host_cache_for, percentiles, slots_for
 
 MODE_ARGS = {"base": None, "preft": {"preft_mode": "prefill-only"}, "all-token": {"preft_mode": "all-token"}}
 
@@ -209,7 +209,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
                        "distinct_adapters_used": 0 if mode == "base" else distinct,
                        "output_tokens": sum(n_out), "total_s": round(total, 4),
                        "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
-                       **_percentiles(ttft, "ttft"), **_percentiles(tpot, "tpot"),
+                       **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
                        "steps": stats["steps"], "engine_slot_waits": None, "max_running": None,
                        "prefill_tokens": requests * prompt_len,
                        "decode_tokens": stats["tokens"] - requests * prompt_len,

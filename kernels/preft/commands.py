@@ -39,13 +39,13 @@ def train_cmd(
         rank_list = [int(x) for x in _split(ranks)] if ranks else [rank, 4 * rank]
     except ValueError:
         typer.echo(f"error: --ranks {ranks!r}: write comma-separated integers, e.g. 4,16", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     extra = {"lr": lr} if lr is not None else {}
     try:
         rows = compare(ranks=rank_list, kinds=_split(kinds), modes=_split(modes), steps=steps, seed=seed, out=out,
                        batch=batch, **extra)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2)
+        raise typer.Exit(2) from None
     typer.echo(format_table(rows))
     typer.echo(f"wrote {out / 'results.json'}, loss_curves.csv, loss_curves.png, adapters/")

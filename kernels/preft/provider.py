@@ -24,10 +24,26 @@ from harness.providers.local import (CONTEXT_WINDOW, DEFAULT_SEED, MODEL_NAME, a
 from harness.spec import ModelSpec
 
 
-def from_spec(spec: ModelSpec) -> "LocalModel":
-    """The `harness.providers` entry point: build the model a `local/...` spec names."""
-    _, directory, mode = parse_adapter_name(spec.name)
-    return LocalModel(directory, mode)
+LOCAL_MODELS = ("smollm2-135m",)
+
+
+class LocalProvider:
+    """The `harness.providers` entry point `local`: the embedded model on the PreFT engine."""
+
+    name = "local"
+
+    def validate(self, spec: ModelSpec) -> None:
+        base, _, _ = parse_adapter_name(spec.name)
+        if base not in LOCAL_MODELS:
+            raise HarnessError(f"unknown local model {spec.full!r}: the embedded model is local/smollm2-135m "
+                               "(with an adapter: local/smollm2-135m@DIR)")
+
+    def create(self, spec: ModelSpec) -> "LocalModel":
+        _, directory, mode = parse_adapter_name(spec.name)
+        return LocalModel(directory, mode)
+
+
+PROVIDER = LocalProvider()
 
 
 def recent_batch_sizes() -> list[int]:

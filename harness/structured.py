@@ -1,0 +1,163 @@
+"""One path for every role that must answer in a form: ask, parse, re-ask a bounded number of
+times, and record each attempt with why it failed.
+
+`ask_structured(generate, role, messages, schema_model, config, attempts)` asks a model and reads
+the first JSON object of its reply against a pydantic model; a reply without one (`no_json`) or
+one the model rejects (`invalid`) is answered with a correction and asked again, each attempt with
+seed `config.seed + attempt` (when the config names a seed; otherwise the run's per-sample seed
+applies and the correction alone makes the re-ask differ). A model call that fails for good
+(`model_error`) ends the asking: retries of transient errors are `harness.calls`'s job. A role
+whose form is not JSON passes its own `parse` (raising `ReplyProblem`) and `reask`.
+
+`retry_reply(ask, attempts)` is the loop beneath it, for roles asked through a callable of their
+own (a prompt builder that also parses): `ask(attempt, tried)` returns the value or raises
+`ReplyProblem` / `ModelError`, and sees the attempts so far to word its feedback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from harness.providers.base import GenerateConfig, ModelError, ModelOutput
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+FailureKind = Literal["no_json", "invalid", "model_error"]
+Generate = Callable[[str, list[dict[str, str]], GenerateConfig], Awaitable[ModelOutput]]
+
+
+class ReplyProblem(ValueError):
+    """A reply that is not in the asked-for form; `kind` is no_json or invalid."""
+
+    def __init__(self, kind: FailureKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class Attempt:
+    kind: Literal["ok", "no_json", "invalid", "model_error"]
+    text: str = ""  # the reply ("" when the call failed)
+    problem: str | None = None  # why it failed: the parser's or the model error's message
+    seed: int | None = None
+
+
+@dataclass
+class StructuredReply(Generic[T]):
+    value: T | None  # None when no attempt gave a usable reply
+    attempts: list[Attempt] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+    @property
+    def invalid(self) -> int:
+        """Replies that arrived but were not in the form (model errors not counted)."""
+        return sum(a.kind in ("no_json", "invalid") for a in self.attempts)
+
+    @property
+    def failure(self) -> FailureKind | None:
+        """Why the last attempt failed (None when the reply was usable or nothing was asked)."""
+        return None if self.ok or not self.attempts else self.attempts[-1].kind  # type: ignore[return-value]
+
+    @property
+    def error(self) -> str | None:
+        """The message of a model error that ended the asking."""
+        last = self.attempts[-1] if self.attempts else None
+        return last.problem if last is not None and last.kind == "model_error" else None
+
+    @property
+    def text(self) -> str:
+        """The last reply's text."""
+        return next((a.text for a in reversed(self.attempts) if a.kind != "model_error"), "")
+
+
+def extract_json_object(text: str) -> dict[str, Any] | None:
+    """The first JSON object in `text` (inside a fence or bare), or None. Only `json.loads`."""
+    decoder = json.JSONDecoder()
+    for start in [m.start() for m in re.finditer(r"\{", text)]:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def parse_json_reply(text: str, schema_model: type[M]) -> M:
+    """The first JSON object of `text` as `schema_model`; raises `ReplyProblem` saying what is wrong
+    (the first validation error, as `field/path: message`)."""
+    obj = extract_json_object(text)
+    if obj is None:
+        raise ReplyProblem("no_json", "no JSON object found")
+    try:
+        return schema_model.model_validate(obj)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = "/".join(str(p) for p in first["loc"]) or "the object"
+        raise ReplyProblem("invalid", f"{where}: {first['msg']}"[:200]) from None
+
+
+def default_reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+    return [{"role": "assistant", "content": text[:600]},
+            {"role": "user", "content": f"Invalid reply ({problem}). Reply with the JSON object only."}]
+
+
+async def retry_reply(ask: Callable[[int, list[Attempt]], Awaitable[T]], attempts: int, *,
+                      retry_model_errors: bool = False) -> StructuredReply[T]:
+    """Call `ask(attempt, tried)` until it returns a value, at most `attempts` times. A
+    `ReplyProblem` is recorded and asked again; a `ModelError` is recorded and ends the asking
+    unless `retry_model_errors`."""
+    tried: list[Attempt] = []
+    for attempt in range(max(1, attempts)):
+        try:
+            value = await ask(attempt, tried)
+        except ReplyProblem as problem:
+            tried.append(Attempt(problem.kind, "", str(problem)))
+            continue
+        except ModelError as exc:
+            tried.append(Attempt("model_error", "", str(exc)))
+            if retry_model_errors:
+                continue
+            return StructuredReply(None, tried)
+        tried.append(Attempt("ok"))
+        return StructuredReply(value, tried)
+    return StructuredReply(None, tried)
+
+
+async def ask_structured(generate: Generate, role: str, messages: list[dict[str, str]], schema_model: type[M],
+                         config: GenerateConfig, attempts: int, *,
+                         parse: Callable[[str], Any] | None = None,
+                         reask: Callable[[str, ReplyProblem], list[dict[str, str]]] | None = None) -> StructuredReply[Any]:
+    """Ask `role` until its reply parses as `schema_model` (or by `parse`), at most `attempts`
+    asks; each failed reply and its correction (`reask`, default: "Invalid reply (...)") are
+    appended to the conversation for the next ask."""
+    parse = parse or (lambda text: parse_json_reply(text, schema_model))
+    reask = reask or default_reask
+    history = list(messages)
+    calls: list[tuple[int | None, str]] = []  # (seed, reply text) of each attempt
+
+    async def ask(attempt: int, tried: list[Attempt]) -> Any:
+        nonlocal history
+        cfg = config if config.seed is None else config.model_copy(update={"seed": config.seed + attempt})
+        calls.append((cfg.seed, ""))
+        out = await generate(role, history, cfg)
+        calls[-1] = (cfg.seed, out.text)
+        try:
+            return parse(out.text)
+        except ReplyProblem as problem:
+            history = history + reask(out.text, problem)
+            raise
+
+    reply = await retry_reply(ask, attempts)
+    for a, (seed, text) in zip(reply.attempts, calls):
+        a.seed, a.text = seed, text
+    return reply
