@@ -21,7 +21,7 @@ from harness.loopback import running_server
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, RunConfig, SampleRecord
 from harness.runner import execute, plan_run
-from harness.suite import Sample, SampleContext, SampleOutcome, Suite
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, Transcript
 
 
 class EchoSuite(Suite):
@@ -29,19 +29,25 @@ class EchoSuite(Suite):
 
     name = "bench-echo"
     version = "1"
-    roles = ("assistant",)
     headline_metric = "answered"
 
     def __init__(self, n: int):
+        super().__init__()
         self.n = n
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
         return [Sample(id=f"s{i:06d}", data={"prompt": f"sample {i}"}) for i in range(self.n)]
 
-    async def run_sample(self, sample: Sample, ctx: SampleContext) -> SampleOutcome:
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         out = await ctx.generate("assistant", [{"role": "user", "content": sample.data["prompt"]}],
                                  GenerateConfig(max_tokens=8))
-        return SampleOutcome(output={"text": out.text}, scores={"answered": bool(out.text)})
+        return Transcript(output={"text": out.text})
+
+    def scorers(self) -> dict[str, Scorer]:
+        return {"answered": FunctionScorer("answered", self._answered, description="an answer came back")}
+
+    async def _answered(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        return Score(values={"answered": bool(transcript["text"])})
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         ok = sum(bool(r.scores.get("answered")) for r in records)

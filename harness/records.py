@@ -14,7 +14,7 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self, TextIO
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -191,7 +191,7 @@ class RunSummary(Versioned):
     source_run: str | None = None
 
 
-def write_json_atomic(path: Path, data: BaseModel | dict) -> None:
+def write_json_atomic(path: Path, data: BaseModel | dict[str, Any]) -> None:
     text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text + "\n", encoding="utf-8")
@@ -208,7 +208,7 @@ class RunFolder:
         self.manifest_path = self.path / "manifest.json"
         self.samples_path = self.path / "samples.jsonl"
         self.summary_path = self.path / "summary.json"
-        self._fh = None
+        self._fh: TextIO | None = None
 
     def exists(self) -> bool:
         return self.manifest_path.exists()
@@ -269,12 +269,13 @@ class RunFolder:
         return list(out.values())
 
     def append(self, record: SampleRecord) -> None:
-        if self._fh is None:
+        fh = self._fh
+        if fh is None:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._fh = open(self.samples_path, "a", encoding="utf-8")
+            fh = self._fh = open(self.samples_path, "a", encoding="utf-8")
         # One write of a whole line, then flush: a crash leaves at most one torn last line.
-        self._fh.write(record.model_dump_json() + "\n")
-        self._fh.flush()
+        fh.write(record.model_dump_json() + "\n")
+        fh.flush()
 
     def close(self) -> None:
         if self._fh is not None:

@@ -162,7 +162,7 @@ class RunPlan:
         return tuple(self.config.models)
 
 
-def config_hash(suite: Suite, config: RunConfig, corpus_id: dict) -> str:
+def config_hash(suite: Suite, config: RunConfig, corpus_id: dict[str, Any]) -> str:
     blob = json.dumps(
         {"suite_version": suite.version, "config": config.result_fields(), "corpus": corpus_id.get("sha256")},
         sort_keys=True,
@@ -292,7 +292,7 @@ def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
         for row in reversed(index.runs()):
             if row["config_hash"] == chash and row["status"] in ("running", "interrupted"):
                 if RunFolder(run_dir, row["run_id"]).exists():
-                    return row["run_id"]
+                    return str(row["run_id"])
     finally:
         index.close()
     return None
@@ -329,7 +329,7 @@ async def execute(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
     index = RunIndex(run_dir)
     index.record(manifest, None, len(records), sum(r.status == "error" for r in records))
     finished = False
-    queue: asyncio.Queue = asyncio.Queue()
+    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
     for item in plan.todo:
         queue.put_nowait(item)
     total = len(plan.todo) + len(plan.done)
@@ -394,19 +394,21 @@ def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
     )
 
 
-def epoch_spread(suite: Suite, records: list[SampleRecord], seed: int) -> dict[str, dict]:
+def epoch_spread(suite: Suite, records: list[SampleRecord], seed: int) -> dict[str, dict[str, Any]]:
     """With --epochs k: each metric per epoch, their mean and (sample) standard deviation --
     how much a score moves between repeats of the same run, beside the CI over samples."""
     epochs = sorted({r.epoch for r in records})
     if len(epochs) < 2:
         return {}
     per_epoch = [suite.metrics([r for r in records if r.epoch == e], seed=seed) for e in epochs]
-    out = {}
+    out: dict[str, dict[str, Any]] = {}
     for name in per_epoch[0]:
         values = [m[name].value for m in per_epoch]
         present = [v for v in values if v is not None]
         mean = sum(present) / len(present) if present else None
-        std = (sum((v - mean) ** 2 for v in present) / (len(present) - 1)) ** 0.5 if len(present) > 1 else None
+        std = None
+        if mean is not None and len(present) > 1:
+            std = (sum((v - mean) ** 2 for v in present) / (len(present) - 1)) ** 0.5
         out[name] = {"values": values, "mean": mean, "std": std}
     return out
 

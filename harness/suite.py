@@ -108,9 +108,14 @@ class SampleContext:
 class Scorer(Protocol):
     """Scores one transcript. `roles`: the model roles it calls (a judge), () for a pure scorer."""
 
-    name: str
-    roles: tuple[str, ...]
-    description: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def roles(self) -> tuple[str, ...]: ...
+
+    @property
+    def description(self) -> str: ...
 
     async def score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score: ...
 

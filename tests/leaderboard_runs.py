@@ -108,11 +108,6 @@ def make_loopback_runs(base: Path) -> LoopbackRuns:
     return LoopbackRuns(main, other, ids)
 
 
-@pytest.fixture(scope="session")
-def loopback_runs(tmp_path_factory) -> LoopbackRuns:
-    return make_loopback_runs(tmp_path_factory.getbasetemp() / "leaderboard-runs")
-
-
 def launch_chromium(playwright):
     """Debian's Chromium, headless, no sandbox (root in CI), no background network traffic."""
     if not CHROMIUM.exists():

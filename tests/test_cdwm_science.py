@@ -244,7 +244,7 @@ def test_the_jvm_is_gone_after_close_also_after_errors():
         env.reset(BOIL)
         pid = env.java_pid
         psutil.Process(pid).kill()
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - whatever py4j raises for a dead JVM
             env.step("go to kitchen")
     finally:
         env.close()

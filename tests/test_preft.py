@@ -186,7 +186,7 @@ def test_reft_prefill_only_equals_hooked_hf_model(base, tmp_path):
         positions = adapter.positions(len(ids))
         hooks = []
         for layer, (R, W, b) in adapter.layers.items():
-            def hook(_module, _inputs, output, R=R, W=W, b=b):
+            def hook(_module, _inputs, output, R=R, W=W, b=b, positions=positions, adapter=adapter):
                 h = output[0] if isinstance(output, tuple) else output
                 h = h.clone()
                 h[0, positions] = reft_direct(h[0, positions], adapter.kind, R, W, b)

@@ -44,7 +44,7 @@ def test_no_browser_or_server_survives_a_failing_episode():
             procs = _browser_and_server(env)
             profile = env._profile
             assert len(_alive(procs)) >= 3 and profile
-            1 / 0  # the agent crashes mid-episode
+            raise ZeroDivisionError("the agent crashes mid-episode")
     assert _alive(procs) == []
     left = {p.pid for p in psutil.Process().children(recursive=True)} - before
     assert left == set(), [psutil.Process(p).cmdline()[:2] for p in left]

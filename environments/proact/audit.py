@@ -12,9 +12,10 @@ import jsonschema
 
 from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.protocol import history_messages, json_objects, render_conversation
-from harness.providers.base import GenerateConfig, ModelError
+from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
+from harness.structured import Attempt, ReplyProblem, retry_reply
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
 AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
@@ -70,17 +71,22 @@ class ProactAuditSuite(CorpusSuite):
 
         async def audit(tp: dict[str, Any]) -> dict[str, Any]:
             prompt = audit_messages(tp["evaluation_rubric"], history_messages(row, tp["turn"]))
-            for attempt in range(AUDIT_ATTEMPTS):
+
+            async def ask(attempt: int, tried: list[Attempt]) -> dict[str, Any]:
                 config = AUDIT_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
-                try:
-                    out = await ctx.generate("judge", prompt, config)
-                except ModelError as exc:
-                    return {"turn": tp["turn"], "verdict": "ERROR", "reason": str(exc)}
-                parsed = parse_audit(out.text)
-                if parsed is not None:
-                    verdict = "ACHIEVABLE" if parsed["achievable"] else "NOT_ACHIEVABLE"
-                    return {"turn": tp["turn"], "verdict": verdict, "reason": parsed["reason"]}
-            return {"turn": tp["turn"], "verdict": "UNPARSED", "reason": f"no valid answer in {AUDIT_ATTEMPTS} attempts"}
+                parsed = parse_audit((await ctx.generate("judge", prompt, config)).text)
+                if parsed is None:
+                    raise ReplyProblem("invalid", "no JSON object with achievable (true/false) and reason")
+                return parsed
+
+            answer = await retry_reply(ask, AUDIT_ATTEMPTS)
+            if answer.error is not None:
+                return {"turn": tp["turn"], "verdict": "ERROR", "reason": answer.error}
+            if answer.value is None:
+                return {"turn": tp["turn"], "verdict": "UNPARSED", "reason": f"no valid answer in {AUDIT_ATTEMPTS} attempts",
+                        "failure_kind": answer.failure}
+            verdict = "ACHIEVABLE" if answer.value["achievable"] else "NOT_ACHIEVABLE"
+            return {"turn": tp["turn"], "verdict": verdict, "reason": answer.value["reason"]}
 
         audits = await asyncio.gather(*(audit(tp) for tp in sorted(row["trigger_points"], key=lambda t: t["turn"])))
         accepted = all(a["verdict"] == "ACHIEVABLE" for a in audits)

@@ -21,7 +21,7 @@ from environments.proact.protocol import (
     parse_judge,
 )
 from corpora.proact_types import GRADES
-from harness.providers.base import ModelError
+from harness.structured import Attempt, ReplyProblem, retry_reply
 from harness.suite import SampleContext
 
 LABEL_RANK = {grade: len(GRADES) - 1 - i for i, grade in enumerate(GRADES)}  # FAIL 0 < PARTIAL 1 < PASS 2
@@ -34,25 +34,29 @@ def judge_roles(models: dict[str, Any]) -> list[str]:
 
 
 async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]], reply: str) -> dict[str, Any]:
-    problems = []
-    for attempt in range(JUDGE_ATTEMPTS):
-        # A repeated identical call would repeat the same bad answer (and hit the cache), so
-        # each retry changes the seed and samples instead of decoding greedily.
+    """One judge's verdict through the one structured-reply path (`harness.structured`)."""
+
+    async def ask(attempt: int, tried: list[Attempt]) -> dict[str, str]:
+        # A repeated identical call would repeat the same bad answer (and hit the cache), so each
+        # retry changes the seed and samples instead of decoding greedily; the prompt stays the same.
         config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
+        out = await ctx.generate(role, prompt, config)
         try:
-            out = await ctx.generate(role, prompt, config)
-        except ModelError as exc:
-            return {"status": "ERROR", "model": ctx.models[role].name, "error": f"{role}: {exc}"}
-        try:
-            verdict = parse_judge(out.text)
+            return parse_judge(out.text)
         except JudgeFormatError as exc:
-            problems.append(str(exc))
-            continue
-        return {"status": "EVALUATED", **verdict, "evidence_verbatim": evidence_is_verbatim(verdict["evidence"], reply),
-                "judge_attempts": attempt + 1, "model": ctx.models[role].name}
-    return {"status": "SKIPPED", "score": None, "evidence": None, "judge_attempts": JUDGE_ATTEMPTS,
-            "rationale": f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {problems[-1]}",
-            "model": ctx.models[role].name}
+            raise ReplyProblem("no_json" if "no JSON" in str(exc) else "invalid", str(exc)) from None
+
+    answer = await retry_reply(ask, JUDGE_ATTEMPTS)
+    name = ctx.models[role].name
+    if answer.error is not None:
+        return {"status": "ERROR", "model": name, "error": f"{role}: {answer.error}"}
+    if answer.value is not None:
+        return {"status": "EVALUATED", **answer.value, "evidence_verbatim": evidence_is_verbatim(answer.value["evidence"], reply),
+                "judge_attempts": len(answer.attempts), "model": name}
+    return {"status": "SKIPPED", "score": None, "evidence": None, "judge_attempts": len(answer.attempts),
+            "failure_kind": answer.failure,
+            "rationale": f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {answer.attempts[-1].problem}",
+            "model": name}
 
 
 def majority(verdicts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -57,7 +57,7 @@ def eval_cmd(
         check_run_dir(run_dir)
         if suite is None and resume is None:
             raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
-        options: dict = parse_suite_options(suite_option)
+        options: dict[str, Any] = dict(parse_suite_options(suite_option))
         if agent is not None:
             if "agent" in options:
                 raise HarnessError("--agent and --suite-option agent=...: give only one of them")

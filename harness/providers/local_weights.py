@@ -124,7 +124,7 @@ def ensure_converted_status() -> ConversionResult:
             shutil.rmtree(tmp, ignore_errors=True)
             if _is_complete(target):  # another process finished first
                 return ConversionResult(target, converted=False)
-            raise ModelError(f"could not move the converted model into {target}")
+            raise ModelError(f"could not move the converted model into {target}") from None
         seconds = time.perf_counter() - started
         log.info("local model: converted in %.1f s", seconds)
         return ConversionResult(target, converted=True, seconds=seconds)
