@@ -34,7 +34,7 @@ def test_real_corpus_run_records_overflow_as_errors_and_exports_a_row(real_corpu
     assert manifest.corpus["samples"] == 2 and manifest.corpus["sha256"]
     records = folder.read_samples()
     assert len(records) == 2
-    results = [tp["evaluation_result"] for r in records for tp in r.output["trigger_points"]]
+    results = [v["evaluation_result"] for r in records for v in r.scores["verdicts"]]
     errors = [res for res in results if res["status"] == "ERROR"]
     assert errors and all("8192" in e["error"] for e in errors)
     assert any(res["status"] == "EVALUATED" for res in results)
@@ -70,7 +70,7 @@ def test_embedded_model_in_every_role_then_identical_from_cache(tmp_path):
     assert second.returncode == 0, second.stderr
     a, b = (sorted(f.read_samples(), key=lambda r: r.key) for f in _runs(run_dir))
     texts = lambda recs: [t["assistant_response"] for r in recs for t in r.output["turn_records"]]  # noqa: E731
-    verdicts = lambda recs: [tp["evaluation_result"] for r in recs for tp in r.output["trigger_points"]]  # noqa: E731
+    verdicts = lambda recs: [v["evaluation_result"] for r in recs for v in r.scores["verdicts"]]  # noqa: E731
     assert texts(a) == texts(b) and verdicts(a) == verdicts(b)
     assert all(c.cached for r in b for c in r.calls) and not any(c.cached for r in a for c in r.calls)
     # Sampling (temperature 0.7) with the per-sample seed, and usage counted per role.

@@ -107,8 +107,9 @@ def big_run(tmp_path_factory, loopback_runs):
     every 7th failed. No summary: a 10k-dialogue bootstrap is not what this test is about."""
     run_dir = tmp_path_factory.mktemp("big")
     template = RunFolder(loopback_runs.main, loopback_runs.ids["a0"]).read_samples()[0]
+    timeout = ErrorRecord(kind="timeout", message="solve timed out after 3600s")
     records = [template.model_copy(update={"sample_id": f"dlg-{i:05d}", "status": "error" if i % 7 == 0 else "ok",
-                                           "errors": ["timeout after 3600 s"] if i % 7 == 0 else []})
+                                           "errors": [timeout] if i % 7 == 0 else []})
                for i in range(10_000)]
     write_run(run_dir, "proact-big", records, summarise=False)
     return run_dir
