@@ -13,7 +13,6 @@ HarnessError line naming `file:line` and the field.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from corpora.proact_types import (
     ResultRow,
     Verdict,
 )
-from corpora.validation import read_text
+from corpora.validation import json_lines, read_text
 from harness.errors import HarnessError
 
 _FIX = "pass a {model}_proactivity_bench_results.jsonl file, or a corpus file whose triggers carry evaluation_result"
@@ -219,14 +218,7 @@ def load_results(path: Path) -> ResultsFile:
     text = read_text(path, "results file", _FIX)
     out = ResultsFile(path=path)
     seen: dict[str, int] = {}
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise HarnessError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix the line") from exc
+    for lineno, where, raw in json_lines(text, str(path)):
         row, devs = normalise_row(raw, lineno, where)
         key = str(row.unique_id_eval)
         if key in seen:

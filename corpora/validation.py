@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,16 +59,7 @@ def parse_jsonl(text: str, source: Any, validate: Callable[[Any, str], Any], id_
     naming `source:line`. Pass the same `seen` over several files to keep ids unique across them."""
     seen = {} if seen is None else seen
     rows = []
-    # Split on newlines only: str.splitlines() would also cut inside a JSON string holding a raw
-    # U+2028 or U+0085, which `json.dumps(..., ensure_ascii=False)` writes unescaped.
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"{source}:{lineno}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise HarnessError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix the line") from exc
+    for _, where, row in json_lines(text, source):
         validate(row, where)
         key = row[id_field]
         if key in seen:
@@ -76,3 +67,17 @@ def parse_jsonl(text: str, source: Any, validate: Callable[[Any, str], Any], id_
         seen[key] = where
         rows.append(row)
     return rows
+
+
+def json_lines(text: str, source: str) -> Iterator[tuple[int, str, Any]]:
+    """(line number, `source:line`, parsed JSON) per non-blank line; a line that is not JSON is one
+    error naming `source:line`. Split on newlines only: str.splitlines() would also cut inside a
+    JSON string holding a raw U+2028 or U+0085, which `json.dumps(..., ensure_ascii=False)` writes."""
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"{source}:{lineno}"
+        try:
+            yield lineno, where, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise HarnessError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno}); fix the line") from exc
