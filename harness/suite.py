@@ -151,12 +151,8 @@ class Suite(ABC):
 
     @property
     def roles(self) -> tuple[str, ...]:
-        """Every role of a run with the default scorer."""
-        return self.roles_with(None)
-
-    def roles_with(self, scorer: str | None) -> tuple[str, ...]:
-        extra = tuple(r for r in self.scorer(scorer).roles if r not in self.solver_roles)
-        return self.solver_roles + extra
+        """Every role of a run with the default scorer: the solver's, then the scorer's."""
+        return self.solver_roles + tuple(r for r in self.scorer(None).roles if r not in self.solver_roles)
 
     # ------------------------------------------------------------------ dataset
     @abstractmethod
