@@ -11,6 +11,7 @@ world lists them) admissible actions, the action help the environment gives (its
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from agents.action_parsing import action_help, parse_actions, truncate_observati
 from harness.agents_registry import AgentConfig, EpisodeState, Generate, StepRecord
 from harness.environment import STOP, AsyncEnvironment, Observation, StepResult, ThreadedEnv
 from harness.providers.base import GenerateConfig
-from harness.structured import ReplyProblem, ask_structured
+from harness.structured import FORMS, Form, ReplyProblem, ask_structured, parse_json_reply
 
 __all__ = ["ABSTAIN_ACTION", "FALLBACK_ACTION", "POLICY_STOPS", "AgentConfig", "AgentState", "EpisodeState",
            "Generate", "PolicyReply", "StepRecord", "ThreadedEnv", "ask_policy", "execute", "fallback_action",
@@ -48,7 +49,11 @@ def history_text(steps: list[StepRecord], keep: int) -> str:
 
 def policy_messages(intent: str, obs: Observation, steps: list[StepRecord], cfg: AgentConfig,
                     candidates: int = 1) -> list[dict[str, str]]:
-    if candidates == 1:
+    if cfg.action_format != "free":
+        n = "exactly one action" if candidates == 1 else f"up to {candidates} different candidate actions, best first"
+        form = (f'Reply with one JSON object: {{"thought": "<one short sentence>", "actions": [...]}} holding {n}'
+                + (", as the arguments of the act tool." if cfg.action_format == "tools" else "."))
+    elif candidates == 1:
         form = "Reply with one short thought, then exactly one action:\nThought: <why>\nAction: <action>"
     else:
         form = (f"Reply with one short thought, then {candidates} different candidate actions, best first, "
@@ -87,6 +92,25 @@ class PolicyActions(BaseModel):
     thought: str = ""
 
 
+def action_schema(obs: Observation, cfg: AgentConfig) -> dict[str, Any]:
+    """One action's JSON schema: one of the admissible actions where the world lists them, else the
+    family's action syntax (`cfg.action_pattern`), else an action class with bracketed arguments."""
+    if obs.admissible:
+        return {"enum": list(dict.fromkeys(obs.admissible))}
+    if cfg.action_pattern:
+        return {"type": "string", "pattern": cfg.action_pattern}
+    classes = "|".join(re.escape(c) for c in sorted(obs.action_classes, key=len, reverse=True))
+    return {"type": "string", "pattern": rf"^({classes})( \[[^\[\]\n]{{0,200}}\])*$"}
+
+
+def policy_schema(obs: Observation, cfg: AgentConfig, candidates: int) -> dict[str, Any]:
+    """What a constrained policy reply is held to: a short thought, then 1..candidates actions."""
+    return {"type": "object", "required": ["thought", "actions"], "additionalProperties": False,
+            "properties": {"thought": {"type": "string", "maxLength": 160},
+                           "actions": {"type": "array", "items": action_schema(obs, cfg),
+                                       "minItems": 1, "maxItems": candidates}}}
+
+
 async def ask_policy(generate: Generate, intent: str, obs: Observation, steps: list[StepRecord],
                      cfg: AgentConfig, candidates: int = 1) -> PolicyReply:
     """Ask the policy for up to `candidates` actions; a reply naming none is answered with a
@@ -97,23 +121,39 @@ async def ask_policy(generate: Generate, intent: str, obs: Observation, steps: l
     example = reask_example(obs, cfg)
 
     def parse(text: str) -> PolicyActions:
-        actions = parse_actions(text, obs.action_classes, obs.admissible, limit=candidates)
+        named, thought = text, thought_of(text)
+        if cfg.action_format != "free":  # a JSON object; each action still checked like a free one
+            try:
+                reply = parse_json_reply(text, PolicyActions)
+                named, thought = "\n".join(reply.actions), reply.thought[:300]
+            except ReplyProblem:
+                pass  # a provider that ignored the form: the reply is read as free text
+        actions = parse_actions(named, obs.action_classes, obs.admissible, limit=candidates)
         if not actions:
             raise ReplyProblem("invalid", "names no valid action")
-        return PolicyActions(actions=actions, thought=thought_of(text))
+        return PolicyActions(actions=actions, thought=thought)
 
     def reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+        how = (f'Reply with {{"thought": "...", "actions": ["{example}"]}} using the actions listed'
+               if cfg.action_format != "free" else
+               f"Write a line `Action: <action>` using one of the actions listed, e.g. `Action: {example}`")
         return [{"role": "assistant", "content": text[:500]},
-                {"role": "user", "content": f"That reply names no valid action. Write a line `Action: <action>` using "
-                                            f"one of the actions listed, e.g. `Action: {example}`."}]
+                {"role": "user", "content": f"That reply names no valid action ({problem}). {how}."}]
 
     reply = await ask_structured(generate, cfg.policy_role, messages, PolicyActions, config, cfg.parse_attempts,
-                                 parse=parse, reask=reask)
+                                 parse=parse, reask=reask, form=policy_form(cfg),
+                                 schema=policy_schema(obs, cfg, candidates), tool="act")
     if reply.error is not None:
         return PolicyReply([], "", reply.invalid, error=f"{cfg.policy_role}: {reply.error}")
     if reply.value is None:
         return PolicyReply([], "", reply.invalid)
     return PolicyReply(reply.value.actions, reply.value.thought, reply.invalid)
+
+
+def policy_form(cfg: AgentConfig) -> Form:
+    if cfg.action_format not in FORMS:
+        raise ValueError(f"action_format {cfg.action_format!r}: use one of {', '.join(FORMS)}")
+    return cfg.action_format  # type: ignore[return-value]
 
 
 def reask_example(obs: Observation, cfg: AgentConfig) -> str:

@@ -15,16 +15,19 @@ import re
 from dataclasses import dataclass
 
 from agents.action_parsing import truncate_observation
-from agents.episode import AgentConfig, Generate
-from harness.environment import Delta, DeltaPrediction
+from agents.episode import AgentConfig, Generate, policy_form
+from harness.environment import PREDICTION_SCHEMA, Delta, DeltaPrediction
 from harness.providers.base import GenerateConfig
-from harness.structured import ReplyProblem, ask_structured, parse_json_reply
+from harness.structured import ReplyProblem, ask_structured, bounded, parse_json_reply
 
 # Neutral on purpose (a reversible cart change): a small model that copies the example must not be
 # steered towards predicting purchases everywhere.
 EXAMPLE = {"created": [], "deleted": [], "attributes": [{"entity": "cart:1", "attribute": "item_count", "before": 0, "after": 1}],
            "relations_added": [{"subject": "cart:1", "relation": "contains", "object": "product:3"}],
            "relations_removed": [], "reversible": True, "irreversible_cost": 0, "confidence": 0.6}
+# What a constrained world model's decoding is held to: the prediction's schema with short names
+# and at most 4 facts per list (a small model otherwise lists until max_tokens).
+DECODE_SCHEMA = bounded(PREDICTION_SCHEMA, max_length=60, max_items=4)
 DIMENSION_WORDS = {"created": "create entities", "deleted": "delete entities", "attributes": "change attributes",
                    "relations_added": "add relations", "relations_removed": "remove relations",
                    "irreversible": "be irreversible"}
@@ -80,7 +83,7 @@ async def predict(generate: Generate, intent: str, obs_text: str, action: str, a
     messages = wm_messages(intent, obs_text, action, action_class, allowed, cfg, extra_help)
     config = GenerateConfig(temperature=cfg.temperature, max_tokens=cfg.wm_max_tokens, stop=["\nProposed action:", "\nTask:"])
     reply = await ask_structured(generate, cfg.world_model_role, messages, DeltaPrediction, config, cfg.wm_attempts,
-                                 reask=reask_prediction)
+                                 reask=reask_prediction, form=policy_form(cfg), schema=DECODE_SCHEMA, tool="predict")
     if reply.error is not None:
         return Prediction(None, "invalid", reply.invalid, error=f"{cfg.world_model_role}: {reply.error}")
     if reply.value is None:

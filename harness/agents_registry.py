@@ -59,6 +59,11 @@ class AgentConfig:
     # What the environment family says about its action space (an observation's info may say it too)
     mask: ActionMask | None = None  # None = no mask (every dimension allowed)
     action_help: str | None = None  # how to write the actions; Observation.info["action_help"] wins
+    # How the policy and the world model are asked for their replies (`harness.structured.Form`):
+    # constrained, tools or free. `action_pattern`: the family's action syntax as a regex, for
+    # constrained actions where an observation lists no admissible ones.
+    action_format: str = "free"
+    action_pattern: str | None = None
     world_model_help: str | None = None  # the family's naming of entities and relations, for the world model
 
 

@@ -17,6 +17,7 @@ from harness.providers.base import (
     ModelError,
     ModelOutput,
     RetryableModelError,
+    check_constraint,
     request_hash,
 )
 
@@ -62,6 +63,7 @@ class ManagedModel:
         self._rng = random.Random(rng_seed)
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        check_constraint(config)  # a bad schema, regex or tool is the caller's error: never sent, never retried
         key = request_hash(self.name, messages, config)
         if self.cache is not None:
             hit = self.cache.get(key)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from harness.errors import HarnessError
 from harness.redact import redact_text, redact_url
-from harness.providers.base import Usage
+from harness.providers.base import ConstraintPath, Usage
 
 
 # Version of the records format. 1: records written before the suite contract (errors as strings,
@@ -128,6 +128,8 @@ class CallRecord(BaseModel):
     latency_s: float
     finish_reason: str
     usage: Usage
+    constrained_by: ConstraintPath = "none"  # how the reply's form was enforced (providers/base.py)
+    tool_calls: int = 0  # native tool calls in the reply
 
 
 class ErrorRecord(BaseModel):

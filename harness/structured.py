@@ -9,6 +9,13 @@ applies and the correction alone makes the re-ask differ). A model call that fai
 (`model_error`) ends the asking: retries of transient errors are `harness.calls`'s job. A role
 whose form is not JSON passes its own `parse` (raising `ReplyProblem`) and `reask`.
 
+The form is also asked of the provider (`form`): `constrained` (the default) sends the schema as
+`GenerateConfig.json_schema`, so an engine with constrained decoding can only write a valid object;
+`tools` asks for the object as the arguments of one forced tool call; `free` asks in the prompt
+only. Whatever the provider did, the reply is parsed and checked here: the constraint makes a valid
+reply likely, the parse makes it certain. A reply cut at `max_tokens` before it parsed is a
+`truncated` failure.
+
 `retry_reply(ask, attempts)` is the loop beneath it, for roles asked through a callable of their
 own (a prompt builder that also parses): `ask(attempt, tried)` returns the value or raises
 `ReplyProblem` / `ModelError`, and sees the attempts so far to word its feedback.
@@ -24,11 +31,14 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from harness.providers.base import GenerateConfig, ModelError, ModelOutput
+from harness.providers.base import GenerateConfig, ModelError, ModelOutput, ToolSpec
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-FailureKind = Literal["no_json", "invalid", "model_error"]
+FailureKind = Literal["no_json", "invalid", "truncated", "model_error"]
+# How a role is asked for its form: in the prompt only, as a decoding constraint, or as a tool call.
+Form = Literal["free", "constrained", "tools"]
+FORMS: tuple[Form, ...] = ("free", "constrained", "tools")
 Generate = Callable[[str, list[dict[str, str]], GenerateConfig], Awaitable[ModelOutput]]
 
 
@@ -42,7 +52,7 @@ class ReplyProblem(ValueError):
 
 @dataclass
 class Attempt:
-    kind: Literal["ok", "no_json", "invalid", "model_error"]
+    kind: Literal["ok", "no_json", "invalid", "truncated", "model_error"]
     text: str = ""  # the reply ("" when the call failed)
     problem: str | None = None  # why it failed: the parser's or the model error's message
     seed: int | None = None
@@ -60,7 +70,7 @@ class StructuredReply(Generic[T]):
     @property
     def invalid(self) -> int:
         """Replies that arrived but were not in the form (model errors not counted)."""
-        return sum(a.kind in ("no_json", "invalid") for a in self.attempts)
+        return sum(a.kind in ("no_json", "invalid", "truncated") for a in self.attempts)
 
     @property
     def failure(self) -> FailureKind | None:
@@ -106,6 +116,53 @@ def parse_json_reply(text: str, schema_model: type[M]) -> M:
         raise ReplyProblem("invalid", f"{where}: {first['msg']}"[:200]) from None
 
 
+def with_form(config: GenerateConfig, form: Form, schema: dict[str, Any], tool: str = "reply") -> GenerateConfig:
+    """`config` asking for `schema` as `form` says. Stop strings are dropped under a constraint:
+    one inside a JSON string would cut a valid object short."""
+    if form == "constrained":
+        return config.model_copy(update={"json_schema": schema, "stop": None})
+    if form == "tools":
+        spec = ToolSpec(name=tool, description="Give your answer as this call's arguments.", parameters=schema)
+        return config.model_copy(update={"tools": [spec], "tool_choice": tool, "stop": None})
+    return config
+
+
+def reply_text(out: ModelOutput) -> str:
+    """The reply to parse: a tool call's arguments as JSON, else the text."""
+    if out.tool_calls:
+        return json.dumps(out.tool_calls[0].arguments, ensure_ascii=False)
+    return out.text
+
+
+def bounded(schema: dict[str, Any], max_length: int, max_items: int | None = None) -> dict[str, Any]:
+    """A copy of `schema` in which every string without a `maxLength` (and without an `enum` or
+    `const`) gets `max_length`, and every array without `maxItems` gets `max_items`: under
+    constrained decoding a small model can otherwise write one string or list until `max_tokens`
+    and never close the object."""
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: walk(v) for k, v in node.items()}
+        types = out.get("type")
+        kinds = set(types) if isinstance(types, list) else {types}
+        if "string" in kinds and not {"maxLength", "enum", "const"} & out.keys():
+            out["maxLength"] = max_length
+        if "array" in kinds and max_items is not None and "maxItems" not in out:
+            out["maxItems"] = max_items
+        return out
+
+    return walk(schema)  # type: ignore[no-any-return]
+
+
+def truncation(out: ModelOutput, problem: ReplyProblem) -> ReplyProblem:
+    """A reply that stopped at `max_tokens` did not fail its form: it ran out of room."""
+    if out.finish_reason == "length" and not out.tool_calls:
+        return ReplyProblem("truncated", f"reply cut at max_tokens before it was complete ({problem})")
+    return problem
+
+
 def default_reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
     return [{"role": "assistant", "content": text[:600]},
             {"role": "user", "content": f"Invalid reply ({problem}). Reply with the JSON object only."}]
@@ -136,12 +193,16 @@ async def retry_reply(ask: Callable[[int, list[Attempt]], Awaitable[T]], attempt
 async def ask_structured(generate: Generate, role: str, messages: list[dict[str, str]], schema_model: type[M],
                          config: GenerateConfig, attempts: int, *,
                          parse: Callable[[str], Any] | None = None,
-                         reask: Callable[[str, ReplyProblem], list[dict[str, str]]] | None = None) -> StructuredReply[Any]:
+                         reask: Callable[[str, ReplyProblem], list[dict[str, str]]] | None = None,
+                         form: Form = "constrained", schema: dict[str, Any] | None = None,
+                         tool: str = "reply") -> StructuredReply[Any]:
     """Ask `role` until its reply parses as `schema_model` (or by `parse`), at most `attempts`
     asks; each failed reply and its correction (`reask`, default: "Invalid reply (...)") are
-    appended to the conversation for the next ask."""
+    appended to the conversation for the next ask. `form` says how the form is asked for and
+    `schema` what is sent (default: `schema_model`'s JSON schema); `tool` names the tool under `tools`."""
     parse = parse or (lambda text: parse_json_reply(text, schema_model))
     reask = reask or default_reask
+    config = with_form(config, form, schema if schema is not None else schema_model.model_json_schema(), tool)
     history = list(messages)
     calls: list[tuple[int | None, str]] = []  # (seed, reply text) of each attempt
 
@@ -150,12 +211,13 @@ async def ask_structured(generate: Generate, role: str, messages: list[dict[str,
         cfg = config if config.seed is None else config.model_copy(update={"seed": config.seed + attempt})
         calls.append((cfg.seed, ""))
         out = await generate(role, history, cfg)
-        calls[-1] = (cfg.seed, out.text)
+        text = reply_text(out)
+        calls[-1] = (cfg.seed, text)
         try:
-            return parse(out.text)
+            return parse(text)
         except ReplyProblem as problem:
-            history = history + reask(out.text, problem)
-            raise
+            history = history + reask(text, problem)
+            raise truncation(out, problem) from None
 
     reply = await retry_reply(ask, attempts)
     for a, (seed, text) in zip(reply.attempts, calls):

@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 
 from harness.calls import ManagedModel
 from harness.errors import HarnessError
-from harness.providers.base import GenerateConfig, ModelOutput, Usage
+from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, Usage
 from harness.records import CallRecord, ErrorRecord, Metric, SampleRecord, Stage
 
 
@@ -96,11 +96,15 @@ class SampleContext:
         if role not in self.models:
             raise HarnessError(f"role {role!r} has no model in this run (roles: {', '.join(self.models)})")
         model = self.models[role]
-        out = await model.generate(messages, config)
+        try:
+            out = await model.generate(messages, config)
+        except ConstraintError as exc:  # the role's form is the suite's input: name the role
+            raise ConstraintError(f"{role} ({model.name}): {exc}") from None
         self.usage.setdefault(role, Usage()).add(out.usage if not out.cached else Usage())
         self.calls.append(CallRecord(
             role=role, model=model.name, request_hash=out.request_hash, cached=out.cached,
             attempts=out.attempts, latency_s=out.latency_s, finish_reason=out.finish_reason, usage=out.usage,
+            constrained_by=out.constrained_by, tool_calls=len(out.tool_calls),
         ))
         return out
 

@@ -23,6 +23,7 @@ from harness.agents_registry import AgentConfig, available_agents, load_agent
 from harness.environment import ActionMask, Environment, ThreadedEnv
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
+from harness.structured import Form
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
 JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=16)  # the evaluators' judges answer in a word or two
@@ -33,6 +34,10 @@ class CdwmOptions(SuiteOptions):
     """The agent and its budgets; every CDWM suite takes these (its own options extend them)."""
 
     agent: str = Field("react", description="the agent: react (the ReAct baseline) or cdwm (the CDWM agent)")
+    action_format: Form = Field("constrained", description=(
+        "how the agent's policy and world model are asked for their replies: constrained (decoding held to the "
+        "admissible actions / the delta schema where the provider can), tools (native tool calls) or free (parsed "
+        "from text). It changes what is measured, so it is part of the run's setup"))
     max_steps: int = Field(10, ge=1, description="agent steps per episode")
     obs_chars: int = Field(6000, ge=200, description="characters of an observation that reach a prompt")
     policy_max_tokens: int = Field(96, ge=1, description="max new tokens per policy reply")
@@ -58,6 +63,9 @@ class CdwmSuite(Suite):
     headline_metric = "success_rate"
     mask: ActionMask | None = None
     world_model_help: str | None = None  # how this world names entities and relations (world-model prompt)
+    # The family's action syntax as a regex, for constrained decoding where an observation lists no
+    # admissible actions (the web world); None: the action classes with bracketed arguments.
+    action_pattern: str | None = None
     uses_judge = False  # True when the environment's evaluator may ask a judge model (role `judge`)
     Options: ClassVar[type[SuiteOptions]] = CdwmOptions
     options: CdwmOptions
@@ -74,7 +82,8 @@ class CdwmSuite(Suite):
                                   parse_attempts=o.parse_attempts, candidates=o.candidates, horizon=o.horizon,
                                   confidence_threshold=o.confidence_threshold, cost_threshold=o.cost_threshold,
                                   risk_lambda=o.risk_lambda, wm_max_tokens=o.wm_max_tokens, wm_attempts=o.wm_attempts,
-                                  mask=self.mask, world_model_help=self.world_model_help)
+                                  mask=self.mask, world_model_help=self.world_model_help,
+                                  action_format=o.action_format, action_pattern=self.action_pattern)
 
     @property
     def solver_roles(self) -> tuple[str, ...]:

@@ -15,10 +15,9 @@ from environments.proact.protocol import history_messages, json_objects, render_
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.structured import Attempt, ReplyProblem, retry_reply
+from harness.structured import Attempt, ReplyProblem, bounded, reply_text, retry_reply
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
-AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
 AUDIT_ATTEMPTS = 3
 AUDIT_SCHEMA = {
     "type": "object",
@@ -26,6 +25,9 @@ AUDIT_SCHEMA = {
     "properties": {"achievable": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1}},
 }
 _VALIDATOR = jsonschema.Draft202012Validator(AUDIT_SCHEMA)
+# The auditor's decoding is held to its schema (no other keys, a one-sentence reason).
+AUDIT_DECODE_SCHEMA = {**bounded(AUDIT_SCHEMA, 300), "additionalProperties": False}
+AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256, json_schema=AUDIT_DECODE_SCHEMA)
 
 
 def audit_messages(rubric: dict[str, Any], history: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -74,7 +76,7 @@ class ProactAuditSuite(CorpusSuite):
 
             async def ask(attempt: int, tried: list[Attempt]) -> dict[str, Any]:
                 config = AUDIT_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
-                parsed = parse_audit((await ctx.generate("judge", prompt, config)).text)
+                parsed = parse_audit(reply_text(await ctx.generate("judge", prompt, config)))
                 if parsed is None:
                     raise ReplyProblem("invalid", "no JSON object with achievable (true/false) and reason")
                 return parsed

@@ -21,7 +21,7 @@ from environments.proact.protocol import (
     parse_judge,
 )
 from corpora.proact_types import GRADES
-from harness.structured import Attempt, ReplyProblem, retry_reply
+from harness.structured import Attempt, ReplyProblem, reply_text, retry_reply, truncation
 from harness.suite import SampleContext
 
 LABEL_RANK = {grade: len(GRADES) - 1 - i for i, grade in enumerate(GRADES)}  # FAIL 0 < PARTIAL 1 < PASS 2
@@ -42,9 +42,10 @@ async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]]
         config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
         out = await ctx.generate(role, prompt, config)
         try:
-            return parse_judge(out.text)
+            return parse_judge(reply_text(out))
         except JudgeFormatError as exc:
-            raise ReplyProblem("no_json" if "no JSON" in str(exc) else "invalid", str(exc)) from None
+            problem = ReplyProblem("no_json" if "no JSON" in str(exc) else "invalid", str(exc))
+            raise truncation(out, problem) from None
 
     answer = await retry_reply(ask, JUDGE_ATTEMPTS)
     name = ctx.models[role].name

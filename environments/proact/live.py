@@ -21,6 +21,7 @@ from environments.proact.live_prompts import (
     USER_CONFIG,
     assistant_messages,
     parse_planner,
+    planner_decode_schema,
     planner_fallback,
     planner_messages,
     user_fallback,
@@ -31,6 +32,7 @@ from environments.proact.protocol import ASSISTANT_CONFIG
 from environments.proact.scoring import judge_transcript
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
 from harness.records import Metric, SampleRecord
+from harness.structured import reply_text
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
 STYLE_STRIDE = 7  # coprime with 24: consecutive samples get styles far apart in the table
@@ -100,9 +102,9 @@ class ProactLiveSuite(Suite):
         persona, card = blueprint["persona"], style_card(style)
 
         async def plan(view, attempt: int) -> dict[str, Any]:
-            config = self.planner_config.merged(seed=ctx.seed + attempt)
-            text = (await ctx.generate("planner", planner_messages(view), config)).text
-            return parse_planner(text, view.directive.trigger is not None)
+            trigger = view.directive.trigger is not None
+            config = self.planner_config.merged(seed=ctx.seed + attempt, json_schema=planner_decode_schema(trigger))
+            return parse_planner(reply_text(await ctx.generate("planner", planner_messages(view), config)), trigger)
 
         async def speak(view, attempt: int) -> str:
             messages = user_messages(persona, card, view.order, view.conversation, view.feedback)

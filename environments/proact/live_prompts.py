@@ -117,6 +117,21 @@ def planner_schema(trigger: bool) -> dict[str, Any]:
 
 _VALIDATORS = {t: jsonschema.Draft202012Validator(planner_schema(t)) for t in (True, False)}
 
+# What the Planner's decoding is held to where the provider can constrain it: the same shape with
+# no other keys, bounded strings (a small model otherwise writes one string until max_tokens),
+# and the rubric present exactly on trigger turns. The parse above still checks the reply.
+_DECODE_STR = {"type": "string", "minLength": 1, "maxLength": 300}
+
+
+def planner_decode_schema(trigger: bool) -> dict[str, Any]:
+    order = {"type": "object", "required": ORDER_SCHEMA["required"], "additionalProperties": False,
+             "properties": {"intent": _DECODE_STR, "behavioral_directive": _DECODE_STR,
+                            "content_payload": {"type": "array", "minItems": 1, "maxItems": 5, "items": _DECODE_STR}}}
+    rubric = ({"type": "object", "required": list(CRITERIA), "additionalProperties": False,
+               "properties": {k: _DECODE_STR for k in CRITERIA}} if trigger else {"type": "null"})
+    return {"type": "object", "required": ["tactical_order", "evaluation_rubric"], "additionalProperties": False,
+            "properties": {"tactical_order": order, "evaluation_rubric": rubric}}
+
 
 def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
     """The Planner's JSON object, schema-validated; raises PlannerFormatError saying what was

@@ -19,8 +19,6 @@ from harness.providers.base import GenerateConfig
 
 # The reference settings for the model under test.
 ASSISTANT_CONFIG = GenerateConfig(temperature=0.7, max_tokens=8192)
-# A verdict (label, two sentences, one quote) fits well inside 512 tokens; more is rambling.
-JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=512)
 JUDGE_ATTEMPTS = 3  # bounded: after this many unparseable answers the trigger is SKIPPED
 
 JUDGE_SCHEMA: dict[str, Any] = {
@@ -33,6 +31,22 @@ JUDGE_SCHEMA: dict[str, Any] = {
     },
 }
 _JUDGE_VALIDATOR = jsonschema.Draft202012Validator(JUDGE_SCHEMA)
+# What the judge's decoding is held to (providers that can: constrained decoding, structured
+# outputs): the verdict's schema with the label first, no other keys, and bounded strings -- two
+# sentences and one quote fit in 400 characters each; a string with no bound lets a small judge
+# write until max_tokens and never close the object.
+JUDGE_DECODE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["score", "rationale", "evidence"],
+    "additionalProperties": False,
+    "properties": {
+        "score": {"enum": list(GRADES)},
+        "rationale": {"type": "string", "minLength": 1, "maxLength": 400},
+        "evidence": {"type": "string", "maxLength": 400},
+    },
+}
+# A verdict (label, two sentences, one quote) fits well inside 512 tokens; more is rambling.
+JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=512, json_schema=JUDGE_DECODE_SCHEMA)
 
 
 def history_messages(row: dict[str, Any], turn: int) -> list[dict[str, str]]:

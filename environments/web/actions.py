@@ -42,6 +42,20 @@ WEB_MASK = ActionMask({
     "new_tab": NONE, "tab_focus": NONE, "close_tab": NONE, "stop": NONE, "noop": NONE,
 }, name="web")
 KEY_RE = re.compile(r"^[A-Za-z0-9]+(\+[A-Za-z0-9]+)*$")
+# The action space as one regex, for decoding held to it (`--action-format constrained`): each
+# class with its arguments' shapes, ids as digits, typed text and answers up to 200 characters
+# without brackets or line breaks. Everything it admits, `parse_action` accepts.
+_FREE_TEXT = r"[^\[\]\n]{0,200}"
+ACTION_PATTERN = "^(" + "|".join([
+    r"(click|hover) \[[0-9]{1,6}\]",
+    r"type \[[0-9]{1,6}\] \[" + _FREE_TEXT + r"\]( \[[01]\])?",
+    r"press \[[A-Za-z0-9]{1,12}(\+[A-Za-z0-9]{1,12}){0,3}\]",
+    r"scroll \[(down|up)\]",
+    r"goto \[https?://[^\[\]\s]{1,200}\]",
+    r"go_back", r"go_forward", r"new_tab", r"close_tab",
+    r"tab_focus \[[0-9]{1,2}\]",
+    r"stop \[" + _FREE_TEXT + r"\]",
+]) + ")$"
 MAX_TEXT = 2000
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from environments.cdwm.suite_base import CdwmSuite
-from environments.web.actions import WEB_MASK
+from environments.web.actions import ACTION_PATTERN, WEB_MASK
 from environments.web.tasks import TASK_DIR, TaskError, load_tasks
 from harness.errors import HarnessError
 from harness.suite import Sample
@@ -35,6 +35,7 @@ class CdwmWebSuite(CdwmSuite):
     version = "1.0.0"
     description = "CDWM web: WebArena-format tasks on local shop/travel/mail sites in Chromium (--agent react|cdwm)"
     mask = WEB_MASK
+    action_pattern = ACTION_PATTERN
     world_model_help = WEB_WORLD_MODEL_HELP
     uses_judge = True  # fuzzy_match answers and "not achievable" reports are graded by the judge role
 

@@ -30,6 +30,9 @@ def eval_cmd(
     role_base_url: list[str] = typer.Option([], "--role-base-url",
                                             help="ROLE=URL: the endpoint of one role's model (repeatable; default --base-url)."),
     agent: Optional[str] = typer.Option(None, "--agent", help="Agent of an agentic suite, e.g. react or cdwm (= --suite-option agent=...)."),
+    action_format: Optional[str] = typer.Option(
+        None, "--action-format", help="How an agentic suite's agent is asked for its actions: free (parsed from text), "
+        "tools (native tool calls) or constrained (decoding held to the admissible actions) (= --suite-option action_format=...)."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus JSONL path or Hugging Face dataset id."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run only the first N samples."),
@@ -62,6 +65,10 @@ def eval_cmd(
             if "agent" in options:
                 raise HarnessError("--agent and --suite-option agent=...: give only one of them")
             options["agent"] = agent
+        if action_format is not None:
+            if "action_format" in options:
+                raise HarnessError("--action-format and --suite-option action_format=...: give only one of them")
+            options["action_format"] = action_format
         # Built once; the stored options are the validated ones (the config hash must not depend on
         # spelling), defaults left out so that naming a default hashes like leaving it out.
         suite_obj = get_suite(suite, options) if suite else None
