@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from harness.errors import HarnessError
 from harness.redact import redact_text, redact_url
+from harness.spec import panel_roles
 from harness.providers.base import ConstraintPath, Usage
 
 
@@ -287,9 +288,7 @@ class RunFolder:
 
 def judge_label(models: dict[str, str]) -> str | None:
     """`a` for one judge, `a+b+c` for a panel (roles judge, judge_2, ...)."""
-    roles = sorted((r for r in models if r == "judge" or r.startswith("judge_")),
-                   key=lambda r: 1 if r == "judge" else int(r.split("_")[1]))
-    return "+".join(models[r] for r in roles) or None
+    return "+".join(models[r] for r in panel_roles(models)) or None
 
 
 class RunIndex:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.records import RunConfig, RunFolder
+from harness.spec import judge_panel
 from harness.suite import Suite, get_suite, role_family
 
 
@@ -27,7 +28,7 @@ def rescore_config(run_dir: Path, run_id: str, *, scorer: str | None, judge_mode
     if judge_models:
         if "judge" not in chosen.roles:
             raise HarnessError(f"--judge-model: scorer {chosen.name!r} of {suite.name} calls no judge; drop it")
-        models |= {("judge" if i == 0 else f"judge_{i + 1}"): spec for i, spec in enumerate(judge_models)}
+        models |= judge_panel(judge_models)
     else:
         models |= {r: spec for r, spec in source.config.models.items() if role_family(r) in chosen.roles}
     missing = [r for r in chosen.roles if not any(role_family(m) == r for m in models)]

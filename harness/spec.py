@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from importlib.metadata import entry_points
 
 from pydantic import BaseModel
@@ -43,3 +44,14 @@ class ModelSpec(BaseModel):
 def provider_names() -> tuple[str, ...]:
     """The installed providers (entry-point group `harness.providers`), without importing them."""
     return tuple(sorted(ep.name for ep in entry_points(group="harness.providers")))
+
+
+def judge_panel(specs: list[str]) -> dict[str, str]:
+    """`--judge-model a --judge-model b` as roles: {"judge": a, "judge_2": b}."""
+    return {("judge" if i == 0 else f"judge_{i + 1}"): spec for i, spec in enumerate(specs)}
+
+
+def panel_roles(roles: Iterable[str]) -> list[str]:
+    """The judge panel's roles among `roles`, in order: `judge`, `judge_2`, `judge_3`, ..."""
+    members = [r for r in roles if r == "judge" or (r.startswith("judge_") and r[6:].isdigit())]
+    return sorted(members, key=lambda r: 1 if r == "judge" else int(r[6:]))

@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic.fields import FieldInfo
@@ -255,7 +255,10 @@ def parse_options(suite: str, model: type[SuiteOptions], raw: dict[str, Any]) ->
 def describe_field(info: FieldInfo) -> str:
     """`int >= 1 (default 10)`: type, bounds and default of one option."""
     ann = info.annotation
-    kind = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
+    if get_origin(ann) is Literal:
+        kind = "one of " + ", ".join(str(a) for a in get_args(ann))
+    else:
+        kind = getattr(ann, "__name__", None) or str(ann).replace("typing.", "")
     bounds = []
     for meta in info.metadata:
         for attr, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):

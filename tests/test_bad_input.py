@@ -50,6 +50,7 @@ def _snapshot(run_dir):
         (["--suite", "proact-live", "--suite-option", "planner_attempts=0"], "planner_attempts=0", "int >= 1, <= 10"),
         (["--suite", "cdwm-web", "--suite-option", "horizon=3"], "horizon=3", "int >= 1, <= 2 (default 2)"),
         (["--suite", "cdwm-web", "--agent", "nosuch"], "agent=nosuch", "choose one of"),
+        (["--suite", "cdwm-web", "--action-format", "json"], "action_format=json", "one of free, constrained, tools"),
         (["--suite", "proact-live", "--suite-option", "planner_attempts"], "'planner_attempts'", "KEY=VALUE"),
         (["--suite", "proact", "--model", "local/smollm2-135m@/no/such/adapter"], "/no/such/adapter", "does not exist"),
     ],

@@ -14,7 +14,7 @@ from harness.cli.kit import RUN_DIR, err, out, print_summary, run_config
 from harness.cli.kit import fail as _fail
 from harness.cli.kit import fmt as _fmt
 from harness.errors import HarnessError
-from harness.spec import DEFAULT_MODEL
+from harness.spec import DEFAULT_MODEL, judge_panel
 
 corpus_app = typer.Typer(no_args_is_help=True, help="Check and build ProactBench-format corpora.")
 proact_app = typer.Typer(no_args_is_help=True, help="ProactBench results tools.")
@@ -173,7 +173,7 @@ def agreement(
     from environments.proact.agreement import GRADES, ProactJudgeAgreementSuite
     from harness.records import RunConfig
 
-    models = {("judge" if i == 0 else f"judge_{i + 1}"): spec for i, spec in enumerate(judge_model)}
+    models = judge_panel(judge_model)
     config = RunConfig(suite="proact-judge", models=models, base_url=base_url, corpus=corpus, limit=limit, seed=seed,
                        judge_max_tokens=judge_max_tokens, max_connections=max_connections)
     summary, path = run_config(config, run_dir, suite=ProactJudgeAgreementSuite(), progress=progress)
@@ -217,7 +217,7 @@ def build(
     from harness.records import RunConfig, RunFolder
 
     models = {"assistant": assistant_model, "planner": planner_model, "user": user_model}
-    models |= {("judge" if i == 0 else f"judge_{i + 1}"): spec for i, spec in enumerate(judge_model)}
+    models |= judge_panel(judge_model)
     live = RunConfig(suite="proact-live", models=models, base_url=base_url, limit=limit, seed=seed,
                      max_tokens=max_tokens, judge_max_tokens=judge_max_tokens, max_connections=max_connections)
     _, live_path = run_config(live, run_dir, suite=ProactLiveSuite(), progress=progress)

@@ -21,6 +21,7 @@ from environments.proact.protocol import (
     parse_judge,
 )
 from corpora.proact_types import GRADES
+from harness.spec import panel_roles
 from harness.structured import Attempt, ReplyProblem, reply_text, retry_reply, truncation
 from harness.suite import SampleContext
 
@@ -29,8 +30,7 @@ LABEL_RANK = {grade: len(GRADES) - 1 - i for i, grade in enumerate(GRADES)}  # F
 
 def judge_roles(models: dict[str, Any]) -> list[str]:
     """`judge`, `judge_2`, `judge_3`, ... in order."""
-    extra = sorted((r for r in models if r.startswith("judge_")), key=lambda r: int(r.split("_")[1]))
-    return (["judge"] if "judge" in models else []) + extra
+    return panel_roles(models)
 
 
 async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]], reply: str) -> dict[str, Any]:

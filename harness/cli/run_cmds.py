@@ -9,7 +9,7 @@ import typer
 
 from harness.cli.kit import RUN_DIR, check_run_dir, fail, print_summary, run_config
 from harness.errors import HarnessError
-from harness.spec import DEFAULT_MODEL
+from harness.spec import DEFAULT_MODEL, judge_panel
 from harness.suite import role_family
 
 app = typer.Typer()
@@ -112,7 +112,7 @@ def assign_models(roles: tuple[str, ...], shorthands: dict[str, str], judges: li
     then the embedded default. Several `--judge-model`s make a panel (judge, judge_2, ...)."""
     models = {r: shorthands.get(r, DEFAULT_MODEL) for r in roles}
     if "judge" in models:
-        models |= {("judge" if i == 0 else f"judge_{i + 1}"): spec for i, spec in enumerate(judges)}
+        models |= judge_panel(judges)
     for r, spec in explicit.items():
         if r not in models and role_family(r) not in models:
             raise HarnessError(f"--role {r}={spec}: this run has no role {r!r} (roles: {', '.join(models)})")
