@@ -2,6 +2,11 @@
 one), or answers at once (`echo`, for measuring the harness's own overhead), and can inject
 faults (429, 500, hangs) on a fixed schedule for testing retries.
 
+`/v1/chat/completions` takes OpenAI's `response_format`, `tools` and `tool_choice` and vLLM's
+`structured_outputs` (or `guided_*`) and hands them to the model as `GenerateConfig` fields; a bad
+constraint is HTTP 400 naming it. `/v1/completions` (raw text, no chat template) is served by the
+model's `complete` where it has one.
+
     python -m harness.loopback --model local/smollm2-135m --port 8000
     python -m harness.loopback --echo --faults 429,500,timeout,ok --port 0
 
@@ -24,8 +29,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
+from pydantic import ValidationError
 
-from harness.providers.base import GenerateConfig, Model, ModelError
+from harness.providers.base import (
+    ConstraintError,
+    GenerateConfig,
+    Model,
+    ModelError,
+    ModelOutput,
+    RawTextModel,
+    ToolSpec,
+    Usage,
+    check_constraint,
+)
 
 FAULTS = ("ok", "429", "500", "503", "timeout", "drop")
 
@@ -52,6 +68,7 @@ class LoopbackServer:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/stats", self.stats)
         return app
@@ -71,52 +88,295 @@ class LoopbackServer:
         self.attempts[key] = seen + 1
         return self.faults[seen] if seen < len(self.faults) else "ok"
 
-    async def chat(self, request: web.Request) -> web.StreamResponse:
-        raw = await request.read()
+    async def _fault(self, request: web.Request, raw: bytes) -> web.StreamResponse | None:
+        """The injected fault's response for this request, or None to answer it normally."""
         fault = self._next_fault(raw)
         if fault != "ok":
             self.faulted[fault] = self.faulted.get(fault, 0) + 1
         if fault in ("429", "500", "503"):
-            return web.json_response({"error": {"message": f"injected {fault}", "type": "injected"}}, status=int(fault))
+            return _error(f"injected {fault}", int(fault), kind="injected")
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
         if fault == "drop":
             if request.transport is not None:
                 request.transport.close()
             return web.Response(status=500)
-        body = json.loads(raw)
-        messages = body.get("messages") or []
         if self.delay_s:
             await asyncio.sleep(self.delay_s)
+        return None
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        faulted = await self._fault(request, raw)
+        if faulted is not None:
+            return faulted
+        try:
+            body = _json_body(raw)
+            messages = flat_messages(body.get("messages") or [])
+            config = request_config(body)
+        except ModelError as exc:
+            return _error(str(exc))
         if self.model is None:
             last = messages[-1]["content"] if messages else ""
-            text = self.reply if self.reply is not None else f"echo: {last[:64]}"
-            pt, ct, finish = sum(len(m.get("content", "").split()) for m in messages), len(text.split()), "stop"
+            out = self._echo(f"echo: {last[:64]}", " ".join(m["content"] for m in messages))
         else:
-            config = GenerateConfig(
-                temperature=body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0,
-                max_tokens=body.get("max_tokens") or body.get("max_completion_tokens") or 512,
-                top_p=body.get("top_p") or 1.0,
-                seed=body.get("seed"),
-                stop=[body["stop"]] if isinstance(body.get("stop"), str) else body.get("stop"),
-            )
             try:
                 out = await self.model.generate(messages, config)
             except ModelError as exc:
-                return web.json_response({"error": {"message": str(exc), "type": "invalid_request_error"}}, status=400)
-            text, pt, ct, finish = out.text, out.usage.prompt_tokens, out.usage.completion_tokens, out.finish_reason
+                return _error(str(exc))
         self.served += 1
-        return web.json_response(_completion(body.get("model", "echo"), text, finish, pt, ct))
+        return web.json_response(chat_completion(str(body.get("model", "echo")), out))
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        """Raw text in, raw text out (no chat template): the model's `complete`, where it has one."""
+        raw = await request.read()
+        faulted = await self._fault(request, raw)
+        if faulted is not None:
+            return faulted
+        try:
+            body = _json_body(raw)
+            prompt = _prompt(body.get("prompt"))
+            if body.get("tools") is not None:
+                raise ConstraintError("tools: only /v1/chat/completions takes tools")
+            config = request_config(body)
+        except ModelError as exc:
+            return _error(str(exc))
+        if self.model is None:
+            out = self._echo(f"echo: {prompt[:64]}", prompt)
+        elif not isinstance(self.model, RawTextModel):
+            return _error(f"{self.model.name} has no raw-text completion; use /v1/chat/completions")
+        else:
+            try:
+                out = await self.model.complete(prompt, config)
+            except ModelError as exc:
+                return _error(str(exc))
+        self.served += 1
+        return web.json_response(text_completion(str(body.get("model", "echo")), out))
+
+    def _echo(self, default: str, prompt: str) -> ModelOutput:
+        """Echo mode's instant answer; tokens are counted as words."""
+        text = self.reply if self.reply is not None else default
+        return ModelOutput(text=text, usage=Usage(prompt_tokens=len(prompt.split()),
+                                                  completion_tokens=len(text.split()), calls=1))
 
 
-def _completion(model: str, text: str, finish: str, pt: int, ct: int) -> dict[str, Any]:
+def _error(message: str, status: int = 400, kind: str = "invalid_request_error") -> web.Response:
+    return web.json_response({"error": {"message": message, "type": kind}}, status=status)
+
+
+def _json_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise ModelError("the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise ModelError("the request body must be a JSON object")
+    return body
+
+
+def _prompt(value: Any) -> str:
+    # OpenAI's completions endpoint also takes a list of prompts; one list item is the same request.
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if not isinstance(value, str):
+        raise ModelError("prompt: send one string")
+    return value
+
+
+def _text(content: Any) -> str:
+    """A message's content as text: OpenAI allows null (a tool-call turn) or a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    raise ModelError(f"message content {content!r}: use a string or a list of text parts")
+
+
+def flat_messages(messages: Any) -> list[dict[str, str]]:
+    """OpenAI chat messages as the harness's `{role, content}` strings. An assistant turn that
+    called tools shows its calls as the `{"name", "arguments"}` JSON a constrained reply takes, so
+    a model without a tool-call template still sees what it did; a tool result stays a `tool` turn."""
+    if not isinstance(messages, list):
+        raise ModelError("messages: send a list of {role, content} objects")
+    flat = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise ModelError(f"messages[{i}]: each message needs a role")
+        content = _text(m.get("content"))
+        calls = m.get("tool_calls") or []
+        if calls and not content:
+            content = json.dumps([_call_as_json(c) for c in calls], ensure_ascii=False)
+        flat.append({"role": m["role"], "content": content})
+    return flat
+
+
+def _call_as_json(call: Any) -> dict[str, Any]:
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict):
+        raise ModelError(f"tool call {call!r}: expected {{'type': 'function', 'function': {{...}}}}")
+    args = fn.get("arguments")
+    try:
+        parsed = json.loads(args) if isinstance(args, str) and args.strip() else (args or {})
+    except ValueError:
+        parsed = args  # history is shown as sent; it is not ours to repair
+    return {"name": fn.get("name"), "arguments": parsed}
+
+
+def request_config(body: dict[str, Any]) -> GenerateConfig:
+    """The request's sampling parameters and output constraint as a checked `GenerateConfig`.
+    Constraints come from OpenAI's fields (`response_format`, `tools`, `tool_choice`) or vLLM's
+    (`structured_outputs`, or the older `guided_json` / `guided_choice` / `guided_regex`); a
+    constraint the model cannot take raises `ConstraintError` (the caller answers HTTP 400)."""
+    temperature = body.get("temperature")
+    stop = body.get("stop")
+    fields: dict[str, Any] = {
+        "temperature": 1.0 if temperature is None else temperature,  # the OpenAI API's default
+        "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens") or 512,
+        "top_p": body.get("top_p") or 1.0,
+        "seed": body.get("seed"),
+        "stop": [stop] if isinstance(stop, str) else stop,
+        **_constraints(body),
+    }
+    try:
+        config = GenerateConfig(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConstraintError(f"{where}: {first['msg']}") from None
+    check_constraint(config)
+    return config
+
+
+def _constraints(body: dict[str, Any]) -> dict[str, Any]:
+    """The constraint fields named in the request, each given at most once across its spellings."""
+    found: dict[str, tuple[str, Any]] = {}
+
+    def put(field: str, source: str, value: Any) -> None:
+        if value is None:
+            return
+        if field in found:
+            raise ConstraintError(f"{field} given twice: in {found[field][0]} and in {source}")
+        found[field] = (source, value)
+
+    put("json_schema", "response_format", _response_format(body.get("response_format")))
+    outputs = body.get("structured_outputs")
+    if outputs is not None:
+        if not isinstance(outputs, dict):
+            raise ConstraintError("structured_outputs: send an object, e.g. {\"choice\": [...]}")
+        for unsupported in ("grammar", "structural_tag"):
+            if outputs.get(unsupported) is not None:
+                raise ConstraintError(f"structured_outputs.{unsupported} is not supported here: use json, "
+                                      "json_object, choice or regex")
+        put("json_schema", "structured_outputs.json", _schema_value("structured_outputs.json", outputs.get("json")))
+        put("json_schema", "structured_outputs.json_object", {"type": "object"} if outputs.get("json_object") else None)
+        put("choice", "structured_outputs.choice", outputs.get("choice"))
+        put("regex", "structured_outputs.regex", outputs.get("regex"))
+    put("json_schema", "guided_json", _schema_value("guided_json", body.get("guided_json")))
+    put("choice", "guided_choice", body.get("guided_choice"))
+    put("regex", "guided_regex", body.get("guided_regex"))
+    put("tools", "tools", _tools(body.get("tools")))
+    put("tool_choice", "tool_choice", _tool_choice(body.get("tool_choice")))
+    return {field: value for field, (_, value) in found.items()}
+
+
+def _response_format(value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}  # any JSON object, as OpenAI's JSON mode promises
+    if kind == "json_schema":
+        spec = value.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+            raise ConstraintError("response_format json_schema: send {\"json_schema\": {\"name\": ..., "
+                                  "\"schema\": {...}}}")
+        schema: dict[str, Any] = spec["schema"]
+        return schema
+    raise ConstraintError(f"response_format {value!r}: the type is text, json_object or json_schema")
+
+
+def _schema_value(where: str, value: Any) -> dict[str, Any] | None:
+    """vLLM takes a JSON schema as an object or as JSON text."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ConstraintError(f"{where}: not JSON") from None
+    if value is not None and not isinstance(value, dict):
+        raise ConstraintError(f"{where}: a JSON schema is an object, got {value!r}")
+    return value
+
+
+def _tools(value: Any) -> list[ToolSpec] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ConstraintError("tools: send a list of {\"type\": \"function\", \"function\": {...}}")
+    specs = []
+    for i, tool in enumerate(value):
+        fn = tool.get("function") if isinstance(tool, dict) and tool.get("type") == "function" else None
+        if not isinstance(fn, dict):
+            raise ConstraintError(f"tools[{i}]: only function tools, {{\"type\": \"function\", \"function\": {{...}}}}")
+        if not isinstance(fn.get("name"), str):
+            raise ConstraintError(f"tools[{i}]: the function has no name")
+        params = fn.get("parameters")
+        if params is not None and not isinstance(params, dict):
+            raise ConstraintError(f"tools[{i}] ({fn['name']}): parameters must be a JSON schema object")
+        specs.append(ToolSpec(name=fn["name"], description=fn.get("description") or "",
+                              **({"parameters": params} if params is not None else {})))
+    return specs or None
+
+
+def _tool_choice(value: Any) -> str | None:
+    """OpenAI's `tool_choice` as the config's string: auto, none, required or the tool's name."""
+    if value is None or isinstance(value, str):
+        return value  # an unknown string is check_constraint's to reject, with the tools' names
+    fn = value.get("function") if isinstance(value, dict) and value.get("type") == "function" else None
+    if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+        name: str = fn["name"]
+        return name
+    raise ConstraintError(f"tool_choice {value!r}: use auto, none, required or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}")
+
+
+def _usage(out: ModelOutput) -> dict[str, int]:
+    pt, ct = out.usage.prompt_tokens, out.usage.completion_tokens
+    return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
+
+
+def chat_completion(model: str, out: ModelOutput) -> dict[str, Any]:
+    """A chat-completions response; tool calls in OpenAI's form (content null, arguments as JSON text)."""
+    message: dict[str, Any] = {"role": "assistant", "content": out.text}
+    finish = out.finish_reason
+    if out.tool_calls:
+        message["content"] = None
+        message["tool_calls"] = [
+            {"id": call.id or f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)}}
+            for call in out.tool_calls]
+        finish = "tool_calls"
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex[:12]}",
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": _usage(out),
+    }
+
+
+def text_completion(model: str, out: ModelOutput) -> dict[str, Any]:
+    return {
+        "id": f"cmpl-{uuid.uuid4().hex[:12]}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": out.text, "finish_reason": out.finish_reason, "logprobs": None}],
+        "usage": _usage(out),
     }
 
 

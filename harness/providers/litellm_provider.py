@@ -3,6 +3,10 @@
 Security: litellm 1.82.7 and 1.82.8 on PyPI shipped a credential stealer. The version is pinned
 exactly in pyproject.toml (extra `litellm`), and the cost map is read from the package, so that
 importing litellm makes no network call.
+
+A JSON schema and tools go as OpenAI's `response_format`, `tools` and `tool_choice` (litellm passes
+them through or translates them for the backend); a choice set or regex has no portable field, so
+the reply's form is left to the caller's re-ask path (`constrained_by="reask"`).
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ import openai
 
 from harness.errors import HarnessError
 from harness.spec import ModelSpec
-from harness.providers.base import GenerateConfig, ModelOutput
-from harness.providers.openai_provider import chat_params, classify_error, to_output
+from harness.providers.base import ConstraintPath, GenerateConfig, ModelOutput
+from harness.providers.openai_provider import chat_params, classify_error, openai_constraint_fields, to_output
 
 BANNED_VERSIONS = {"1.82.7", "1.82.8"}
 
@@ -47,17 +51,25 @@ class LiteLLMModel:
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         started = time.perf_counter()
-        kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "num_retries": 0,
-                                  **chat_params(config)}
-        if self.base_url:
-            kwargs["api_base"] = self.base_url
-            if self.model_id.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-                kwargs["api_key"] = "EMPTY"
+        kwargs, path = self.request_kwargs(messages, config)
         try:
             resp = await self.litellm.acompletion(**kwargs)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
-        return to_output(self.name, resp, started)
+        return to_output(self.name, resp, started, path)
+
+    def request_kwargs(self, messages: list[dict[str, str]],
+                       config: GenerateConfig) -> tuple[dict[str, Any], ConstraintPath]:
+        """`litellm.acompletion`'s arguments for this call, and which path holds the reply's form."""
+        kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "num_retries": 0,
+                                  **chat_params(config), **openai_constraint_fields(config)}
+        if self.base_url:
+            kwargs["api_base"] = self.base_url
+            if self.model_id.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+                kwargs["api_key"] = "EMPTY"
+        if not config.constrained:
+            return kwargs, "none"
+        return kwargs, "reask" if config.choice is not None or config.regex is not None else "provider"
 
     async def aclose(self) -> None:
         return None

@@ -1,7 +1,14 @@
-"""`openai/<name>`: any OpenAI-compatible chat endpoint through the official `openai` client."""
+"""`openai/<name>`: any OpenAI-compatible chat endpoint through the official `openai` client.
+
+Output constraints travel in the API's own fields: a JSON schema as `response_format`, tools as
+`tools`/`tool_choice`. A choice set or regex has no OpenAI field: a self-hosted endpoint (a
+`base_url`: vLLM, `harness serve`) gets vLLM's `structured_outputs`; api.openai.com gets nothing
+extra and the reply's form is left to the caller's re-ask path (`constrained_by="reask"`).
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Any, cast
@@ -12,7 +19,16 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from harness.errors import HarnessError
 from harness.spec import ModelSpec
-from harness.providers.base import GenerateConfig, ModelError, ModelOutput, RetryableModelError, Usage
+from harness.providers.base import (
+    ConstraintError,
+    ConstraintPath,
+    GenerateConfig,
+    ModelError,
+    ModelOutput,
+    RetryableModelError,
+    ToolCall,
+    Usage,
+)
 
 _LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
@@ -44,13 +60,38 @@ class OpenAIModel:
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         started = time.perf_counter()
+        params, path = constraint_params(config, self_hosted=self.base_url is not None)
         try:
             resp = await self.client.chat.completions.create(
                 model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", messages),
-                **chat_params(config))
+                **chat_params(config), **params)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
-        return to_output(self.name, resp, started)
+        return to_output(self.name, resp, started, path)
+
+    async def complete(self, prompt: str, config: GenerateConfig) -> ModelOutput:
+        """Raw text through the completions endpoint (no chat template). The endpoint has no
+        `response_format` or tools: a self-hosted one takes vLLM's `structured_outputs`."""
+        if config.tools:
+            raise ConstraintError(f"{self.name}: tools need the chat endpoint (generate), not complete")
+        started = time.perf_counter()
+        outputs = vllm_structured_outputs(config)
+        extra: dict[str, Any] = {}
+        path: ConstraintPath = "none"
+        if outputs:
+            path = "provider" if self.base_url is not None else "reask"
+            if self.base_url is not None:
+                extra["extra_body"] = {"structured_outputs": outputs}
+        try:
+            resp = await self.client.completions.create(model=self.model_id, prompt=prompt,
+                                                        **chat_params(config), **extra)
+        except openai.OpenAIError as exc:
+            raise classify_error(self.name, exc) from exc
+        if not resp.choices:
+            raise RetryableModelError(f"{self.name}: response had no choices")
+        choice = resp.choices[0]
+        return ModelOutput(text=choice.text or "", finish_reason=choice.finish_reason or "stop",
+                           usage=_usage(resp), latency_s=time.perf_counter() - started, constrained_by=path)
 
     async def aclose(self) -> None:
         await self.client.close()
@@ -68,21 +109,122 @@ def chat_params(config: GenerateConfig) -> dict[str, Any]:
     return params
 
 
-def to_output(model_name: str, resp: Any, started: float) -> ModelOutput:
-    """A chat-completions response (openai's or litellm's, same shape) as a ModelOutput."""
-    if not resp.choices:
-        raise RetryableModelError(f"{model_name}: response had no choices")
-    choice = resp.choices[0]
+def constraint_params(config: GenerateConfig, self_hosted: bool) -> tuple[dict[str, Any], ConstraintPath]:
+    """The request fields that carry `config`'s constraint, and which path will hold the form.
+    `self_hosted`: the endpoint takes vLLM's `structured_outputs` (choice, regex)."""
+    if not config.constrained:
+        return {}, "none"
+    params = openai_constraint_fields(config)
+    if config.choice is not None or config.regex is not None:
+        if not self_hosted:
+            return params, "reask"  # api.openai.com has no choice or regex field
+        params["extra_body"] = {"structured_outputs": vllm_structured_outputs(config)}
+    return params, "provider"
+
+
+def openai_constraint_fields(config: GenerateConfig) -> dict[str, Any]:
+    """OpenAI's own fields for a JSON schema and tools (litellm passes the same ones through)."""
+    params: dict[str, Any] = {}
+    if config.json_schema is not None:
+        params["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": "reply", "schema": config.json_schema, "strict": strict_compatible(config.json_schema)}}
+    if config.tools:
+        params["tools"] = [{"type": "function", "function": {
+            "name": t.name, "description": t.description, "parameters": t.parameters}} for t in config.tools]
+    if config.tool_choice is not None:
+        if config.tool_choice in ("auto", "required", "none"):
+            params["tool_choice"] = config.tool_choice
+        else:
+            params["tool_choice"] = {"type": "function", "function": {"name": config.tool_choice}}
+    return params
+
+
+def vllm_structured_outputs(config: GenerateConfig) -> dict[str, Any]:
+    """vLLM's `structured_outputs` request field for a choice, regex or JSON schema ({} for none)."""
+    if config.choice is not None:
+        return {"choice": config.choice}
+    if config.regex is not None:
+        return {"regex": config.regex}
+    if config.json_schema is not None:
+        return {"json": config.json_schema}
+    return {}
+
+
+# What OpenAI's strict mode accepts (its structured-outputs guide): these keywords only, every
+# object closed (`additionalProperties: false`) with all its properties required, and an object
+# at the root. Anything else is sent with strict false, which the API takes as a best effort.
+_STRICT_KEYWORDS = frozenset({
+    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+    "description", "title", "$defs", "definitions", "$ref", "pattern", "format", "minimum", "maximum",
+    "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems"})
+
+
+def strict_compatible(schema: dict[str, Any]) -> bool:
+    """May this schema go to OpenAI with `strict: true`?"""
+    return schema.get("type") == "object" and _strict_node(schema)
+
+
+def _strict_node(node: Any) -> bool:
+    if not isinstance(node, dict) or set(node) - _STRICT_KEYWORDS:
+        return False
+    types = node.get("type")
+    props = node.get("properties", {})
+    if "properties" in node or types == "object" or (isinstance(types, list) and "object" in types):
+        if not isinstance(props, dict) or node.get("additionalProperties") is not False:
+            return False
+        if set(node.get("required", [])) != set(props):
+            return False
+    items = node.get("items")
+    if isinstance(items, list):  # tuple-form items: not accepted in strict mode
+        return False
+    children = [*props.values(), *([items] if items is not None else []), *node.get("anyOf", []),
+                *node.get("$defs", {}).values(), *node.get("definitions", {}).values()]
+    return all(_strict_node(child) for child in children)
+
+
+def _usage(resp: Any) -> Usage:
     usage = Usage(calls=1)
     if getattr(resp, "usage", None) is not None:
         usage.prompt_tokens = resp.usage.prompt_tokens or 0
         usage.completion_tokens = resp.usage.completion_tokens or 0
+    return usage
+
+
+def to_output(model_name: str, resp: Any, started: float, constrained_by: ConstraintPath = "none") -> ModelOutput:
+    """A chat-completions response (openai's or litellm's, same shape) as a ModelOutput."""
+    if not resp.choices:
+        raise RetryableModelError(f"{model_name}: response had no choices")
+    choice = resp.choices[0]
     return ModelOutput(
         text=choice.message.content or "",
         finish_reason=choice.finish_reason or "stop",
-        usage=usage,
+        usage=_usage(resp),
         latency_s=time.perf_counter() - started,
+        tool_calls=parse_tool_calls(model_name, choice.message),
+        constrained_by=constrained_by,
     )
+
+
+def parse_tool_calls(model_name: str, message: Any) -> list[ToolCall]:
+    """`message.tool_calls` (openai's or litellm's objects) as ToolCalls, arguments decoded.
+    Arguments that are not a JSON object are a ModelError naming the tool: no caller can use them."""
+    calls = []
+    for call in getattr(message, "tool_calls", None) or []:
+        fn = getattr(call, "function", None)
+        if fn is None:
+            raise ModelError(f"{model_name}: a {getattr(call, 'type', '?')!r} tool call is not a function call")
+        raw = fn.arguments or ""
+        try:
+            # Some servers send "" for a call without arguments.
+            arguments = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise ModelError(f"{model_name}: tool call {fn.name!r} has arguments that are not JSON: "
+                             f"{raw[:200]!r}") from None
+        if not isinstance(arguments, dict):
+            raise ModelError(f"{model_name}: tool call {fn.name!r} has arguments that are not a JSON "
+                             f"object: {raw[:200]!r}")
+        calls.append(ToolCall(id=call.id or "", name=fn.name, arguments=arguments))
+    return calls
 
 
 def classify_error(model_name: str, exc: Exception) -> ModelError:
