@@ -1,13 +1,16 @@
 """vLLM on its CPU build (marker `vllm`): run with `make test-vllm`, in `.venv-vllm`.
 
-One in-process engine for the module (startup ~30-50 s), one OpenAI-compatible vLLM server.
-In the default environment (no vllm) the module is skipped, and the provider's install hint is
+One in-process engine for the module (startup ~30-50 s), one OpenAI-compatible vLLM server. The
+engine also serves the structured-output tests (JSON schema, choice, regex, forced and auto tool
+calls, raw-text `complete`, cache keys, constraints vLLM rejects). In the default environment (no vllm) the module is skipped, and the provider's install hint is
 checked instead.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -17,7 +20,7 @@ import httpx
 import pytest
 
 from harness.errors import HarnessError
-from harness.providers import GenerateConfig, load_model
+from harness.providers import GenerateConfig, ModelError, load_model
 from harness.providers.vllm_provider import vllm_available
 from harness.spec import ModelSpec
 from tests.conftest import REPO
@@ -111,3 +114,159 @@ def test_served_model_round_trip_through_the_openai_provider(engine, loop):
             server.wait(30)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+# ---- structured output, tool calls and raw-text prompts (vLLM's structured outputs, its tool parser)
+
+CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}, "capital": {"type": "boolean"}},
+        "required": ["city", "capital"], "additionalProperties": False}
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 16},
+                                            "unit": {"enum": ["celsius", "fahrenheit"]}},
+           "required": ["city", "unit"], "additionalProperties": False}
+ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def _tools():
+    from harness.providers.base import ToolSpec
+
+    add = ToolSpec(name="add", description="Add two integers",
+                   parameters={"type": "object", "properties": {"a": {"type": "integer", "maximum": 999},
+                                                                "b": {"type": "integer", "maximum": 999}},
+                               "required": ["a", "b"], "additionalProperties": False})
+    return [ToolSpec(name="get_weather", description="The weather in a city", parameters=WEATHER), add]
+
+
+@needs_vllm
+def test_json_schema_reply_validates(engine, loop):
+    import jsonschema
+
+    config = GenerateConfig(max_tokens=40, json_schema=CITY)
+    configs = [config, config.merged(temperature=1.0, seed=3), config.merged(temperature=1.0, seed=4)]
+
+    async def together():
+        return await asyncio.gather(*[engine.generate(FRANCE, c) for c in configs])
+
+    for out in loop.run_until_complete(together()):
+        assert out.finish_reason == "stop" and out.constrained_by == "provider", out
+        jsonschema.validate(json.loads(out.text), CITY)
+        assert "\n" not in out.text  # compact JSON (the engine's disable_any_whitespace)
+
+
+@needs_vllm
+def test_choice_and_regex_replies_hold_their_form(engine, loop):
+    choices = ["Paris", "London", "Rome"]
+    regex = r"[0-9]{3}-[A-Z]{2}"
+    configs = [GenerateConfig(max_tokens=8, choice=choices), GenerateConfig(max_tokens=8, choice=choices, temperature=1.0, seed=9),
+               GenerateConfig(max_tokens=12, regex=regex), GenerateConfig(max_tokens=12, regex=regex, temperature=1.0, seed=9)]
+
+    async def together():
+        return await asyncio.gather(*[engine.generate(FRANCE, c) for c in configs])
+
+    outs = loop.run_until_complete(together())
+    assert outs[0].text in choices and outs[1].text in choices
+    assert re.fullmatch(regex, outs[2].text) and re.fullmatch(regex, outs[3].text), [o.text for o in outs]
+    assert all(o.constrained_by == "provider" and o.finish_reason == "stop" for o in outs)
+
+
+@needs_vllm
+def test_forced_tool_call_parses_with_valid_arguments(engine, loop):
+    import jsonschema
+
+    tools = _tools()
+    named = loop.run_until_complete(engine.generate(ASK_WEATHER, GenerateConfig(max_tokens=48, tools=tools, tool_choice="get_weather")))
+    assert named.text == "" and named.finish_reason == "tool_calls" and named.constrained_by == "provider"
+    [call] = named.tool_calls
+    assert call.name == "get_weather" and call.id
+    jsonschema.validate(call.arguments, WEATHER)
+    required = loop.run_until_complete(engine.generate(ASK_WEATHER, GenerateConfig(max_tokens=48, tools=tools, tool_choice="required")))
+    [call] = required.tool_calls
+    jsonschema.validate(call.arguments, next(t.parameters for t in tools if t.name == call.name))
+
+
+@needs_vllm
+def test_auto_tools_go_into_the_prompt_and_calls_are_parsed(engine, loop):
+    """SmolLM2's template ignores `tools=`: they arrive as a system message; a reply in the Hermes
+    format is read by vLLM's parser, a malformed or unknown call stays text."""
+    from harness.providers.vllm_provider import chat_prompt_ids, reply_tool_calls
+
+    tools = _tools()
+    auto = GenerateConfig(max_tokens=16, tools=tools)
+    out = loop.run_until_complete(engine.generate(ASK_WEATHER, auto))
+    plain = loop.run_until_complete(engine.generate(ASK_WEATHER, GenerateConfig(max_tokens=16, tools=tools, tool_choice="none")))
+    tokenizer = _tokenizer()
+    assert out.usage.prompt_tokens == len(chat_prompt_ids(tokenizer, ASK_WEATHER, auto)) > plain.usage.prompt_tokens + 50
+    assert out.constrained_by == "provider" and plain.constrained_by == "none" and plain.tool_calls == []
+
+    reply = 'Let me check. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>'
+    text, [call] = reply_tool_calls(tokenizer, reply, auto, engine.name)
+    assert text == "Let me check. " and call.name == "get_weather" and call.arguments == {"city": "Paris", "unit": "celsius"}
+    for bad in ['<tool_call>{"name": "get_weather", "arguments": {"city": "Par', '<tool_call>{"name": "rm", "arguments": {}}</tool_call>',
+                '<tool_call>{"name": "add", "arguments": {"a": "one", "b": 2}}</tool_call>', "It is sunny."]:
+        assert reply_tool_calls(tokenizer, bad, auto, engine.name) == (bad, [])
+
+
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    from harness.providers.vllm_provider import resolve_model
+
+    return AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
+
+
+@needs_vllm
+def test_a_template_that_renders_tools_gets_them_natively():
+    from harness.providers.vllm_provider import chat_prompt_ids
+
+    tokenizer = _tokenizer()
+    tokenizer.chat_template = ("{% if tools %}<|im_start|>system\nTOOLS {{ tools | map(attribute='function.name') | join(',') }}"
+                               "<|im_end|>\n{% endif %}{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                               "<|im_end|>\n{% endfor %}<|im_start|>assistant\n")
+    config = GenerateConfig(tools=_tools())
+    text = tokenizer.decode(chat_prompt_ids(tokenizer, ASK_WEATHER, config))
+    assert "TOOLS get_weather,add" in text and "<tool_call>" not in text
+    named = tokenizer.decode(chat_prompt_ids(tokenizer, ASK_WEATHER, config.merged(tool_choice="add")))
+    assert "TOOLS add<|im_end|>" in named
+
+
+@needs_vllm
+def test_complete_generates_from_raw_text(engine, loop):
+    prompt = "The capital of France is"
+    out = loop.run_until_complete(engine.complete(prompt, GenerateConfig(max_tokens=8)))
+    assert out.usage.prompt_tokens == len(_tokenizer()(prompt)["input_ids"]) == 5  # no chat template around it
+    assert "Paris" in out.text and out.constrained_by == "none"
+    picked = loop.run_until_complete(engine.complete(prompt, GenerateConfig(max_tokens=8, choice=[" Paris", " Rome"])))
+    assert picked.text in (" Paris", " Rome") and picked.constrained_by == "provider"
+    with pytest.raises(ModelError, match="empty after tokenisation"):
+        loop.run_until_complete(engine.complete("", GenerateConfig(max_tokens=4)))
+
+
+@needs_vllm
+def test_constrained_requests_have_their_own_cache_keys(engine, loop):
+    from harness.providers.base import request_hash
+
+    plain = GenerateConfig(max_tokens=4)
+    configs = [plain, plain.merged(choice=["Paris", "Rome"]), plain.merged(choice=["Paris", "Lyon"]),
+               plain.merged(regex="[A-Z][a-z]+"), plain.merged(json_schema=CITY), plain.merged(tools=_tools(), tool_choice="add")]
+
+    async def together():
+        return await asyncio.gather(*[engine.generate(FRANCE, c) for c in configs],
+                                    engine.complete("The capital of France is", plain))
+
+    outs = loop.run_until_complete(together())
+    keys = [o.request_hash for o in outs]
+    assert len(set(keys)) == len(keys)
+    assert keys[0] == request_hash(engine.name, FRANCE, plain)  # unconstrained keys as before the constraint fields
+
+
+@needs_vllm
+def test_a_constraint_vllm_rejects_is_one_error_naming_it(engine, loop):
+    from harness.providers.base import ConstraintError
+
+    deep: dict = {"type": "string"}
+    for _ in range(70):  # a valid JSON schema, nested past vLLM's limit (64 levels)
+        deep = {"type": "array", "items": deep}
+    with pytest.raises(ConstraintError, match=r"(?s)vllm/smollm2-135m: vLLM rejects the json_schema .*nested too deeply"):
+        loop.run_until_complete(engine.generate(FRANCE, GenerateConfig(max_tokens=4, json_schema=deep)))
+    with pytest.raises(ConstraintError, match=r"(?s)rejects the regex '\(a\)\\\\1'.*[Bb]ackreference"):
+        loop.run_until_complete(engine.generate(FRANCE, GenerateConfig(max_tokens=4, regex=r"(a)\1")))
+    assert loop.run_until_complete(engine.generate(FRANCE, GenerateConfig(max_tokens=4))).text  # still serving

@@ -12,22 +12,50 @@ weights, exactly as `local/<model>@DIR` does; `#all-token` is stock vLLM LoRA.
 One engine per provider instance, started on the first call on the caller's event loop (the
 runner shares one instance per spec across roles) and shut down by `aclose()`. The chat template
 is applied here with the model's tokenizer, as the embedded provider does, so both engines see
-the same prompt token ids.
+the same prompt token ids. `complete(prompt)` generates from raw text (no template), tokenised as
+`harness generate` does for the embedded model.
+
+Output constraints use vLLM's structured outputs (`SamplingParams.structured_outputs`; the engine
+runs them through xgrammar, JSON compact: see STRUCTURED_OUTPUTS): `json_schema` -> `json`,
+`choice`, `regex`; a forced tool call (`tool_choice` required or a tool's name) -> `json` with
+`tool_call_schema(...)`, the reply parsed into `ModelOutput.tool_calls`. Tools that may be called
+go into the prompt: through the chat template's `tools=` when the template renders them, else as
+a system message (SmolLM2's template has no tools) that asks, under `tool_choice` auto, for the
+Hermes format `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, which vLLM's `hermes`
+tool parser then reads out of the reply. `tool_choice` none sends no tools. A constraint
+vLLM rejects (a schema it cannot compile, a regex it cannot turn into a grammar) is a
+`ConstraintError` naming it, checked with the engine's own validation before the request is sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import logging
 import os
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+import jsonschema
+
 from harness.errors import HarnessError
 from harness.spec import ModelSpec
-from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage, request_hash
+from harness.providers.base import (
+    ConstraintError,
+    ConstraintPath,
+    GenerateConfig,
+    ModelError,
+    ModelOutput,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    check_constraint,
+    request_hash,
+    tool_call_schema,
+)
 from harness.providers.local import as_id_list, parse_adapter_name
 
 EMBEDDED_ALIAS = "smollm2-135m"
@@ -77,8 +105,6 @@ def adapter_kind(adapter: Path, spec: str = "") -> str:
 
 def lora_rank(adapter: Path, spec: str = "") -> int:
     """The rank of the peft LoRA adapter in `adapter` (its adapter_config.json), one clear error otherwise."""
-    import json
-
     config_file = Path(adapter) / "adapter_config.json"
     if not config_file.is_file():
         raise HarnessError(f"{spec or adapter}: {adapter} holds no adapter_config.json (a peft LoRA folder)")
@@ -111,13 +137,186 @@ def preft_engine_kwargs(max_rank: int = 0, max_loras: int = 0, reft: dict[str, s
     return kwargs
 
 
+# Structured outputs through xgrammar (the grammar library the embedded engine uses too) with
+# compact JSON: free whitespace lets a small model spend `max_tokens` on newlines inside an object.
+# vLLM takes the whitespace switch per engine, and only with a named backend (not `auto`).
+STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
+
+
 def engine_args(model: str, *, seed: int = 0, max_model_len: int = 8192, **extra: Any) -> Any:
-    """Defaults for the CPU build (fp32, eager: the embedded model's numbers match the local engine's);
-    `extra` overrides any of them (a GPU run passes dtype="auto", enforce_eager=False)."""
+    """Defaults for the CPU build (fp32, eager: the embedded model's numbers match the local engine's;
+    xgrammar, compact JSON); `extra` overrides any of them (a GPU run passes dtype="auto", enforce_eager=False)."""
+    from vllm.config import StructuredOutputsConfig
     from vllm.engine.arg_utils import AsyncEngineArgs
 
-    settings = {"enforce_eager": True, "dtype": "float32", "disable_log_stats": True, **extra}
+    settings = {"enforce_eager": True, "dtype": "float32", "disable_log_stats": True,
+                "structured_outputs_config": StructuredOutputsConfig(**STRUCTURED_OUTPUTS), **extra}
     return AsyncEngineArgs(model=model, seed=seed, max_model_len=max_model_len, **settings)
+
+
+# vLLM's parser for replies that call tools as `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
+# (the Hermes format). It reads the format the fallback tool prompt below asks for.
+TOOL_PARSER = "hermes"
+# A malformed call in a reply is the model's data (the reply stays text), not an error: the
+# parser would log each one with a traceback.
+logging.getLogger(f"vllm.tool_parsers.{TOOL_PARSER}_tool_parser").setLevel(logging.CRITICAL)
+
+TOOL_PROMPT = """You can call these functions (one JSON signature per line):
+<tools>
+{signatures}
+</tools>
+{how}"""
+AUTO_CALL = """To call one, reply with its name and arguments as a JSON object between <tool_call> tags:
+<tool_call>
+{"name": "<function name>", "arguments": {<arguments>}}
+</tool_call>
+Otherwise answer in text."""
+FORCED_CALL = 'Reply with exactly one call, as the JSON object {"name": "<function name>", "arguments": {<arguments>}}.'
+
+
+def structured_outputs(config: GenerateConfig) -> Any:
+    """vLLM's `StructuredOutputsParams` for the config's constraint (None when it has none)."""
+    from vllm.sampling_params import StructuredOutputsParams
+
+    if config.json_schema is not None:
+        return StructuredOutputsParams(json=config.json_schema)
+    if config.choice is not None:
+        return StructuredOutputsParams(choice=list(config.choice))
+    if config.regex is not None:
+        return StructuredOutputsParams(regex=config.regex)
+    if config.forced_tool:
+        schema = tool_call_schema(config.tools or [], config.tool_choice)
+        return StructuredOutputsParams(json=schema)
+    return None
+
+
+def constraint_label(config: GenerateConfig) -> str:
+    """The constraint, named for an error message."""
+    if config.json_schema is not None:
+        return f"json_schema {json.dumps(config.json_schema)[:300]}"
+    if config.choice is not None:
+        return f"choice {config.choice!r}"
+    if config.regex is not None:
+        return f"regex {config.regex!r}"
+    return f"tool call schema for tool_choice {config.tool_choice!r} ({', '.join(t.name for t in config.tools or [])})"
+
+
+def check_with_engine(engine: Any, params: Any, config: GenerateConfig, name: str) -> None:
+    """The engine's own request validation, on a copy (it rewrites what it checks), so a constraint
+    vLLM cannot serve is named as such and not lost among other request errors."""
+    probe = params.clone()
+    settings = (engine.model_config, engine.vllm_config.speculative_config,
+                engine.vllm_config.structured_outputs_config, engine.get_tokenizer())
+    del engine  # the error's traceback holds this frame: it must not keep the engine alive past aclose()
+    try:
+        probe.verify(*settings)
+    except Exception as exc:  # noqa: BLE001 - vLLM raises ValueError subclasses and its backends' own errors
+        raise ConstraintError(f"{name}: vLLM rejects the {constraint_label(config)}: {exc}") from None
+
+
+def constraint_path(config: GenerateConfig) -> ConstraintPath:
+    """Structured outputs and the tool parser are vLLM's own: every asked-for form is served here."""
+    if config.tools and config.tool_choice == "none":
+        return "none"  # tools listed but not to be called: no form asked
+    return "provider" if config.constrained else "none"
+
+
+def openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools in the OpenAI form chat templates and vLLM's request types take."""
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                               "parameters": t.parameters}} for t in tools]
+
+
+def callable_tools(config: GenerateConfig) -> list[ToolSpec]:
+    """The tools the reply may call: none under `tool_choice` none, the named one when it is forced."""
+    if not config.tools or config.tool_choice == "none":
+        return []
+    if config.forced_tool and config.tool_choice != "required":
+        return [t for t in config.tools if t.name == config.tool_choice]
+    return list(config.tools)
+
+
+def with_tool_prompt(messages: list[dict[str, str]], tools: list[ToolSpec], forced: bool) -> list[dict[str, str]]:
+    """`messages` with the tools described in the system message (appended to the caller's own)."""
+    signatures = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in openai_tools(tools))
+    text = TOOL_PROMPT.format(signatures=signatures, how=FORCED_CALL if forced else AUTO_CALL)
+    if messages and messages[0].get("role") == "system":
+        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]], config: GenerateConfig) -> list[int]:
+    """The prompt ids: the chat template, with the config's tools when they may be called. A template
+    that renders `tools=` itself gets them so; one that ignores them (its output is unchanged, as
+    SmolLM2's) gets them as a system message."""
+    def render(msgs: list[dict[str, str]], **extra: Any) -> list[int]:
+        return as_id_list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, **extra))
+
+    ids = render(messages)
+    tools = callable_tools(config)
+    if not tools:
+        return ids
+    native = render(messages, tools=openai_tools(tools))
+    if native != ids:
+        return native
+    return render(with_tool_prompt(messages, tools, forced=config.forced_tool))
+
+
+def reply_tool_calls(tokenizer: Any, text: str, config: GenerateConfig, name: str) -> tuple[str, list[ToolCall]]:
+    """The reply's text and tool calls. A forced call is the whole reply (JSON, by the grammar); with
+    `tool_choice` auto vLLM's tool parser finds the calls and the text before them. A reply cut short
+    (no complete call) stays text, for the caller to see the truncation; so does a call that names
+    no listed tool or whose arguments fail its schema (a `format` the grammar does not hold): the
+    caller's re-ask path sees it, as with the embedded engine."""
+    tools = callable_tools(config)
+    if not tools:
+        return text, []
+    if config.forced_tool:
+        return forced_call(text, tools)
+    return parsed_calls(tokenizer, text, tools, name)
+
+
+def usable_call(name: Any, arguments: Any, tools: list[ToolSpec], call_id: str) -> ToolCall | None:
+    """The call, if it names one of `tools` with arguments valid against that tool's schema."""
+    tool = next((t for t in tools if t.name == name), None)
+    if tool is None or not isinstance(arguments, dict):
+        return None
+    if not jsonschema.Draft202012Validator(tool.parameters).is_valid(arguments):
+        return None
+    return ToolCall(id=call_id, name=tool.name, arguments=arguments)
+
+
+def forced_call(text: str, tools: list[ToolSpec]) -> tuple[str, list[ToolCall]]:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text, []
+    if not isinstance(data, dict):
+        return text, []
+    call = usable_call(data.get("name"), data.get("arguments"), tools, f"call_{uuid.uuid4().hex[:24]}")
+    return ("", [call]) if call is not None else (text, [])
+
+
+def parsed_calls(tokenizer: Any, text: str, tools: list[ToolSpec], name: str) -> tuple[str, list[ToolCall]]:
+    from vllm.entrypoints.openai.chat_completion.protocol import ChatCompletionRequest
+    from vllm.tool_parsers import ToolParserManager
+
+    parser = ToolParserManager.get_tool_parser(TOOL_PARSER)(tokenizer)
+    request = ChatCompletionRequest(messages=[], model=name, tools=openai_tools(tools), tool_choice="auto")
+    found = parser.extract_tool_calls(text, request)
+    if not found.tools_called:
+        return text, []
+    calls = []
+    for found_call in found.tool_calls:
+        try:
+            arguments = json.loads(found_call.function.arguments or "{}")
+        except ValueError:
+            return text, []
+        call = usable_call(found_call.function.name, arguments, tools, found_call.id or "")
+        if call is None:
+            return text, []  # a call no caller can use: the reply stays text
+        calls.append(call)
+    return found.content or "", calls
 
 
 class VLLMModel:
@@ -150,43 +349,79 @@ class VLLMModel:
                 from vllm.v1.engine.async_llm import AsyncLLM
 
                 engine = AsyncLLM.from_engine_args(engine_args(self.model_path, **self.engine_kwargs))
-                if self.extra_args is not None:
-                    await _require_plugin(engine, self.name)
-                self._engine = engine
+                try:
+                    if self.extra_args is not None:
+                        await _require_plugin(engine, self.name)
+                    self._engine = engine
+                finally:
+                    # An import made in this frame (vLLM's first) can leave the frame referenced
+                    # from a stored traceback: a local must not keep the engine alive past aclose().
+                    del engine
             return self._engine
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
-        from vllm import SamplingParams
-
+        check_constraint(config)
         started = time.perf_counter()
         engine = await self._get_engine()
         tokenizer = engine.get_tokenizer()
         try:
-            ids = as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
+            ids = chat_prompt_ids(tokenizer, messages, config)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"{self.name} could not template the messages: {type(exc).__name__}: {exc}") from exc
+        finally:
+            del engine, tokenizer  # see _run: no frame may keep the engine alive past aclose()
+        return await self._run(ids, config, started, request_hash(self.name, messages, config))
+
+    async def complete(self, prompt: str, config: GenerateConfig) -> ModelOutput:
+        """Raw text, no chat template; tokenised as `harness generate` does for the embedded model.
+        Constraints apply as in `generate`; with `tool_choice` auto the prompt is the caller's, so
+        it must describe the tools itself (the reply is still parsed for calls)."""
+        check_constraint(config)
+        started = time.perf_counter()
+        engine = await self._get_engine()
+        tokenizer = engine.get_tokenizer()
+        try:
+            ids = as_id_list(tokenizer(prompt)["input_ids"])
+        finally:
+            del engine, tokenizer
+        if not ids:
+            raise ModelError(f"{self.name}: the prompt is empty after tokenisation: give at least one token of text")
+        # Keyed as the embedded engine keys raw prompts: never the same key as a chat call.
+        key = request_hash(self.name, [{"role": "prompt", "content": prompt}], config, extra={"raw_prompt": True})
+        return await self._run(ids, config, started, key)
+
+    async def _run(self, ids: list[int], config: GenerateConfig, started: float, key: str) -> ModelOutput:
+        from vllm import SamplingParams
+
+        engine = await self._get_engine()
         params = SamplingParams(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
-                                seed=config.seed, stop=config.stop or None, extra_args=self.extra_args)
+                                seed=config.seed, stop=config.stop or None, extra_args=self.extra_args,
+                                structured_outputs=structured_outputs(config))
         final = None
         try:
+            if params.structured_outputs is not None:
+                check_with_engine(engine, params, config, self.name)
             async for out in engine.generate({"prompt_token_ids": ids}, params, request_id=uuid.uuid4().hex,
                                              lora_request=self.lora_request):
                 final = out
-        except asyncio.CancelledError:
+            if final is None or not final.outputs:
+                raise ModelError(f"{self.name} returned no output")
+            choice = final.outputs[0]
+            text, calls = reply_tool_calls(engine.get_tokenizer(), choice.text, config, self.name)
+        except (asyncio.CancelledError, ModelError):
             raise
         except Exception as exc:  # noqa: BLE001 - an engine failure is this call's error
             raise ModelError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             # This frame can outlive the call (asyncio keeps finished frames referenced for a while);
-            # it must not keep the engine alive past aclose(), or vLLM's finaliser runs at interpreter exit.
-            del engine, tokenizer
-        if final is None or not final.outputs:
-            raise ModelError(f"{self.name} returned no output")
-        choice = final.outputs[0]
+            # it must not keep the engine (nor its tokenizer) alive past aclose(), or vLLM's
+            # finaliser runs at interpreter exit.
+            del engine
         return ModelOutput(
-            text=choice.text, finish_reason=choice.finish_reason or "length",
+            text=text, finish_reason="tool_calls" if calls else (choice.finish_reason or "length"),
             usage=Usage(prompt_tokens=len(final.prompt_token_ids or ids), completion_tokens=len(choice.token_ids), calls=1),
-            latency_s=time.perf_counter() - started, request_hash=request_hash(self.name, messages, config))
+            latency_s=time.perf_counter() - started, request_hash=key, tool_calls=calls,
+            constrained_by=constraint_path(config))
 
     async def aclose(self) -> None:
         engine, self._engine = self._engine, None
@@ -213,7 +448,6 @@ def exec_openai_server(name: str, port: int) -> None:
     (`<name>@DIR`), `openai/<DIR's folder name>` is the adapter (prefill-only unless `#all-token`)
     and `openai/<name>` the base model. (`vllm serve` does not start under the CPU build's package
     name; the module entry point does.)"""
-    import json
     import sys
 
     if not vllm_available():
@@ -224,7 +458,8 @@ def exec_openai_server(name: str, port: int) -> None:
         env.setdefault(key, value)
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", resolve_model(base),
             "--served-model-name", base, "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-            "--dtype", "float32", "--max-model-len", "8192", "--disable-log-stats"]
+            "--dtype", "float32", "--max-model-len", "8192", "--disable-log-stats",
+            "--structured-outputs-config", json.dumps(STRUCTURED_OUTPUTS)]
     if adapter is not None:
         if adapter_kind(adapter, f"vllm/{name}") == "reft":
             raise HarnessError(f"vllm/{name}: a served ReFT adapter is not supported (vLLM's server has no "
