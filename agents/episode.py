@@ -100,7 +100,7 @@ def action_schema(obs: Observation, cfg: AgentConfig) -> dict[str, Any]:
     if cfg.action_pattern:
         return {"type": "string", "pattern": cfg.action_pattern}
     classes = "|".join(re.escape(c) for c in sorted(obs.action_classes, key=len, reverse=True))
-    return {"type": "string", "pattern": rf"^({classes})( \[[^\[\]\n]{{0,200}}\])*$"}
+    return {"type": "string", "pattern": rf"^({classes})( \[[^\[\]\n]{{0,100}}\])*$"}
 
 
 def policy_schema(obs: Observation, cfg: AgentConfig, candidates: int) -> dict[str, Any]:

@@ -43,15 +43,17 @@ WEB_MASK = ActionMask({
 }, name="web")
 KEY_RE = re.compile(r"^[A-Za-z0-9]+(\+[A-Za-z0-9]+)*$")
 # The action space as one regex, for decoding held to it (`--action-format constrained`): each
-# class with its arguments' shapes, ids as digits, typed text and answers up to 200 characters
-# without brackets or line breaks. Everything it admits, `parse_action` accepts.
-_FREE_TEXT = r"[^\[\]\n]{0,200}"
+# class with its arguments' shapes, ids as digits, typed text, URLs and answers up to 100
+# characters without brackets or line breaks (xgrammar 0.2.8, vLLM 0.32's pin, fails to compile a
+# pattern with a repetition bound of 200; 100 compiles in 0.2.8 and 0.2.9). Everything it admits,
+# `parse_action` accepts.
+_FREE_TEXT = r"[^\[\]\n]{0,100}"
 ACTION_PATTERN = "^(" + "|".join([
     r"(click|hover) \[[0-9]{1,6}\]",
     r"type \[[0-9]{1,6}\] \[" + _FREE_TEXT + r"\]( \[[01]\])?",
     r"press \[[A-Za-z0-9]{1,12}(\+[A-Za-z0-9]{1,12}){0,3}\]",
     r"scroll \[(down|up)\]",
-    r"goto \[https?://[^\[\]\s]{1,200}\]",
+    r"goto \[https?://[^\[\]\s]{1,100}\]",
     r"go_back", r"go_forward", r"new_tab", r"close_tab",
     r"tab_focus \[[0-9]{1,2}\]",
     r"stop \[" + _FREE_TEXT + r"\]",

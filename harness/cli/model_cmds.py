@@ -17,7 +17,8 @@ app = typer.Typer()
 @app.command("generate")
 def generate_cmd(
     model: str = typer.Option(DEFAULT_MODEL, "--model", help="Model spec, provider/name."),
-    prompt: str = typer.Option(..., "--prompt", help="Raw text (tokenised as is) unless --chat."),
+    prompt: str = typer.Option(..., "--prompt", help="Raw text (tokenised as is) unless --chat; raw text needs a "
+                               "model with a raw-text interface (local/, vllm/, openai/ completions)."),
     chat: bool = typer.Option(False, "--chat", help="Wrap the prompt as one user message in the chat template."),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="peft LoRA folder or ReFT folder (local model)."),
     adapter_mode: str = typer.Option("preft", "--adapter-mode", help="preft (prompt only) or all-token."),
@@ -25,16 +26,21 @@ def generate_cmd(
     temperature: float = typer.Option(0.0, "--temperature", min=0.0),
     seed: int = typer.Option(0, "--seed"),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
+    json_schema: Optional[Path] = typer.Option(None, "--json-schema", help="File with a JSON schema the reply must match."),
+    choice: Optional[str] = typer.Option(None, "--choice", help="The reply is exactly one of these, e.g. yes,no,maybe."),
+    regex: Optional[str] = typer.Option(None, "--regex", help="The reply matches this regular expression in full."),
     as_json: bool = typer.Option(False, "--json", help="Print text, token ids and usage as one JSON object."),
 ) -> None:
-    """One generation, for quick checks and scripts (greedy unless --temperature)."""
+    """One generation, for quick checks and scripts (greedy unless --temperature). At most one of
+    --json-schema, --choice, --regex constrains the reply (the embedded model enforces it per token)."""
     import json
 
     from harness.generate import generate_once
 
     try:
         result = generate_once(model=model, prompt=prompt, chat=chat, adapter=adapter, adapter_mode=adapter_mode,
-                               max_tokens=max_tokens, temperature=temperature, seed=seed, base_url=base_url)
+                               max_tokens=max_tokens, temperature=temperature, seed=seed, base_url=base_url,
+                               json_schema=json_schema, choice=choice, regex=regex)
     except HarnessError as exc:
         fail(str(exc))
     if as_json:

@@ -11,17 +11,30 @@ samples, and retires finished requests. Modes, per request:
 - `all-token`: the adapter also acts on every generated token (LoRA everywhere, ReFT on every
                position) and the request holds its slot until it finishes -- with many adapters
                and few slots, requests wait for slots, the cost serving engines pay.
+
+A request may carry an output constraint (`TokenConstraint`: a JSON schema, regex or choice,
+implemented with xgrammar in `constrain.py`): the engine masks that request's logits row before
+choosing its token and advances the constraint after, and the request stops once the constraint
+has finished. Rows without a constraint are not touched.
 """
 
 from __future__ import annotations
 
 import collections
 import itertools
+import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
-import torch
+# OpenMP threads that wait passively (sleep) instead of spinning: with a busy neighbour on one of
+# the cores, spinning threads steal the time the thread doing the work needs (a several-fold
+# slowdown, see kernels/README.md). libgomp reads this once, when torch loads it, so it must be set
+# before the first `import torch` of the embedded model's process -- this module is that import for
+# the provider, `harness generate` and the engine server. setdefault: a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # after the setting above
 
 from harness.providers.sampling import pick_token
 from kernels.preft.adapters import Adapter, AdapterError, LoraAdapter, ReftAdapter
@@ -29,6 +42,21 @@ from kernels.preft.model import KVPool, PreftModel, Span
 from kernels.preft.store import LoraStore, ReftStore
 
 MODES = ("base", "preft", "all-token")
+
+
+class TokenConstraint(Protocol):
+    """What the engine asks of a request's output constraint (one instance per request; its state
+    advances with the request's tokens). `kernels.preft.constrain` implements it with xgrammar."""
+
+    def mask(self, logits: torch.Tensor) -> None:
+        """Set the logits of the tokens not allowed next to -inf, in place (one row [V])."""
+
+    def accept(self, token: int) -> bool:
+        """Advance past the chosen token; False when the constraint rejects it."""
+
+    @property
+    def finished(self) -> bool:
+        """The output is complete (the grammar has accepted its end)."""
 
 
 @dataclass
@@ -42,6 +70,7 @@ class Request:
     seed: int = 0
     stop_ids: frozenset[int] = frozenset()
     stop_check: Callable[[list[int]], bool] | None = None  # e.g. stop strings, decided by the caller
+    constraint: TokenConstraint | None = None  # the reply's form (schema, regex, choice), enforced per token
     # filled by the engine
     id: int = -1
     output_ids: list[int] = field(default_factory=list)
@@ -177,9 +206,12 @@ class Engine:
         for r, row_logits in zip(batch, logits):
             req = r.req
             if self.keep_logits:
-                req.logits.append(row_logits.clone())
+                req.logits.append(row_logits.clone())  # before any mask: the model's own logits
+            if req.constraint is not None:
+                req.constraint.mask(row_logits)
             token = pick_token(row_logits, req.temperature, req.top_p, r.generator)
             req.output_ids.append(token)
+            rejected = req.constraint is not None and not req.constraint.accept(token)
             if req.first_token_at is None:
                 req.first_token_at = now
             if not r.prefilled:
@@ -188,7 +220,11 @@ class Engine:
                     self._release_slots(r)
             if req.cancelled:
                 req.finish_reason = "cancelled"
+            elif rejected:  # only if the mask allowed nothing: the caller reports it as an error
+                req.finish_reason = "error"
             elif token in req.stop_ids:
+                req.finish_reason = "stop"
+            elif req.constraint is not None and req.constraint.finished:
                 req.finish_reason = "stop"
             elif req.stop_check is not None and req.stop_check(req.output_ids):
                 req.finish_reason = "stop"

@@ -9,16 +9,28 @@ its batch-mates (up to float rounding in batched matmuls).
 With `@DIR` the model serves a LoRA (peft format) or ReFT adapter, prefill-only; `#all-token`
 applies it to every token. The adapter's content hash enters the request hash, so the call cache
 never answers with an older adapter saved at the same path.
+
+Output constraints are enforced in the engine, token by token (`constrain.py`, xgrammar):
+`json_schema`, `choice` and `regex`, and a forced tool call (`tool_choice` `required` or a tool's
+name) as the JSON schema of one `{"name", "arguments"}` call, parsed into `tool_calls`. With
+`tool_choice` `auto` the tools are described in the system message and the model decodes freely;
+a reply that is exactly one valid tool-call object becomes a tool call. `complete()` takes raw
+text (no chat template) with the same constraints.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from pathlib import Path
+from typing import Any
+
+import jsonschema
 
 from harness.errors import HarnessError
-from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage, request_hash
+from harness.providers.base import (GenerateConfig, ModelError, ModelOutput, ToolCall, ToolSpec, Usage,
+                                    check_constraint, request_hash, tool_call_schema)
 from harness.providers.local import (CONTEXT_WINDOW, DEFAULT_SEED, MODEL_NAME, as_id_list, load_model,
                                      parse_adapter_name, stop_token_ids, trim_at_stop, visible_ids)
 from harness.spec import ModelSpec
@@ -53,6 +65,14 @@ def recent_batch_sizes() -> list[int]:
     return server().batch_sizes()
 
 
+async def _load() -> tuple[Any, Any]:
+    """The shared (model, tokenizer), loaded once per process. The engine module first: it sets
+    OpenMP's passive waiting, which only counts before torch loads (engine.py)."""
+    import kernels.preft.engine  # noqa: F401
+
+    return await asyncio.to_thread(load_model)
+
+
 class LocalModel:
     """`local/smollm2-135m` (optionally with an adapter). Cheap to construct; weights load on first
     use and are shared by every instance in the process, as is the engine."""
@@ -74,17 +94,38 @@ class LocalModel:
         self._closed = False
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        if self._closed:
+            raise ModelError(f"{self.name}: generate() after aclose()")
+        check_constraint(config)  # ManagedModel did too; direct callers get the same errors
+        started = time.perf_counter()
+        model, tokenizer = await _load()
+        try:
+            shown = with_tool_prompt(messages, config)
+            ids = as_id_list(tokenizer.apply_chat_template(shown, add_generation_prompt=True, tokenize=True))
+        except Exception as exc:  # noqa: BLE001
+            raise ModelError(f"{MODEL_NAME} could not template the messages: {type(exc).__name__}: {exc}") from exc
+        extra = {"adapter": self.adapter_hash} if self.adapter_hash else None
+        return await self._run(ids, config, request_hash(self.name, messages, config, extra=extra), started)
+
+    async def complete(self, prompt: str, config: GenerateConfig) -> ModelOutput:
+        """Raw text in (tokenised as is, no chat template), the same constraints as `generate`."""
+        if self._closed:
+            raise ModelError(f"{self.name}: complete() after aclose()")
+        check_constraint(config)
+        started = time.perf_counter()
+        _, tokenizer = await _load()
+        ids = list(tokenizer(prompt)["input_ids"])
+        if not ids:
+            raise ModelError(f"{self.name}: the prompt is empty after tokenisation")
+        extra = {"raw_prompt": True, **({"adapter": self.adapter_hash} if self.adapter_hash else {})}
+        return await self._run(ids, config, request_hash(self.name, [{"role": "prompt", "content": prompt}],
+                                                         config, extra=extra), started)
+
+    async def _run(self, ids: list[int], config: GenerateConfig, key: str, started: float) -> ModelOutput:
         from kernels.preft.engine import Request
         from kernels.preft.serving import server
 
-        if self._closed:
-            raise ModelError(f"{self.name}: generate() after aclose()")
-        started = time.perf_counter()
-        model, tokenizer = await asyncio.to_thread(load_model)
-        try:
-            ids = as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True))
-        except Exception as exc:  # noqa: BLE001
-            raise ModelError(f"{MODEL_NAME} could not template the messages: {type(exc).__name__}: {exc}") from exc
+        model, tokenizer = load_model()  # the caller loaded it: this returns the shared pair
         if len(ids) >= CONTEXT_WINDOW:
             raise ModelError(f"prompt is {len(ids)} tokens; {MODEL_NAME} holds {CONTEXT_WINDOW}: "
                              "shorten the input or use a model with a longer context")
@@ -98,10 +139,11 @@ class LocalModel:
         if self.adapter_dir is not None:
             adapter = await asyncio.to_thread(engine.register_dir, self.adapter_dir)
         stop_ids = stop_token_ids(model, tokenizer)
+        constraint = await asyncio.to_thread(engine_constraint, config, model, tokenizer)
         req = Request(prompt_ids=ids, max_new_tokens=min(int(config.max_tokens), CONTEXT_WINDOW - len(ids)),
                       adapter=adapter, mode=self.mode if adapter else "base", temperature=config.temperature,
                       top_p=config.top_p, seed=DEFAULT_SEED if config.seed is None else int(config.seed),
-                      stop_ids=stop_ids, stop_check=hit_stop if stops else None)
+                      stop_ids=stop_ids, stop_check=hit_stop if stops else None, constraint=constraint)
         try:
             done = await asyncio.wrap_future(engine.submit(req))
         except asyncio.CancelledError:
@@ -109,14 +151,94 @@ class LocalModel:
             raise
         except Exception as exc:  # noqa: BLE001 - the worker's failure becomes this call's error
             raise ModelError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        if done.finish_reason == "error":
+            raise ModelError(f"{self.name}: the output constraint allowed no next token after "
+                             f"{len(done.output_ids) - 1} tokens")
         text = trim_at_stop(tokenizer.decode(visible_ids(done.output_ids, stop_ids), skip_special_tokens=True), stops)[0]
-        extra = {"adapter": self.adapter_hash} if self.adapter_hash else None
-        return ModelOutput(
+        out = ModelOutput(
             text=text, finish_reason=done.finish_reason or "length",
             usage=Usage(prompt_tokens=len(ids), completion_tokens=len(done.output_ids), calls=1),
-            latency_s=time.perf_counter() - started,
-            request_hash=request_hash(self.name, messages, config, extra=extra))
+            latency_s=time.perf_counter() - started, request_hash=key,
+            constrained_by="provider" if constraint is not None else "none")
+        return read_tool_call(out, config)
 
     async def aclose(self) -> None:
         """Stops this instance; the shared weights and engine stay for other instances."""
         self._closed = True
+
+
+# -- constraints and tools ------------------------------------------------------------------------
+
+def output_form(config: GenerateConfig) -> tuple[str, Any] | None:
+    """(kind, spec) of the constraint the engine enforces for `config`, or None (free text)."""
+    if config.json_schema is not None:
+        return "json_schema", config.json_schema
+    if config.choice is not None:
+        return "choice", list(config.choice)
+    if config.regex is not None:
+        return "regex", config.regex
+    if config.forced_tool:
+        return "json_schema", tool_call_schema(list(config.tools or []), config.tool_choice)
+    return None
+
+
+def engine_constraint(config: GenerateConfig, model: Any, tokenizer: Any) -> Any:
+    """A fresh `TokenConstraint` for one request, or None; `ConstraintError` when xgrammar cannot
+    build the grammar. Compiled grammars are cached per (kind, spec) for the process."""
+    form = output_form(config)
+    if form is None:
+        return None
+    from kernels.preft.constrain import shared_grammars
+
+    width = int(model.get_output_embeddings().weight.shape[0])  # the logits row, padding included
+    return shared_grammars(tokenizer, width, stop_token_ids(model, tokenizer)).constraint(*form)
+
+
+def tool_prompt(tools: list[ToolSpec], forced: bool) -> str:
+    """The system text that tells a model without native tool calls what it may call and how."""
+    lines = ["You can call these tools:"]
+    lines += [json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters},
+                         ensure_ascii=False) for t in tools]
+    lines.append('To call a tool, reply with only a JSON object: {"name": <tool name>, "arguments": {...}}.')
+    if not forced:
+        lines.append("If no tool is needed, answer in plain text.")
+    return "\n".join(lines)
+
+
+def with_tool_prompt(messages: list[dict[str, str]], config: GenerateConfig) -> list[dict[str, str]]:
+    """The messages with the tools described in the system message (none: unchanged)."""
+    if not config.tools or config.tool_choice == "none":
+        return messages
+    tools = [t for t in config.tools if not config.forced_tool or config.tool_choice == "required"
+             or t.name == config.tool_choice]
+    text = tool_prompt(tools, config.forced_tool)
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": f"{messages[0].get('content', '')}\n\n{text}"}, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
+def parse_tool_call(text: str, tools: list[ToolSpec]) -> ToolCall | None:
+    """The call if `text` is exactly one `{"name", "arguments"}` object naming one of `tools` with
+    arguments valid against its schema; else None (the reply stays text). Never executed."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or set(value) != {"name", "arguments"} or not isinstance(value["arguments"], dict):
+        return None
+    tool = next((t for t in tools if t.name == value["name"]), None)
+    if tool is None or not jsonschema.Draft202012Validator(tool.parameters).is_valid(value["arguments"]):
+        return None
+    return ToolCall(name=tool.name, arguments=value["arguments"])
+
+
+def read_tool_call(out: ModelOutput, config: GenerateConfig) -> ModelOutput:
+    """A finished reply that is a tool call becomes `tool_calls` (text "", finish `tool_calls`).
+    Forced calls were decoded under the call's schema; `auto` replies are parsed as they came."""
+    if not config.tools or config.tool_choice == "none" or out.finish_reason != "stop":
+        return out
+    call = parse_tool_call(out.text.strip(), list(config.tools))
+    if call is None:  # forced: arguments the grammar could not hold (e.g. a `format`) -- the caller re-asks
+        return out
+    call.id = f"call_{out.request_hash[:16]}"
+    return out.model_copy(update={"text": "", "finish_reason": "tool_calls", "tool_calls": [call]})

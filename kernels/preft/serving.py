@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import os
 import queue
 import threading
 from concurrent.futures import Future
@@ -21,6 +22,38 @@ from kernels.preft.adapters import LORA_CONFIG, LORA_WEIGHTS, REFT_CONFIG, REFT_
 from kernels.preft.engine import Engine, Request
 
 _STOP = object()
+THREADS_ENV = "HARNESS_THREADS"
+
+
+def engine_threads() -> int:
+    """torch intra-op threads for the engine: `HARNESS_THREADS`, else `OMP_NUM_THREADS`, else the
+    cores this process may run on. With OpenMP waiting passively (engine.py) one thread per core
+    degrades gracefully when a neighbour keeps a core busy (kernels/README.md, measured)."""
+    for name in (THREADS_ENV, "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                n = int(value)
+            except ValueError:
+                raise ValueError(f"{name}={value!r}: give a positive number of threads") from None
+            if n < 1:
+                raise ValueError(f"{name}={value!r}: give a positive number of threads")
+            return n
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def apply_engine_threads() -> int:
+    """Set the calling thread's torch threads (OpenMP keeps the count per thread, so the engine's
+    worker thread sets its own) and return the count."""
+    import torch
+
+    n = engine_threads()
+    if torch.get_num_threads() != n:
+        torch.set_num_threads(n)
+    return n
 
 
 def adapter_key(path: str | Path) -> str:
@@ -54,6 +87,7 @@ class EngineServer:
         return key
 
     def submit(self, req: Request) -> Future:
+        engine_threads()  # a bad HARNESS_THREADS is this caller's ValueError, not a dead worker
         future: Future = Future()
         self._ensure_thread()
         self._queue.put((req, future))
@@ -91,9 +125,7 @@ class EngineServer:
                 self._thread.start()
 
     def _run(self) -> None:
-        from harness.providers.local_weights import _apply_thread_setting
-
-        _apply_thread_setting()
+        apply_engine_threads()  # submit() checked the setting
         engine = self._get_engine()
         while True:
             # Block only when idle; while requests run, take whatever arrived since the last step.
