@@ -106,7 +106,7 @@ def action_schema(obs: Observation, cfg: AgentConfig) -> dict[str, Any]:
 def policy_schema(obs: Observation, cfg: AgentConfig, candidates: int) -> dict[str, Any]:
     """What a constrained policy reply is held to: a short thought, then 1..candidates actions."""
     return {"type": "object", "required": ["thought", "actions"], "additionalProperties": False,
-            "properties": {"thought": {"type": "string", "maxLength": 160},
+            "properties": {"thought": {"type": "string", "maxLength": 100},
                            "actions": {"type": "array", "items": action_schema(obs, cfg),
                                        "minItems": 1, "maxItems": candidates}}}
 
