@@ -151,6 +151,22 @@ def test_engines_are_pooled_not_leaked():
         first.reset(_kitchen_task())
 
 
+def test_environments_load_games_on_several_threads_at_once():
+    """`parallel_envs` > 1: each episode resets its environment on its own thread. TextWorld's
+    shared PDDL parser broke under concurrent loads ("pop from empty list") before loads took turns."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks = generate_tasks(per_type=1)[:4]
+    envs = [HouseholdEnvironment() for _ in tasks]
+    try:
+        with ThreadPoolExecutor(len(tasks)) as pool:
+            observations = list(pool.map(lambda pair: pair[0].reset(pair[1]), zip(envs, tasks)))
+    finally:
+        for env in envs:
+            env.close()
+    assert all(obs.admissible for obs in observations)
+
+
 def _official_layout(root, tasks, split="valid_unseen"):
     """ALFWorld's data layout (json_2.1.1/<split>/<task>/<trial>/{traj_data.json, game.tw-pddl}),
     filled with generated games written the way `alfworld-generate` writes them."""

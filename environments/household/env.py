@@ -23,6 +23,12 @@ from environments.cdwm.deltas import Delta
 from environments.household import facts as hf
 from harness.environment import STOP, EnvironmentClosed, Observation, StepResult
 
+# TextWorld's PDDL engine keeps module-level state (one TatSu parser, the translator's tables) that
+# is not thread-safe: environments on several threads (`parallel_envs` > 1) loading or stepping at
+# once broke it ("pop from empty list", KeyError in implied preconditions). The engine's work is
+# milliseconds against a model call's seconds, so engines take turns.
+ENGINE_LOCK = threading.Lock()
+
 ACTION_CLASSES = ("go to", "open", "close", "take", "move", "examine", "use", "heat", "clean", "cool", "slice",
                   "look", "inventory", "help", STOP)
 ACTION_HELP = "\n".join([
@@ -104,9 +110,10 @@ class HouseholdEnvironment:
         if self._engine is None:
             self._engine = ENGINES.acquire()
         self._task = task
-        self._engine.load(game_data(task))
-        self._names = self._demangle()
-        self._state = self._engine.reset()
+        with ENGINE_LOCK:
+            self._engine.load(game_data(task))
+            self._names = self._demangle()
+            self._state = self._engine.reset()
         all_facts = self._read_facts()
         self._static = hf.static_index(all_facts)
         self._facts = hf.world_facts(all_facts)
@@ -129,7 +136,8 @@ class HouseholdEnvironment:
             self._done = self._steps >= self.max_steps
             return StepResult(self._observe("Nothing happens."), Delta(), done=self._done, valid=False,
                               info={"error": f"not an admissible command here: {command[:80]}"})
-        self._state, _, _ = self._engine.step(admissible[command.lower()])
+        with ENGINE_LOCK:
+            self._state, _, _ = self._engine.step(admissible[command.lower()])
         after = hf.world_facts(self._read_facts())
         delta = hf.delta_between(self._facts, after, self._static)
         self._facts = after
@@ -171,7 +179,8 @@ class HouseholdEnvironment:
     def expert_plan(self) -> list[str]:
         """ALFWorld's planner expert from the current state: fast-downward's plan to the goal as
         commands, [] when the goal can no longer be reached."""
-        return list(self._engine._pddl_state.replan(self._engine._entity_infos))
+        with ENGINE_LOCK:
+            return list(self._engine._pddl_state.replan(self._engine._entity_infos))
 
     def render(self, command: str) -> str:
         """A gold-plan command with `{entity-id}` placeholders in the engine's names."""
