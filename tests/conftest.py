@@ -69,11 +69,3 @@ def loop():
     loop = asyncio.new_event_loop()
     yield loop
     loop.close()
-
-
-@pytest.fixture(scope="session")
-def loopback_runs(tmp_path_factory):
-    """The leaderboard, report and viewer tests' runs (tests/leaderboard_runs.py), made once."""
-    from tests.leaderboard_runs import make_loopback_runs
-
-    return make_loopback_runs(tmp_path_factory.getbasetemp() / "leaderboard-runs")

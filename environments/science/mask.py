@@ -5,7 +5,7 @@ Measured, not assumed: in ScienceWorld almost every action advances the simulati
 a tap fills the container under it, plants grow and drink, animals age, fires burn. So even
 `look at`, `read` and `focus on` can be followed by any kind of change, irreversible ones included
 (a plant dying while the agent reads). Only `look around`, `inventory` and `task` take no time and
-change nothing (the simulator's move counter stays put, checked in tests/test_cdwm_science.py);
+change nothing (the simulator's move counter stays put, checked in tests/environments/science/test_cdwm_science.py);
 `stop` is the environment's own and never reaches the simulator. Every other class keeps every
 dimension. The policy's action help is `env.ACTION_HELP`, sent with every observation.
 """

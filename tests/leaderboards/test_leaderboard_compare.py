@@ -10,7 +10,7 @@ import pytest
 from harness.records import RunFolder
 from leaderboards.compare import compare_runs, paired_bootstrap
 from tests.conftest import harness_cli
-from tests.leaderboard_runs import write_run
+from tests.leaderboards.runs import write_run
 
 HEADLINE = "proactivity_overall_weighted_score"
 

@@ -18,7 +18,7 @@ import pytest
 from harness.records import ErrorRecord, RunFolder
 from leaderboards.viewer import PER_PAGE, make_server
 from tests.conftest import REPO
-from tests.leaderboard_runs import write_run
+from tests.leaderboards.runs import write_run
 
 XSS = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 

@@ -14,7 +14,7 @@ from environments.web.actions import WEB_MASK
 from harness.environment import ActionMask, Delta
 from harness.errors import HarnessError
 from harness.providers.base import ModelError
-from tests.cdwm_fixtures import ADD, BUY, ShopSuite, run_suite_sample, wm
+from tests.environments.cdwm.fixtures import ADD, BUY, ShopSuite, run_suite_sample, wm
 
 WEB = ("click", "type", "hover", "scroll", "goto", "go_back", "stop")
 

@@ -57,7 +57,7 @@ def test_format_1_runs_list_export_and_view(old_runs, tmp_path):
                        "--out", str(board))
     assert proc.returncode == 0, proc.stderr
     assert "openai/m" in board.read_text()
-    from tests.test_viewer import get, serving
+    from tests.leaderboards.test_viewer import get, serving
 
     with serving(old_runs) as url:
         status, html, _ = get(f"{url}/runs/{PROACT_ERRORS}/samples/0")

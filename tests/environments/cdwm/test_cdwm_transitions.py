@@ -13,7 +13,7 @@ from environments.cdwm.deltas import Delta
 from harness.loopback import running_server
 from harness.records import RunConfig, RunFolder
 from harness.runner import execute, plan_run
-from tests.cdwm_fixtures import ShopSuite
+from tests.environments.cdwm.fixtures import ShopSuite
 from tests.conftest import harness_cli
 
 # On a product page `click [10]` adds to the cart: every step changes the ledger.

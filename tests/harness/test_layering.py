@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("importlinter", reason="import-linter is in the dev extra: make install")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
 PACKAGES = CONFIG["root_packages"]

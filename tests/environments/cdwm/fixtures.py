@@ -12,7 +12,7 @@ from environments.web.actions import WEB_MASK
 from harness.calls import CallPolicy, ManagedModel
 from harness.providers.base import GenerateConfig, ModelOutput, Usage
 from harness.suite import Sample, SampleContext, parse_options
-from tests.cdwm_shop import TASKS, ShopEnv
+from tests.environments.cdwm.shop import TASKS, ShopEnv
 
 Script = Callable[[str, list[dict[str, str]]], str]  # (role, messages) -> reply text
 

@@ -11,7 +11,7 @@ import pytest
 
 from harness.records import RunFolder
 from tests.conftest import REPO
-from tests.leaderboard_runs import launch_chromium, write_run
+from tests.leaderboards.runs import launch_chromium, write_run
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (dev extra)")

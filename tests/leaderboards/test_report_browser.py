@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import harness_cli
-from tests.leaderboard_runs import launch_chromium, torch_env
+from tests.leaderboards.runs import launch_chromium, torch_env
 
 pytestmark = pytest.mark.browser
 playwright_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (dev extra)")

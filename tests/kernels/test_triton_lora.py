@@ -25,7 +25,7 @@ from kernels.preft import triton_lora  # noqa: E402
 from kernels.preft.lora_ops import lora_delta, lora_delta_reference, lora_delta_segmented  # noqa: E402
 from kernels.preft.triton_lora import lora_delta_triton  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make(n: int, d_in: int, d_out: int, r: int, slots: int, idx: list[int], seed: int = 0,

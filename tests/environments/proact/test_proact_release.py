@@ -21,7 +21,7 @@ from corpora.proact_types import (
     TriggerType,
 )
 from tests.conftest import harness_cli
-from tests.proact_release_rows import expected_metrics, synthetic_release, write_jsonl
+from tests.environments.proact.release_rows import expected_metrics, synthetic_release, write_jsonl
 
 
 def test_labels_are_defined_once_and_imported_everywhere():

@@ -16,8 +16,8 @@ import pytest
 from harness.loopback import running_server
 from harness.records import RunFolder
 from tests.conftest import JUDGE_PASS, harness_cli
-from tests.leaderboard_runs import torch_env
-from tests.test_viewer import get, serving
+from tests.leaderboards.runs import torch_env
+from tests.leaderboards.test_viewer import get, serving
 
 pytestmark = pytest.mark.slow
 HEADLINE = "proactivity_overall_weighted_score"

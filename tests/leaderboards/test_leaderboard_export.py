@@ -14,7 +14,7 @@ from leaderboards.aggregate import Row, build_leaderboard, rank_rows
 from leaderboards.export import to_markdown
 from leaderboards.prices import Price, price_for
 from tests.conftest import harness_cli
-from tests.leaderboard_runs import write_run
+from tests.leaderboards.runs import write_run
 
 HEADLINE = "proactivity_overall_weighted_score"
 

@@ -10,8 +10,8 @@ import pytest
 
 from harness.records import RunConfig
 from harness.runner import execute, plan_run
-from tests.cdwm_fixtures import ShopSuite
-from tests.cdwm_shop import TASKS
+from tests.environments.cdwm.fixtures import ShopSuite
+from tests.environments.cdwm.shop import TASKS
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from harness.errors import HarnessError
 from harness.loopback import running_server
 from harness.records import RunFolder
 from harness.suite import get_suite
-from tests.cdwm_fixtures import scripted_context, wm
+from tests.environments.cdwm.fixtures import scripted_context, wm
 from tests.conftest import harness_cli
 
 BOIL = {"task_name": "boil", "variation": 0}  # "boil water"; the agent starts in the hallway
