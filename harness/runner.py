@@ -41,7 +41,7 @@ from harness.records import (
 )
 from harness.redact import redact_text
 from harness.spec import ModelSpec
-from harness.suite import Sample, SampleContext, Scorer, Suite, error_records, get_suite, role_family
+from harness.suite import Sample, SampleContext, Scorer, Suite, dump_payload, error_records, get_suite, role_family
 from harness.providers.base import Usage
 
 T = TypeVar("T")
@@ -82,7 +82,7 @@ async def score_transcript(suite: Suite, scorer: Scorer, sample: Sample, output:
     score, errors = await _stage(scorer.score(sample, output, ctx), timeout_s, "score")
     if score is None:
         return suite.scores_on_failure(sample), errors
-    return score.values, error_records(score.errors, "score")
+    return dump_payload(score.values), error_records(score.errors, "score")
 
 
 async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, ManagedModel],
@@ -97,7 +97,7 @@ async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, Ma
     if transcript is None:  # nothing to score: count what it should have produced as errors
         output, scores = {}, suite.scores_on_failure(sample)
     else:
-        output = transcript.output
+        output = dump_payload(transcript.output)
         errors += error_records(transcript.errors, "solve")
         scores, score_errors = await score_transcript(suite, scorer, sample, output, ctx, config.sample_timeout_s)
         errors += score_errors

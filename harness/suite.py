@@ -47,11 +47,22 @@ class Sample:
     data: dict[str, Any]
 
 
+# A family's payload: its own pydantic model (preferred: typed, versioned with the suite) or a
+# plain dict. The runner stores the JSON dump, and scorers always read the dump, whether the
+# transcript was just solved or loaded from a run for `harness score`.
+Payload = dict[str, Any] | BaseModel
+
+
+def dump_payload(payload: Payload) -> dict[str, Any]:
+    """A payload as it is recorded (JSON types)."""
+    return payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
+
+
 @dataclass
 class Transcript:
     """What a solver returns for one sample: the transcript and the errors met on the way."""
 
-    output: dict[str, Any]
+    output: Payload
     errors: list[ErrorRecord | str] = field(default_factory=list)
 
 
@@ -59,7 +70,7 @@ class Transcript:
 class Score:
     """What a scorer returns for one transcript."""
 
-    values: dict[str, Any]
+    values: Payload
     errors: list[ErrorRecord | str] = field(default_factory=list)
 
 
@@ -189,8 +200,9 @@ class Suite(ABC):
         """Solve, then score, in one call (for tests and code that embeds a suite); exceptions
         propagate. The runner does not use it: it records each step and its errors on its own."""
         transcript = await self.solve(sample, ctx)
-        score = await self.scorer(scorer).score(sample, transcript.output, ctx)
-        return SampleOutcome(transcript.output, score.values, [str(e) for e in transcript.errors + score.errors])
+        output = dump_payload(transcript.output)
+        score = await self.scorer(scorer).score(sample, output, ctx)
+        return SampleOutcome(output, dump_payload(score.values), [str(e) for e in transcript.errors + score.errors])
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can
