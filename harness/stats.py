@@ -96,3 +96,17 @@ def nearest_rank(values: list[float], q: float) -> float:
     """The q-quantile of `values` by nearest rank (a benchmark's p95: a value that was measured)."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def quantile_metric(values: np.ndarray, q: float = 0.5, *, seed: int = 0, resamples: int = BOOTSTRAP_RESAMPLES,
+                    level: float = 0.95) -> Metric:
+    """The q-quantile of one value per unit (e.g. each episode's min TTC), with a bootstrap CI
+    that resamples units."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return Metric(value=None, n=0)
+    rng = np.random.default_rng(seed)
+    draws = np.quantile(values[rng.integers(0, values.size, size=(resamples, values.size))], q, axis=1)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha])
+    return Metric(value=float(np.quantile(values, q)), ci_low=float(lo), ci_high=float(hi), n=int(values.size))
