@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -20,6 +21,7 @@ text-align: left; vertical-align: top; } th { background: #f3f3f3; }
 .PASS { background: #c8f0c8; } .PARTIAL { background: #fbe7b5; } .FAIL { background: #f6c6c6; }
 .SKIPPED, .ERROR { background: #ddd; } .errors { background: #fff0f0; border: 1px solid #e99; padding: .5rem; }
 mark { background: #ffe066; } pre { white-space: pre-wrap; word-break: break-word; background: #f6f6f6; padding: .5rem; }
+.picture img { max-width: 100%; border: 1px solid #ccc; } .picture { margin: .5rem 0; }
 .pager a, .pager span { margin-right: .6rem; } .muted { color: #777; } h1 { overflow-wrap: anywhere; }
 """
 
@@ -180,6 +182,36 @@ def _dialogue(output: dict[str, Any], scores: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+PNG_PREFIX = "iVBORw0KGgo"  # base64 of the PNG signature
+
+
+def _pictures(pictures: Any) -> str:
+    """A transcript's pictures (`output["pictures"]`: [{"caption", "png"}], PNG as base64, e.g. a
+    driving failure's filmstrip), as data-URL images. Anything but a base64 PNG is shown as a note,
+    never put into the page."""
+    if not isinstance(pictures, list):
+        return ""
+    out = []
+    for pic in pictures:
+        png, caption = (pic.get("png"), pic.get("caption", "")) if isinstance(pic, dict) else (None, "")
+        if not isinstance(png, str) or not png.startswith(PNG_PREFIX) or not _BASE64.fullmatch(png):
+            out.append(f'<p class="muted">picture {_e(caption)}: not a base64 PNG, not shown</p>')
+            continue
+        out.append(f'<figure class="picture"><img alt="{_e(caption)}" src="data:image/png;base64,{png}">'
+                   f"<figcaption>{_e(caption)}</figcaption></figure>")
+    return "".join(out)
+
+
+def _without_pictures(output: dict[str, Any]) -> dict[str, Any]:
+    """The raw output with each picture's bytes replaced by their size (the images are shown above)."""
+    if not isinstance(output.get("pictures"), list):
+        return output
+    pics = [{**p, "png": f"<{len(str(p.get('png', '')))} base64 chars>"} if isinstance(p, dict) else p
+            for p in output["pictures"]]
+    return {**output, "pictures": pics}
+
+
 def _error_text(error: Any) -> str:
     """An error record (`{kind, message, ...}`, format 2) or a plain string (format 1)."""
     return f"{error.get('kind')}: {error.get('message')}" if isinstance(error, dict) else str(error)
@@ -207,6 +239,9 @@ def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> 
         transcript = _dialogue(output, record.get("scores") or {})
     elif isinstance(output.get("messages") or output.get("transcript"), list):
         transcript = _chat(output.get("messages") or output.get("transcript"))
+    pictures = _pictures(output.get("pictures"))
+    if pictures:
+        parts.append(f"<h2>Pictures</h2>{pictures}")
     scores = f"<pre>{_e(json.dumps(record.get('scores'), indent=2, ensure_ascii=False))}</pre>"
     if transcript:  # the verdicts are shown in the transcript; the raw scores are a click away
         parts.append(f'<h2>Transcript</h2><div class="transcript">{transcript}</div>'
@@ -225,6 +260,6 @@ def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> 
                          f"<tr><td>{_e(c.get('role'))}</td><td>{_e(c.get('model'))}</td><td>{_e(c.get('cached'))}</td>"
                          f"<td>{_e(c.get('attempts'))}</td><td>{_e(round(c.get('latency_s') or 0, 3))}</td>"
                          f"<td>{_e(c.get('finish_reason'))}</td></tr>" for c in calls) + "</table></details>")
-    parts.append(f"<details><summary>output (raw)</summary><pre>{_e(json.dumps(output, indent=2, ensure_ascii=False))}"
+    parts.append(f"<details><summary>output (raw)</summary><pre>{_e(json.dumps(_without_pictures(output), indent=2, ensure_ascii=False))}"
                  "</pre></details>")
     return page(f"{record.get('sample_id')} - {run_id}", "\n".join(parts))

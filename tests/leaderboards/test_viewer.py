@@ -191,3 +191,21 @@ def test_view_of_a_missing_run_dir_is_one_clear_line(tmp_path):
                           capture_output=True, text=True, timeout=60, cwd=REPO)
     assert proc.returncode != 0 and proc.stderr.count("\n") == 1
     assert "nope" in proc.stderr and "--run-dir DIR" in proc.stderr
+
+
+def test_pictures_are_shown_as_png_data_and_anything_else_is_not():
+    """A transcript's pictures (a driving failure's filmstrip) become data-URL images; a value that
+    is not a base64 PNG never reaches the page, and the raw output shows sizes, not the bytes."""
+    import base64
+
+    from leaderboards.viewer_pages import sample_page
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 40).decode()
+    hostile = '"><script>alert(1)</script>'
+    html = sample_page("run", 0, 1, {"sample_id": "highway/seed0", "output": {"pictures": [
+        {"caption": "crash at t=3.0s <i>", "png": png}, {"caption": "bad", "png": hostile},
+        {"caption": "not png", "png": base64.b64encode(b"GIF89a").decode()}]}})
+    assert html.count("<img") == 1 and f'src="data:image/png;base64,{png}"' in html
+    assert "<script>" not in html and "&lt;i&gt;" in html
+    assert html.count("not a base64 PNG") == 2
+    assert f"&lt;{len(png)} base64 chars&gt;" in html and png not in html.split("output (raw)")[1]
