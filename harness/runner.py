@@ -373,6 +373,9 @@ async def execute(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
 
 def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
               models: dict[str, ManagedModel]) -> RunSummary:
+    # In sample order, not completion order: a bootstrap CI (and a float sum) depends on the order
+    # of its units, and the same records must give the same summary however the run was scheduled.
+    records = sorted(records, key=lambda r: (r.sample_id, r.epoch))
     usage: dict[str, Usage] = {}
     for rec in records:
         for role, u in rec.usage.items():

@@ -168,6 +168,9 @@ def rank_rows(rows: list[Row], metric: str) -> list[Row]:
     return scored + unscored
 
 
+SYNTHETIC_PREFIX = "synthetic/"  # the fault-injecting mock generators (environments/prograf/mock.py)
+
+
 def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = None,
                       group_by: tuple[str, ...] = DEFAULT_GROUP_BY, include_incomplete: bool = False,
                       prices: dict[str, Price] | None = None, seed: int = 0) -> Leaderboard:
@@ -184,6 +187,11 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
         states = ", ".join(f"{n} {s}" for s, n in Counter(r.status for r in runs).items())
         raise HarnessError(f"no complete runs of suite {suite!r} in {where} ({states}): finish them with "
                            "`harness eval --resume RUN_ID`, or pass --include-incomplete")
+    synthetic = [(r.run_id, spec) for r in kept for spec in r.models.values() if spec.startswith(SYNTHETIC_PREFIX)]
+    if synthetic:
+        run_id, spec = synthetic[0]
+        raise HarnessError(f"run {run_id} used {spec}: a synthetic test generator, not a model; leaderboard export "
+                           "refuses synthetic runs (move them out of --run-dir, or delete them)")
     by_key: dict[tuple[str, str, str, str], Row] = {}
     for run in kept:
         key = (run.model or "", run.judge or "", run.suite_version, run.setup)

@@ -201,3 +201,14 @@ def test_setup_label_keeps_agents_and_other_roles_apart():
     assert react == "agent=react" and cdwm == "agent=cdwm; world_model=w"
     assert setup_label({}, {"assistant": "m", "judge": "j"}) == ""
     assert setup_label({"b": 1, "a": 2}, {"user": "u", "planner": "p"}) == "a=2; b=1; planner=p; user=u"
+
+
+def test_synthetic_generators_are_refused(tmp_path):
+    """ProGraf's fault-injecting mock generator is a test fixture, never a leaderboard row."""
+    proc = harness_cli("eval", "--suite", "prograf", "--model", "synthetic/prograf-perfect", "--limit", "2",
+                       "--run-dir", str(tmp_path), "--no-progress")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = harness_cli("leaderboard", "export", "--suite", "prograf", "--run-dir", str(tmp_path),
+                       "--out", str(tmp_path / "board.csv"))
+    assert proc.returncode != 0 and "synthetic/prograf-perfect" in proc.stderr and "refuses" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "board.csv").exists()

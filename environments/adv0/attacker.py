@@ -1,0 +1,606 @@
+"""The ADV-0 attacker: a small policy over scenario parameters z given the initial state, trained by
+group-wise preference learning (DPO) against a frozen reference prior fitted to background traffic.
+
+- Policy: a numpy MLP (one tanh layer) over the context vector with one softmax head per factor,
+  so q(z | c) = prod_f q_f(z_f | c) and every log-probability is exact (float64, no sampling).
+  Initialised AT the reference (output weights 0, biases log p0), so round 0 is the prior.
+- Reference p0: one categorical per factor fitted (counts + Laplace smoothing) to observed factor
+  samples of background behaviour, so hard, close cut-ins are rare under it.
+- Utility u(z) = -J (the defender's own return, fault-gated) plus a near-miss bonus on min TTC
+  whose weight is annealed away round by round; a draw whose script broke the kinematic limits, or
+  whose crash was the attacker's fault, is infeasible: it loses every pair.
+- Pairs (`build_pairs`), within each group of K distinct policy draws + reference draws rolled out
+  on ONE shared seed: infeasible vs feasible (target 1 for the feasible one), and feasible pairs
+  over `margin`. Targets are `soft` (Bradley-Terry, sigma(u_w - u_l), ties included) or `hard`
+  (1, SAGE's rule). With soft targets and beta = tau, DPO's fixed point is exactly
+  q*(z) ~ p0(z) exp(u(z)/tau) = p0(z) exp(-J(z)/tau) on feasible z (the reconstruction) for a
+  policy class that holds q*; for the factorised class, with on-policy pairs and small steps, it
+  is the mean-field projection of q* (linearise sigma: Cov_q(tau h - u, grad h) = 0, h = log q/p0).
+  Hard targets have no finite fixed point and stop only at the KL budget.
+- DPO against the frozen p0 (`dpo_train`, full batch, plain SGD by default, its state kept across
+  rounds) with a KL stop: a step that would take the mean exact KL(q || p0) over the round's
+  contexts past `kl_max` is undone and the round ends.
+
+The toy world's exact reconstruction: `gated_return`, `optimal_log_q`, `soft_value` (V_tau =
+-tau log E_p0[exp(-J/tau)] <= E_p0[J]), `kl_divergence` and `factorised_projection` (the best
+factorised approximation of q*, the floor a per-factor policy can reach) by enumeration.
+
+May import: numpy, pydantic, `environments.adv0.scenario`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from environments.adv0.scenario import (
+    FACTOR_NAMES, FACTORS, TRAIN_MANOEUVRES, TTC_HORIZON_S, EpisodeResult, Manoeuvre, ScenarioParams,
+    all_scenarios, defender_return,
+)
+
+CONTEXT_SLOTS = 5
+CONTEXT_DIM = 1 + 4 * CONTEXT_SLOTS
+J_INFEASIBLE = 2.0  # the gated return of an infeasible draw: above any reachable J (<= 1), so it always loses
+Rollout = Callable[[list[int], list[ScenarioParams]], list[EpisodeResult]]
+
+
+# ---------------------------------------------------------------- the context
+def context_vector(ego_speed: float, slots: Sequence[tuple[float, float, float]]) -> np.ndarray:
+    """The attacker's view of the initial state, shape (CONTEXT_DIM,): ego speed / 30, then per slot
+    (nearest first, CONTEXT_SLOTS of them): present, lane offset (lanes, + = right), longitudinal
+    offset / 50 m, speed difference / 10 m/s. Missing slots are zeros. Every world builds it here."""
+    out = np.zeros(CONTEXT_DIM)
+    out[0] = ego_speed / 30.0
+    for k, (lane, ds, dv) in enumerate(list(slots)[:CONTEXT_SLOTS]):
+        out[1 + 4 * k: 5 + 4 * k] = (1.0, lane, ds / 50.0, dv / 10.0)
+    return out
+
+
+def factor_sizes(manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES) -> tuple[int, ...]:
+    return tuple(len(manoeuvres) if n == "manoeuvre" else len(FACTORS[n]) for n in FACTOR_NAMES)
+
+
+def as_indices(samples: Sequence[ScenarioParams] | np.ndarray, manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES,
+               what: str = "samples") -> np.ndarray:
+    """Factor-index rows (n, F) of draws given as `ScenarioParams` or as an index array (checked)."""
+    sizes = np.array(factor_sizes(manoeuvres))
+    if isinstance(samples, np.ndarray):
+        z = samples.astype(np.int64)
+    else:
+        try:
+            z = np.array([p.index(manoeuvres) for p in samples], dtype=np.int64).reshape(-1, len(sizes))
+        except ValueError as e:
+            raise ValueError(f"{what}: a draw uses a manoeuvre outside {manoeuvres} ({e})") from None
+    if z.ndim != 2 or z.shape[1] != len(sizes):
+        raise ValueError(f"{what} must be factor-index rows of shape (n, {len(sizes)}); got {z.shape}")
+    bad = (z < 0) | (z >= sizes)
+    if bad.any():
+        f = int(np.argwhere(bad)[0][1])
+        raise ValueError(f"{what}: factor {FACTOR_NAMES[f]} has an index outside 0..{sizes[f] - 1}")
+    return z
+
+
+# ---------------------------------------------------------------- the reference prior
+class ReferencePrior:
+    """p0(z) = prod_f p0_f(z_f), context-free. `log_p[f]` is a normalised log-probability vector."""
+
+    def __init__(self, log_p: Sequence[np.ndarray], manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES):
+        self.log_p = tuple(np.asarray(x, dtype=float) for x in log_p)
+        self.manoeuvres = manoeuvres
+        if tuple(len(x) for x in self.log_p) != factor_sizes(manoeuvres):
+            raise ValueError(f"reference prior: factor sizes {[len(x) for x in self.log_p]} != {factor_sizes(manoeuvres)}")
+
+    def log_prob(self, z_idx: np.ndarray) -> np.ndarray:
+        z = np.asarray(z_idx)
+        return sum((lp[z[..., f]] for f, lp in enumerate(self.log_p)), start=np.zeros(z.shape[:-1]))
+
+    def joint_log_probs(self) -> np.ndarray:
+        """log p0 over the whole space, in `all_scenarios` order (SPACE_SIZE,)."""
+        return _joint(list(self.log_p))
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        return np.stack([rng.choice(len(lp), size=n, p=np.exp(lp)) for lp in self.log_p], axis=1)
+
+    def to_dict(self) -> dict[str, list[float] | list[str]]:
+        out: dict[str, list[float] | list[str]] = {n: lp.tolist() for n, lp in zip(FACTOR_NAMES, self.log_p)}
+        out["manoeuvres"] = list(self.manoeuvres)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Sequence[float] | Sequence[str]]) -> "ReferencePrior":
+        mans = tuple(str(m) for m in data["manoeuvres"])
+        return cls([np.array(data[n], dtype=float) for n in FACTOR_NAMES], mans)  # type: ignore[arg-type]
+
+
+def fit_reference(samples: Sequence[ScenarioParams] | np.ndarray, alpha: float = 1.0,
+                  manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES) -> ReferencePrior:
+    """Fit p0 to observed factor samples of background behaviour: per-factor counts plus `alpha`
+    (Laplace smoothing keeps every z possible, so KL(q || p0) stays finite)."""
+    if alpha <= 0:
+        raise ValueError(f"fit_reference: alpha={alpha} must be > 0 (it keeps unseen values possible)")
+    z = as_indices(samples, manoeuvres, "reference samples")
+    if len(z) == 0:
+        raise ValueError("fit_reference: no samples; pass observed background behaviour as factor draws")
+    log_p = []
+    for f, size in enumerate(factor_sizes(manoeuvres)):
+        counts = np.bincount(z[:, f], minlength=size) + alpha
+        log_p.append(np.log(counts / counts.sum()))
+    return ReferencePrior(log_p, manoeuvres)
+
+
+def uniform_reference(manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES) -> ReferencePrior:
+    return ReferencePrior([np.full(n, -np.log(n)) for n in factor_sizes(manoeuvres)], manoeuvres)
+
+
+def _joint(per_factor: list[np.ndarray]) -> np.ndarray:
+    """Sum per-factor log-probs over the product space (C order = `all_scenarios` order)."""
+    total = np.zeros(())
+    for lp in per_factor:
+        total = total[..., None] + lp
+    return total.ravel()
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    m = x.max(axis=-1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+
+
+# ---------------------------------------------------------------- the policy
+class AttackerPolicy:
+    """q(z | c): tanh MLP over the context, one softmax head per factor. Starts equal to p0."""
+
+    def __init__(self, reference: ReferencePrior, context_dim: int = CONTEXT_DIM, hidden: int = 32, seed: int = 0):
+        rng = np.random.default_rng(seed)
+        self.manoeuvres = reference.manoeuvres
+        self.sizes = factor_sizes(self.manoeuvres)
+        self.p: dict[str, np.ndarray] = {"W1": rng.normal(0, 1 / np.sqrt(context_dim), (hidden, context_dim)),
+                                         "b1": np.zeros(hidden)}
+        for f, lp in enumerate(reference.log_p):
+            self.p[f"W2_{f}"] = np.zeros((len(lp), hidden))
+            self.p[f"b2_{f}"] = lp.copy()
+
+    def _forward(self, contexts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+        c = np.atleast_2d(np.asarray(contexts, dtype=float))
+        if c.shape[1] != self.p["W1"].shape[1]:
+            raise ValueError(f"attacker context has {c.shape[1]} features; this policy takes {self.p['W1'].shape[1]}")
+        h = np.tanh(c @ self.p["W1"].T + self.p["b1"])
+        return h, [h @ self.p[f"W2_{f}"].T + self.p[f"b2_{f}"] for f in range(len(self.sizes))]
+
+    def factor_log_probs(self, contexts: np.ndarray) -> list[np.ndarray]:
+        """Per factor, (B, n_f) exact log-probabilities."""
+        return [_log_softmax(x) for x in self._forward(contexts)[1]]
+
+    def log_prob(self, contexts: np.ndarray, z_idx: np.ndarray) -> np.ndarray:
+        lps = self.factor_log_probs(contexts)
+        z = np.atleast_2d(z_idx)
+        rows = np.arange(len(z)) if len(lps[0]) == len(z) else np.zeros(len(z), dtype=np.int64)
+        return sum((lp[rows, z[:, f]] for f, lp in enumerate(lps)), start=np.zeros(len(z)))
+
+    def joint_log_probs(self, context: np.ndarray) -> np.ndarray:
+        """log q over the whole space for one context, in `all_scenarios` order."""
+        return _joint([lp[0] for lp in self.factor_log_probs(context)])
+
+    def sample(self, context: np.ndarray, rng: np.random.Generator, n: int, distinct: bool = False) -> np.ndarray:
+        """n draws (n, F); `distinct`: no repeats (rejection, then the most likely unseen if q is peaked)."""
+        probs = [np.exp(lp[0]) for lp in self.factor_log_probs(context)]
+        if not distinct:
+            return np.stack([rng.choice(len(p), size=n, p=p / p.sum()) for p in probs], axis=1)
+        seen: dict[tuple[int, ...], None] = {}
+        for _ in range(20):
+            batch = np.stack([rng.choice(len(p), size=2 * n, p=p / p.sum()) for p in probs], axis=1)
+            for row in map(tuple, batch.tolist()):
+                seen.setdefault(row)
+                if len(seen) == n:
+                    return np.array(list(seen))
+        order = np.argsort(-self.joint_log_probs(context), kind="stable")
+        space = all_scenarios(self.manoeuvres)
+        for i in order:
+            seen.setdefault(tuple(space[i].tolist()))
+            if len(seen) == n:
+                break
+        return np.array(list(seen))
+
+    def kl_to(self, reference: ReferencePrior, contexts: np.ndarray) -> np.ndarray:
+        """Exact KL(q(.|c) || p0) per context: a sum over factors (both are factorised)."""
+        lps = self.factor_log_probs(contexts)
+        return sum((np.sum(np.exp(lp) * (lp - ref), axis=1) for lp, ref in zip(lps, reference.log_p)),
+                   start=np.zeros(len(lps[0])))
+
+    def copy(self) -> "AttackerPolicy":
+        out = object.__new__(AttackerPolicy)
+        out.manoeuvres, out.sizes = self.manoeuvres, self.sizes
+        out.p = {k: v.copy() for k, v in self.p.items()}
+        return out
+
+    def state(self) -> dict[str, list]:
+        return {k: v.tolist() for k, v in self.p.items()}
+
+    def load_state(self, state: Mapping[str, list]) -> None:
+        for k in self.p:
+            arr = np.array(state[k], dtype=float)
+            if arr.shape != self.p[k].shape:
+                raise ValueError(f"attacker state: {k} has shape {arr.shape}, the policy needs {self.p[k].shape}")
+            self.p[k] = arr
+
+
+# ---------------------------------------------------------------- utility and pairs
+def gated_utility(J: np.ndarray, feasible: np.ndarray, attacker_fault: np.ndarray, min_ttc: np.ndarray,
+                  shaping: float = 0.0, fault_gate: bool = True) -> np.ndarray:
+    """u = -J + shaping * (1 - min_ttc / horizon); -inf where infeasible (the script broke the
+    kinematic limits, or -- with the fault gate -- the crash was the attacker's fault)."""
+    u = -np.asarray(J, dtype=float) + shaping * (1 - np.minimum(min_ttc, TTC_HORIZON_S) / TTC_HORIZON_S)
+    bad = ~np.asarray(feasible, bool) | (np.asarray(attacker_fault, bool) & fault_gate)
+    return np.where(bad, -np.inf, u)
+
+
+def utility(result: EpisodeResult, shaping: float = 0.0, fault_gate: bool = True) -> float:
+    """The attacker's utility of one episode (see `gated_utility`). Without the fault gate every
+    crash counts against the defender, whoever caused it (the ablation)."""
+    attacker_fault = result.crashed and result.collision is not None and result.collision.fault == "attacker"
+    J = result.reward if fault_gate else defender_return(result.crashed, result.mean_speed, result.distance_m,
+                                                         result.duration_s)
+    return float(gated_utility(np.array(J), np.array(result.attack_feasible), np.array(attacker_fault),
+                               np.array(result.min_ttc), shaping, fault_gate))
+
+
+class Pairs(BaseModel):
+    """Preference pairs: `ctx` indexes the contexts array they were drawn for."""
+
+    model_config = {"arbitrary_types_allowed": True}
+    ctx: np.ndarray
+    win: np.ndarray
+    lose: np.ndarray
+    target: np.ndarray
+
+    @classmethod
+    def empty(cls, n_factors: int = len(FACTOR_NAMES)) -> "Pairs":
+        z = np.zeros((0, n_factors), dtype=np.int64)
+        return cls(ctx=np.zeros(0, dtype=np.int64), win=z, lose=z.copy(), target=np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.target)
+
+
+def build_pairs(z_idx: np.ndarray, u: np.ndarray, ctx: int = 0, margin: float = 0.0,
+                labels: Literal["soft", "hard"] = "soft") -> Pairs:
+    """All pairs of one group (draws on one shared seed): infeasible (u = -inf) vs feasible always,
+    target 1 for the feasible draw; feasible pairs with a utility gap above `margin` (hard targets:
+    1) or at least `margin` (soft targets: sigma(u_w - u_l), ties included -- their 0.5 holds
+    h(w) = h(l), without which h drifts freely along every direction the utility ignores). Two
+    infeasible draws make no pair; identical draws none either."""
+    z, u = np.asarray(z_idx), np.asarray(u, dtype=float)
+    i, j = np.triu_indices(len(u), k=1)
+    w = np.where(u[i] >= u[j], i, j)
+    lo = np.where(u[i] >= u[j], j, i)
+    with np.errstate(invalid="ignore"):
+        gap = u[w] - u[lo]  # +inf when only the loser is infeasible, nan when both are
+    infeasible_loser = np.isinf(u[lo]) & np.isfinite(u[w])
+    both_feasible = np.isfinite(u[w]) & np.isfinite(u[lo])
+    if labels == "hard":
+        keep = infeasible_loser | (both_feasible & (gap > margin))
+        target = np.ones(len(w))
+    else:
+        keep = infeasible_loser | (both_feasible & (gap >= margin))
+        target = np.where(infeasible_loser, 1.0, 1 / (1 + np.exp(-np.where(both_feasible, gap, 0.0))))
+    if len(w):
+        keep &= np.any(z[w] != z[lo], axis=1)
+    n_f = z.shape[1] if z.ndim == 2 else len(FACTOR_NAMES)
+    if not keep.any():
+        return Pairs.empty(n_f)
+    return Pairs(ctx=np.full(int(keep.sum()), ctx, dtype=np.int64), win=z[w[keep]], lose=z[lo[keep]],
+                 target=target[keep])
+
+
+def concat_pairs(parts: Sequence[Pairs]) -> Pairs:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Pairs.empty()
+    return Pairs(ctx=np.concatenate([p.ctx for p in parts]), win=np.concatenate([p.win for p in parts]),
+                 lose=np.concatenate([p.lose for p in parts]), target=np.concatenate([p.target for p in parts]))
+
+
+# ---------------------------------------------------------------- DPO
+class DpoReport(BaseModel):
+    steps: int
+    loss_start: float
+    loss_end: float
+    kl: float  # mean exact KL(q || p0) over the contexts after the round
+    kl_stopped: bool  # the KL budget ended the round early
+
+
+def dpo_loss_and_grads(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs,
+                       beta: float, use_reference: bool = True) -> tuple[float, dict[str, np.ndarray]]:
+    """Mean DPO loss over the pairs (soft targets: binary cross-entropy on sigma(beta * margin)) and
+    its exact gradient. The margin is beta * [(log q(w) - log q(l)) - (log p0(w) - log p0(l))]; q's
+    normaliser cancels within a context, so it is a difference of head logits."""
+    h, logits = policy._forward(contexts)
+    n_f = len(logits)
+    diff = sum((logits[f][pairs.ctx, pairs.win[:, f]] - logits[f][pairs.ctx, pairs.lose[:, f]] for f in range(n_f)),
+               start=np.zeros(len(pairs)))
+    if use_reference:
+        diff = diff - (reference.log_prob(pairs.win) - reference.log_prob(pairs.lose))
+    m = beta * diff
+    loss = float(np.mean(pairs.target * np.logaddexp(0, -m) + (1 - pairs.target) * np.logaddexp(0, m)))
+    g = (1 / (1 + np.exp(-m)) - pairs.target) * beta / len(pairs)  # dL/d diff
+    grads: dict[str, np.ndarray] = {}
+    dh = np.zeros_like(h)
+    for f in range(n_f):
+        G = np.zeros_like(logits[f])
+        np.add.at(G, (pairs.ctx, pairs.win[:, f]), g)
+        np.add.at(G, (pairs.ctx, pairs.lose[:, f]), -g)
+        grads[f"W2_{f}"] = G.T @ h
+        grads[f"b2_{f}"] = G.sum(axis=0)
+        dh += G @ policy.p[f"W2_{f}"]
+    pre = dh * (1 - h**2)
+    grads["W1"] = pre.T @ np.atleast_2d(contexts)
+    grads["b1"] = pre.sum(axis=0)
+    return loss, grads
+
+
+class Adam:
+    """Adam's moment estimates, kept across rounds: iterated DPO is one long stochastic optimisation
+    whose every round adds a fresh on-policy batch, not a new fit to a small sample."""
+
+    def __init__(self, params: Mapping[str, np.ndarray], lr: float):
+        self.lr, self.t = lr, 0
+        self.m1 = {k: np.zeros_like(v) for k, v in params.items()}
+        self.m2 = {k: np.zeros_like(v) for k, v in params.items()}
+
+    def step(self, params: dict[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> None:
+        self.t += 1
+        for k, g in grads.items():
+            self.m1[k] = 0.9 * self.m1[k] + 0.1 * g
+            self.m2[k] = 0.999 * self.m2[k] + 0.001 * g**2
+            params[k] -= self.lr * (self.m1[k] / (1 - 0.9**self.t)) / (np.sqrt(self.m2[k] / (1 - 0.999**self.t)) + 1e-8)
+
+
+class Sgd:
+    """Plain gradient steps: noise in a round's small batch averages out over rounds instead of
+    being normalised into full-size steps (Adam's failure mode on near-0.5 soft targets)."""
+
+    def __init__(self, lr: float):
+        self.lr, self.t = lr, 0
+
+    def step(self, params: dict[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> None:
+        self.t += 1
+        for k, g in grads.items():
+            params[k] -= self.lr * g
+
+
+def dpo_train(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs, beta: float,
+              steps: int = 100, lr: float = 3.0, kl_max: float = float("inf"), use_reference: bool = True,
+              optimiser: Adam | Sgd | None = None) -> DpoReport:
+    """Full-batch steps on the DPO loss (`optimiser`, default `Sgd(lr)`, carries its state across calls); a step
+    that takes the mean KL(q || p0) over `contexts` past `kl_max` is undone and training stops
+    (the KL stop)."""
+    contexts = np.atleast_2d(contexts)
+    if len(pairs) == 0:
+        kl = float(policy.kl_to(reference, contexts).mean())
+        return DpoReport(steps=0, loss_start=float("nan"), loss_end=float("nan"), kl=kl, kl_stopped=False)
+    opt = optimiser or Sgd(lr)
+    loss0 = loss = float("nan")
+    stopped, done = False, 0
+    for step in range(1, steps + 1):
+        loss, grads = dpo_loss_and_grads(policy, reference, contexts, pairs, beta, use_reference)
+        if step == 1:
+            loss0 = loss
+        before = {k: v.copy() for k, v in policy.p.items()}
+        opt.step(policy.p, grads)
+        if np.isfinite(kl_max) and policy.kl_to(reference, contexts).mean() > kl_max:
+            policy.p = before
+            stopped = True
+            break
+        done = step
+    kl = float(policy.kl_to(reference, contexts).mean())
+    return DpoReport(steps=done, loss_start=loss0, loss_end=loss, kl=kl, kl_stopped=stopped)
+
+
+# ---------------------------------------------------------------- the attacker and its rounds
+class AttackerConfig(BaseModel):
+    """Training knobs (the ablations are flags here: `use_reference`, `fault_gate`, `freeze_after`)."""
+
+    tau: float = Field(0.1, gt=0, description="temperature of q* ~ p0 exp(-J/tau); DPO's beta")
+    k: int = Field(16, ge=1, description="distinct policy draws per context and round")
+    reference_draws: int = Field(1, ge=0, description="draws from p0 added to each group")
+    labels: Literal["soft", "hard"] = "soft"
+    margin: float = Field(0.0, ge=0, description="feasible pairs need a utility gap of at least this (hard: above)")
+    kl_max: float = Field(6.0, gt=0, description="KL(q || p0) budget in nats: the KL stop")
+    dpo_steps: int = Field(5, ge=1, description="optimiser steps per round")
+    lr: float = Field(3.0, gt=0, description="step size (sgd: on the mean DPO loss, whose gradient is ~beta small)")
+    optimiser: Literal["adam", "sgd"] = "sgd"
+    hidden: int = Field(32, ge=1)
+    shaping: float = Field(0.3, ge=0, description="near-miss bonus weight in round 0")
+    shaping_decay: float = Field(0.8, ge=0, le=1, description="the bonus weight's factor per round")
+    replay_rounds: int = Field(1, ge=1, description="pairs of this many recent rounds are trained on")
+    use_reference: bool = True  # False: reference-free DPO and no KL stop (ablation)
+    fault_gate: bool = True  # False: attacker-at-fault crashes count as successes (ablation)
+    freeze_after: int | None = Field(None, ge=1, description="stop learning after this many rounds (ablation: 1)")
+    seed: int = 0
+
+
+class RoundReport(BaseModel):
+    round: int
+    groups: int
+    episodes: int
+    pairs: int
+    infeasible_share: float
+    mean_utility: float  # over feasible draws
+    shaping: float
+    dpo: DpoReport | None = None
+    frozen: bool = False
+
+
+class Adv0Attacker:
+    """The learning attacker: `propose` a training group per context, `draw` at evaluation time,
+    `update` from the group's results (grouped by their shared seed)."""
+
+    name = "adv0"
+
+    def __init__(self, reference: ReferencePrior, config: AttackerConfig | None = None, context_dim: int = CONTEXT_DIM):
+        self.config = config or AttackerConfig()
+        self.reference = reference
+        self.policy = AttackerPolicy(reference, context_dim, self.config.hidden, self.config.seed)
+        self.round = 0
+        self.replay: list[tuple[np.ndarray, Pairs]] = []  # per round: (its contexts, its pairs)
+        self.optimiser: Adam | Sgd = (Sgd(self.config.lr) if self.config.optimiser == "sgd"
+                                      else Adam(self.policy.p, self.config.lr))
+
+    @property
+    def frozen(self) -> bool:
+        return self.config.freeze_after is not None and self.round >= self.config.freeze_after
+
+    def shaping_weight(self) -> float:
+        return self.config.shaping * self.config.shaping_decay**self.round
+
+    def _params(self, z: np.ndarray) -> list[ScenarioParams]:
+        return [ScenarioParams.from_index(tuple(int(x) for x in row), self.reference.manoeuvres) for row in z]
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams]:
+        """K distinct draws from q plus `reference_draws` from p0: one group, one shared seed."""
+        z = self.policy.sample(context, rng, self.config.k, distinct=True)
+        if self.config.reference_draws:
+            z = np.concatenate([z, self.reference.sample(rng, self.config.reference_draws)])
+        return self._params(z)
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams]:
+        return self._params(self.policy.sample(context, rng, n))
+
+    def group_utilities(self, context: np.ndarray, z: np.ndarray, results: Sequence[EpisodeResult]) -> np.ndarray:
+        w = self.shaping_weight()
+        return np.array([utility(r, w, self.config.fault_gate) for r in results])
+
+    def update(self, results: Sequence[EpisodeResult], contexts: Mapping[int, np.ndarray]) -> RoundReport:
+        """One round: pairs within each seed's group, DPO on the last `replay_rounds` rounds' pairs."""
+        groups: dict[int, list[EpisodeResult]] = {}
+        for r in results:
+            if r.attack is not None and r.attack.manoeuvre in self.reference.manoeuvres:
+                groups.setdefault(r.seed, []).append(r)
+        missing = [s for s in groups if s not in contexts]
+        if missing:
+            raise ValueError(f"attacker update: no context for seeds {missing[:5]}; pass contexts={{seed: vector}}")
+        seeds = sorted(groups)
+        ctx = np.array([contexts[s] for s in seeds]) if seeds else np.zeros((0, self.policy.p["W1"].shape[1]))
+        parts, us = [], []
+        for i, s in enumerate(seeds):
+            z = as_indices([r.attack for r in groups[s] if r.attack is not None], self.reference.manoeuvres)
+            u = self.group_utilities(ctx[i], z, groups[s])
+            us.append(u)
+            parts.append(build_pairs(z, u, i, self.config.margin, self.config.labels))
+        pairs = concat_pairs(parts)
+        u_all = np.concatenate(us) if us else np.zeros(0)
+        report = RoundReport(round=self.round, groups=len(seeds), episodes=len(u_all), pairs=len(pairs),
+                             infeasible_share=float(np.mean(np.isinf(u_all))) if len(u_all) else 0.0,
+                             mean_utility=float(np.mean(u_all[np.isfinite(u_all)])) if np.isfinite(u_all).any() else float("nan"),
+                             shaping=self.shaping_weight(), frozen=self.frozen)
+        if self.frozen:
+            return report
+        self.replay = (self.replay + [(ctx, pairs)])[-self.config.replay_rounds:]
+        all_ctx, all_pairs, offset = [], [], 0
+        for c, p in self.replay:
+            all_ctx.append(c)
+            all_pairs.append(Pairs(ctx=p.ctx + offset, win=p.win, lose=p.lose, target=p.target))
+            offset += len(c)
+        cfg = self.config
+        report.dpo = dpo_train(self.policy, self.reference, np.concatenate(all_ctx) if offset else ctx,
+                               concat_pairs(all_pairs), cfg.tau, cfg.dpo_steps, cfg.lr,
+                               cfg.kl_max if cfg.use_reference else float("inf"), cfg.use_reference, self.optimiser)
+        self.round += 1
+        return report
+
+    def state(self) -> dict[str, object]:
+        """Everything a resumed run needs except the replay buffer (rebuilt by the next round)."""
+        return {"round": self.round, "config": self.config.model_dump(), "reference": self.reference.to_dict(),
+                "policy": self.policy.state()}
+
+    def load_state(self, state: Mapping[str, object]) -> None:
+        """Restore the policy and round of `state()` (the optimiser's moments restart)."""
+        self.policy.load_state(state["policy"])  # type: ignore[arg-type]
+        self.round = int(state["round"])  # type: ignore[call-overload]
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, object]) -> "Adv0Attacker":
+        ref = ReferencePrior.from_dict(state["reference"])  # type: ignore[arg-type]
+        config = AttackerConfig.model_validate(state["config"])
+        policy_state = state["policy"]
+        out = cls(ref, config, len(policy_state["W1"][0]))  # type: ignore[index]
+        out.load_state(state)
+        return out
+
+
+def iterate(attacker: Adv0Attacker, seeds: Sequence[int], contexts: Mapping[int, np.ndarray], rollout: Rollout,
+            rng: np.random.Generator) -> RoundReport:
+    """One round against the current defender: a group per seed (K policy draws + reference draws),
+    every draw of a group rolled out on that seed by `rollout(seeds, zs)` (paired lists), then
+    `update`."""
+    flat_seeds, flat_z = [], []
+    for s in seeds:
+        group = attacker.propose(contexts[s], rng)
+        flat_seeds += [s] * len(group)
+        flat_z += group
+    return attacker.update(rollout(flat_seeds, flat_z), contexts)
+
+
+# ---------------------------------------------------------------- exact reconstruction (enumeration)
+def gated_return(J: np.ndarray, feasible: np.ndarray, attacker_fault: np.ndarray) -> np.ndarray:
+    """The defender's return as the attacker scores it: J_INFEASIBLE for infeasible draws."""
+    return np.where(np.asarray(feasible, bool) & ~np.asarray(attacker_fault, bool), J, J_INFEASIBLE)
+
+
+def optimal_log_q(J_gated: np.ndarray, log_p0: np.ndarray, tau: float) -> np.ndarray:
+    """log q*(z) = log p0(z) - J(z)/tau - log Z, over the last axis (the whole space)."""
+    x = log_p0 - np.asarray(J_gated) / tau
+    return x - np.logaddexp.reduce(x, axis=-1, keepdims=True)
+
+
+def soft_value(J_gated: np.ndarray, log_p0: np.ndarray, tau: float) -> np.ndarray:
+    """V_tau = -tau log E_p0[exp(-J/tau)] (<= E_p0[J] by Jensen), over the last axis."""
+    return -tau * np.logaddexp.reduce(log_p0 - np.asarray(J_gated) / tau, axis=-1)
+
+
+def expected_return(J_gated: np.ndarray, log_p: np.ndarray) -> np.ndarray:
+    return np.sum(np.exp(log_p) * J_gated, axis=-1)
+
+
+def kl_divergence(log_q: np.ndarray, log_p: np.ndarray) -> np.ndarray:
+    """Exact KL(q || p) over the last axis."""
+    return np.sum(np.exp(log_q) * (log_q - log_p), axis=-1)
+
+
+def factorised_projection(log_target: np.ndarray, sizes: tuple[int, ...] | None = None, iters: int = 200,
+                          start: Sequence[np.ndarray] | None = None) -> np.ndarray:
+    """A factorised q minimising KL(q || target) by coordinate ascent (mean field) from `start`
+    (per-factor log-probs), or the better of starts at the target's marginals and at uniform.
+    KL(q || target) is not convex in q: from p0 it finds the projection a local learner started at
+    p0 can reach; from the marginals, usually the global floor of any per-factor policy."""
+    sizes = sizes or factor_sizes()
+    T = np.asarray(log_target).reshape(sizes)
+    axes = range(len(sizes))
+    marg = [np.log(np.exp(T).sum(axis=tuple(a for a in axes if a != f)) + 1e-300) for f in axes]
+    starts = [list(start)] if start is not None else [marg, [np.full(n, -np.log(n)) for n in sizes]]
+    best, best_kl = None, np.inf
+    for init in starts:
+        q = [s - np.logaddexp.reduce(s) for s in init]
+        for _ in range(iters):
+            for f in axes:
+                e = _expect_except(T, q, f)
+                q[f] = e - np.logaddexp.reduce(e)
+        joint = _joint(q)
+        kl = float(kl_divergence(joint, np.asarray(log_target).ravel()))
+        if kl < best_kl:
+            best, best_kl = joint, kl
+    assert best is not None
+    return best
+
+
+def _expect_except(T: np.ndarray, q: list[np.ndarray], f: int) -> np.ndarray:
+    """E_{q_-f}[T] as a function of factor f's value."""
+    letters = "abcdefghij"[:T.ndim]
+    ops, subs = [T], [letters]
+    for g in range(T.ndim):
+        if g != f:
+            ops.append(np.exp(q[g]))
+            subs.append(letters[g])
+    return np.einsum(",".join(subs) + "->" + letters[f], *ops)

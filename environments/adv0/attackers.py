@@ -1,0 +1,64 @@
+"""The attacker of one evaluation episode (suite `adv0`): a pure function of (attacker, family,
+seed, trained state). The fixed options (none, random, scripted, CAT-like) need nothing more; the
+trained ADV-0 attacker reads `attacker.json` from a round folder of `harness adv0 train`.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import numpy as np
+
+from environments.adv0 import baselines, loop
+from environments.adv0.attacker import Adv0Attacker
+from environments.adv0.scenario import ScenarioParams
+from harness.errors import HarnessError
+
+AttackerName = Literal["none", "random", "scripted", "cat", "adv0"]
+ATTACKERS: tuple[str, ...] = get_args(AttackerName)
+
+
+def draw_scenario(name: str, family: str, seed: int, state_dir: str | None = None) -> ScenarioParams | None:
+    """The scenario attacker `name` draws for this episode (None: normal traffic)."""
+    if name == "none":
+        return None
+    option = _option(name, family, state_dir)
+    context = loop.context_of(loop.world_for(family), family, seed)
+    return option.draw(context, np.random.default_rng([seed, 0xAD0]), 1)[0]
+
+
+@lru_cache(maxsize=16)
+def _option(name: str, family: str, state_dir: str | None) -> Any:
+    if name == "adv0":
+        return Adv0Attacker.from_state(_trained_state(state_dir))
+    if name not in ATTACKERS:
+        raise HarnessError(f"unknown attacker {name!r}; choose one of {', '.join(ATTACKERS)}")
+    return baselines.make(name, loop.reference_prior(family))
+
+
+def check_state(state_dir: str | None) -> dict[str, Any]:
+    """The trained attacker's state; a ValueError naming the option and the fix otherwise."""
+    if state_dir is None:
+        raise ValueError("attacker=adv0 needs attacker_state=DIR: a round folder of `harness adv0 train` "
+                         "(e.g. runs/adv0-train/<run_id>/rounds/0003)")
+    file = Path(state_dir) / "attacker.json"
+    if not file.is_file():
+        raise ValueError(f"attacker_state={state_dir}: no attacker.json there (a round folder of `harness adv0 train`)")
+    try:
+        state = json.loads(file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"attacker_state={state_dir}: attacker.json is not JSON ({exc})") from exc
+    if not isinstance(state, dict) or not str(state.get("kind", "")).startswith("adv0") or "policy" not in state:
+        kind = state.get("kind") if isinstance(state, dict) else None
+        raise ValueError(f"attacker_state={state_dir}: attacker.json holds a {kind!r} attacker, not a trained ADV-0 one")
+    return state
+
+
+def _trained_state(state_dir: str | None) -> dict[str, Any]:
+    try:
+        return check_state(state_dir)
+    except ValueError as exc:
+        raise HarnessError(f"--suite-option {exc}") from exc

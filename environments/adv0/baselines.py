@@ -1,0 +1,241 @@
+"""Attacker options behind one interface, so the min-max loop, the suite and the checks treat them
+alike: the baselines (none, random, scripted, a CAT-like fixed objective, a SAGE-like open-loop
+DPO) and the ADV-0 attacker with its ablations (no reference/KL, no fault gate, frozen after round 1).
+
+Interface (`AttackerOption`):
+- `draw(context, rng, n)`: n scenario draws for one initial state (evaluation); None = no attack.
+- `propose(context, rng)`: the training group for one context (all rolled out on one shared seed).
+- `update(results, contexts=None)`: learn from the round's results (grouped by seed; `contexts`
+  maps a seed to its context vector, which the ADV-0 options need); a no-op for the fixed options.
+  SAGE-like learns from the contexts it drew for since its last update (open loop: the results'
+  outcomes are never read).
+- `make(name, reference, config=None, seed=0)` builds one; the learning ones have `state()` /
+  `load_state(state)`.
+
+The open-loop collision surrogate (`surrogate`) reads only the context (the initial state), never
+a rollout: constant-velocity ego, the attacker's script at face value, no reaction, no fault rule.
+It scores the overlap it predicts: CAT picks, among M draws of the motion prior p0, the one that
+scores highest; SAGE-like runs the ADV-0 machinery (policy, p0, DPO with hard pairs over a 0.2 gap)
+on the surrogate instead of on the defender's return.
+
+May import: numpy, `environments.adv0.scenario`, `environments.adv0.attacker`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+import numpy as np
+
+from environments.adv0.attacker import (
+    CONTEXT_DIM, CONTEXT_SLOTS, Adv0Attacker, AttackerConfig, ReferencePrior, RoundReport, as_indices, factor_sizes,
+)
+from environments.adv0.scenario import (
+    FACTOR_NAMES, FACTORS, MAX_LAT_ACCEL, MAX_LONG_ACCEL, TRAIN_MANOEUVRES, EpisodeResult, ScenarioParams,
+)
+
+ATTACKERS = ("none", "random", "scripted", "cat", "sage", "adv0", "adv0-noref", "adv0-nogate", "adv0-frozen")
+CAT_CANDIDATES = 32  # prior draws CAT ranks per scenario
+LANE_W, VEH_W = 4.0, 2.0  # the surrogate's own road model
+V_LAT_FULL = float(np.sqrt(MAX_LAT_ACCEL * LANE_W / 2))
+SURROGATE_HORIZON_S = 2.0  # seconds after the script the open-loop prediction still counts
+_ENTERS = ("cut_in", "cut_in_brake", "tailgate", "merge_squeeze", "yield_violation")
+
+
+class AttackerOption(Protocol):
+    name: str
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]: ...
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]: ...
+
+    def update(self, results: Sequence[EpisodeResult],
+               contexts: Mapping[int, np.ndarray] | None = None) -> RoundReport | None: ...
+
+
+def _params(z: np.ndarray) -> list[ScenarioParams | None]:
+    return [ScenarioParams.from_index(tuple(int(x) for x in row)) for row in z]
+
+
+# ---------------------------------------------------------------- fixed options
+class NoAttack:
+    """Normal traffic: every draw is None."""
+
+    name = "none"
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+        return [None] * n
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:
+        return [None]
+
+    def update(self, results: Sequence[EpisodeResult],
+               contexts: Mapping[int, np.ndarray] | None = None) -> RoundReport | None:
+        return None
+
+
+class RandomAttack(NoAttack):
+    """Uniform over the training box."""
+
+    name = "random"
+
+    def __init__(self, k: int = 16):
+        self.k = k
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+        return _params(np.stack([rng.integers(0, s, size=n) for s in factor_sizes()], axis=1))
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:
+        return self.draw(context, rng, self.k)
+
+
+class ScriptedAttack(NoAttack):
+    """Cut-in + brake from the nearest vehicle in an adjacent lane ahead (else the nearest in an
+    adjacent lane, else slot 0): the closest gap, full intensity, the longest hold, trigger 1 s."""
+
+    name = "scripted"
+
+    def scenario(self, context: np.ndarray) -> ScenarioParams:
+        slots = _slots(np.atleast_2d(context))[0]
+        present, lane, ds = slots[:, 0] > 0, slots[:, 1], slots[:, 2]
+        adjacent = present & (lane != 0)
+        ahead = np.flatnonzero(adjacent & (ds > 0))
+        slot = int(ahead[0]) if len(ahead) else int(np.flatnonzero(adjacent)[0]) if adjacent.any() else 0
+        return ScenarioParams(slot=slot, manoeuvre="cut_in_brake", trigger_s=1.0, intensity=1.0, hold_s=2.0,
+                              gap_m=min(FACTORS["gap_m"]))  # type: ignore[arg-type]
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+        return [self.scenario(context)] * n
+
+
+class CatAttack(NoAttack):
+    """CAT-like: the fixed objective, no learning, no defender rollouts -- each draw ranks
+    `candidates` draws of the motion prior p0 by the open-loop `surrogate` and keeps the best."""
+
+    name = "cat"
+
+    def __init__(self, reference: ReferencePrior, candidates: int = CAT_CANDIDATES, k: int = 16):
+        self.reference, self.candidates, self.k = reference, candidates, k
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+        out = []
+        for _ in range(n):
+            z = self.reference.sample(rng, self.candidates)
+            out.append(z[int(np.argmax(surrogate(context, z)))])
+        return _params(np.array(out))
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:
+        return self.draw(context, rng, self.k)
+
+
+# ---------------------------------------------------------------- learning options
+class Adv0Option(Adv0Attacker):
+    """The ADV-0 attacker as an option (its ablations are `AttackerConfig` flags)."""
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:  # type: ignore[override]
+        return list(super().draw(context, rng, n))
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:  # type: ignore[override]
+        return list(super().propose(context, rng))
+
+    def update(self, results: Sequence[EpisodeResult],  # type: ignore[override]
+               contexts: Mapping[int, np.ndarray] | None = None) -> RoundReport:
+        if contexts is None:
+            raise ValueError(f"attacker {self.name!r} learns from rollouts: pass contexts={{seed: context vector}} "
+                             "for the results' seeds (or use attacker.iterate)")
+        return super().update(results, contexts)
+
+
+class SageAttack(Adv0Option):
+    """SAGE-like: the same policy, prior and DPO, but open loop -- each update draws a group for
+    every context it was asked to draw for since the last update and ranks it by the surrogate (no
+    defender, no rollouts; the results are not read), with SAGE's hard pairs over a 0.2 gap."""
+
+    name = "sage"
+
+    def __init__(self, reference: ReferencePrior, config: AttackerConfig | None = None, context_dim: int = CONTEXT_DIM):
+        super().__init__(reference, config, context_dim)
+        self.pending: list[np.ndarray] = []
+        self.rng = np.random.default_rng([self.config.seed, 11])
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+        self.pending.append(np.asarray(context, dtype=float))
+        return super().draw(context, rng, n)
+
+    def group_utilities(self, context: np.ndarray, z: np.ndarray, results: Sequence[EpisodeResult]) -> np.ndarray:
+        return surrogate(context, z)
+
+    def update(self, results: Sequence[EpisodeResult],
+               contexts: Mapping[int, np.ndarray] | None = None) -> RoundReport:
+        todo = list(contexts.values()) if contexts else self.pending
+        self.pending = []
+        fake_seeds, fake_results = {}, []
+        for i, c in enumerate(todo):  # the draws' own groups, labelled by the surrogate alone
+            fake_seeds[i] = c
+            for z in self.propose(c, self.rng):
+                fake_results.append(_placeholder(i, z))
+        return Adv0Attacker.update(self, fake_results, fake_seeds)
+
+
+def _placeholder(seed: int, z: ScenarioParams | None) -> EpisodeResult:
+    """A result that only carries (group, draw): SAGE's utilities never read an outcome."""
+    return EpisodeResult(family="toy", seed=seed, attack=z, defender="none", steps=0, duration_s=0.0, crashed=False)
+
+
+def make(name: str, reference: ReferencePrior, config: AttackerConfig | None = None, seed: int = 0) -> AttackerOption:
+    """The option called `name` (one of ATTACKERS); `seed` seeds the learning ones."""
+    cfg = (config or AttackerConfig()).model_copy(update={"seed": seed})
+    if name == "none":
+        return NoAttack()
+    if name == "random":
+        return RandomAttack(cfg.k)
+    if name == "scripted":
+        return ScriptedAttack()
+    if name == "cat":
+        return CatAttack(reference, k=cfg.k)
+    if name == "sage":
+        return SageAttack(reference, cfg.model_copy(update={"labels": "hard", "margin": 0.2, "shaping": 0.0}))
+    ablations = {"adv0": {}, "adv0-noref": {"use_reference": False}, "adv0-nogate": {"fault_gate": False},
+                 "adv0-frozen": {"freeze_after": 1}}
+    if name in ablations:
+        option = Adv0Option(reference, cfg.model_copy(update=ablations[name]))
+        option.name = name
+        return option
+    raise ValueError(f"unknown attacker {name!r}; choose one of {', '.join(ATTACKERS)}")
+
+
+# ---------------------------------------------------------------- the open-loop surrogate
+def _slots(contexts: np.ndarray) -> np.ndarray:
+    """(B, CONTEXT_SLOTS, 4): present, lane offset, longitudinal offset (m), speed difference (m/s)."""
+    s = contexts[:, 1:1 + 4 * CONTEXT_SLOTS].reshape(len(contexts), CONTEXT_SLOTS, 4).copy()
+    s[:, :, 2] *= 50.0
+    s[:, :, 3] *= 10.0
+    return s
+
+
+def surrogate(context: np.ndarray, z_idx: np.ndarray | Sequence[ScenarioParams]) -> np.ndarray:
+    """Open-loop collision score in [0, 1) of each draw from the initial state alone: does the script
+    end in the ego's path, can the vehicle get to its firing position, and how far would a
+    constant-speed ego overrun the firing gap within the script plus `SURROGATE_HORIZON_S`
+    (logistic in metres of predicted overlap)."""
+    z = as_indices(np.asarray(z_idx) if isinstance(z_idx, np.ndarray) else list(z_idx), TRAIN_MANOEUVRES, "surrogate draws")
+    slots = _slots(np.atleast_2d(context))[0][z[:, 0]]
+    present, lane, ds, dv = slots.T
+    grid = {n: np.asarray(FACTORS[n], dtype=float) for n in FACTOR_NAMES if n != "manoeuvre"}
+    man = np.array(TRAIN_MANOEUVRES)[z[:, 1]]
+    inten, hold, gap = grid["intensity"][z[:, 3]], grid["hold_s"][z[:, 4]], grid["gap_m"][z[:, 5]]
+    lane_change = np.isin(man, _ENTERS) & (lane != 0)
+    enters = np.isin(man, _ENTERS) | ((man == "brake_check") & (lane == 0)) | (
+        (man == "swerve_return") & (lane != 0) & (inten * LANE_W > LANE_W - VEH_W))
+    tail = man == "tailgate"
+    reachable = ~((lane == 0) & (ds < 0) & ~tail) & ~((lane == 0) & (ds > 0) & tail)
+    t_lat = np.where(lane_change, np.pi * LANE_W / (2 * inten * V_LAT_FULL), 0.0)
+    t_lat = np.where(man == "swerve_return", hold, t_lat)
+    brake = np.where(np.isin(man, ("cut_in_brake", "brake_check")), inten * MAX_LONG_ACCEL, 0.0)
+    brake = np.where(tail, inten * 2.0, brake)  # a tailgater closes from behind instead
+    horizon = t_lat + hold + SURROGATE_HORIZON_S
+    closing0 = np.where(tail, np.maximum(dv, 0.0), np.maximum(-dv, 0.0))
+    closed = closing0 * horizon + brake * hold * (horizon - t_lat - hold / 2)
+    score = 1 / (1 + np.exp(-(closed - gap) / 2.0))
+    return np.where((present > 0) & enters & reachable, score, 0.0)

@@ -1,0 +1,164 @@
+"""ADV-0's commands, added to `harness` through the entry-point group `harness.commands`:
+`harness adv0 train` (the closed min-max loop, resumable), `harness adv0 check NAME` (the claim
+checks C1-C9) and `harness adv0 pretrain-dqn --steps N` (the cached DQN checkpoint). Bad input is
+one error line naming the input and the fix (`harness.cli.kit.fail`), never a traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from harness.cli.kit import RUN_DIR, err, out
+from harness.cli.kit import fail as _fail
+from harness.errors import HarnessError
+
+adv0_app = typer.Typer(no_args_is_help=True, help="ADV-0: the adversarial driving loop, its claim checks and the DQN checkpoint.")
+
+
+def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        _fail(f"{flag} {value!r} is unknown; use one of {', '.join(allowed)}")
+    return value
+
+
+@adv0_app.command("train")
+def train_cmd(
+    defender: str = typer.Option("idm", "--defender", help="idm (CEM-tuned IDM/MOBIL), dqn (SB3 DQN) or llm (the LLM driver)."),
+    attacker: str = typer.Option("adv0", "--attacker", help="adv0, none, random, scripted, cat or sage."),
+    ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate or frozen."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds in all (with --resume: the new total)."),
+    family: str = typer.Option("highway", "--family", help="highway (highway-env) or toy (the numpy world)."),
+    episodes: int = typer.Option(20, "--episodes", min=1, help="Evaluation episodes per split and round."),
+    held_out_episodes: int = typer.Option(6, "--held-out-episodes", min=0, help="Evaluation episodes per held-out condition."),
+    contexts: int = typer.Option(8, "--contexts", min=1, max=900, help="Attacker training contexts per round."),
+    k: int = typer.Option(8, "--k", min=2, help="ADV-0: distinct candidates per context."),
+    scenarios: int = typer.Option(16, "--scenarios", min=1, max=900, help="Attacker draws the defender trains on per round."),
+    cem_generations: int = typer.Option(2, "--cem-generations", min=1),
+    cem_population: int = typer.Option(8, "--cem-population", min=2),
+    dqn_steps: int = typer.Option(1000, "--dqn-steps", min=1, help="DQN fine-tuning steps per round."),
+    dqn_checkpoint: str | None = typer.Option(None, "--dqn-checkpoint", help="DQN start (default: the cached pretraining)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=200),
+    model: str = typer.Option("local/smollm2-135m", "--model", help="The LLM driver's model spec (--defender llm)."),
+    resume: str | None = typer.Option(None, "--resume", help="Continue this run id after its last complete round."),
+    run_dir: Path = RUN_DIR,
+) -> None:
+    """The closed min-max loop: attacker update, defender update, evaluation, each round saved."""
+    from environments.adv0 import loop
+
+    run_id = resume or ""
+    try:
+        if resume is not None:
+            cfg, folder = loop.open_run(run_dir, resume, rounds)
+            run_id = resume
+            done = loop.complete_rounds(folder)
+            err.print(f"resuming {run_id}: {len(done)} of {cfg.rounds} rounds complete (its saved config is used)")
+        else:
+            _choice("--defender", defender, loop.DEFENDERS)
+            _choice("--attacker", attacker, loop.ATTACKERS)
+            _choice("--ablation", ablation, loop.ABLATIONS)
+            _choice("--family", family, loop.LOOP_FAMILIES)
+            if ablation != "none" and attacker != "adv0":
+                _fail(f"--ablation {ablation} applies to --attacker adv0 only (got --attacker {attacker})")
+            if defender == "dqn" and family != "highway":
+                _fail("--defender dqn needs --family highway (the toy world has no Kinematics observation)")
+            if defender == "llm":
+                _check_model(model)
+            cfg = loop.LoopConfig(
+                defender=defender, attacker=attacker, ablation=ablation, family=family, rounds=rounds, episodes=episodes,
+                held_out_episodes=held_out_episodes, seed=seed, contexts=contexts, k=k, scenarios=scenarios,
+                cem_generations=cem_generations, cem_population=cem_population, dqn_steps=dqn_steps,
+                dqn_checkpoint=dqn_checkpoint, model=model)
+            if defender == "dqn":
+                _check_checkpoint(dqn_checkpoint)
+            run_id, folder = loop.start_run(cfg, run_dir)
+            err.print(f"run {run_id} -> {folder}")
+        loop.train(cfg, folder, on_round=_print_round)
+    except HarnessError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]: complete rounds are saved; resume with "
+                  f"`harness adv0 train --resume {run_id} --run-dir {run_dir}`")
+        raise typer.Exit(130) from None
+    out.print(f"done: {run_id} ({folder})", highlight=False)
+
+
+def _check_model(spec: str) -> None:
+    from harness.providers import validate_spec
+    from harness.spec import ModelSpec
+
+    try:
+        validate_spec(ModelSpec.parse(spec))
+    except HarnessError as exc:
+        _fail(str(exc))
+
+
+def _check_checkpoint(path: str | None) -> None:
+    """A missing DQN checkpoint is one error line naming the command that builds it (before any run folder)."""
+    from environments.adv0 import dqn
+
+    target = Path(path) if path else dqn.checkpoint_path(dqn.DEFAULT_PRETRAIN_STEPS, 0)
+    if not target.is_file():
+        dqn.load_checkpoint(target)  # raises the HarnessError that names `harness adv0 pretrain-dqn`
+
+
+def _print_round(state: Any) -> None:
+    from environments.adv0.metrics import driving_metrics
+
+    def rate(split: str, key: str) -> str:
+        rows = [r for r in state.rows if r.split == split]
+        m = driving_metrics(rows).get(key) if rows else None
+        if m is None or m.value is None:
+            return "n/a"
+        return f"{m.value:.2f} [{m.ci_low:.2f}, {m.ci_high:.2f}] (n={m.n})"
+
+    cem = state.defender_report.get("cpu_s_per_generation")
+    out.print(f"round {state.round}: attack defender-failure {rate('attack', 'defender_failure_rate')}, "
+              f"normal crash {rate('normal', 'crash_rate')}, held-out crash {rate('held_out', 'crash_rate')}; "
+              f"CPU-s attacker {state.cpu_s['attacker']:.1f}, defender {state.cpu_s['defender']:.1f}"
+              + (f" (CEM per generation {cem})" if cem else "") + f", eval {state.cpu_s['eval']:.1f}", highlight=False)
+
+
+@adv0_app.command("check")
+def check_cmd(
+    name: str = typer.Argument(..., help="C1 .. C9 (see `harness adv0 check --help` and the README)."),
+    episodes: int | None = typer.Option(None, "--episodes", min=1, help="Episodes per arm (each check has a small default)."),
+    seeds: int | None = typer.Option(None, "--seeds", min=1, help="Training seeds / contexts / repeats (check-specific)."),
+    family: str | None = typer.Option(None, "--family", help="highway or toy (checks that run on either)."),
+    model: str = typer.Option("local/smollm2-135m", "--model", help="C9: the LLM driver's model spec."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the finding as JSON here."),
+) -> None:
+    """Run one claim check and print the claim, the criterion, the numbers with CIs and the verdict."""
+    from environments.adv0 import checks
+
+    key = name.upper()
+    if key not in checks.CHECKS:
+        _fail(f"check {name!r} is unknown; use one of {', '.join(checks.CHECKS)}")
+    if family is not None and family not in ("highway", "toy"):
+        _fail(f"--family {family!r} is unknown; use highway or toy")
+    try:
+        finding = checks.run_check(key, episodes=episodes, seeds=seeds, family=family, model=model)
+    except HarnessError as exc:
+        _fail(str(exc))
+    out.print(checks.render(finding), highlight=False, soft_wrap=True)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(finding.model_dump(), indent=1), encoding="utf-8")
+
+
+@adv0_app.command("pretrain-dqn")
+def pretrain_dqn_cmd(
+    steps: int = typer.Option(20_000, "--steps", min=1, help="Training steps on normal traffic."),
+    seed: int = typer.Option(0, "--seed", min=0),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the checkpoint is cached."),
+) -> None:
+    """Pretrain the DQN defender on normal highway traffic and cache the checkpoint."""
+    from environments.adv0 import dqn
+
+    try:
+        path = dqn.build_checkpoint(steps, seed, force=force)
+    except HarnessError as exc:
+        _fail(str(exc))
+    out.print(f"DQN checkpoint: {path}", highlight=False)

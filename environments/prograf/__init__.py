@@ -1,0 +1,2 @@
+"""ProGraf: structured-diagram generation (geometry, circuits, flowcharts, diagrams) checked by a
+mechanical verifier. See README.md in this folder."""

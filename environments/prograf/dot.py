@@ -1,0 +1,273 @@
+"""Graphviz DOT into the scene's graph layer, with our own small parser (linear time, no backtracking:
+a model's DOT can be hostile; no layout is needed to check structure).
+
+The grammar is Graphviz's: `[strict] (graph|digraph) [ID] { stmts }` with node, edge (chains,
+subgraph operands, `dir=`) and attribute statements, scoped defaults, ports, quoted (`+`
+concatenated) and HTML strings, comments. `subgraph cluster*` is a cluster (the only kind Graphviz
+draws). Attributes that make Graphviz read files or link out (image, shapefile, fontpath, URL...)
+are dropped and noted; HTML labels keep their text only; `style=invis` elements are not drawn.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from environments.prograf.scene import Cluster, Edge, InputRejected, Node, Scene
+
+MAX_CHARS = 100_000
+MAX_DEPTH = 40
+FILE_ATTRS = {"image", "imagepath", "shapefile", "fontpath", "fontnames", "stylesheet", "url", "href", "labelurl",
+              "labelhref", "headurl", "headhref", "tailurl", "tailhref", "edgeurl", "edgehref", "target", "id"}
+TOKEN = re.compile(r"""
+    (?P<ws>\s+|//[^\n]*|/\*.*?\*/|^\#[^\n]*)
+  | (?P<edgeop>->|--)
+  | (?P<punct>[{}\[\];,=:])
+  | (?P<qstr>"(?:[^"\\]|\\.)*")
+  | (?P<num>-?(?:\.\d+|\d+(?:\.\d*)?))
+  | (?P<id>[A-Za-z_\u0080-\uffff][A-Za-z_0-9\u0080-\uffff]*)
+  | (?P<html><)
+  | (?P<plus>\+)
+""", re.X | re.S | re.M)
+KEYWORDS = {"strict", "graph", "digraph", "node", "edge", "subgraph"}
+
+
+@dataclass
+class Tok:
+    kind: str  # edgeop, punct, id (ids, numbers, strings), kw
+    text: str
+
+
+def tokenize(code: str) -> list[Tok]:
+    toks: list[Tok] = []
+    i = 0
+    while i < len(code):
+        m = TOKEN.match(code, i)
+        if not m:
+            raise InputRejected(f"DOT: unexpected character {code[i]!r} at offset {i}")
+        kind = m.lastgroup or ""
+        if kind == "html":
+            end, depth = i, 0
+            while end < len(code):
+                depth += {"<": 1, ">": -1}.get(code[end], 0)
+                end += 1
+                if depth == 0:
+                    break
+            if depth:
+                raise InputRejected("DOT: an HTML label is not closed")
+            toks.append(Tok("html", code[i + 1:end - 1]))
+            i = end
+            continue
+        i = m.end()
+        text = m.group()
+        if kind == "ws":
+            continue
+        if kind == "qstr":
+            text = text[1:-1].replace('\\"', '"')
+            if toks and toks[-1].kind == "plus":  # "a" + "b"
+                toks.pop()
+                toks[-1].text += text
+                continue
+            toks.append(Tok("id", text))
+        elif kind == "id" and text.lower() in KEYWORDS:
+            toks.append(Tok("kw", text.lower()))
+        elif kind in ("id", "num"):
+            toks.append(Tok("id", text))
+        else:
+            toks.append(Tok(kind, text))
+    if any(t.kind == "plus" for t in toks):
+        raise InputRejected("DOT: '+' joins two quoted strings only")
+    return toks
+
+
+@dataclass
+class Scope:
+    node: dict[str, str] = field(default_factory=dict)
+    edge: dict[str, str] = field(default_factory=dict)
+    graph: dict[str, str] = field(default_factory=dict)
+    members: set[str] = field(default_factory=set)
+
+
+class DotParser:
+    def __init__(self, code: str):
+        if len(code) > MAX_CHARS:
+            raise InputRejected(f"DOT of {len(code)} characters (at most {MAX_CHARS})")
+        self.toks = tokenize(code)
+        self.i = 0
+        self.nodes: dict[str, dict[str, str]] = {}
+        self.edges: list[tuple[str, str, dict[str, str]]] = []
+        self.clusters: list[tuple[str, dict[str, str], set[str]]] = []
+        self.notes: list[str] = []
+        self.directed = True
+
+    # -- token helpers
+    def peek(self, k: int = 0) -> Tok | None:
+        return self.toks[self.i + k] if self.i + k < len(self.toks) else None
+
+    def take(self, kind: str | None = None, text: str | None = None) -> Tok:
+        tok = self.peek()
+        if tok is None or (kind and tok.kind != kind) or (text and tok.text != text):
+            want = text or kind or "a token"
+            raise InputRejected(f"DOT: expected {want!r}, got {tok.text if tok else 'end of input'!r}")
+        self.i += 1
+        return tok
+
+    def accept(self, text: str) -> bool:
+        tok = self.peek()
+        if tok is not None and tok.text == text and tok.kind in ("punct", "edgeop", "kw"):
+            self.i += 1
+            return True
+        return False
+
+    def ident(self) -> str:
+        tok = self.take()
+        if tok.kind not in ("id", "html"):
+            raise InputRejected(f"DOT: expected a name, got {tok.text!r}")
+        return html_text(tok.text, self.notes) if tok.kind == "html" else tok.text
+
+    # -- grammar
+    def parse(self) -> None:
+        self.accept("strict")
+        head = self.take()
+        if head.kind != "kw" or head.text not in ("graph", "digraph"):
+            raise InputRejected(f"DOT: a graph starts with graph or digraph, not {head.text!r}")
+        self.directed = head.text == "digraph"
+        if self.peek() and self.peek().kind in ("id", "html"):  # type: ignore[union-attr]
+            self.ident()
+        self.take("punct", "{")
+        self.statements(Scope(), 0)
+        self.take("punct", "}")
+
+    def statements(self, scope: Scope, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            raise InputRejected(f"DOT: subgraphs nested deeper than {MAX_DEPTH}")
+        while (tok := self.peek()) is not None and tok.text != "}":
+            self.statement(scope, depth)
+            self.accept(";")
+
+    def statement(self, scope: Scope, depth: int) -> None:
+        tok = self.peek()
+        assert tok is not None
+        if tok.kind == "kw" and tok.text in ("graph", "node", "edge"):
+            self.i += 1
+            attrs = self.attr_lists()
+            getattr(scope, tok.text).update(attrs)
+            return
+        if tok.kind in ("id", "html") and self.peek(1) is not None and self.peek(1).text == "=":  # type: ignore[union-attr]
+            key = self.ident().lower()
+            self.take("punct", "=")
+            scope.graph[key] = self.ident()
+            return
+        operands = [self.operand(scope, depth)]
+        while (op := self.peek()) is not None and op.kind == "edgeop":
+            self.i += 1
+            operands.append(self.operand(scope, depth))
+        attrs = self.attr_lists() if self.peek() is not None and self.peek().text == "[" else {}  # type: ignore[union-attr]
+        if len(operands) == 1:
+            for name in operands[0]:
+                self.nodes[name].update(attrs)
+            return
+        for left, right in zip(operands, operands[1:]):
+            for a in left:
+                for b in right:
+                    self.edges.append((a, b, {**scope.edge, **attrs}))
+
+    def operand(self, scope: Scope, depth: int) -> list[str]:
+        tok = self.peek()
+        if tok is not None and (tok.text == "{" or (tok.kind == "kw" and tok.text == "subgraph")):
+            return sorted(self.subgraph(scope, depth))
+        name = self.ident()
+        while self.accept(":"):  # ports
+            self.ident()
+        self.touch(name, scope)
+        return [name]
+
+    def touch(self, name: str, scope: Scope) -> None:
+        if name not in self.nodes:
+            self.nodes[name] = dict(scope.node)
+        scope.members.add(name)
+
+    def subgraph(self, parent: Scope, depth: int) -> set[str]:
+        name = ""
+        if self.accept("subgraph"):
+            tok = self.peek()
+            if tok is not None and tok.kind in ("id", "html"):
+                name = self.ident()
+        self.take("punct", "{")
+        scope = Scope(dict(parent.node), dict(parent.edge), {})
+        self.statements(scope, depth + 1)
+        self.take("punct", "}")
+        if name.lower().startswith("cluster"):
+            self.clusters.append((name, scope.graph, set(scope.members)))
+        parent.members |= scope.members
+        return scope.members
+
+    def attr_lists(self) -> dict[str, str]:
+        attrs: dict[str, str] = {}
+        while self.accept("["):
+            while not self.accept("]"):
+                key = self.ident().lower()
+                value = "true"
+                if self.accept("="):
+                    value = self.ident()
+                if key in FILE_ATTRS:
+                    self.notes.append(f"dropped attribute {key}")
+                else:
+                    attrs[key] = value
+                self.accept(",") or self.accept(";")
+        return attrs
+
+
+def html_text(html: str, notes: list[str]) -> str:
+    if re.search(r"<\s*img", html, re.I):
+        notes.append("dropped an <IMG> from an HTML label")
+    return " ".join(re.sub(r"<[^>]*>", " ", html).split())
+
+
+def label_text(raw: str | None, name: str) -> str:
+    text = name if raw is None else raw.replace("\\N", name).replace("\\G", "")
+    return " ".join(re.sub(r"\\[nlr]", " ", text).split())
+
+
+def dot_family(shape: str, style: str) -> str:
+    shape = shape.lower()
+    if shape in ("box", "rect", "rectangle", "square", "record", "component", "note", "tab", "folder"):
+        return "rounded" if "rounded" in style else "box"
+    return {"mrecord": "rounded", "oval": "ellipse", "ellipse": "ellipse", "circle": "circle",
+            "doublecircle": "circle", "point": "circle", "diamond": "diamond", "mdiamond": "diamond",
+            "parallelogram": "parallelogram", "hexagon": "hexagon", "cylinder": "cylinder",
+            "plaintext": "text", "plain": "text", "none": "text", "underline": "text"}.get(shape, shape)
+
+
+def parse_dot(code: str) -> Scene:
+    parser = DotParser(code)
+    parser.parse()
+    scene = Scene(format="dot", notes=parser.notes)
+    visible = set()
+    for name, attrs in parser.nodes.items():
+        style = attrs.get("style", "").lower()
+        if "invis" in style:
+            scene.hidden += 1
+            continue
+        visible.add(name)
+        scene.nodes.append(Node(key=name, label=label_text(attrs.get("label"), name),
+                                shape=dot_family(attrs.get("shape", "ellipse"), style)))
+    for a, b, attrs in parser.edges:
+        if a not in visible or b not in visible or "invis" in attrs.get("style", "").lower():
+            scene.hidden += 1
+            continue
+        label = label_text(attrs.get("label") or attrs.get("xlabel") or "", "")
+        way = attrs.get("dir", "forward" if parser.directed else "none").lower()
+        if way == "both":
+            scene.edges += [Edge(a, b, label), Edge(b, a, label)]
+        else:
+            scene.edges.append(Edge(b, a, label) if way == "back" else Edge(a, b, label, directed=way != "none"))
+    for name, graph_attrs, members in parser.clusters:
+        if "invis" in graph_attrs.get("style", "").lower():
+            scene.hidden += 1
+            continue
+        scene.clusters.append(Cluster(key=name, label=label_text(graph_attrs.get("label", ""), ""),
+                                      members=members & visible))
+    for node in scene.nodes:  # the innermost cluster: clusters are recorded innermost first
+        node.cluster = next((c.key for c in scene.clusters if node.key in c.members), None)
+    return scene

@@ -1,0 +1,128 @@
+"""A deterministic, fault-injecting mock generator, for tests only -- SYNTHETIC, never a result.
+
+It reads the task out of the prompt, and answers in the format asked with the task's reference
+or with one of its mutants: a mutant is chosen when a seeded draw falls under the failure rate of
+the component its target point is about (`weakness`, else `base`). It can also answer with
+unreadable code (`format_error`) or a hostile payload (`hostile`). Every name it carries starts
+with `synthetic/`, so that a report or a leaderboard can tell (and refuse) it.
+
+Profiles: `perfect` (references only), `uniform` (the negative control: one rate for every
+component) and `weak-circuits` (the positive control: wires and grounds fail often, little else).
+As a provider (entry point `synthetic`): `synthetic/prograf-uniform`, `synthetic/prograf-perfect`...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from environments.prograf.build import CORPUS
+from environments.prograf.formats import FENCES
+from environments.prograf.task import Task, load_tasks
+from harness.errors import HarnessError
+from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage
+from harness.spec import ModelSpec
+
+HOSTILE = {
+    "svg": '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]><svg xmlns="http://www.w3.org/2000/svg">&x;<script>alert(1)</script></svg>',
+    "dot": 'digraph G { a [image="/etc/passwd", label="a"]; a -> b [URL="file:///etc/shadow"]; }',
+    "mermaid": 'flowchart TD\n  A["x"] --> B["y"]\n  click A "javascript:alert(1)"',
+    "schemdraw-json": '{"elements": [{"type": "Resistor", "at": "__import__(\'os\').system(\'id\')"}]}',
+    "schemdraw-py": "import os\nos.system('touch /tmp/prograf-pwned')\n",
+}
+
+
+@dataclass(frozen=True)
+class FaultProfile:
+    name: str
+    base: float = 0.0
+    weakness: dict[str, float] = field(default_factory=dict)
+    format_error: float = 0.0
+    hostile: float = 0.0
+
+    def rate(self, component: str) -> float:
+        return self.weakness.get(component, self.base)
+
+
+PROFILES = {
+    "perfect": FaultProfile("perfect"),
+    "uniform": FaultProfile("uniform", base=0.08, format_error=0.05),
+    "weak-circuits": FaultProfile("weak-circuits", base=0.01,
+                                  weakness={"wire": 0.35, "ground": 0.5}, format_error=0.02),
+    "hostile": FaultProfile("hostile", hostile=1.0),
+}
+
+
+class SyntheticGenerator:
+    """A model (the provider protocol's `generate`) that draws from the corpus, with faults."""
+
+    def __init__(self, profile: FaultProfile, tasks: list[Task]):
+        self.profile = profile
+        self.name = f"synthetic/prograf-{profile.name}"
+        self.tasks = tasks
+        self.calls = 0
+
+    def find(self, text: str) -> Task:
+        for t in self.tasks:
+            if t.prompt in text:
+                return t
+        raise ModelError(f"{self.name}: the prompt is not one of the corpus's tasks")
+
+    def answer(self, task: Task, fmt: str, seed: int) -> tuple[str, str]:
+        """(the code, what was injected), a pure function of task, format, seed and profile."""
+        key = f"{self.profile.name}/{task.id}/{fmt}/{seed}"
+        rng = random.Random(hashlib.sha256(key.encode()).hexdigest())
+        if rng.random() < self.profile.hostile:
+            return HOSTILE[fmt], "hostile"
+        if rng.random() < self.profile.format_error:
+            ref = next((s for s in task.reference if s.format == fmt), task.reference[0])
+            return ref.code[: len(ref.code) // 3], "format_error"
+        mutants = [m for m in task.mutants if m.format == fmt and not m.needs_render]
+        rng.shuffle(mutants)
+        for m in mutants:
+            if rng.random() < self.profile.rate(task.point(m.target or "").component):
+                return m.code, f"mutant:{m.target}"
+        ref = next((s for s in task.reference if s.format == fmt), None)
+        if ref is None:
+            raise ModelError(f"{self.name}: task {task.id} has no reference in {fmt}")
+        return ref.code, "reference"
+
+    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        self.calls += 1
+        text = messages[-1]["content"]
+        task = self.find(text)
+        m = re.search(r"Answer format: ([\w-]+)\.", text)
+        fmt = m.group(1) if m else task.formats[0]
+        code, _ = self.answer(task, fmt, config.seed or 0)
+        reply = f"```{FENCES[fmt][0]}\n{code}\n```"
+        return ModelOutput(text=reply, usage=Usage(prompt_tokens=len(text) // 4, completion_tokens=len(reply) // 4, calls=1))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def generator(name: str, corpus: Path = CORPUS) -> SyntheticGenerator:
+    """`prograf-uniform` -> the mock with the `uniform` profile over the corpus."""
+    profile = name.removeprefix("prograf-")
+    if profile not in PROFILES:
+        raise HarnessError(f"synthetic/{name}: unknown profile (choose prograf-{', prograf-'.join(PROFILES)})")
+    return SyntheticGenerator(PROFILES[profile], load_tasks(corpus))
+
+
+class SyntheticProvider:
+    """`synthetic/prograf-PROFILE`: the mock generator as a provider (tests only; labelled synthetic)."""
+
+    name = "synthetic"
+
+    def validate(self, spec: ModelSpec) -> None:
+        if spec.name.removeprefix("prograf-") not in PROFILES:
+            raise HarnessError(f"synthetic/{spec.name}: unknown profile (choose prograf-{', prograf-'.join(PROFILES)})")
+
+    def create(self, spec: ModelSpec) -> SyntheticGenerator:
+        return generator(spec.name)
+
+
+PROVIDER = SyntheticProvider()

@@ -1,0 +1,137 @@
+"""Suite `prograf`: single-shot structured-diagram generation, verified point by point.
+
+One sample = one task. Solve: the model under test (`assistant`) gets the task's prompt and the
+chosen format's conventions and writes the diagram as code; the code block is cut out of the
+reply. Score (`verify`): the verifier parses the code into a scene (rendering SVG to check what is
+visible) and checks every verification point; nothing the model wrote is ever executed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from environments.prograf.build import CORPUS
+from environments.prograf.formats import extract_code, user_prompt
+from environments.prograf.metrics import prograf_breakdowns, prograf_counts, prograf_metrics
+from environments.prograf.render import Renderer, cache_dir
+from environments.prograf.task import Task, load_tasks
+from environments.prograf.verify import Verdict, verify
+from harness.errors import HarnessError
+from harness.providers.base import GenerateConfig, ModelError
+from harness.records import Metric, SampleRecord
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
+
+SYSTEM = ("You draw structured diagrams as code. Follow the request exactly: every named object, relation,"
+          " connection and label it asks for, and nothing else. Reply with the code block only.")
+
+
+class Options(SuiteOptions):
+    format: Literal["auto", "svg", "dot", "mermaid", "schemdraw-json", "schemdraw-py"] = Field(
+        "auto", description="format asked for; auto or one a task does not allow = the task's preferred format")
+    category: Literal["all", "geometry", "circuit", "flowchart", "diagram"] = Field("all", description="which tasks")
+    source: Literal["all", "generated", "handwritten"] = Field("all", description="seeded or hand-written tasks")
+    render: bool = Field(True, description="render SVG and count only what is visible in the render")
+    max_tokens: int = Field(2048, ge=64, le=32768, description="the generator's output budget per task")
+
+
+def point_summary(verdict: Verdict) -> dict[str, Any]:
+    """The scores one sample records: the verdict, each point compact."""
+    failed = [p for p in verdict.points if not p.passed]
+    return {"passed": verdict.passed, "point_rate": verdict.point_rate, "format": verdict.format,
+            "error": verdict.error, "notes": verdict.notes, "rendered": verdict.rendered,
+            "pattern": failed[0].pattern if verdict.error else None,
+            "points": [p.model_dump(exclude_none=True, exclude_defaults=True) | {"passed": p.passed, "component": p.component}
+                       for p in verdict.points]}
+
+
+class ProGrafSuite(Suite):
+    name = "prograf"
+    version = "0.1.0"
+    headline_metric = "pass_rate"
+    description = "ProGraf single-shot: draw a geometry figure, circuit, flowchart or diagram as code; verified point by point"
+    Options = Options
+
+    def __init__(self, options: SuiteOptions | None = None) -> None:
+        super().__init__(options)
+        self._renderer: Renderer | None = None
+
+    @property
+    def opts(self) -> Options:
+        assert isinstance(self.options, Options)
+        return self.options
+
+    # ------------------------------------------------------------------ dataset
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        tasks = load_tasks(Path(corpus) if corpus else CORPUS)
+        tasks = [t for t in tasks if self.opts.category in ("all", t.category) and self.opts.source in ("all", t.source)]
+        if not tasks:
+            raise HarnessError(f"ProGraf: no task is left after category={self.opts.category} source={self.opts.source}")
+        return [Sample(id=t.id, data={"task": t, "category": t.category}) for t in tasks]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        path = Path(corpus) if corpus else CORPUS
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+        return {"path": str(path), "sha256": digest}
+
+    def format_for(self, task: Task) -> str:
+        return self.opts.format if self.opts.format in task.formats else task.formats[0]
+
+    # ------------------------------------------------------------------ solve
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        task: Task = sample.data["task"]
+        fmt = self.format_for(task)
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_prompt(task.prompt, fmt)}]
+        output: dict[str, Any] = {"task_id": task.id, "category": task.category, "format": fmt}
+        try:
+            out = await ctx.generate("assistant", messages, GenerateConfig(max_tokens=self.opts.max_tokens))
+        except ModelError as exc:
+            return Transcript(output=output | {"reply": None, "code": None, "extracted": "no reply"},
+                              errors=[f"assistant: {exc}"])
+        code, how = extract_code(out.text, fmt)
+        return Transcript(output=output | {"reply": out.text, "code": code, "extracted": how,
+                                           "finish_reason": out.finish_reason})
+
+    # ------------------------------------------------------------------ score
+    def scorers(self) -> dict[str, Scorer]:
+        return {"verify": FunctionScorer("verify", self._verify,
+                                         description="the structural verifier (and SVG renders): every point, with DSG gating")}
+
+    def renderer(self) -> Renderer | None:
+        if not self.opts.render:
+            return None
+        if self._renderer is None:
+            self._renderer = Renderer(disk_cache=cache_dir())
+            atexit.register(self._renderer.close)
+        return self._renderer
+
+    async def _verify(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        task: Task = sample.data["task"]
+        code = transcript.get("code")
+        fmt = transcript.get("format") or self.format_for(task)
+        if code is None:
+            return Score(values=self.scores_on_failure(sample) | {"format": fmt,
+                                                                  "error": f"no code: {transcript.get('extracted')}"})
+        verdict = await asyncio.to_thread(verify, task, fmt, code, self.renderer())
+        return Score(values=point_summary(verdict) | {"category": task.category})
+
+    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
+        task: Task = sample.data["task"]
+        return {"passed": False, "point_rate": 0.0, "category": task.category, "pattern": "no_output",
+                "points": [{"id": vp.id, "kind": vp.kind, "component": vp.component, "passed": False,
+                            "pattern": "no_output", "reason": "no output to verify"} for vp in task.points]}
+
+    # ------------------------------------------------------------------ metrics
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        return prograf_metrics(records, seed=seed)
+
+    def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
+        return prograf_breakdowns(records, seed=seed)
+
+    def counts(self, records: list[SampleRecord]) -> dict[str, int]:
+        return prograf_counts(records)

@@ -1,0 +1,198 @@
+"""Nodes, edges and clusters read off an SVG scene's shapes, lines and texts.
+
+A closed shape that holds other shapes is a cluster, any other (not a dot, not an arrowhead) is
+a node; a text belongs to the smallest node its centre lies in, else to the nearest edge (its
+label), else to the smallest cluster around it (the cluster's title). Connected line pieces are
+chained; a chain whose two ends touch two nodes' boxes is an edge (VFig's rule: an arrow belongs
+to the nearest shape), directed by its markers or by a small triangle drawn at one end.
+"""
+
+from __future__ import annotations
+
+import math
+
+from environments.prograf.scene import Box, Cluster, Edge, Node, Scene, Segment, Shape, box_contains, box_distance
+
+Point = tuple[float, float]
+
+
+def tolerance(scene: Scene) -> float:
+    """How far an arrow's end may stop short of a box: 3% of the canvas diagonal, >= 15 units."""
+    c = scene.canvas or (0.0, 0.0, 400.0, 400.0)
+    return max(15.0, 0.03 * math.dist((c[0], c[1]), (c[2], c[3])))
+
+
+def _size(box: Box) -> tuple[float, float]:
+    return box[2] - box[0], box[3] - box[1]
+
+
+def _area(box: Box) -> float:
+    w, h = _size(box)
+    return w * h
+
+
+def _inside(inner: Box, outer: Box) -> bool:
+    return outer[0] - 1 <= inner[0] and outer[1] - 1 <= inner[1] and inner[2] <= outer[2] + 1 and inner[3] <= outer[3] + 1
+
+
+def split_shapes(scene: Scene) -> tuple[list[Shape], list[Shape], list[Shape]]:
+    """(nodes, clusters, arrowheads) among the scene's closed shapes."""
+    heads = [s for s in scene.shapes if s.family == "triangle" and max(_size(s.box)) <= 24]
+    candidates = [s for s in scene.shapes if s not in heads and min(_size(s.box)) >= 8]
+    clusters, nodes = [], []
+    for s in candidates:
+        holds = any(o is not s and _inside(o.box, s.box) and _area(s.box) > 1.2 * _area(o.box) for o in candidates)
+        (clusters if holds else nodes).append(s)
+    return nodes, clusters, heads
+
+
+def chains(segments: list[Segment], boxes: list[Box], tol: float) -> list[tuple[list[Point], bool, bool]]:
+    """Line pieces joined into polylines: (points, arrow at the start, arrow at the end). The pieces
+    of one element (a polyline, a path) always join; pieces of different elements join where
+    exactly two meet, with no arrowhead there, away from every node (a bend, not an endpoint)."""
+    pieces: list[tuple[list[Point], bool, bool]] = []
+    last_element = None
+    for s in segments:
+        start, end = (s.x1, s.y1), (s.x2, s.y2)
+        if pieces and s.element == last_element and math.dist(pieces[-1][0][-1], start) <= 1e-6:
+            pts, head_start, _ = pieces[-1]
+            pieces[-1] = (pts + [end], head_start, s.arrow_end)
+        else:
+            pieces.append(([start, end], s.arrow_start, s.arrow_end))
+        last_element = s.element
+    merged = True
+    while merged:
+        merged = False
+        for i, (pa, sa, ea) in enumerate(pieces):
+            for j in range(i + 1, len(pieces)):
+                pb, sb, eb = pieces[j]
+                joint = _joint(pa, pb)
+                if (joint is None or _degree(pieces, joint) != 2 or _head_at(pieces[i], joint)
+                        or _head_at(pieces[j], joint) or any(box_distance(b, *joint) <= tol for b in boxes)):
+                    continue
+                if math.dist(pa[-1], pb[0]) <= 1.5:
+                    new = (pa + pb[1:], sa, eb)
+                elif math.dist(pa[-1], pb[-1]) <= 1.5:
+                    new = (pa + pb[::-1][1:], sa, sb)
+                elif math.dist(pa[0], pb[-1]) <= 1.5:
+                    new = (pb + pa[1:], sb, ea)
+                else:
+                    new = (pb[::-1] + pa[1:], eb, ea)
+                pieces[i] = new
+                del pieces[j]
+                merged = True
+                break
+            if merged:
+                break
+    return pieces
+
+
+def _head_at(piece: tuple[list[Point], bool, bool], p: Point) -> bool:
+    pts, head_start, head_end = piece
+    return (head_start and math.dist(pts[0], p) <= 1.5) or (head_end and math.dist(pts[-1], p) <= 1.5)
+
+
+def _joint(a: list[Point], b: list[Point]) -> Point | None:
+    for p in (a[0], a[-1]):
+        for q in (b[0], b[-1]):
+            if math.dist(p, q) <= 1.5:
+                return p
+    return None
+
+
+def _degree(pieces: list[tuple[list[Point], bool, bool]], p: Point) -> int:
+    return sum((math.dist(p, q[0]) <= 1.5) + (math.dist(p, q[-1]) <= 1.5) for q, _, _ in pieces)
+
+
+def point_polyline_distance(p: Point, pts: list[Point]) -> float:
+    best = math.inf
+    for a, b in zip(pts, pts[1:]):
+        dx, dy = b[0] - a[0], b[1] - a[1]
+        length2 = dx * dx + dy * dy
+        t = 0.0 if length2 == 0 else max(0.0, min(1.0, ((p[0] - a[0]) * dx + (p[1] - a[1]) * dy) / length2))
+        best = min(best, math.dist(p, (a[0] + t * dx, a[1] + t * dy)))
+    return best
+
+
+def extract_graph(scene: Scene) -> None:
+    """Fill the scene's nodes, edges and clusters from its shapes, lines and texts."""
+    nodes, clusters, heads = split_shapes(scene)
+    tol = tolerance(scene)
+    shape_elements = {s.element for s in scene.shapes}
+    node_texts: dict[int, list[tuple[float, float, str]]] = {i: [] for i in range(len(nodes))}
+    free = []
+    for t in scene.texts:
+        holders = [i for i, n in enumerate(nodes) if box_contains(n.box, t.x, t.y, pad=2)]
+        if holders:
+            node_texts[min(holders, key=lambda i: _area(nodes[i].box))].append((t.y, t.x, t.text))
+        else:
+            free.append(t)
+    scene.nodes = [Node(key=f"n{i}", label=" ".join(x[2] for x in sorted(node_texts[i])),
+                        shape=n.family, box=n.box) for i, n in enumerate(nodes)]
+    lines = [s for s in scene.segments if s.element not in shape_elements]
+    found: list[tuple[list[Edge], list[Point]]] = []  # the edges one chain makes (two for a double arrow)
+    for pts, head_start, head_end in chains(lines, [n.box for n in scene.nodes if n.box], tol):
+        head_start = head_start or _near_head(pts[0], heads)
+        head_end = head_end or _near_head(pts[-1], heads)
+        a, b = _node_at(pts[0], scene.nodes, tol), _node_at(pts[-1], scene.nodes, tol)
+        if a is None or b is None or a == b:
+            continue
+        if head_start != head_end:
+            made = [Edge(a, b) if head_end else Edge(b, a)]
+        else:
+            made = [Edge(a, b), Edge(b, a)] if head_start else [Edge(a, b, directed=False)]
+        found.append((made, pts))
+    labels: dict[int, list[tuple[float, float, str]]] = {}
+    leftover = []
+    for t in free:
+        if _is_title(t.x, t.y, clusters, scene.nodes):
+            leftover.append(t)
+            continue
+        dists = [point_polyline_distance((t.x, t.y), pts) for _, pts in found]
+        k = min(range(len(dists)), key=dists.__getitem__) if dists else -1
+        if k >= 0 and dists[k] <= 2 * tol:
+            labels.setdefault(k, []).append((t.y, t.x, t.text))
+        else:
+            leftover.append(t)
+    for k, (made, _) in enumerate(found):
+        for e in made:
+            e.label = " ".join(x[2] for x in sorted(labels.get(k, [])))
+    scene.edges = [e for made, _ in found for e in made]
+    for i, c in enumerate(sorted(clusters, key=lambda c: _area(c.box))):
+        titles = sorted((t.y, t.x, t.text) for t in leftover if box_contains(c.box, t.x, t.y, pad=2))
+        leftover = [t for t in leftover if not box_contains(c.box, t.x, t.y, pad=2)]
+        members = {n.key for n in scene.nodes if n.box and _inside(n.box, c.box)}
+        scene.clusters.append(Cluster(key=f"c{i}", label=" ".join(x[2] for x in titles), members=members))
+    for n in scene.nodes:
+        around = [c for c in scene.clusters if n.key in c.members]
+        n.cluster = around[0].key if around else None  # clusters are sorted smallest first
+
+
+def _is_title(x: float, y: float, clusters: list[Shape], nodes: list[Node]) -> bool:
+    """A text in a cluster above all the nodes inside it is the cluster's title."""
+    around = [c for c in clusters if box_contains(c.box, x, y, pad=2)]
+    if not around:
+        return False
+    c = min(around, key=lambda c: _area(c.box))
+    tops = [n.box[1] for n in nodes if n.box and _inside(n.box, c.box)]
+    return bool(tops) and y < min(tops)
+
+
+def _near_head(p: Point, heads: list[Shape]) -> bool:
+    return any(box_distance(h.box, *p) <= 3 for h in heads)
+
+
+def _node_at(p: Point, nodes: list[Node], tol: float) -> str | None:
+    best, key = tol, None
+    for n in nodes:
+        assert n.box is not None
+        d = box_distance(n.box, *p)
+        if d < best or (d == 0 and key is not None and best == 0 and _area(n.box) < _area(_box_of(nodes, key))):
+            best, key = d, n.key
+    return key
+
+
+def _box_of(nodes: list[Node], key: str) -> Box:
+    box = next(n.box for n in nodes if n.key == key)
+    assert box is not None
+    return box

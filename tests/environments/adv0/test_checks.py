@@ -1,0 +1,152 @@
+"""The claim checks' verdict logic (`verdicts.py`) on fixed numbers (reproduced / not reproduced / inconclusive and
+the sample size it would need), one real exposure experiment on the toy world, and the commands'
+bad input: one error line, never a traceback."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from environments.adv0 import checks, verdicts
+from environments.adv0.commands import adv0_app
+from environments.adv0.scenario import Collision, EpisodeResult, ScenarioParams
+
+
+# ---------------------------------------------------------------- statistics on fixed numbers
+def test_two_proportion_sample_size_matches_the_textbook_figure():
+    assert verdicts.two_proportion_n(0.35, 0.25) == 329  # the design's "~330 episodes per arm"
+    assert verdicts.two_proportion_n(0.5, 0.3) == 93
+    assert verdicts.two_proportion_n(0.2, 0.2) is None
+
+
+def test_wilson_and_newcombe_intervals():
+    lo, hi = verdicts.wilson(0, 20)
+    assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.1611, abs=1e-3)
+    d, lo, hi = verdicts.newcombe_diff(56, 70, 48, 80)  # Newcombe (1998) table II, example (a)
+    assert d == pytest.approx(0.2, abs=1e-9)
+    assert lo == pytest.approx(0.0524, abs=1e-3) and hi == pytest.approx(0.3339, abs=1e-3)
+
+
+def test_rate_higher_reaches_each_verdict():
+    clear = verdicts.rate_higher("a - b", 40, 100, 10, 100, 0.05)
+    assert clear.verdict == "reproduced" and clear.ci_low > 0 and clear.needed_n is None
+    reversed_ = verdicts.rate_higher("a - b", 5, 200, 40, 200, 0.05)
+    assert reversed_.verdict == "not reproduced" and reversed_.ci_high < 0.05
+    small = verdicts.rate_higher("a - b", 4, 30, 2, 30, 0.05)
+    assert small.verdict == "inconclusive"
+    # The needed size is the two-proportion n for the observed effect (larger than min_effect here).
+    assert small.needed_n == verdicts.two_proportion_n(2 / 30 + (4 / 30 - 2 / 30), 2 / 30)
+    # No effect observed: sized for the smallest effect that matters.
+    none_seen = verdicts.rate_higher("a - b", 1, 30, 1, 30, 0.05)
+    assert none_seen.verdict == "inconclusive"
+    assert none_seen.needed_n == verdicts.two_proportion_n(1 / 30 + 0.05, 1 / 30)
+
+
+def test_rate_at_most_reaches_each_verdict():
+    assert verdicts.rate_at_most("share", 0, 200, 0.05).verdict == "reproduced"
+    assert verdicts.rate_at_most("share", 30, 100, 0.05).verdict == "not reproduced"
+    few = verdicts.rate_at_most("share", 0, 10, 0.05)
+    assert few.verdict == "inconclusive"
+    assert few.needed_n == math.ceil(verdicts.Z_ALPHA**2 * 0.95 / 0.05) == 73  # Wilson's upper end at k = 0
+    assert verdicts.rate_at_most("share", 0, 0, 0.05).needed_n == 73  # nothing seen yet: at least that many
+    assert verdicts.rate_at_most("share", 0, few.needed_n, 0.05).verdict == "reproduced"
+    some = verdicts.rate_at_most("share", 1, 30, 0.05)
+    assert some.verdict == "inconclusive" and some.needed_n == verdicts.one_proportion_n(1 / 30, 0.05)
+
+
+def test_bootstrap_comparison_and_combination():
+    a, b = [1.0] * 30 + [0.0] * 10, [0.0] * 30 + [1.0] * 10
+    mean = lambda x: float(x.mean())  # noqa: E731
+    assert verdicts.stat_higher("mean", a, b, mean, 0.1).verdict == "reproduced"
+    assert verdicts.stat_higher("mean", b, a, mean, 0.1).verdict == "not reproduced"
+    flat = verdicts.stat_higher("mean", [0.0, 1.0] * 5, [1.0, 0.0] * 5, mean, 0.1)
+    assert flat.verdict == "inconclusive" and flat.needed_n and flat.needed_n > 10
+    rep = verdicts.Part(what="x", value=1, ci_low=1, ci_high=1, n="1", verdict="reproduced")
+    inc = rep.model_copy(update={"verdict": "inconclusive", "needed_n": 400})
+    inc2 = rep.model_copy(update={"verdict": "inconclusive", "needed_n": 90, "unit": "contexts"})
+    nope = rep.model_copy(update={"verdict": "not reproduced"})
+    assert verdicts.combine([rep, rep]) == ("reproduced", None, "")
+    assert verdicts.combine([rep, inc, inc2]) == ("inconclusive", 400, "episodes per arm")
+    assert verdicts.combine([inc, nope]) == ("not reproduced", None, "")
+
+
+def test_relative_return_bound():
+    base = [0.8] * 20 + [0.7] * 20
+    assert verdicts.relative_not_below("r", [0.79] * 20 + [0.69] * 20, base, -0.05).verdict == "reproduced"
+    assert verdicts.relative_not_below("r", [0.5] * 40, base, -0.05).verdict == "not reproduced"
+
+
+def failure(seed: int, manoeuvre: str | None, slot: int = 0) -> EpisodeResult:
+    """An episode result; `manoeuvre` set: a defender-at-fault rear-end under that attack."""
+    if manoeuvre is None:
+        return EpisodeResult(family="toy", seed=seed, attack=None, defender="t", steps=12, duration_s=12, crashed=False)
+    attack = ScenarioParams(slot=slot, manoeuvre=manoeuvre, trigger_s=1.0, intensity=1.0, hold_s=1.0, gap_m=5.0)
+    hit = Collision(t=3.0, other="attacker", fault="defender", rule="rear-end: ego behind, closing", geometry=[])
+    return EpisodeResult(family="toy", seed=seed, attack=attack, defender="t", steps=3, duration_s=3.0, crashed=True,
+                         collision=hit)
+
+
+def test_diversity_needs_enough_failures_before_it_can_say_not_reproduced():
+    quiet = [failure(i, None) for i in range(30)]
+    none_seen = checks.diversity_parts(checks.Arm(name="adv0", results=quiet), [checks.Arm(name="b", results=quiet)])
+    assert [p.verdict for p in none_seen] == ["inconclusive"]  # the bootstrap of nothing is [0, 0]: no verdict
+    assert none_seen[0].needed_n == math.ceil(5 / verdicts.wilson(0, 30)[1])
+    mans = ["cut_in", "cut_in_brake", "brake_check", "tailgate", "swerve_return"]
+    diverse = [failure(i, mans[i % 5], slot=i % 3) for i in range(12)] + quiet[:18]
+    same = [failure(i, "cut_in_brake") for i in range(12)] + quiet[:18]
+    more = checks.diversity_parts(checks.Arm(name="adv0", results=diverse), [checks.Arm(name="b", results=same)])
+    assert more[0].verdict == "reproduced" and more[0].value == 12 - 1  # 12 distinct (manoeuvre, slot) vs 1
+    fewer = checks.diversity_parts(checks.Arm(name="adv0", results=same), [checks.Arm(name="b", results=diverse)])
+    assert fewer[0].verdict == "not reproduced"
+
+
+# ---------------------------------------------------------------- a real experiment, rendered
+def test_exposure_on_the_toy_world_counts_rollouts_and_renders_a_verdict():
+    arms = checks.exposure(["adv0", "scripted", "sage"], "toy", episodes=8, contexts=2, rounds=1, k=3)
+    assert [a.name for a in arms] == ["adv0", "scripted", "sage"]
+    assert [a.train_rollouts for a in arms] == [2 * (3 + 1), 0, 0]  # K + 1 reference draw per context; SAGE open loop
+    assert all(len(a.results) == 8 for a in arms)
+    assert [r.seed for r in arms[0].results] == [r.seed for r in arms[1].results]  # the same evaluation seeds
+    parts = [verdicts.rate_higher("dfr", *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), 0.05)]
+    f = verdicts.Finding.judge("CX", "claim", "criterion", parts, numbers=checks.arm_numbers(arms))
+    text = verdicts.render(f)
+    assert "verdict: " in text and "scripted: defender-failure rate" in text and f.verdict in text.lower()
+
+
+# ---------------------------------------------------------------- bad input: one line, no traceback
+def run_cli(*args: str):
+    return CliRunner().invoke(adv0_app, list(args))
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["train", "--defender", "pilot"], "--defender 'pilot' is unknown; use one of idm, dqn, llm"),
+    (["train", "--attacker", "ghost"], "--attacker 'ghost' is unknown"),
+    (["train", "--family", "mars"], "--family 'mars' is unknown; use one of highway, toy"),
+    (["train", "--attacker", "random", "--ablation", "frozen"], "--ablation frozen applies to --attacker adv0 only"),
+    (["train", "--defender", "dqn", "--family", "toy"], "--defender dqn needs --family highway"),
+    (["train", "--defender", "llm", "--model", "nonsense"], "is not a model spec"),
+    (["check", "C42"], "check 'C42' is unknown; use one of C1, C2"),
+    (["check", "C1", "--family", "highway"], "check C1 runs on the toy world only"),
+    (["check", "C7", "--family", "toy"], "check C7 (DQN) runs on --family highway only"),
+])
+def test_bad_input_is_one_error_line(args, needle, tmp_path):
+    result = run_cli(*args, *(["--run-dir", str(tmp_path)] if args[0] == "train" else []))
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert needle in text and "error:" in text and "Traceback" not in text
+    assert not list(tmp_path.glob("adv0-train/*")) if args[0] == "train" else True  # no run folder for bad input
+
+
+def test_missing_dqn_checkpoint_names_the_pretrain_command(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    result = run_cli("train", "--defender", "dqn", "--run-dir", str(tmp_path))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "harness adv0 pretrain-dqn --steps 20000" in text and "Traceback" not in text
+    assert not (tmp_path / "adv0-train").exists()
+
+
+def test_resume_of_an_unknown_run_is_one_error_line(tmp_path):
+    result = run_cli("train", "--resume", "adv0-nope", "--run-dir", str(tmp_path))
+    assert result.exit_code == 2 and "--resume adv0-nope: no ADV-0 training run" in " ".join(result.output.split())
