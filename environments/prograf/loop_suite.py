@@ -1,0 +1,275 @@
+"""Suite `prograf-loop`: the profile-guided ProGraf loop (`agents/prograf_loop.py`) and its
+baselines at an equal budget of generator calls, on a generator's hardest subset.
+
+Options pick the method (`loop`, `single-shot`, `best-of`, `fixed-step`, `reflexion`), an
+ablation of the loop (`no-profile`, `other-profile`, `no-verify`, `no-rollback`, `no-replan`), the
+profile file (`harness prograf profile`), the budget and the checker. The loop's checks: in this
+slice only `oracle` exists -- the hidden VPs, an UPPER BOUND (every output records `checker`), not a
+result for a leaderboard; a checker derived from the prompt alone is still to do. Score: the final
+code against every hidden point (the `prograf` verifier). Metric `recovery`: the pass rate over the
+subset, bootstrap CI over tasks; paired differences between methods come from `paired_difference`.
+
+`StepMock` is the synthetic mock generator (`mock.py`) made step-aware, for tests only: it reads a
+step request's focus and keep lists from the prompt; a focused component fails at
+`rate x (ATTENTION_FLOOR + (1 - ATTENTION_FLOOR) x share)` (share = focused / all components: the
+fewer things a step asks for, the better each is drawn), a kept one at `rate x KEEP_FACTOR` (a
+step may regress what was accepted), any other at its plain rate. These knobs were set before any
+control was run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import hashlib
+import random
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from agents.prograf_loop import CheckItem, LoopConfig, ProGrafLoop, StepRequest, best_of, reflexion, single_shot
+from environments.prograf.build import CORPUS
+from environments.prograf.formats import FENCES, extract_code, user_prompt
+from environments.prograf.mock import PROFILES, SyntheticGenerator
+from environments.prograf.profile import SYSTEM, CapabilityProfile, load_profile
+from environments.prograf.render import Renderer, cache_dir
+from environments.prograf.suite import ProGrafSuite, point_summary
+from environments.prograf.task import Task, load_tasks
+from environments.prograf.verify import verify
+from harness.errors import HarnessError
+from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage
+from harness.records import Metric, SampleRecord
+from harness.stats import ratio_metric
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
+
+ATTENTION_FLOOR = 0.25
+KEEP_FACTOR = 0.1
+FRESH_SEED = 1000  # the loop's generator seeds start here, away from the profile's 0..k-1
+
+
+class Options(SuiteOptions):
+    method: Literal["loop", "single-shot", "best-of", "fixed-step", "reflexion"] = Field("loop", description="what solves")
+    ablation: Literal["none", "no-profile", "other-profile", "no-verify", "no-rollback", "no-replan"] = Field(
+        "none", description="the loop without one of its parts (method=loop only)")
+    profile: str = Field("", description="the generator's profile (JSON from harness prograf profile)")
+    other_profile: str = Field("", description="another generator's profile (ablation=other-profile)")
+    subset: Literal["hardest", "all"] = Field("hardest", description="the profile's hardest subset, or every task")
+    budget: int = Field(8, ge=1, le=64, description="generator calls per task, for every method")
+    steps: int = Field(3, ge=1, le=16, description="planned steps of the loop and fixed-step")
+    checker: Literal["oracle"] = Field("oracle", description="where the loop's checks come from (oracle = upper bound)")
+    cross_fit: bool = Field(True, description="plan each task with a profile built without that task's fold")
+    category: Literal["all", "geometry", "circuit", "flowchart", "diagram"] = Field("all", description="which tasks")
+    render: bool = Field(False, description="render SVG when verifying (slower; counts only what is visible)")
+    max_tokens: int = Field(2048, ge=64, le=32768, description="the generator's output budget per call")
+
+
+class LoopOutput(BaseModel):
+    task_id: str
+    category: str
+    format: str
+    method: str
+    ablation: str
+    checker: str = Field(description="oracle = an upper bound, never a leaderboard result")
+    calls: int
+    code: str | None
+    trace: list[dict[str, Any]] = Field(default_factory=list)
+
+
+def oracle_checks(task: Task) -> list[CheckItem]:
+    """The hidden VPs as the loop's checks: the labelled upper bound."""
+    return [CheckItem(vp.id, vp.component, vp.text) for vp in task.points if vp.critical]
+
+
+def step_prompt(task: Task, fmt: str, req: StepRequest) -> str:
+    """The user message of one call: the task, then (for a step) the committed code, the focus, what to keep."""
+    parts = [user_prompt(task.prompt, fmt)]
+    if req.code is not None:
+        parts.append(f"The diagram so far (accepted):\n```{FENCES[fmt][0]}\n{req.code}\n```")
+    if not req.whole:
+        parts.append("This step: redraw the whole diagram, making sure of the following:\n"
+                     + "\n".join(f"- {c.text}" for c in req.focus))
+        parts.append("Focus components: " + ", ".join(dict.fromkeys(c.component for c in req.focus)) + ".")
+        if req.keep:
+            parts.append("Keep components: " + ", ".join(dict.fromkeys(c.component for c in req.keep)) + ".")
+    if req.feedback:
+        parts.append("The last draft failed these checks:\n" + "\n".join(f"- {f}" for f in req.feedback))
+    return "\n\n".join(parts)
+
+
+class ProGrafLoopSuite(ProGrafSuite):
+    name = "prograf-loop"
+    version = "0.1.0"
+    headline_metric = "recovery"
+    description = "ProGraf loop: profile-guided stepwise drawing with verified commits vs baselines at equal budget"
+    Options = Options  # type: ignore[assignment]
+
+    @property
+    def lopts(self) -> Options:
+        assert isinstance(self.options, Options)
+        return self.options
+
+    def renderer(self) -> Renderer | None:
+        if not self.lopts.render:
+            return None
+        if self._renderer is None:
+            self._renderer = Renderer(disk_cache=cache_dir())
+            atexit.register(self._renderer.close)
+        return self._renderer
+
+    def profile(self) -> CapabilityProfile | None:
+        return load_profile(Path(self.lopts.profile)) if self.lopts.profile else None
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        tasks = load_tasks(Path(corpus) if corpus else CORPUS)
+        tasks = [t for t in tasks if self.lopts.category in ("all", t.category)]
+        if self.lopts.subset == "hardest":
+            profile = self.profile()
+            if profile is None:
+                raise HarnessError("prograf-loop: subset=hardest needs profile=FILE (harness prograf profile --out FILE)")
+            hardest = set(profile.hardest)
+            tasks = [t for t in tasks if t.id in hardest]
+        if self.lopts.ablation == "other-profile" and not self.lopts.other_profile:
+            raise HarnessError("prograf-loop: ablation=other-profile needs other_profile=FILE")
+        if not tasks:
+            raise HarnessError("prograf-loop: no task left (an empty hardest subset? try subset=all)")
+        return [Sample(id=t.id, data={"task": t, "category": t.category}) for t in tasks]
+
+    def rates(self, task: Task) -> dict[str, float]:
+        o = self.lopts
+        path = o.other_profile if o.ablation == "other-profile" else o.profile
+        if o.method != "loop" or o.ablation == "no-profile" or not path:
+            return {}
+        profile = load_profile(Path(path))
+        own = o.ablation != "other-profile"
+        return profile.component_rates(exclude=task.id if o.cross_fit and own else None)
+
+    def loop_config(self) -> LoopConfig:
+        o = self.lopts
+        fixed = o.method == "fixed-step"
+        return LoopConfig(budget=o.budget, steps=o.steps, use_profile=not fixed and o.ablation != "no-profile",
+                          verify=o.ablation != "no-verify", rollback=o.ablation != "no-rollback",
+                          replan=not fixed and o.ablation != "no-replan")
+
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        task: Task = sample.data["task"]
+        fmt = task.formats[0]
+        o = self.lopts
+        checks = oracle_checks(task)
+
+        async def draw(req: StepRequest) -> str | None:
+            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": step_prompt(task, fmt, req)}]
+            seed = FRESH_SEED + ctx.seed * 1000 + req.call
+            try:
+                out = await ctx.generate("assistant", messages, GenerateConfig(max_tokens=o.max_tokens, seed=seed))
+            except ModelError:
+                return None
+            return extract_code(out.text, fmt)[0]
+
+        async def check(code: str, ids: list[str]) -> dict[str, bool]:
+            verdict = await asyncio.to_thread(verify, task, fmt, code, self.renderer())
+            return {p.id: p.passed for p in verdict.points if p.id in ids}
+
+        if o.method == "single-shot":
+            outcome = await single_shot(checks, draw)
+            code, calls, trace = outcome.code, outcome.calls, outcome.trace
+        elif o.method == "best-of":
+            outcome = await best_of(checks, draw, check, o.budget)
+            code, calls, trace = outcome.code, outcome.calls, outcome.trace
+        elif o.method == "reflexion":
+            outcome = await reflexion(checks, draw, check, o.budget)
+            code, calls, trace = outcome.code, outcome.calls, outcome.trace
+        else:
+            state = await ProGrafLoop(checks, draw, check, self.rates(task), self.loop_config()).run()
+            code, calls, trace = state["code"], state["calls"], state["trace"]
+        return Transcript(output=LoopOutput(task_id=task.id, category=task.category, format=fmt, method=o.method,
+                                            ablation=o.ablation, checker=o.checker, calls=calls, code=code,
+                                            trace=trace).model_dump())
+
+    def scorers(self) -> dict[str, Scorer]:
+        return {"verify": FunctionScorer("verify", self._verify_final,
+                                         description="the final code against every hidden point")}
+
+    async def _verify_final(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        task: Task = sample.data["task"]
+        code = transcript.get("code")
+        if code is None:
+            return Score(values=self.scores_on_failure(sample) | {"calls": transcript.get("calls", 0)})
+        verdict = await asyncio.to_thread(verify, task, transcript["format"], code, self.renderer())
+        return Score(values=point_summary(verdict) | {"category": task.category, "calls": transcript["calls"]})
+
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        rows = [r.scores for r in records if r.scores and "passed" in r.scores]
+        out = {"recovery": _share([[float(s["passed"]), 1.0] for s in rows], seed),
+               "calls": _share([[float(s.get("calls", 0)), 1.0] for s in rows], seed)}
+        for cat in ("geometry", "circuit", "flowchart", "diagram"):
+            mine = [[float(s["passed"]), 1.0] for s in rows if s.get("category") == cat]
+            if mine:
+                out[f"recovery/{cat}"] = _share(mine, seed)
+        return out
+
+    def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
+        m = self.metrics(records, seed)
+        return {"category": {k.split("/", 1)[1]: v for k, v in m.items() if k.startswith("recovery/")}}
+
+
+def _share(rows: list[list[float]], seed: int) -> Metric:
+    arr = np.asarray(rows, dtype=float).reshape(-1, 2)
+    return ratio_metric(arr, lambda c: c[0], lambda c: c[1], seed=seed)
+
+
+def paired_difference(a: dict[str, bool], b: dict[str, bool], seed: int = 0) -> Metric:
+    """Recovery of A minus recovery of B over the tasks both ran (task id -> passed), with a paired
+    bootstrap CI over tasks."""
+    common = sorted(set(a) & set(b))
+    if not common:
+        raise HarnessError("paired_difference: the two runs share no task")
+    arr = np.asarray([[float(a[t]), float(b[t]), 1.0] for t in common])
+    return ratio_metric(arr, lambda c: c[0] - c[1], lambda c: c[2], seed=seed)
+
+
+# ---------------------------------------------------------------------- the step-aware mock (tests only)
+class StepMock(SyntheticGenerator):
+    """The synthetic mock made step-aware (see the module docstring); SYNTHETIC, never a result."""
+
+    def __init__(self, profile_name: str, tasks: list[Task]):
+        if profile_name not in PROFILES:
+            raise HarnessError(f"StepMock: unknown profile {profile_name!r} (choose {', '.join(PROFILES)})")
+        super().__init__(PROFILES[profile_name], tasks)
+
+    def step_answer(self, task: Task, fmt: str, seed: int, focus: set[str], keep: set[str]) -> str:
+        key = f"step/{self.profile.name}/{task.id}/{fmt}/{seed}"
+        rng = random.Random(hashlib.sha256(key.encode()).hexdigest())
+        if rng.random() < self.profile.format_error:
+            ref = next(s for s in task.reference if s.format == fmt)
+            return ref.code[: len(ref.code) // 3]
+        share = len(focus) / max(1, len({vp.component for vp in task.points}))
+        mutants = [m for m in task.mutants if m.format == fmt and not m.needs_render]
+        rng.shuffle(mutants)
+        for m in mutants:
+            comp = task.point(m.target or "").component
+            rate = self.profile.rate(comp)
+            if comp in focus:
+                rate *= ATTENTION_FLOOR + (1 - ATTENTION_FLOOR) * share
+            elif comp in keep:
+                rate *= KEEP_FACTOR
+            if rng.random() < rate:
+                return m.code
+        return next(s.code for s in task.reference if s.format == fmt)
+
+    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        text = messages[-1]["content"]
+        focus = re.search(r"^Focus components: (.*)\.$", text, re.M)
+        if focus is None:  # a whole-diagram request: the plain mock
+            return await super().generate(messages, config)
+        self.calls += 1
+        task = self.find(text)
+        m = re.search(r"Answer format: ([\w-]+)\.", text)
+        fmt = m.group(1) if m else task.formats[0]
+        keep = re.search(r"^Keep components: (.*)\.$", text, re.M)
+        code = self.step_answer(task, fmt, config.seed or 0, set(focus.group(1).split(", ")),
+                                set(keep.group(1).split(", ")) if keep else set())
+        reply = f"```{FENCES[fmt][0]}\n{code}\n```"
+        return ModelOutput(text=reply, usage=Usage(prompt_tokens=len(text) // 4, completion_tokens=len(reply) // 4, calls=1))
