@@ -46,6 +46,7 @@ class Arm(BaseModel):
     name: str
     results: list[EpisodeResult]
     train_rollouts: int = 0  # defender episodes the arm used before evaluation
+    kl_to_prior: float | None = None  # mean exact KL(q || p0) over the evaluation contexts (learning attackers)
 
     def count(self, what: str) -> tuple[int, int]:
         rs = self.results
@@ -97,7 +98,8 @@ def exposure(arms: Sequence[str], family: str, episodes: int, contexts: int, rou
             used += int(report.get("rollouts", 0))
         rng = np.random.default_rng([seed, 99])
         jobs = [(attacker.draw(ctx(family, s), rng), s) for s in seeds]
-        out.append(Arm(name=name, results=defender.run(jobs), train_rollouts=used))
+        out.append(Arm(name=name, results=defender.run(jobs), train_rollouts=used,
+                       kl_to_prior=attacker.kl_to_prior([ctx(family, s) for s in seeds])))
     return out
 
 
@@ -113,6 +115,8 @@ def arm_numbers(arms: Sequence[Arm]) -> dict[str, str]:
         nums[f"{a.name}: near-miss rate"] = fmt_rate(sum(r.near_miss for r in a.results), len(a.results))
         nums[f"{a.name}: defender return J (what the attacker lowers)"] = fmt_metric(mean_metric([r.reward for r in a.results]))
         nums[f"{a.name}: training rollouts against the defender"] = str(a.train_rollouts)
+        if a.kl_to_prior is not None:
+            nums[f"{a.name}: KL(q || p0) after training (nats)"] = f"{a.kl_to_prior:.4f}"
     return nums
 
 
@@ -166,7 +170,8 @@ def diversity_parts(adv: Arm, others: Sequence[Arm]) -> list[Part]:
         return parts
     rule = f"; judged only once {adv.name} shows >= {C4_MIN_FAILURES} defender failures"
     return [p if p.verdict == "reproduced" else
-            p.model_copy(update={"verdict": "inconclusive", "needed_n": failures_needed(k, n), "rule": p.rule + rule})
+            p.model_copy(update={"verdict": "inconclusive", "needed_n": failures_needed(k, n), "rule": p.rule + rule,
+                                 "unit": f"episodes per arm at least (to expect {C4_MIN_FAILURES} {adv.name} failures)"})
             for p in parts]
 
 
@@ -306,8 +311,10 @@ def check_c8(episodes: int | None = None, seeds: int | None = None, family: str 
     ctx, arms = Contexts(), []
     for name, (attacker, defender, used) in trained.items():
         rng = np.random.default_rng([base.seed, 99])
-        jobs = [(attacker.draw(ctx(fam, s), rng), s) for s in seeds_for(base, 0, "eval", n)]
-        arms.append(Arm(name=name, results=defender.run(jobs), train_rollouts=used))
+        eval_seeds = seeds_for(base, 0, "eval", n)
+        jobs = [(attacker.draw(ctx(fam, s), rng), s) for s in eval_seeds]
+        arms.append(Arm(name=name, results=defender.run(jobs), train_rollouts=used,
+                        kl_to_prior=attacker.kl_to_prior([ctx(fam, s) for s in eval_seeds])))
     parts = [rate_higher("defender-failure rate against its own final defender: iterated - frozen",
                          *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT)]
     return Finding.judge(

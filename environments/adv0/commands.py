@@ -29,12 +29,13 @@ def train_cmd(
     defender: str = typer.Option("idm", "--defender", help="idm (CEM-tuned IDM/MOBIL), dqn (SB3 DQN) or llm (the LLM driver)."),
     attacker: str = typer.Option("adv0", "--attacker", help="adv0, none, random, scripted, cat or sage."),
     ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate or frozen."),
-    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds in all (with --resume: the new total)."),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="Rounds in all (default 3; with --resume: a new total, else the saved one)."),
     family: str = typer.Option("highway", "--family", help="highway (highway-env) or toy (the numpy world)."),
     episodes: int = typer.Option(20, "--episodes", min=1, help="Evaluation episodes per split and round."),
     held_out_episodes: int = typer.Option(6, "--held-out-episodes", min=0, help="Evaluation episodes per held-out condition."),
     contexts: int = typer.Option(8, "--contexts", min=1, max=900, help="Attacker training contexts per round."),
     k: int = typer.Option(8, "--k", min=2, help="ADV-0: distinct candidates per context."),
+    dpo_steps: int | None = typer.Option(None, "--dpo-steps", min=1, help="ADV-0: DPO steps per round (default: the attacker's)."),
     scenarios: int = typer.Option(16, "--scenarios", min=1, max=900, help="Attacker draws the defender trains on per round."),
     cem_generations: int = typer.Option(2, "--cem-generations", min=1),
     cem_population: int = typer.Option(8, "--cem-population", min=2),
@@ -67,8 +68,8 @@ def train_cmd(
             if defender == "llm":
                 _check_model(model)
             cfg = loop.LoopConfig(
-                defender=defender, attacker=attacker, ablation=ablation, family=family, rounds=rounds, episodes=episodes,
-                held_out_episodes=held_out_episodes, seed=seed, contexts=contexts, k=k, scenarios=scenarios,
+                defender=defender, attacker=attacker, ablation=ablation, family=family, rounds=rounds or 3, episodes=episodes,
+                held_out_episodes=held_out_episodes, seed=seed, contexts=contexts, k=k, dpo_steps=dpo_steps, scenarios=scenarios,
                 cem_generations=cem_generations, cem_population=cem_population, dqn_steps=dqn_steps,
                 dqn_checkpoint=dqn_checkpoint, model=model)
             if defender == "dqn":

@@ -145,7 +145,17 @@ class AttackerVehicle(IDMVehicle):
                 return
         if self.phase == "script" and self._script():
             return
+        self._valid_target()
         super().act()  # follow, release: IDM/MOBIL
+
+    def _valid_target(self) -> None:
+        """A script may have aimed at a lane index that the road segment the attacker is now on does
+        not have (roundabout and merge segments differ in lane count): keep to the current lane
+        then, instead of handing highway-env an index it cannot look up."""
+        _from, _to, idx = self.target_lane_index
+        lanes = self.road.network.graph.get(_from, {}).get(_to, [])
+        if idx >= len(lanes):
+            self.target_lane_index = self.lane_index
 
     # -- where the attacker stands relative to the ego
     def _relation(self) -> dict[str, Any]:

@@ -315,7 +315,7 @@ class LoopAttacker:
         reference = ReferencePrior.from_dict(state["reference"]) if state and "reference" in state \
             else reference_prior(cfg.family)
         config = AttackerConfig.model_validate(state["config"]) if state and "config" in state \
-            else AttackerConfig(k=cfg.k, seed=cfg.seed)
+            else AttackerConfig(k=cfg.k, seed=cfg.seed, **({"dpo_steps": cfg.dpo_steps} if cfg.dpo_steps else {}))
         self.option = baselines.make(self.name, reference, config, seed=cfg.seed)
         self.learns = isinstance(self.option, Adv0Attacker)
         self.open_loop = isinstance(self.option, baselines.SageAttack)
@@ -331,6 +331,8 @@ class LoopAttacker:
               rng: np.random.Generator) -> dict[str, Any]:
         if not self.learns:
             return {"attacker": self.name, "rollouts": 0, "learns": False}
+        if self.option.frozen:  # the frozen ablation after its first round: nothing to learn, no rollouts
+            return {"attacker": self.name, "rollouts": 0, "frozen": True, "round": self.option.round}
         if self.open_loop:  # SAGE-like ranks its own groups by the surrogate: no defender episodes
             report = self.option.update([], contexts)
             return report.model_dump() | {"attacker": self.name, "rollouts": 0}
@@ -346,6 +348,12 @@ class LoopAttacker:
 
     def draw(self, context: np.ndarray, rng: np.random.Generator) -> ScenarioParams | None:
         return self.option.draw(context, rng, 1)[0]
+
+    def kl_to_prior(self, contexts: Sequence[np.ndarray]) -> float | None:
+        """Mean exact KL(q || p0) over `contexts` (None for the options without a policy)."""
+        if not self.learns or not len(contexts):
+            return None
+        return float(self.option.policy.kl_to(self.option.reference, np.array(contexts)).mean())
 
     def state(self) -> dict[str, Any]:
         """The attacker alone (`attacker.json`): ADV-0's `Adv0Attacker.state()` plus its name."""

@@ -43,6 +43,7 @@ class LoopConfig(BaseModel):
     seed: int = Field(0, ge=0, le=200)
     contexts: int = Field(8, ge=1, le=900, description="attacker training contexts (seeds) per round")
     k: int = Field(8, ge=2, description="ADV-0: distinct candidates per context")
+    dpo_steps: int | None = Field(None, ge=1, description="ADV-0: DPO steps per round (default: AttackerConfig's)")
     scenarios: int = Field(16, ge=1, le=900, description="attacker draws the defender trains on per round")
     cem_generations: int = Field(2, ge=1)
     cem_population: int = Field(8, ge=2)

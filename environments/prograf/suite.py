@@ -50,6 +50,15 @@ def point_summary(verdict: Verdict) -> dict[str, Any]:
                        for p in verdict.points]}
 
 
+def interleaved(tasks: list[Task]) -> list[Task]:
+    """Categories taken in turn (each in corpus order), so `--limit 4` already sees all four."""
+    by_category: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_category.setdefault(t.category, []).append(t)
+    queues = list(by_category.values())
+    return [q[i] for i in range(max(map(len, queues))) for q in queues if i < len(q)]
+
+
 class ProGrafSuite(Suite):
     name = "prograf"
     version = "0.1.0"
@@ -72,7 +81,7 @@ class ProGrafSuite(Suite):
         tasks = [t for t in tasks if self.opts.category in ("all", t.category) and self.opts.source in ("all", t.source)]
         if not tasks:
             raise HarnessError(f"ProGraf: no task is left after category={self.opts.category} source={self.opts.source}")
-        return [Sample(id=t.id, data={"task": t, "category": t.category}) for t in tasks]
+        return [Sample(id=t.id, data={"task": t, "category": t.category}) for t in interleaved(tasks)]
 
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         path = Path(corpus) if corpus else CORPUS

@@ -141,3 +141,20 @@ def test_filmstrip_of_a_failure(tmp_path: Path) -> None:
     for p in paths:
         data = (tmp_path / p).read_bytes()
         assert data[:4] in (b"\x89PNG", b"GIF8") and len(data) > 1000  # drawn, not blank
+
+
+def test_an_attacker_on_a_segment_with_fewer_lanes_keeps_to_its_lane():
+    """Regression: in the roundabout a script aimed at a lane index the attacker's next segment does
+    not have; highway-env's own lane lookup then raised IndexError mid-episode."""
+    from environments.adv0.highway import start_episode
+    from environments.adv0.scenario import ScenarioParams
+
+    z = ScenarioParams(slot=1, manoeuvre="brake_check", trigger_s=3.0, intensity=0.5, hold_s=0.5, gap_m=15.0)
+    for action in ("LANE_LEFT", "LANE_RIGHT"):
+        ep = start_episode("roundabout", 9500000, z)
+        try:
+            while not ep.done:
+                ep.step(action)
+            assert ep.result().steps > 0
+        finally:
+            ep.close()

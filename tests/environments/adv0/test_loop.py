@@ -96,10 +96,15 @@ def test_sigkill_mid_round_then_resume_loses_nothing_and_duplicates_nothing(tmp_
     for r in done:
         assert (folder / "rounds" / loop.round_name(r) / "state.json").is_file()
 
-    resumed_cfg, resumed_folder = loop.open_run(run_dir, folder.name)
-    assert resumed_cfg == cfg
-    ran = loop.train(resumed_cfg, resumed_folder)
-    assert ran == [r for r in range(1, 4) if r not in done]
+    # Resume through the command, without --rounds: the saved config (3 rounds) is the run's.
+    from typer.testing import CliRunner
+
+    from environments.adv0.commands import adv0_app
+
+    result = CliRunner().invoke(adv0_app, ["train", "--resume", folder.name, "--run-dir", str(run_dir)])
+    assert result.exit_code == 0, result.output
+    assert f"resuming {folder.name}: {len(done)} of 3 rounds complete" in " ".join(result.output.split())
+    assert loop.open_run(run_dir, folder.name)[0] == cfg
     names = sorted(p.name for p in (folder / "rounds").iterdir())
     assert names == ["0001", "0002", "0003"]  # the leftover is gone, no round twice or missing
     assert rows_by_round(folder) == expected  # the resumed run is the uninterrupted run
