@@ -5,7 +5,9 @@ an entry point, and its section in README.md."""
 from __future__ import annotations
 
 from environments.papers.base import PaperTask
+from environments.papers.fedforest import FedForestTask
 from environments.papers.prefix_forcing import PrefixForcingTask
+from environments.papers.prodg import ProDGTask
 from environments.papers.ptq_priced import PtqPricedTask
 
-TASKS: dict[str, type[PaperTask]] = {cls.task: cls for cls in (PtqPricedTask, PrefixForcingTask)}
+TASKS: dict[str, type[PaperTask]] = {cls.task: cls for cls in (PtqPricedTask, PrefixForcingTask, FedForestTask, ProDGTask)}
