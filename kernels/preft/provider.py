@@ -59,10 +59,17 @@ PROVIDER = LocalProvider()
 
 
 def recent_batch_sizes() -> list[int]:
-    """Sequences in each recent engine step (for tests and diagnostics)."""
+    """Sequences in each recent engine step (the last 1000; for tests and diagnostics)."""
     from kernels.preft.serving import server
 
     return server().batch_sizes()
+
+
+def engine_steps() -> int:
+    """Engine steps so far: the new steps since a moment are `recent_batch_sizes()[-(now - then):]`."""
+    from kernels.preft.serving import server
+
+    return server().steps()
 
 
 async def _load() -> tuple[Any, Any]:

@@ -97,8 +97,12 @@ class EngineServer:
         return self.submit(req).result(timeout)
 
     def batch_sizes(self) -> list[int]:
-        """Sequences in each recent step (for tests and diagnostics)."""
+        """Sequences in each recent step (the last 1000; for tests and diagnostics)."""
         return list(self._get_engine().stats.batch_sizes)
+
+    def steps(self) -> int:
+        """Engine steps since it started (monotone: pairs with `batch_sizes` when that is full)."""
+        return self._get_engine().stats.steps
 
     def shutdown(self, timeout: float = 10.0) -> None:
         with self._lock:
