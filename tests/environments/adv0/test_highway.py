@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from highway_env.vehicle.behavior import IDMVehicle
 
-from environments.adv0.highway import FAMILIES, AggressiveIDM, run_episode, start_episode
+from environments.adv0.highway import FAMILIES, run_episode, start_episode
+from environments.adv0.vehicles import AggressiveIDM
 from environments.adv0.scenario import IdmParams, ScenarioParams, defender_return
 
 # Found by hand: on seed 0 this attacker cuts in 5 m ahead of the ego within ~3 s (a side swipe).
