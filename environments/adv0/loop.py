@@ -48,25 +48,13 @@ from environments.adv0.loop_state import (  # noqa: F401 -- re-exported: the loo
     complete_rounds, load_round, load_rows, open_run, round_name, run_folder, save_round, start_run,
 )
 from environments.adv0.metrics import episode_scores
+from environments.adv0.planner import cpu_seconds
 from environments.adv0.scenario import (
     FACTORS, HELD_OUT_FAMILIES, HELD_OUT_MANOEUVRES, TRAIN_MANOEUVRES, EpisodeResult, IdmParams, ScenarioParams,
 )
 from harness.errors import HarnessError
 
 Job = tuple[ScenarioParams | None, int]  # (attack or None, seed)
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process and its finished children."""
-    t = time.process_time()
-    try:
-        import resource
-
-        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t += usage.ru_utime + usage.ru_stime
-    except ImportError:  # not on POSIX
-        pass
-    return t
 
 
 # ---------------------------------------------------------------- worlds, seeds and contexts

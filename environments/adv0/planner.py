@@ -115,7 +115,7 @@ def _check(generations: int, population: int, elite_frac: float) -> int:
     return max(1, math.ceil(elite_frac * population))
 
 
-def _cpu_s() -> float:
+def cpu_seconds() -> float:
     """CPU time of this process and of its waited-for children (a world that runs episodes in
     worker processes is counted once they finish)."""
     t = time.process_time()
@@ -147,7 +147,7 @@ def tune_cem(run_episodes: RunEpisodes, scenarios: Sequence[ScenarioParams | Job
     start_j = best_score[0]
     history: list[GenerationRecord] = []
     for gen in range(generations):
-        cpu0, wall0 = _cpu_s(), time.perf_counter()
+        cpu0, wall0 = cpu_seconds(), time.perf_counter()
         samples = np.clip(mu + sigma * rng.standard_normal((population, mu.size)), 0.0, 1.0)
         candidates = [to_params(u) for u in samples]
         scored = np.array([scores(run_episodes, p, jobs, charge_any_crash) for p in candidates])
@@ -161,7 +161,7 @@ def tune_cem(run_episodes: RunEpisodes, scenarios: Sequence[ScenarioParams | Job
         history.append(GenerationRecord(
             generation=gen, population=population, episodes=population * len(jobs), mean_j=float(j.mean()),
             best_j=float(j[order[0]]), elite_j=float(j[order].mean()), incumbent_j=best_score[0],
-            start_j=start_j, incumbent=best.model_dump(), sigma=float(sigma.mean()), cpu_s=_cpu_s() - cpu0,
+            start_j=start_j, incumbent=best.model_dump(), sigma=float(sigma.mean()), cpu_s=cpu_seconds() - cpu0,
             wall_s=time.perf_counter() - wall0))
     return best, history
 
