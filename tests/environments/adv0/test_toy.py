@@ -5,13 +5,13 @@ room and then braked); the kinematic feasibility flag; the driver's Episode; bad
 
 from __future__ import annotations
 
-import time
 
 import numpy as np
 import pytest
 
 from environments.adv0 import toy
 from environments.adv0.attacker import fit_reference
+from environments.adv0.planner import tune_cem
 from environments.adv0.scenario import (
     FACTORS, SPACE_SIZE, IdmParams, ScenarioParams, all_scenarios, defender_return,
 )
@@ -35,11 +35,9 @@ def one(seed: int, z: ScenarioParams | None, planner: IdmParams | None = DEFAULT
     return episode.result()
 
 
-def test_the_whole_space_runs_in_well_under_a_second_per_seed(table):
+def test_the_whole_space_is_enumerated_with_the_landscape_the_checks_need(table):
+    # Its speed (~0.14 s for 6000 episodes) is `harness bench driving`'s to report, not a test's.
     assert table.J.shape == (2, SPACE_SIZE)
-    t0 = time.perf_counter()
-    toy.evaluate([5], Z)
-    assert time.perf_counter() - t0 < 1.0  # measured here: ~0.14 s for 6000 episodes
     # The landscape the checks need: defender-at-fault crashes exist but are rare, the fault gate
     # has attacker-at-fault crashes to remove, and some swerves break the kinematic limits.
     assert 0 < table.defender_fault.mean() < 0.02
@@ -193,9 +191,20 @@ def test_summary_results_match_single_episodes():
     assert s[1].reward == pytest.approx(one(3, None).reward, abs=1e-12)
 
 
-def test_the_small_cem_keeps_its_incumbent_and_the_box():
-    z = Z[np.isin(Z[:, 1], [0, 1])][::97]
-    best, history = toy.tune_idm([3, 4], z, generations=2, population=6, elite=2)
+def test_the_toy_worlds_population_scores_match_its_episodes_and_drive_the_one_cem():
+    z = [ScenarioParams.from_index(tuple(int(x) for x in Z[k])) for k in (1234, 4321)]
+    jobs = [(z[0], 3), (z[1], 4), (None, 3)]
+    cands = [IdmParams(), IdmParams(time_wanted=2.5, target_speed=25.0)]
+    got = toy.population_scores(cands, jobs)
+    for p, (j, speed) in zip(cands, got):
+        rs = toy.summary_results([s for _, s in jobs], [a for a, _ in jobs], p)
+        assert j == pytest.approx(np.mean([r.reward for r in rs]), abs=1e-12)
+        assert speed == pytest.approx(np.mean([r.mean_speed for r in rs]), abs=1e-12)
+    # The planner's CEM, batched over the toy world: the box holds, the incumbent never gets worse.
+    scen = [(ScenarioParams.from_index(tuple(int(x) for x in row)), 3 + i % 2)
+            for i, row in enumerate(Z[np.isin(Z[:, 1], [0, 1])][::97])]
+    best, history = tune_cem(toy.population_scores, scen, IdmParams(), 2, 6, 1 / 3, seed=0, batched=True)
     lo, hi = IdmParams.bounds()
     assert np.all(best.vector() >= lo) and np.all(best.vector() <= hi)
-    assert history == sorted(history) and len(history) == 3
+    inc = [h.incumbent_j for h in history]
+    assert inc == sorted(inc) and len(history) == 2 and inc[0] >= history[0].start_j

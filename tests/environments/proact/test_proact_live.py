@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -286,10 +285,8 @@ def test_sample_order_spreads_blueprints_and_styles_early():
 # ------------------------------------------------------------------ the loop through the runner
 def test_full_dialogues_make_official_rows_and_keep_the_protocol(blueprint_file, tmp_path):
     """One server plays every role (its reply parses as a Planner answer and as a verdict)."""
-    t0 = time.perf_counter()
     with running_server("--echo", "--reply", COMBINED_REPLY) as url:
         records, summary = run_suite(ProactLiveSuite(), blueprint_file, url, tmp_path / "runs", limit=3)
-    assert time.perf_counter() - t0 < 60
     assert len(records) == 3 and all(r.status == "ok" for r in records), [r.errors for r in records]
     # `--limit 3`: three different blueprints and three different styles.
     assert len({r.output["scenario_id"] for r in records}) == 3
