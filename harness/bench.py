@@ -73,12 +73,13 @@ async def _raw_client(base_url: str, samples: int, concurrency: int) -> tuple[in
     return done, elapsed
 
 
-def _harness_runner(base_url: str, samples: int, concurrency: int, run_dir: Path) -> tuple[int, float, Any]:
+def _harness_runner(base_url: str, samples: int, concurrency: int, run_dir: Path,
+                    executor: Any = None) -> tuple[int, float, Any]:
     config = RunConfig(suite="bench-echo", models={"assistant": "openai/echo"}, base_url=base_url,
                        max_connections=concurrency, cache=False, call_timeout_s=60, max_retries=2)
     plan = plan_run(config, run_dir, suite=EchoSuite(samples))
     t0 = time.perf_counter()
-    summary = asyncio.run(execute(plan, show_progress=True))
+    summary = asyncio.run(execute(plan, show_progress=True, executor=executor))
     return summary.counts["samples"] - summary.counts["sample_errors"], time.perf_counter() - t0, plan.folder.path
 
 
@@ -98,3 +99,37 @@ def bench_runner(samples: int, concurrency: int, console: Console) -> dict[str, 
     console.print(table)
     console.print(f"runner / raw = {runner_rate / raw_rate:.2f}  (samples.jsonl lines written: {lines})")
     return {"runner_rate": runner_rate, "raw_rate": raw_rate, "ratio": runner_rate / raw_rate}
+
+
+def bench_ray(samples: int, concurrency: int, console: Console, address: str | None = None) -> dict[str, float]:
+    """`harness bench runner --executor ray`: the same echo run through the asyncio executor and
+    through Ray tasks (local cluster, or `address`), in one process, one server; the ratio is
+    Ray's rate over asyncio's. Cluster start-up and the workers' first imports are left out of
+    Ray's figure (a warm-up run first): they are paid once per cluster, not per sample."""
+    import ray
+
+    from harness.executors.ray_executor import RayExecutor
+
+    local: dict[str, Any] = {} if address else {"include_dashboard": False}
+    ray.init(address=address, log_to_driver=False, configure_logging=False, **local)
+    try:
+        with running_server("--echo") as base_url, tempfile.TemporaryDirectory() as tmp:
+            asyncio.run(_raw_client(base_url, min(100, samples), concurrency))
+            _harness_runner(base_url, min(4 * concurrency, samples), concurrency, Path(tmp) / "warm", RayExecutor())
+            local_ok, local_s, _ = _harness_runner(base_url, samples, concurrency, Path(tmp) / "asyncio")
+            ray_ok, ray_s, path = _harness_runner(base_url, samples, concurrency, Path(tmp) / "ray", RayExecutor())
+            lines = sum(1 for _ in open(path / "samples.jsonl"))
+        nodes = len([n for n in ray.nodes() if n.get("Alive")])  # type: ignore[no-untyped-call]
+        cpus = int(ray.cluster_resources().get("CPU", 0))  # type: ignore[no-untyped-call]
+    finally:
+        ray.shutdown()
+    local_rate, ray_rate = local_ok / local_s, ray_ok / ray_s
+    table = Table(title=f"bench runner --executor ray: {samples} samples, concurrency {concurrency}, "
+                        f"{nodes} node(s), {cpus} CPUs")
+    for col in ("executor", "ok samples", "seconds", "samples/s"):
+        table.add_column(col)
+    table.add_row("asyncio (this process)", str(local_ok), f"{local_s:.2f}", f"{local_rate:.1f}")
+    table.add_row("ray (tasks)", str(ray_ok), f"{ray_s:.2f}", f"{ray_rate:.1f}")
+    console.print(table)
+    console.print(f"ray / asyncio = {ray_rate / local_rate:.2f}  (ray run's samples.jsonl lines: {lines})")
+    return {"asyncio_rate": local_rate, "ray_rate": ray_rate, "ratio": ray_rate / local_rate}

@@ -47,6 +47,15 @@ class CallStats:
         kind = type(exc).__name__
         self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + 1
 
+    def add(self, other: CallStats) -> None:
+        """Add another process's counts (a Ray task's) to these."""
+        self.calls += other.calls
+        self.cache_hits += other.cache_hits
+        self.retries += other.retries
+        self.failures += other.failures
+        for kind, n in other.errors_by_kind.items():
+            self.errors_by_kind[kind] = self.errors_by_kind.get(kind, 0) + n
+
 
 class ManagedModel:
     """A provider model plus the run's policy. One per distinct model spec in a run, so the

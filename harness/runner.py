@@ -16,15 +16,15 @@ import signal
 import subprocess
 import time
 import traceback
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from harness.cache import CallCache
-from harness.calls import CallPolicy, ManagedModel
+from harness.calls import CallPolicy, CallStats, ManagedModel
 from harness.errors import HarnessError
 from harness.progress import RunProgress
 from harness.providers import load_model, validate_spec
@@ -45,7 +45,11 @@ from harness.suite import Sample, SampleContext, Scorer, Suite, dump_payload, er
 from harness.providers.base import Usage
 
 T = TypeVar("T")
-TRACKED_PACKAGES = ("harness", "torch", "transformers", "openai", "litellm", "langgraph", "datasets", "vllm")
+# Every package whose version changes a number: the model stack, and the libraries the benchmarks
+# compute with (the papers' solvers, the simulators, the decoders).
+TRACKED_PACKAGES = ("harness", "torch", "transformers", "openai", "litellm", "langgraph", "datasets", "vllm",
+                    "numpy", "scipy", "scikit-learn", "stim", "pymatching", "ldpc", "highway-env",
+                    "stable-baselines3", "ray")
 
 
 def sample_seed(base_seed: int, sample_id: str, epoch: int) -> int:
@@ -317,62 +321,139 @@ def build_models(config: RunConfig, cache: CallCache | None,
     return roles
 
 
-async def execute(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
-    """Run what the plan left to do, writing each sample as it ends; always leave a consistent run."""
-    config, folder, manifest, suite = plan.config, plan.folder, plan.manifest, plan.suite
+async def run_items(suite: Suite, config: RunConfig, items: list[WorkItem], models: dict[str, ManagedModel],
+                    deliver: Callable[[SampleRecord], object], concurrency: int) -> None:
+    """Run work items with `concurrency` samples in flight, handing each record to `deliver` as
+    it ends. The one loop every executor runs (the asyncio executor in the driver, the Ray
+    executor inside each task)."""
+    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+
+    async def worker() -> None:
+        while True:
+            try:
+                item = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            if item.source is None:
+                record = await run_one(suite, item.sample, item.epoch, models, config)
+            else:
+                record = await rescore_one(suite, item.sample, item.source, models, config)
+            deliver(record)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
+
+
+# Called by an executor with each finished record; True if it was new and is now written, False if
+# that (sample, epoch) was already recorded (a retry's or a straggler's copy, dropped).
+Deliver = Callable[[SampleRecord], bool]
+
+
+class Executor(Protocol):
+    """Where a run's samples run (`--executor`; more in harness/executors/). `execute` owns the run
+    folder and calls, in order: `prepare(plan)` before anything is written (load models, join the
+    cluster; bad input raises HarnessError), `run(plan, deliver)` (each record to `deliver` as it
+    ends), `call_stats()` (calls per model name) and `aclose()` (once, also on failure)."""
+
+    name: str
+
+    def prepare(self, plan: RunPlan) -> None: ...
+
+    async def run(self, plan: RunPlan, deliver: Deliver) -> None: ...
+
+    def call_stats(self) -> dict[str, CallStats]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def stats_by_name(models: dict[str, ManagedModel]) -> dict[str, CallStats]:
+    """Per-model call counts of a role -> model map (a model shared by roles counted once)."""
+    out: dict[str, CallStats] = {}
+    for model in {id(m): m for m in models.values()}.values():
+        out.setdefault(model.name, CallStats()).add(model.stats)
+    return out
+
+
+class AsyncioExecutor:
+    """The default: every sample in this process, `max_connections` in flight per model, the run
+    dir's call cache shared by all of them."""
+
+    name = "asyncio"
+
+    def __init__(self) -> None:
+        self._models: dict[str, ManagedModel] = {}
+        self._cache: CallCache | None = None
+
+    def prepare(self, plan: RunPlan) -> None:
+        self._cache = CallCache(plan.folder.run_dir / "cache.sqlite") if plan.config.cache else None
+        self._models = build_models(plan.config, self._cache, plan.called_roles)
+
+    async def run(self, plan: RunPlan, deliver: Deliver) -> None:
+        await run_items(plan.suite, plan.config, plan.todo, self._models, deliver, plan.config.max_connections)
+
+    def call_stats(self) -> dict[str, CallStats]:
+        return stats_by_name(self._models)
+
+    async def aclose(self) -> None:
+        for model in {id(m): m for m in self._models.values()}.values():
+            try:
+                await model.aclose()
+            except Exception:  # noqa: BLE001 - closing must not mask the run's own outcome
+                pass
+        if self._cache is not None:
+            self._cache.close()
+
+
+async def execute(plan: RunPlan, *, show_progress: bool = True, executor: Executor | None = None) -> RunSummary:
+    """Run what the plan left to do, writing each sample as it ends; always leave a consistent run.
+    The driver (this process) is the only writer of the run folder, whichever executor runs the
+    samples; a record whose (sample, epoch) is already recorded is dropped, so a retried or late
+    duplicate never becomes a second line."""
+    executor = executor or AsyncioExecutor()
+    folder, manifest, suite = plan.folder, plan.manifest, plan.suite
     run_dir = folder.run_dir
-    cache = CallCache(run_dir / "cache.sqlite") if config.cache else None
-    models = build_models(config, cache, plan.called_roles)
+    executor.prepare(plan)  # bad input (a cluster that does not answer) is found before anything is written
     records = list(plan.done)
+    recorded = {r.key for r in records}
     manifest.status, manifest.ended = "running", None
     folder.write_manifest(manifest)
     index = RunIndex(run_dir)
     index.record(manifest, None, len(records), sum(r.status == "error" for r in records))
     finished = False
-    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-    for item in plan.todo:
-        queue.put_nowait(item)
     total = len(plan.todo) + len(plan.done)
     try:
         with RunProgress(f"{suite.name}", total, len(plan.done), enabled=show_progress) as progress:
 
-            async def worker() -> None:
-                while True:
-                    try:
-                        item = queue.get_nowait()
-                    except asyncio.QueueEmpty:
-                        return
-                    if item.source is None:
-                        record = await run_one(suite, item.sample, item.epoch, models, config)
-                    else:
-                        record = await rescore_one(suite, item.sample, item.source, models, config)
-                    folder.append(record)
-                    records.append(record)
-                    progress.advance(record.status == "error")
+            def deliver(record: SampleRecord) -> bool:
+                if record.key in recorded:
+                    return False
+                folder.append(record)
+                recorded.add(record.key)
+                records.append(record)
+                progress.advance(record.status == "error")
+                return True
 
-            await asyncio.gather(*(worker() for _ in range(max(1, min(config.max_connections, len(plan.todo))))))
+            await executor.run(plan, deliver)
         finished = True
     finally:
         folder.close()
         manifest.status = "complete" if finished else "interrupted"
         manifest.ended = now_iso()
-        summary = summarize(suite, manifest, records, models)
+        summary = summarize(suite, manifest, records, executor.call_stats())
         folder.write_summary(summary)
         folder.write_manifest(manifest)
         index.record(manifest, summary, len(records), sum(r.status == "error" for r in records))
         index.close()
-        for model in {id(m): m for m in models.values()}.values():
-            try:
-                await model.aclose()
-            except Exception:  # noqa: BLE001 - closing must not mask the run's own outcome
-                pass
-        if cache is not None:
-            cache.close()
+        try:
+            await executor.aclose()
+        except Exception:  # noqa: BLE001 - closing must not mask the run's own outcome
+            pass
     return summary
 
 
 def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
-              models: dict[str, ManagedModel]) -> RunSummary:
+              call_stats: dict[str, CallStats]) -> RunSummary:
     # In sample order, not completion order: a bootstrap CI (and a float sum) depends on the order
     # of its units, and the same records must give the same summary however the run was scheduled.
     records = sorted(records, key=lambda r: (r.sample_id, r.epoch))
@@ -380,11 +461,8 @@ def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
     for rec in records:
         for role, u in rec.usage.items():
             usage.setdefault(role, Usage()).add(u)
-    calls = {}
-    for model in {id(m): m for m in models.values()}.values():
-        s = model.stats
-        calls[model.name] = {"calls": s.calls, "cache_hits": s.cache_hits, "retries": s.retries,
-                             "failures": s.failures, "errors_by_kind": s.errors_by_kind}
+    calls = {name: {"calls": s.calls, "cache_hits": s.cache_hits, "retries": s.retries,
+                    "failures": s.failures, "errors_by_kind": s.errors_by_kind} for name, s in call_stats.items()}
     counts = {"samples": len(records), "sample_errors": sum(r.status == "error" for r in records)}
     counts |= suite.counts(records)
     seed = manifest.config.seed
@@ -416,13 +494,13 @@ def epoch_spread(suite: Suite, records: list[SampleRecord], seed: int) -> dict[s
     return out
 
 
-def run_eval(plan: RunPlan, *, show_progress: bool = True) -> RunSummary:
+def run_eval(plan: RunPlan, *, show_progress: bool = True, executor: Executor | None = None) -> RunSummary:
     """Synchronous entry: Ctrl-C (or SIGTERM, as schedulers send) leaves an `interrupted`,
     resumable run and raises KeyboardInterrupt."""
     # SIGTERM takes the Ctrl-C path, which asyncio turns into a clean cancellation.
     previous = signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
     try:
-        return asyncio.run(execute(plan, show_progress=show_progress))
+        return asyncio.run(execute(plan, show_progress=show_progress, executor=executor))
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -17,10 +17,28 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks of the harness an
 def bench_runner(
     samples: int = typer.Option(2000, "--samples", min=1),
     concurrency: int = typer.Option(64, "--concurrency", min=1),
+    executor: str = typer.Option("asyncio", "--executor",
+                                 help="asyncio: runner vs the raw client; ray: the Ray executor vs the asyncio one."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: a cluster's HOST:PORT."),
 ) -> None:
-    """The harness's own overhead: full runner vs the raw openai client on an instant server."""
+    """The harness's own overhead: full runner vs the raw openai client on an instant server
+    (or, with --executor ray, Ray tasks vs the asyncio executor)."""
     from harness.bench import bench_runner as run
 
+    if executor == "ray":
+        from harness.bench import bench_ray
+        from harness.errors import HarnessError
+        from harness.executors import make_executor
+
+        try:
+            make_executor("ray", ray_address=ray_address)  # the address answers; Ray is installed
+        except HarnessError as exc:
+            fail(str(exc))
+        bench_ray(samples, concurrency, out, ray_address)
+        return
+    if executor != "asyncio" or ray_address is not None:
+        fail(f"--executor {executor!r}{' --ray-address' if ray_address else ''}: use --executor asyncio or ray "
+             "(--ray-address goes with ray)")
     run(samples, concurrency, out)
 
 

@@ -32,8 +32,9 @@ def check_run_dir(run_dir: Path) -> None:
 
 
 def run_config(config: Any, run_dir: Path, *, resume: str | None = None, suite: Any = None,
-               progress: bool = True) -> tuple[Any, Path]:
-    """Plan, check endpoints, run; bad input is one error line, Ctrl-C leaves a resumable run."""
+               progress: bool = True, executor: Any = None) -> tuple[Any, Path]:
+    """Plan, check endpoints, run (`executor`: harness.executors, default asyncio); bad input is
+    one error line, Ctrl-C leaves a resumable run."""
     from harness.providers import check_reachable
     from harness.runner import plan_run, run_eval
 
@@ -46,7 +47,7 @@ def run_config(config: Any, run_dir: Path, *, resume: str | None = None, suite: 
     if plan.resumed:
         err.print(f"resuming {run_id}: {len(plan.done)} samples done, {len(plan.todo)} to go")
     try:
-        summary = run_eval(plan, show_progress=progress)
+        summary = run_eval(plan, show_progress=progress, executor=executor)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]: {run_id} is saved; resume with "
                   f"`harness eval --resume {run_id} --run-dir {run_dir}`")

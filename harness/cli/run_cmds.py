@@ -51,13 +51,19 @@ def eval_cmd(
     resume: Optional[str] = typer.Option(None, "--resume", help="Run id to resume."),
     cache: bool = typer.Option(True, "--cache/--no-cache", help="Read and write the model-call cache."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+    executor: str = typer.Option("asyncio", "--executor",
+                                 help="Where samples run: asyncio (this process) or ray (Ray tasks on a cluster; the `ray` extra)."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address",
+                                              help="With --executor ray: the cluster's HOST:PORT (default: start a local one)."),
 ) -> None:
     """Run a suite against a model; leaves a run folder with transcripts, scores and a summary."""
+    from harness.executors import make_executor
     from harness.records import RunConfig
     from harness.suite import get_suite, parse_suite_options
 
     try:
         check_run_dir(run_dir)
+        runner = make_executor(executor, ray_address=ray_address)
         if suite is None and resume is None:
             raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
         options: dict[str, Any] = dict(parse_suite_options(suite_option))
@@ -92,7 +98,7 @@ def eval_cmd(
         )
     except HarnessError as exc:
         fail(str(exc))
-    summary, path = run_config(config, run_dir, resume=resume, suite=suite_obj, progress=progress)
+    summary, path = run_config(config, run_dir, resume=resume, suite=suite_obj, progress=progress, executor=runner)
     print_summary(summary, path)
 
 
