@@ -29,7 +29,8 @@ def _fail(message: str, code: int = 2) -> None:
 
 @leaderboard_app.command("export")
 def export_cmd(
-    suite: str = typer.Option(..., "--suite", help="Suite whose runs to rank (see `harness runs`)."),
+    suite: Optional[str] = typer.Option(None, "--suite", help="Suite whose runs to rank (see `harness runs`); "
+                                        "html without it: one report of every suite, the benchmarks and the claims."),
     fmt: str = typer.Option("csv", "--format", help="csv, md, html (report with charts) or json."),
     run_dir: list[Path] = RUN_DIRS,
     out_file: Optional[Path] = typer.Option(None, "--out", help="Write here instead of stdout."),
@@ -43,17 +44,30 @@ def export_cmd(
     bench: list[Path] = typer.Option([], "--bench", help="adapters_bench.json (or its folder) to plot in the HTML report."),
 ) -> None:
     """One row per (model, judge, suite version): n, every metric with its 95% CI, rank with ties,
-    run ids, tokens and cost per role, date."""
+    run ids, tokens and cost per role, date. `--format html` without `--suite`: one offline report
+    of every suite in the run dirs (leaderboards and each suite's own section), the serving
+    benchmarks (`--bench`) and the papers' claims table."""
     from leaderboards.aggregate import build_leaderboard
+    from leaderboards.combined import combined_report
     from leaderboards.export import FORMATS, render, write_output
     from leaderboards.prices import load_price_file
+    from leaderboards.sections import suite_section
 
     try:
         if fmt not in FORMATS:  # before any reading: a typo should not cost a pass over the runs
             raise HarnessError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
-        board = build_leaderboard(run_dir, suite, metric=metric, group_by=tuple(group_by),
-                                  include_incomplete=include_incomplete, prices=load_price_file(prices))
-        text = write_output(render(board, fmt, bench=bench), out_file)
+        if suite is None:
+            if fmt != "html" or metric:
+                raise HarnessError("--suite is needed for csv, md, json and --metric; html without --suite is the "
+                                   "whole report (every suite, the benchmarks, the claims)")
+            text = write_output(combined_report(run_dir, bench=bench, group_by=tuple(group_by),
+                                                include_incomplete=include_incomplete,
+                                                prices=load_price_file(prices)), out_file)
+        else:
+            board = build_leaderboard(run_dir, suite, metric=metric, group_by=tuple(group_by),
+                                      include_incomplete=include_incomplete, prices=load_price_file(prices))
+            section, notes = suite_section(board) if fmt == "html" else (None, [])
+            text = write_output(render(board, fmt, bench=bench, section=section, notes=notes), out_file)
     except HarnessError as exc:
         _fail(str(exc))
     if text is not None:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.suite import ReportSection
 from leaderboards.aggregate import Leaderboard, to_frame
 from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
 from leaderboards.report import html_report
@@ -54,7 +55,9 @@ def to_json(board: Leaderboard) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None) -> str:
+def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None, section: ReportSection | None = None,
+           notes: list[str] | None = None) -> str:
+    """`section`, `notes`: the suite's own report section (HTML only; `sections.suite_section`)."""
     if fmt not in FORMATS:
         raise HarnessError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     if bench and fmt != "html":
@@ -65,7 +68,7 @@ def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None) -> 
         return to_markdown(board)
     if fmt == "json":
         return to_json(board)
-    return html_report(board, bench=bench or [])
+    return html_report(board, bench=bench or [], section=section, notes=notes)
 
 
 def write_output(text: str, out: Path | None) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
+from harness.suite import ReportSection
 from leaderboards.aggregate import Leaderboard
 from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
 from leaderboards.plots import adapter_throughput, load_bench, metric_bars, row_label, style_heatmap
@@ -23,15 +24,28 @@ tr.tied td.rank { color: #a15c00; font-weight: bold; }
 figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }
 figcaption, .note { color: #555; font-size: .9rem; }
 code { background: #f3f3f3; padding: 0 .2rem; }
+.overview { display: grid; grid-template-columns: repeat(auto-fill, minmax(16rem, 1fr)); gap: .75rem; }
+.overview a { display: block; border: 1px solid #ccc; border-radius: 4px; padding: .5rem .75rem; color: inherit;
+  text-decoration: none; } .overview a:hover { background: #f7f7f7; } .overview b { display: block; }
+section.family { border-top: 2px solid #ddd; margin-top: 2rem; }
+.bad { color: #b00020; font-weight: bold; } .good { color: #176f2c; font-weight: bold; } .unsure { color: #a15c00; }
+figure.picture { display: inline-block; margin: .25rem .5rem .75rem 0; vertical-align: top; }
+figure.picture img { max-width: 100%; border: 1px solid #ccc; display: block; }
+.pictures { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }
+.pictures > .item { max-width: 34rem; } .pictures > .wide { flex-basis: 100%; }
+.side { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }
+table.claims { font-size: .85rem; width: 100%; } table.claims td:nth-child(3) { font-size: .78rem; }
+table.compact { font-size: .82rem; margin: .25rem 0; } table.compact td, table.compact th { padding: .1rem .35rem; }
 """
+# The classes above are the ones a suite's report hook may use (leaderboards/README.md lists them).
 
 
-def _leaderboard_tables(board: Leaderboard) -> list[str]:
+def leaderboard_tables(board: Leaderboard, level: int = 3) -> list[str]:
     parts = []
     head = ["rank", "model", "judge", "suite version", "n", escape(board.metric) + " [95% CI]", "runs",
             "tokens (prompt+completion)", "cost", "date"]
     for key, rows in board.groups():
-        parts.append(f"<h3>{escape(group_title(board, key))}</h3>")
+        parts.append(f"<h{level}>{escape(group_title(board, key))}</h{level}>")
         parts.append('<table class="leaderboard"><thead><tr>' + "".join(f"<th>{h}</th>" for h in head)
                      + "</tr></thead><tbody>")
         for r in rows:
@@ -46,7 +60,7 @@ def _leaderboard_tables(board: Leaderboard) -> list[str]:
     return parts
 
 
-def _all_metrics_table(board: Leaderboard) -> str:
+def all_metrics_table(board: Leaderboard) -> str:
     head = "".join(f"<th>{escape(row_label(r))}</th>" for r in board.rows)
     body = "".join(
         f"<tr><td><code>{escape(n)}</code></td>"
@@ -55,11 +69,27 @@ def _all_metrics_table(board: Leaderboard) -> str:
     return f'<table class="metrics"><thead><tr><th>metric</th>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _figure(svg: str, caption: str, name: str) -> str:
+def figure(svg: str, caption: str, name: str) -> str:
     return f'<figure class="chart" data-chart="{name}">{svg}<figcaption>{escape(caption)}</figcaption></figure>'
 
 
-def html_report(board: Leaderboard, *, bench: list[Path]) -> str:
+def hook_html(section: ReportSection, level: int = 2) -> str:
+    """A suite's own section (its hook's markup, checked in `sections.hook_section`)."""
+    return f'<section class="hook"><h{level}>{escape(section.title)}</h{level}>\n{section.html}</section>'
+
+
+def notes_html(notes: list[str]) -> str:
+    return "".join(f'<p class="note bad">{escape(n)}</p>' for n in notes)
+
+
+def page(title: str, parts: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
+            f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")
+
+
+def html_report(board: Leaderboard, *, bench: list[Path], section: ReportSection | None = None,
+                notes: list[str] | None = None) -> str:
     docs = [load_bench(p) for p in bench]  # read first: a bad --bench path fails before any drawing
     parts = [
         f"<h1>Leaderboard: {escape(board.suite)}</h1>",
@@ -67,18 +97,20 @@ def html_report(board: Leaderboard, *, bench: list[Path]) -> str:
         f"{escape(' and '.join(board.group_by) or 'all rows')}. Brackets: 95% bootstrap CI over the suite's "
         "independent unit. A rank written <b>2=</b> shares its place: its interval overlaps another row's "
         f"in the group. Generated {escape(board.generated)} from {escape(', '.join(map(str, board.run_dirs)))}.</p>",
-        "<h2>Leaderboard</h2>", *_leaderboard_tables(board),
+        "<h2>Leaderboard</h2>", *leaderboard_tables(board),
         "<h2>Charts</h2>",
-        _figure(metric_bars(board), "Bars: values; error bars: 95% CI.", "metric-bars"),
+        figure(metric_bars(board), "Bars: values; error bars: 95% CI.", "metric-bars"),
     ]
     heatmap = style_heatmap(board)
     if heatmap:
-        parts.append(_figure(heatmap, "ProactBench headline score per conversation style (n: dialogues).",
-                             "style-heatmap"))
+        parts.append(figure(heatmap, "ProactBench headline score per conversation style (n: dialogues).",
+                            "style-heatmap"))
     if docs:
-        parts.append(_figure(adapter_throughput(docs), "Adapter serving: output tokens/s against the number of "
-                             "adapters, per mode (base is the ceiling).", "adapter-throughput"))
-    parts += ["<h2>All metrics</h2>", _all_metrics_table(board)]
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><link rel=\"icon\" href=\"data:,\">"
-            f"<title>Leaderboard: {escape(board.suite)}</title><style>{CSS}</style></head><body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+        parts.append(figure(adapter_throughput(docs), "Adapter serving: output tokens/s against the number of "
+                            "adapters, per mode (base is the ceiling).", "adapter-throughput"))
+    parts += ["<h2>All metrics</h2>", all_metrics_table(board)]
+    if notes:
+        parts.append(notes_html(notes))
+    if section is not None:
+        parts.append(hook_html(section))
+    return page(f"Leaderboard: {board.suite}", parts)

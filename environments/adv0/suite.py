@@ -25,6 +25,7 @@ from environments.adv0 import highway
 from environments.adv0.attackers import ATTACKERS, AttackerName, check_state, draw_scenario
 from environments.adv0.env import DrivingEnvironment
 from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
+from environments.adv0.report import failures_section
 from environments.adv0.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
 from agents.driver import DriverAgent, ReflectionMemory
 from harness.agents_registry import AgentConfig
@@ -32,7 +33,8 @@ from harness.environment import ThreadedEnv
 from harness.errors import HarnessError
 from harness.records import Metric, SampleRecord
 from harness.structured import Form
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
+from harness.suite import (FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Suite,
+                           SuiteOptions, Transcript)
 
 EVAL_FAMILIES = TRAIN_FAMILIES + HELD_OUT_FAMILIES
 INTENT = "Drive safely through the traffic: keep moving near the speed limit and never crash."
@@ -166,6 +168,11 @@ class Adv0Suite(Suite):
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return family_breakdown(_scores(records), seed=seed)
+
+    @classmethod
+    def report_section(cls, found: ReportInput) -> ReportSection | None:
+        """The HTML report's section: each run's crashes with their filmstrips and numbers."""
+        return failures_section(found)
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         scores = _scores(records)

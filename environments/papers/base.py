@@ -23,7 +23,8 @@ from pydantic import BaseModel, Field
 
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
+from harness.suite import (FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Suite,
+                           SuiteOptions, Transcript)
 
 VERSIONED_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch")
 
@@ -147,6 +148,15 @@ class PaperTask(Suite):
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         return {"seeds": len({r.sample_id.split("/")[-1] for r in records})}
+
+    # One section for the whole family in the HTML report: the claims table of the saved checks.
+    report_family: ClassVar[str] = "papers"
+
+    @classmethod
+    def report_section(cls, found: ReportInput) -> ReportSection | None:
+        from environments.papers.report import claims_section  # report.py imports this module
+
+        return claims_section(found)
 
 
 def describe_claim(task: str, claim: Claim, solvers: tuple[str, ...]) -> str:

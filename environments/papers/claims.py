@@ -12,53 +12,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
 
 from environments.papers.base import Condition, PaperTask
+from environments.papers.outcomes import CheckReport, ConditionResult, Outcome, Summary, Verdict
 from harness.errors import HarnessError
 from harness.suite import SampleContext
 
 RESAMPLES = 4000
-Outcome = Literal["holds", "fails", "undecided"]
-Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
-
-
-class ConditionResult(BaseModel):
-    condition: str
-    estimate: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-    outcome: Outcome
-    seeds_needed: int | None = None  # undecided only; None there: the estimate sits on the threshold
-
-
-class Summary(BaseModel):
-    """One solver's metric in one setting: mean over seeds with its bootstrap CI."""
-
-    solver: str
-    setting: str
-    metric: str
-    mean: float | None
-    ci_low: float | None
-    ci_high: float | None
-    n: int
-
-
-class CheckReport(BaseModel):
-    task: str
-    claim: str
-    setting: str
-    seeds: int
-    verdict: Verdict
-    conditions: list[ConditionResult]
-    summaries: list[Summary]
-    paired: list[ConditionResult]  # the headline metric, method minus each baseline (context, not criterion)
-    seeds_to_decide: int | None
-    wall_s: float
 
 
 def bootstrap_mean_ci(values: np.ndarray, seed: int = 0) -> tuple[float, float]:

@@ -7,7 +7,6 @@ method's paired differences against each baseline, the verdict and its wall time
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -74,7 +73,8 @@ def check_cmd(
     task: Optional[str] = typer.Argument(None, help="Task name (see `harness papers list`)."),
     all_tasks: bool = typer.Option(False, "--all", help="Check every task and print one table of verdicts."),
     seeds: Optional[int] = typer.Option(None, "--seeds", min=1, max=500, help="Seeds per setting (default: the task's)."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Also write the reports as JSON to this file."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Also save the reports: FILE.json (one list) or a "
+                                            "RUN_DIR (RUN_DIR/reports/papers.<task>/check.json, read by the HTML report)."),
 ) -> None:
     """Run the claim: method and baselines on shared seeds, paired CIs, a verdict."""
     from environments.papers.claims import check
@@ -96,13 +96,37 @@ def check_cmd(
         print_report(report)
         reports.append(report)
     if all_tasks:
-        table = Table(title="claims")
-        for col in ("task", "verdict", "seeds", "wall s", "conditions held / failed / undecided"):
-            table.add_column(col)
+        from environments.papers.report import COLUMNS, claim_row, row_cells
+
+        table = Table(title="claims (the same table: `harness papers table --format csv|md`)")
+        for col in COLUMNS:
+            table.add_column(col, overflow="fold")
         for r in reports:
-            outcomes = [c.outcome for c in r.conditions]
-            table.add_row(r.task, r.verdict, str(r.seeds), f"{r.wall_s:.1f}",
-                          f"{outcomes.count('holds')} / {outcomes.count('fails')} / {outcomes.count('undecided')}")
+            table.add_row(*(escape(c) for c in row_cells(claim_row(r))))
         out.print(table)
     if json_out:
-        json_out.write_text(json.dumps([r.model_dump(mode="json") for r in reports], indent=1))
+        from environments.papers.report import save_reports
+
+        for path in save_reports(reports, json_out):
+            out.print(f"saved: {path}", highlight=False)
+
+
+@papers_app.command("table")
+def table_cmd(
+    fmt: str = typer.Option("md", "--format", help="csv or md."),
+    run_dir: list[Path] = typer.Option([Path("runs")], "--run-dir", help="Where `papers check --json RUN_DIR` saved (repeatable)."),
+    reports: list[Path] = typer.Option([], "--reports", help="Report files (`--json FILE.json`) instead of run dirs."),
+) -> None:
+    """The claims table of the saved checks (claim, criterion, method vs best baseline, verdict, wall time)."""
+    from environments.papers.report import claim_row, load_reports, saved_files, to_csv, to_markdown
+
+    if fmt not in ("csv", "md"):
+        fail(f"--format {fmt!r}: use csv or md")
+    files = list(reports) or saved_files(run_dir)
+    if not files:
+        fail(f"no saved claim checks in {', '.join(map(str, run_dir))}: run `harness papers check --all --json RUN_DIR`")
+    try:
+        rows = [claim_row(r) for r in load_reports(files)]
+    except HarnessError as exc:
+        fail(str(exc))
+    print((to_csv if fmt == "csv" else to_markdown)(rows), end="")

@@ -25,7 +25,8 @@ from environments.prograf.verify import Verdict, verify
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
+from harness.suite import (FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Suite,
+                           SuiteOptions, Transcript)
 
 SYSTEM = ("You draw structured diagrams as code. Follow the request exactly: every named object, relation,"
           " connection and label it asks for, and nothing else. Reply with the code block only.")
@@ -135,9 +136,16 @@ class ProGrafSuite(Suite):
                 "points": [{"id": vp.id, "kind": vp.kind, "component": vp.component, "passed": False,
                             "pattern": "no_output", "reason": "no output to verify"} for vp in task.points]}
 
-    # ------------------------------------------------------------------ metrics
+    # ------------------------------------------------------------------ metrics, report
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         return prograf_metrics(records, seed=seed)
+
+    @classmethod
+    def report_section(cls, found: ReportInput) -> ReportSection | None:
+        """The HTML report's section: each task's render next to its verification points."""
+        from environments.prograf.report import renders_section
+
+        return renders_section(found)
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return prograf_breakdowns(records, seed=seed)
