@@ -1,5 +1,6 @@
-"""ProGraf's commands, added to `harness` through entry points: `harness prograf build-tasks`
-(`harness.commands`: prograf = prograf_app) and `harness bench prograf` (`harness.bench`)."""
+"""ProGraf's commands, added to `harness` through entry points: `harness prograf build-tasks`,
+`profile` and `check` (`harness.commands`: prograf = prograf_app) and `harness bench prograf`
+(`harness.bench`)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,95 @@ def profile_cmd(
     for name, m in profile.category_reliability.items():
         out.print(f"  reliability {name}: {m.value:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}] (n={m.n})", highlight=False)
     out.print("  weakest components: " + ", ".join(f"{c} {m.value:.3f}" for c, m in weakest), highlight=False)
+
+
+@prograf_app.command("check")
+def check_cmd(
+    generator: str = typer.Option(..., "--generator", help="Model spec of the generator (synthetic/prograf-weak-circuits: the positive control)."),
+    profile_path: Optional[Path] = typer.Option(None, "--profile", help="Its profile (default: built now, seeds 0..k-1, saved beside --out)."),
+    k: int = typer.Option(5, "--k", min=1, help="Single-shot samples per task when building the profile."),
+    budget: int = typer.Option(8, "--budget", min=1, max=64, help="Generator calls per task, for every method."),
+    checker: str = typer.Option("prompt", "--checker", help="prompt (the claim) or oracle (the hidden points: an upper bound)."),
+    seed_base: int = typer.Option(2000, "--seed-base", min=0, help="First generator seed of the methods (fresh: not the profile's)."),
+    ablations: bool = typer.Option(False, "--ablations/--no-ablations", help="Also run no-verify, no-rollback, no-replan (and other-profile)."),
+    other_profile: Optional[Path] = typer.Option(None, "--other-profile", help="Another generator's profile (ablation other-profile)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks of the hardest subset."),
+    max_passes: int = typer.Option(0, "--max-passes", min=0, help="Subset: tasks passed in at most N of the k samples (0 = pass@k = 0)."),
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON here."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Generator calls at once."),
+) -> None:
+    """The ProGraf claim on the generator's hardest subset with fresh seeds: recovery per method with
+    bootstrap CIs, paired differences (loop minus each) with paired CIs and McNemar tests; reproduced
+    iff the loop beats fixed-step, the Reflexion-style agent and best-of-B (paired CIs above 0) and
+    its no-profile ablation; and where its recovery lands against the paper's 43.7-77.8%."""
+    import asyncio
+    import hashlib
+    import tempfile
+
+    from environments.prograf.build import CORPUS
+    from environments.prograf.claim import check_claim, format_report
+    from environments.prograf.profile import build_profile, load_profile
+    from environments.prograf.task import load_tasks
+    from harness.calls import CallPolicy, ManagedModel
+    from harness.errors import HarnessError
+    from harness.providers import load_model
+    from harness.spec import ModelSpec
+
+    if checker not in ("prompt", "oracle"):
+        fail(f"--checker {checker}: choose prompt or oracle")
+    try:
+        model = ManagedModel(load_model(ModelSpec.parse(generator, flag="--generator")), max_connections=concurrency,
+                             policy=CallPolicy())
+        if profile_path is None:
+            folder = out_path.parent if out_path else Path(tempfile.mkdtemp(prefix="prograf-check-"))
+            profile_path = folder / (generator.replace("/", "_") + ".profile.json")
+            profile = asyncio.run(build_profile(model, load_tasks(CORPUS), generator=generator, k=k, seed=0,
+                                                concurrency=concurrency,
+                                                corpus_sha256=hashlib.sha256(CORPUS.read_bytes()).hexdigest()))
+            profile.save(profile_path)
+            out.print(f"profile -> {profile_path}", highlight=False)
+        profile = load_profile(profile_path)
+        if profile.generator != generator:
+            fail(f"--profile {profile_path} is {profile.generator}'s, not {generator}'s (build one with harness prograf profile)")
+        report = asyncio.run(check_claim(model, profile, budget=budget, checker=checker, seed_base=seed_base,
+                                         profile_path=profile_path, other_profile=other_profile, ablations=ablations,
+                                         limit=limit, max_passes=max_passes))
+    except HarnessError as exc:
+        fail(str(exc))
+    out.print(format_report(report), highlight=False, markup=False)
+    if out_path is not None:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(report.model_dump_json(indent=1) + "\n", encoding="utf-8")
+
+
+@prograf_app.command("prompt-checks")
+def prompt_checks_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Task file (default: the committed corpus)."),
+) -> None:
+    """The prompt-derived checker against the hidden points: coverage (share of hidden points it
+    recovers, per category and source) and agreement with the hidden-point verifier on every
+    reference and structural mutant (precision / recall of "this output is wrong")."""
+    import json
+
+    from environments.prograf.build import CORPUS
+    from environments.prograf.prompt_checks import agreement, coverage
+    from environments.prograf.task import load_tasks
+    from harness.errors import HarnessError
+
+    try:
+        tasks = load_tasks(corpus or CORPUS)
+    except HarnessError as exc:
+        fail(str(exc))
+    cov, agree = coverage(tasks), agreement(tasks)
+    if as_json:
+        out.print(json.dumps({"coverage": cov, "agreement": agree}, indent=2), highlight=False)
+        return
+    out.print(f"{'category':<10} {'coverage':>8} {'recovered/hidden':>17} {'generated':>9} {'handwritten':>11} {'extra':>5}"
+              f" | {'precision':>9} {'recall':>6}  tp/fp/fn/tn", highlight=False)
+    for cat, row in cov.items():
+        a = agree[cat]
+        src = {s: f"{v['coverage']:.3f}" for s, v in row["by_source"].items()}
+        out.print(f"{cat:<10} {row['coverage']:>8.3f} {str(row['recovered']) + '/' + str(row['hidden']):>17}"
+                  f" {src.get('generated', '-'):>9} {src.get('handwritten', '-'):>11} {row['extra']:>5}"
+                  f" | {a['precision']:>9.3f} {a['recall']:>6.3f}  {a['tp']}/{a['fp']}/{a['fn']}/{a['tn']}", highlight=False)

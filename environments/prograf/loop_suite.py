@@ -3,27 +3,22 @@ baselines at an equal budget of generator calls, on a generator's hardest subset
 
 Options pick the method (`loop`, `single-shot`, `best-of`, `fixed-step`, `reflexion`), an
 ablation of the loop (`no-profile`, `other-profile`, `no-verify`, `no-rollback`, `no-replan`), the
-profile file (`harness prograf profile`), the budget and the checker. The loop's checks: in this
-slice only `oracle` exists -- the hidden VPs, an UPPER BOUND (every output records `checker`), not a
-result for a leaderboard; a checker derived from the prompt alone is still to do. Score: the final
+profile file (`harness prograf profile`), the budget and the checker. The loop's checks (and
+best-of's and the Reflexion-style agent's selection): `checker=prompt` (the default) reads them from
+the task's prompt alone (`prompt_checks.py`); `checker=oracle` uses the hidden VPs, an UPPER BOUND
+(every output records `checker`; it is a suite option, so part of the run's setup, and a
+leaderboard never pools the two). Score: the final
 code against every hidden point (the `prograf` verifier). Metric `recovery`: the pass rate over the
 subset, bootstrap CI over tasks; paired differences between methods come from `paired_difference`.
 
-`StepMock` is the synthetic mock generator (`mock.py`) made step-aware, for tests only: it reads a
-step request's focus and keep lists from the prompt; a focused component fails at
-`rate x (ATTENTION_FLOOR + (1 - ATTENTION_FLOOR) x share)` (share = focused / all components: the
-fewer things a step asks for, the better each is drawn), a kept one at `rate x KEEP_FACTOR` (a
-step may regress what was accepted), any other at its plain rate. These knobs were set before any
-control was run.
+`StepMock` (in `mock.py`, re-exported here) is the synthetic mock generator made step-aware, for tests only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import atexit
-import hashlib
-import random
-import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,21 +28,21 @@ from pydantic import BaseModel, Field
 from agents.prograf_loop import CheckItem, LoopConfig, ProGrafLoop, StepRequest, best_of, reflexion, single_shot
 from environments.prograf.build import CORPUS
 from environments.prograf.formats import FENCES, extract_code, user_prompt
-from environments.prograf.mock import PROFILES, SyntheticGenerator
+from environments.prograf.mock import ATTENTION_FLOOR, KEEP_FACTOR, StepMock
+from environments.prograf.prompt_checks import read_prompt
 from environments.prograf.profile import SYSTEM, CapabilityProfile, load_profile
 from environments.prograf.render import Renderer, cache_dir
 from environments.prograf.suite import ProGrafSuite, point_summary
 from environments.prograf.task import Task, load_tasks
 from environments.prograf.verify import verify
 from harness.errors import HarnessError
-from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage
+from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
 
-ATTENTION_FLOOR = 0.25
-KEEP_FACTOR = 0.1
 FRESH_SEED = 1000  # the loop's generator seeds start here, away from the profile's 0..k-1
+__all__ = ["ATTENTION_FLOOR", "KEEP_FACTOR", "StepMock"]  # re-exported from mock.py
 
 
 class Options(SuiteOptions):
@@ -59,7 +54,9 @@ class Options(SuiteOptions):
     subset: Literal["hardest", "all"] = Field("hardest", description="the profile's hardest subset, or every task")
     budget: int = Field(8, ge=1, le=64, description="generator calls per task, for every method")
     steps: int = Field(3, ge=1, le=16, description="planned steps of the loop and fixed-step")
-    checker: Literal["oracle"] = Field("oracle", description="where the loop's checks come from (oracle = upper bound)")
+    checker: Literal["prompt", "oracle"] = Field(
+        "prompt", description="where the loop's checks come from: the prompt, or the hidden points (oracle = upper bound)")
+    seed_base: int = Field(FRESH_SEED, ge=0, description="first generator seed (fresh: away from the profile's 0..k-1)")
     cross_fit: bool = Field(True, description="plan each task with a profile built without that task's fold")
     category: Literal["all", "geometry", "circuit", "flowchart", "diagram"] = Field("all", description="which tasks")
     render: bool = Field(False, description="render SVG when verifying (slower; counts only what is visible)")
@@ -78,9 +75,34 @@ class LoopOutput(BaseModel):
     trace: list[dict[str, Any]] = Field(default_factory=list)
 
 
+def cached_tasks(path: Path) -> list[Task]:
+    """The corpus, read once per file version (a claim check builds a suite per method)."""
+    return _tasks_at(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
+
+
+def cached_profile(path: Path) -> CapabilityProfile:
+    """A profile, read once per file version (the loop asks for its rates once per task)."""
+    return _profile_at(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
+
+
+@lru_cache(maxsize=4)
+def _tasks_at(path: str, mtime_ns: int) -> list[Task]:
+    return load_tasks(Path(path))
+
+
+@lru_cache(maxsize=16)
+def _profile_at(path: str, mtime_ns: int) -> CapabilityProfile:
+    return load_profile(Path(path))
+
+
 def oracle_checks(task: Task) -> list[CheckItem]:
     """The hidden VPs as the loop's checks: the labelled upper bound."""
     return [CheckItem(vp.id, vp.component, vp.text) for vp in task.points if vp.critical]
+
+
+def prompt_checks(task: Task) -> list[CheckItem]:
+    """The checks the prompt states (`prompt_checks.read_prompt`), never the hidden points."""
+    return [CheckItem(vp.id, vp.component, vp.text) for vp in read_prompt(task).points if vp.critical]
 
 
 def step_prompt(task: Task, fmt: str, req: StepRequest) -> str:
@@ -101,7 +123,7 @@ def step_prompt(task: Task, fmt: str, req: StepRequest) -> str:
 
 class ProGrafLoopSuite(ProGrafSuite):
     name = "prograf-loop"
-    version = "0.1.0"
+    version = "0.2.0"  # 0.2: checker=prompt is the default (0.1 had only the oracle); option seed_base
     headline_metric = "recovery"
     description = "ProGraf loop: profile-guided stepwise drawing with verified commits vs baselines at equal budget"
     Options = Options  # type: ignore[assignment]
@@ -120,10 +142,10 @@ class ProGrafLoopSuite(ProGrafSuite):
         return self._renderer
 
     def profile(self) -> CapabilityProfile | None:
-        return load_profile(Path(self.lopts.profile)) if self.lopts.profile else None
+        return cached_profile(Path(self.lopts.profile)) if self.lopts.profile else None
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
-        tasks = load_tasks(Path(corpus) if corpus else CORPUS)
+        tasks = cached_tasks(Path(corpus) if corpus else CORPUS)
         tasks = [t for t in tasks if self.lopts.category in ("all", t.category)]
         if self.lopts.subset == "hardest":
             profile = self.profile()
@@ -142,7 +164,7 @@ class ProGrafLoopSuite(ProGrafSuite):
         path = o.other_profile if o.ablation == "other-profile" else o.profile
         if o.method != "loop" or o.ablation == "no-profile" or not path:
             return {}
-        profile = load_profile(Path(path))
+        profile = cached_profile(Path(path))
         own = o.ablation != "other-profile"
         return profile.component_rates(exclude=task.id if o.cross_fit and own else None)
 
@@ -157,11 +179,13 @@ class ProGrafLoopSuite(ProGrafSuite):
         task: Task = sample.data["task"]
         fmt = task.formats[0]
         o = self.lopts
-        checks = oracle_checks(task)
+        oracle = o.checker == "oracle"
+        checks = oracle_checks(task) if oracle else prompt_checks(task)
+        checked: Any = task if oracle else read_prompt(task)  # what `check` verifies against
 
         async def draw(req: StepRequest) -> str | None:
             messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": step_prompt(task, fmt, req)}]
-            seed = FRESH_SEED + ctx.seed * 1000 + req.call
+            seed = o.seed_base + ctx.seed * 1000 + req.call
             try:
                 out = await ctx.generate("assistant", messages, GenerateConfig(max_tokens=o.max_tokens, seed=seed))
             except ModelError:
@@ -169,10 +193,10 @@ class ProGrafLoopSuite(ProGrafSuite):
             return extract_code(out.text, fmt)[0]
 
         async def check(code: str, ids: list[str]) -> dict[str, bool]:
-            verdict = await asyncio.to_thread(verify, task, fmt, code, self.renderer())
+            verdict = await asyncio.to_thread(verify, checked, fmt, code, self.renderer())
             return {p.id: p.passed for p in verdict.points if p.id in ids}
 
-        if o.method == "single-shot":
+        if o.method == "single-shot" or (not checks and o.method in ("loop", "fixed-step")):  # nothing to step on
             outcome = await single_shot(checks, draw)
             code, calls, trace = outcome.code, outcome.calls, outcome.trace
         elif o.method == "best-of":
@@ -228,48 +252,3 @@ def paired_difference(a: dict[str, bool], b: dict[str, bool], seed: int = 0) -> 
         raise HarnessError("paired_difference: the two runs share no task")
     arr = np.asarray([[float(a[t]), float(b[t]), 1.0] for t in common])
     return ratio_metric(arr, lambda c: c[0] - c[1], lambda c: c[2], seed=seed)
-
-
-# ---------------------------------------------------------------------- the step-aware mock (tests only)
-class StepMock(SyntheticGenerator):
-    """The synthetic mock made step-aware (see the module docstring); SYNTHETIC, never a result."""
-
-    def __init__(self, profile_name: str, tasks: list[Task]):
-        if profile_name not in PROFILES:
-            raise HarnessError(f"StepMock: unknown profile {profile_name!r} (choose {', '.join(PROFILES)})")
-        super().__init__(PROFILES[profile_name], tasks)
-
-    def step_answer(self, task: Task, fmt: str, seed: int, focus: set[str], keep: set[str]) -> str:
-        key = f"step/{self.profile.name}/{task.id}/{fmt}/{seed}"
-        rng = random.Random(hashlib.sha256(key.encode()).hexdigest())
-        if rng.random() < self.profile.format_error:
-            ref = next(s for s in task.reference if s.format == fmt)
-            return ref.code[: len(ref.code) // 3]
-        share = len(focus) / max(1, len({vp.component for vp in task.points}))
-        mutants = [m for m in task.mutants if m.format == fmt and not m.needs_render]
-        rng.shuffle(mutants)
-        for m in mutants:
-            comp = task.point(m.target or "").component
-            rate = self.profile.rate(comp)
-            if comp in focus:
-                rate *= ATTENTION_FLOOR + (1 - ATTENTION_FLOOR) * share
-            elif comp in keep:
-                rate *= KEEP_FACTOR
-            if rng.random() < rate:
-                return m.code
-        return next(s.code for s in task.reference if s.format == fmt)
-
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
-        text = messages[-1]["content"]
-        focus = re.search(r"^Focus components: (.*)\.$", text, re.M)
-        if focus is None:  # a whole-diagram request: the plain mock
-            return await super().generate(messages, config)
-        self.calls += 1
-        task = self.find(text)
-        m = re.search(r"Answer format: ([\w-]+)\.", text)
-        fmt = m.group(1) if m else task.formats[0]
-        keep = re.search(r"^Keep components: (.*)\.$", text, re.M)
-        code = self.step_answer(task, fmt, config.seed or 0, set(focus.group(1).split(", ")),
-                                set(keep.group(1).split(", ")) if keep else set())
-        reply = f"```{FENCES[fmt][0]}\n{code}\n```"
-        return ModelOutput(text=reply, usage=Usage(prompt_tokens=len(text) // 4, completion_tokens=len(reply) // 4, calls=1))

@@ -77,6 +77,8 @@ def parse_scene(fmt: str, code: str, category: str, renderer: Renderer | None = 
 
 
 def verify(task: Task, fmt: str, code: str, renderer: Renderer | None = None) -> Verdict:
+    """`task`: a Task, or the checks read from its prompt (`prompt_checks.PromptChecks`: the id,
+    category, formats, spec and points this function reads)."""
     start = time.perf_counter()
     try:
         if fmt not in task.formats:
