@@ -21,11 +21,10 @@ group-wise preference learning (DPO) against a frozen reference prior fitted to 
   rounds) with a KL stop: a step that would take the mean exact KL(q || p0) over the round's
   contexts past `kl_max` is undone and the round ends.
 
-The toy world's exact reconstruction: `gated_return`, `optimal_log_q`, `soft_value` (V_tau =
--tau log E_p0[exp(-J/tau)] <= E_p0[J]), `kl_divergence` and `factorised_projection` (the best
-factorised approximation of q*, the floor a per-factor policy can reach) by enumeration.
+The pairs and DPO itself are `dpo.py`; the exact reconstruction of q* on an enumerable world
+(the toy checks) is `exact.py`.
 
-May import: numpy, pydantic, `environments.adv0.scenario`.
+May import: numpy, pydantic, `environments.adv0.scenario`, `environments.adv0.dpo`.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from environments.adv0.dpo import Adam, DpoReport, Pairs, Sgd, build_pairs, concat_pairs, dpo_train
 from environments.adv0.scenario import (
     FACTOR_NAMES, FACTORS, TRAIN_MANOEUVRES, TTC_HORIZON_S, EpisodeResult, Manoeuvre, ScenarioParams,
     all_scenarios, defender_return,
@@ -43,7 +43,6 @@ from environments.adv0.scenario import (
 
 CONTEXT_SLOTS = 5
 CONTEXT_DIM = 1 + 4 * CONTEXT_SLOTS
-J_INFEASIBLE = 2.0  # the gated return of an infeasible draw: above any reachable J (<= 1), so it always loses
 Rollout = Callable[[list[int], list[ScenarioParams]], list[EpisodeResult]]
 
 
@@ -99,7 +98,7 @@ class ReferencePrior:
 
     def joint_log_probs(self) -> np.ndarray:
         """log p0 over the whole space, in `all_scenarios` order (SPACE_SIZE,)."""
-        return _joint(list(self.log_p))
+        return joint_from_factors(list(self.log_p))
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         return np.stack([rng.choice(len(lp), size=n, p=np.exp(lp)) for lp in self.log_p], axis=1)
@@ -135,7 +134,7 @@ def uniform_reference(manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES) -> R
     return ReferencePrior([np.full(n, -np.log(n)) for n in factor_sizes(manoeuvres)], manoeuvres)
 
 
-def _joint(per_factor: list[np.ndarray]) -> np.ndarray:
+def joint_from_factors(per_factor: list[np.ndarray]) -> np.ndarray:
     """Sum per-factor log-probs over the product space (C order = `all_scenarios` order)."""
     total = np.zeros(())
     for lp in per_factor:
@@ -181,7 +180,7 @@ class AttackerPolicy:
 
     def joint_log_probs(self, context: np.ndarray) -> np.ndarray:
         """log q over the whole space for one context, in `all_scenarios` order."""
-        return _joint([lp[0] for lp in self.factor_log_probs(context)])
+        return joint_from_factors([lp[0] for lp in self.factor_log_probs(context)])
 
     def sample(self, context: np.ndarray, rng: np.random.Generator, n: int, distinct: bool = False) -> np.ndarray:
         """n draws (n, F); `distinct`: no repeats (rejection, then the most likely unseen if q is peaked)."""
@@ -244,158 +243,6 @@ def utility(result: EpisodeResult, shaping: float = 0.0, fault_gate: bool = True
                                                          result.duration_s)
     return float(gated_utility(np.array(J), np.array(result.attack_feasible), np.array(attacker_fault),
                                np.array(result.min_ttc), shaping, fault_gate))
-
-
-class Pairs(BaseModel):
-    """Preference pairs: `ctx` indexes the contexts array they were drawn for."""
-
-    model_config = {"arbitrary_types_allowed": True}
-    ctx: np.ndarray
-    win: np.ndarray
-    lose: np.ndarray
-    target: np.ndarray
-
-    @classmethod
-    def empty(cls, n_factors: int = len(FACTOR_NAMES)) -> "Pairs":
-        z = np.zeros((0, n_factors), dtype=np.int64)
-        return cls(ctx=np.zeros(0, dtype=np.int64), win=z, lose=z.copy(), target=np.zeros(0))
-
-    def __len__(self) -> int:
-        return len(self.target)
-
-
-def build_pairs(z_idx: np.ndarray, u: np.ndarray, ctx: int = 0, margin: float = 0.0,
-                labels: Literal["soft", "hard"] = "soft") -> Pairs:
-    """All pairs of one group (draws on one shared seed): infeasible (u = -inf) vs feasible always,
-    target 1 for the feasible draw; feasible pairs with a utility gap above `margin` (hard targets:
-    1) or at least `margin` (soft targets: sigma(u_w - u_l), ties included -- their 0.5 holds
-    h(w) = h(l), without which h drifts freely along every direction the utility ignores). Two
-    infeasible draws make no pair; identical draws none either."""
-    z, u = np.asarray(z_idx), np.asarray(u, dtype=float)
-    i, j = np.triu_indices(len(u), k=1)
-    w = np.where(u[i] >= u[j], i, j)
-    lo = np.where(u[i] >= u[j], j, i)
-    with np.errstate(invalid="ignore"):
-        gap = u[w] - u[lo]  # +inf when only the loser is infeasible, nan when both are
-    infeasible_loser = np.isinf(u[lo]) & np.isfinite(u[w])
-    both_feasible = np.isfinite(u[w]) & np.isfinite(u[lo])
-    if labels == "hard":
-        keep = infeasible_loser | (both_feasible & (gap > margin))
-        target = np.ones(len(w))
-    else:
-        keep = infeasible_loser | (both_feasible & (gap >= margin))
-        target = np.where(infeasible_loser, 1.0, 1 / (1 + np.exp(-np.where(both_feasible, gap, 0.0))))
-    if len(w):
-        keep &= np.any(z[w] != z[lo], axis=1)
-    n_f = z.shape[1] if z.ndim == 2 else len(FACTOR_NAMES)
-    if not keep.any():
-        return Pairs.empty(n_f)
-    return Pairs(ctx=np.full(int(keep.sum()), ctx, dtype=np.int64), win=z[w[keep]], lose=z[lo[keep]],
-                 target=target[keep])
-
-
-def concat_pairs(parts: Sequence[Pairs]) -> Pairs:
-    parts = [p for p in parts if len(p)]
-    if not parts:
-        return Pairs.empty()
-    return Pairs(ctx=np.concatenate([p.ctx for p in parts]), win=np.concatenate([p.win for p in parts]),
-                 lose=np.concatenate([p.lose for p in parts]), target=np.concatenate([p.target for p in parts]))
-
-
-# ---------------------------------------------------------------- DPO
-class DpoReport(BaseModel):
-    steps: int
-    loss_start: float
-    loss_end: float
-    kl: float  # mean exact KL(q || p0) over the contexts after the round
-    kl_stopped: bool  # the KL budget ended the round early
-
-
-def dpo_loss_and_grads(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs,
-                       beta: float, use_reference: bool = True) -> tuple[float, dict[str, np.ndarray]]:
-    """Mean DPO loss over the pairs (soft targets: binary cross-entropy on sigma(beta * margin)) and
-    its exact gradient. The margin is beta * [(log q(w) - log q(l)) - (log p0(w) - log p0(l))]; q's
-    normaliser cancels within a context, so it is a difference of head logits."""
-    h, logits = policy._forward(contexts)
-    n_f = len(logits)
-    diff = sum((logits[f][pairs.ctx, pairs.win[:, f]] - logits[f][pairs.ctx, pairs.lose[:, f]] for f in range(n_f)),
-               start=np.zeros(len(pairs)))
-    if use_reference:
-        diff = diff - (reference.log_prob(pairs.win) - reference.log_prob(pairs.lose))
-    m = beta * diff
-    loss = float(np.mean(pairs.target * np.logaddexp(0, -m) + (1 - pairs.target) * np.logaddexp(0, m)))
-    g = (1 / (1 + np.exp(-m)) - pairs.target) * beta / len(pairs)  # dL/d diff
-    grads: dict[str, np.ndarray] = {}
-    dh = np.zeros_like(h)
-    for f in range(n_f):
-        G = np.zeros_like(logits[f])
-        np.add.at(G, (pairs.ctx, pairs.win[:, f]), g)
-        np.add.at(G, (pairs.ctx, pairs.lose[:, f]), -g)
-        grads[f"W2_{f}"] = G.T @ h
-        grads[f"b2_{f}"] = G.sum(axis=0)
-        dh += G @ policy.p[f"W2_{f}"]
-    pre = dh * (1 - h**2)
-    grads["W1"] = pre.T @ np.atleast_2d(contexts)
-    grads["b1"] = pre.sum(axis=0)
-    return loss, grads
-
-
-class Adam:
-    """Adam's moment estimates, kept across rounds: iterated DPO is one long stochastic optimisation
-    whose every round adds a fresh on-policy batch, not a new fit to a small sample."""
-
-    def __init__(self, params: Mapping[str, np.ndarray], lr: float):
-        self.lr, self.t = lr, 0
-        self.m1 = {k: np.zeros_like(v) for k, v in params.items()}
-        self.m2 = {k: np.zeros_like(v) for k, v in params.items()}
-
-    def step(self, params: dict[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> None:
-        self.t += 1
-        for k, g in grads.items():
-            self.m1[k] = 0.9 * self.m1[k] + 0.1 * g
-            self.m2[k] = 0.999 * self.m2[k] + 0.001 * g**2
-            params[k] -= self.lr * (self.m1[k] / (1 - 0.9**self.t)) / (np.sqrt(self.m2[k] / (1 - 0.999**self.t)) + 1e-8)
-
-
-class Sgd:
-    """Plain gradient steps: noise in a round's small batch averages out over rounds instead of
-    being normalised into full-size steps (Adam's failure mode on near-0.5 soft targets)."""
-
-    def __init__(self, lr: float):
-        self.lr, self.t = lr, 0
-
-    def step(self, params: dict[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> None:
-        self.t += 1
-        for k, g in grads.items():
-            params[k] -= self.lr * g
-
-
-def dpo_train(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs, beta: float,
-              steps: int = 100, lr: float = 3.0, kl_max: float = float("inf"), use_reference: bool = True,
-              optimiser: Adam | Sgd | None = None) -> DpoReport:
-    """Full-batch steps on the DPO loss (`optimiser`, default `Sgd(lr)`, carries its state across calls); a step
-    that takes the mean KL(q || p0) over `contexts` past `kl_max` is undone and training stops
-    (the KL stop)."""
-    contexts = np.atleast_2d(contexts)
-    if len(pairs) == 0:
-        kl = float(policy.kl_to(reference, contexts).mean())
-        return DpoReport(steps=0, loss_start=float("nan"), loss_end=float("nan"), kl=kl, kl_stopped=False)
-    opt = optimiser or Sgd(lr)
-    loss0 = loss = float("nan")
-    stopped, done = False, 0
-    for step in range(1, steps + 1):
-        loss, grads = dpo_loss_and_grads(policy, reference, contexts, pairs, beta, use_reference)
-        if step == 1:
-            loss0 = loss
-        before = {k: v.copy() for k, v in policy.p.items()}
-        opt.step(policy.p, grads)
-        if np.isfinite(kl_max) and policy.kl_to(reference, contexts).mean() > kl_max:
-            policy.p = before
-            stopped = True
-            break
-        done = step
-    kl = float(policy.kl_to(reference, contexts).mean())
-    return DpoReport(steps=done, loss_start=loss0, loss_end=loss, kl=kl, kl_stopped=stopped)
 
 
 # ---------------------------------------------------------------- the attacker and its rounds
@@ -541,66 +388,3 @@ def iterate(attacker: Adv0Attacker, seeds: Sequence[int], contexts: Mapping[int,
         flat_seeds += [s] * len(group)
         flat_z += group
     return attacker.update(rollout(flat_seeds, flat_z), contexts)
-
-
-# ---------------------------------------------------------------- exact reconstruction (enumeration)
-def gated_return(J: np.ndarray, feasible: np.ndarray, attacker_fault: np.ndarray) -> np.ndarray:
-    """The defender's return as the attacker scores it: J_INFEASIBLE for infeasible draws."""
-    return np.where(np.asarray(feasible, bool) & ~np.asarray(attacker_fault, bool), J, J_INFEASIBLE)
-
-
-def optimal_log_q(J_gated: np.ndarray, log_p0: np.ndarray, tau: float) -> np.ndarray:
-    """log q*(z) = log p0(z) - J(z)/tau - log Z, over the last axis (the whole space)."""
-    x = log_p0 - np.asarray(J_gated) / tau
-    return x - np.logaddexp.reduce(x, axis=-1, keepdims=True)
-
-
-def soft_value(J_gated: np.ndarray, log_p0: np.ndarray, tau: float) -> np.ndarray:
-    """V_tau = -tau log E_p0[exp(-J/tau)] (<= E_p0[J] by Jensen), over the last axis."""
-    return -tau * np.logaddexp.reduce(log_p0 - np.asarray(J_gated) / tau, axis=-1)
-
-
-def expected_return(J_gated: np.ndarray, log_p: np.ndarray) -> np.ndarray:
-    return np.sum(np.exp(log_p) * J_gated, axis=-1)
-
-
-def kl_divergence(log_q: np.ndarray, log_p: np.ndarray) -> np.ndarray:
-    """Exact KL(q || p) over the last axis."""
-    return np.sum(np.exp(log_q) * (log_q - log_p), axis=-1)
-
-
-def factorised_projection(log_target: np.ndarray, sizes: tuple[int, ...] | None = None, iters: int = 200,
-                          start: Sequence[np.ndarray] | None = None) -> np.ndarray:
-    """A factorised q minimising KL(q || target) by coordinate ascent (mean field) from `start`
-    (per-factor log-probs), or the better of starts at the target's marginals and at uniform.
-    KL(q || target) is not convex in q: from p0 it finds the projection a local learner started at
-    p0 can reach; from the marginals, usually the global floor of any per-factor policy."""
-    sizes = sizes or factor_sizes()
-    T = np.asarray(log_target).reshape(sizes)
-    axes = range(len(sizes))
-    marg = [np.log(np.exp(T).sum(axis=tuple(a for a in axes if a != f)) + 1e-300) for f in axes]
-    starts = [list(start)] if start is not None else [marg, [np.full(n, -np.log(n)) for n in sizes]]
-    best, best_kl = None, np.inf
-    for init in starts:
-        q = [s - np.logaddexp.reduce(s) for s in init]
-        for _ in range(iters):
-            for f in axes:
-                e = _expect_except(T, q, f)
-                q[f] = e - np.logaddexp.reduce(e)
-        joint = _joint(q)
-        kl = float(kl_divergence(joint, np.asarray(log_target).ravel()))
-        if kl < best_kl:
-            best, best_kl = joint, kl
-    assert best is not None
-    return best
-
-
-def _expect_except(T: np.ndarray, q: list[np.ndarray], f: int) -> np.ndarray:
-    """E_{q_-f}[T] as a function of factor f's value."""
-    letters = "abcdefghij"[:T.ndim]
-    ops, subs = [T], [letters]
-    for g in range(T.ndim):
-        if g != f:
-            ops.append(np.exp(q[g]))
-            subs.append(letters[g])
-    return np.einsum(",".join(subs) + "->" + letters[f], *ops)

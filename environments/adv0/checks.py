@@ -204,19 +204,30 @@ def check_c5(episodes: int | None = None, seeds: int | None = None, family: str 
         parts, numbers=arm_numbers(arms))
 
 
-def two_loops(arms: Sequence[tuple[str, dict[str, Any]]], base: LoopConfig) -> dict[str, tuple[Any, Any, int]]:
-    """Train one loop per arm (name, config overrides) without per-round evaluation; returns each
-    arm's final (attacker, defender, rollouts spent)."""
+class Trained(BaseModel):
+    """What one trained loop of `two_loops` leaves: its final attacker and defender, the defender
+    episodes the attacker spent, and the defender's report of every round."""
+
+    model_config = {"arbitrary_types_allowed": True}
+    attacker: Any
+    defender: Any
+    used: int
+    defender_reports: list[dict[str, Any]]
+
+
+def two_loops(arms: Sequence[tuple[str, dict[str, Any]]], base: LoopConfig) -> dict[str, Trained]:
+    """Train one loop per arm (name, config overrides) without per-round evaluation."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, update in arms:
             cfg = base.model_copy(update=update)
             attacker, defender = make_attacker(cfg), make_defender(cfg)
-            ctx, used = Contexts(), 0
+            ctx, used, reports = Contexts(), 0, []
             for r in range(1, cfg.rounds + 1):
-                report, _, _ = train_round(cfg, r, attacker, defender, Path(tmp), ctx)
+                report, defender_report, _ = train_round(cfg, r, attacker, defender, Path(tmp), ctx)
                 used += int(report.get("rollouts", 0))
-            out[name] = (attacker, defender, used)
+                reports.append(defender_report)
+            out[name] = Trained(attacker=attacker, defender=defender, used=used, defender_reports=reports)
     return out
 
 
@@ -241,10 +252,10 @@ def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds
         base = LoopConfig(defender=defender, family=family, rounds=rounds, seed=seed,  # type: ignore[arg-type]
                           episodes=episodes, held_out_episodes=max(1, episodes // 2), **sizes)
         trained = two_loops([("adv0", {"attacker": "adv0"}), ("none", {"attacker": "none"})], base)
-        for name, (_, d, used) in trained.items():
-            held[name] += held_out_results(base, d)
-            normal[name] += d.run([(None, s) for s in seeds_for(base, 0, "eval", episodes)])
-            spent[name] += used
+        for name, t in trained.items():
+            held[name] += held_out_results(base, t.defender)
+            normal[name] += t.defender.run([(None, s) for s in seeds_for(base, 0, "eval", episodes)])
+            spent[name] += t.used
     k_none, n_none = sum(r.defender_failure for r in held["none"]), len(held["none"])
     k_adv, n_adv = sum(r.defender_failure for r in held["adv0"]), len(held["adv0"])
     parts = [
@@ -287,19 +298,32 @@ def check_c6(episodes: int | None = None, seeds: int | None = None, family: str 
         parts, numbers=numbers, notes=notes)
 
 
-def check_c7(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
+C7_DQN_STEPS = 3000  # fine-tuning steps per round at C7's default size
+
+
+def check_c7(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, dqn_steps: int | None = None, dqn_checkpoint: str | None = None,
              **_: object) -> Finding:
     n, s, fam = _sizes(episodes, seeds, family, 30, 3)
+    r, steps = rounds or 3, dqn_steps or C7_DQN_STEPS
     if fam != "highway":
         raise HarnessError("check C7 (DQN) runs on --family highway only (the toy world has no Kinematics observation)")
-    parts, numbers, notes = generalisation("dqn", n, s, fam, rounds, contexts=6, k=6, scenarios=16, dqn_steps=3000)
+    from environments.adv0 import dqn
+
+    target = Path(dqn_checkpoint) if dqn_checkpoint else dqn.checkpoint_path(dqn.DEFAULT_PRETRAIN_STEPS, 0)
+    if not target.is_file():  # fail before any training, naming the command that builds it
+        dqn.load_checkpoint(target)
+    parts, numbers, notes = generalisation("dqn", n, s, fam, r, contexts=6, k=6, scenarios=16, dqn_steps=steps,
+                                           dqn_checkpoint=dqn_checkpoint)
+    size = "the default size" if (n, s, r, steps) == (30, 3, 3, C7_DQN_STEPS) else \
+        f"a reduced size ({s} seed(s), {r} round(s) x {steps} steps, {n} episodes) -- not the check's default"
     return Finding.judge(
         "C7", "the DQN fine-tuned against ADV-0 generalises to held-out families better than one fine-tuned on normal "
               "traffic, without losing normal return by more than 5%",
-        f"the cached DQN fine-tuned {rounds} rounds x 3000 steps with half its episodes attacked by adv0's scenarios vs "
+        f"the cached DQN fine-tuned {r} rounds x {steps} steps with half its episodes attacked by adv0's scenarios vs "
         f"the same fine-tuning on normal traffic, {s} seeds pooled: held-out defender-failure rate lower (Newcombe CI > "
         f"0; not reproduced when its upper end < {MIN_RATE_EFFECT}) and normal return not more than 5% lower",
-        parts, numbers=numbers, notes=notes + ["a long command: about 1.5 CPU-hours at the defaults"])
+        parts, numbers=numbers, notes=notes + [f"run at {size}; the default is a long command: about 1.5 CPU-hours"])
 
 
 def check_c8(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
@@ -309,12 +333,12 @@ def check_c8(episodes: int | None = None, seeds: int | None = None, family: str 
                       scenarios=4, cem_generations=1, cem_population=6)
     trained = two_loops([("iterated", {"ablation": "none"}), ("frozen", {"ablation": "frozen"})], base)
     ctx, arms = Contexts(), []
-    for name, (attacker, defender, used) in trained.items():
+    for name, t in trained.items():
         rng = np.random.default_rng([base.seed, 99])
         eval_seeds = seeds_for(base, 0, "eval", n)
-        jobs = [(attacker.draw(ctx(fam, s), rng), s) for s in eval_seeds]
-        arms.append(Arm(name=name, results=defender.run(jobs), train_rollouts=used,
-                        kl_to_prior=attacker.kl_to_prior([ctx(fam, s) for s in eval_seeds])))
+        jobs = [(t.attacker.draw(ctx(fam, s), rng), s) for s in eval_seeds]
+        arms.append(Arm(name=name, results=t.defender.run(jobs), train_rollouts=t.used,
+                        kl_to_prior=t.attacker.kl_to_prior([ctx(fam, s) for s in eval_seeds])))
     parts = [rate_higher("defender-failure rate against its own final defender: iterated - frozen",
                          *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT)]
     return Finding.judge(
@@ -327,35 +351,69 @@ def check_c8(episodes: int | None = None, seeds: int | None = None, family: str 
         parts, numbers=arm_numbers(arms))
 
 
-def check_c9(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 2,
-             model: str = "local/smollm2-135m", **_: object) -> Finding:
+C9_K = 2  # ADV-0's candidates per context in C9: each is a whole driver episode, every step a model call
+
+
+def c9_driver_episodes(episodes: int, contexts: int, rounds: int) -> int:
+    """The driver episodes C9 plays: per round K + 1 attacker rollouts per context and 2 x contexts
+    scenarios it reflects on, then the evaluation episodes twice (with and without the memory)."""
+    return rounds * (contexts * (C9_K + 1) + 2 * contexts) + 2 * episodes
+
+
+def check_c9(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, model: str = "local/smollm2-135m", **_: object) -> Finding:
     n, c, fam = _sizes(episodes, seeds, family, 20, 4)
-    cfg = LoopConfig(defender="llm", attacker="adv0", family=fam, rounds=rounds, contexts=c, k=4,  # type: ignore[arg-type]
-                     scenarios=c, model=model, held_out_episodes=max(1, n // 2), episodes=n)
-    trained = two_loops([("adv0", {})], cfg)
-    attacker, driver, used = trained["adv0"]
-    ctx = Contexts()
+    r = rounds or 2
+    cfg = LoopConfig(defender="llm", attacker="adv0", family=fam, rounds=r, contexts=c, k=C9_K,  # type: ignore[arg-type]
+                     scenarios=2 * c, model=model, held_out_episodes=0, episodes=n)
+    trained = two_loops([("adv0", {})], cfg)["adv0"]
+    driver, ctx = trained.defender, Contexts()
     rng = np.random.default_rng([cfg.seed, 99])
-    attack_jobs = [(attacker.draw(ctx(fam, s), rng), s) for s in seeds_for(cfg, 0, "eval", n)]
-    with_memory = driver.run(attack_jobs) + held_out_results(cfg, driver)
-    lessons = len(driver.memory.lessons)
-    driver.memory = type(driver.memory)()
-    without = driver.run(attack_jobs) + held_out_results(cfg, driver)
-    driver.close()
-    k_wo, n_wo = sum(r.crashed for r in without), len(without)
-    k_w, n_w = sum(r.crashed for r in with_memory), len(with_memory)
-    parts = [rate_higher("crash rate: without reflections - with ADV-0's reflections", k_wo, n_wo, k_w, n_w,
+    jobs = [(trained.attacker.draw(ctx(fam, s), rng), s) for s in seeds_for(cfg, 0, "eval", n)]
+    try:
+        with_memory = driver.run(jobs)
+        lessons = [les.lesson for les in driver.memory.lessons]
+        driver.memory = type(driver.memory)()
+        without = driver.run(jobs)
+    finally:
+        driver.close()
+    k_wo, k_w = sum(r.crashed for r in without), sum(r.crashed for r in with_memory)
+    parts = [rate_higher("crash rate: without reflections - with ADV-0's reflections", k_wo, n, k_w, n,
                          MIN_RATE_EFFECT)]
-    numbers = {"with reflections: crash rate": fmt_rate(k_w, n_w), "without: crash rate": fmt_rate(k_wo, n_wo),
-               "with reflections: defender-failure rate": fmt_rate(sum(r.defender_failure for r in with_memory), n_w),
-               "without: defender-failure rate": fmt_rate(sum(r.defender_failure for r in without), n_wo),
-               "lessons in memory": str(lessons), "training rollouts": str(used)}
+    reports = trained.defender_reports
+    steps = sum(x.steps for x in with_memory + without)
+    numbers = {
+        "with reflections: crash rate": fmt_rate(k_w, n), "without: crash rate": fmt_rate(k_wo, n),
+        "with reflections: defender-failure rate": fmt_rate(sum(x.defender_failure for x in with_memory), n),
+        "without: defender-failure rate": fmt_rate(sum(x.defender_failure for x in without), n),
+        "evaluation episodes whose crash outcome differs between the arms": str(
+            sum(a.crashed != b.crashed for a, b in zip(with_memory, without))),
+        "invalid actions (with / without)": f"{sum(x.invalid_actions for x in with_memory)} / "
+                                            f"{sum(x.invalid_actions for x in without)}",
+        "training: driver episodes (attacker rollouts + reflection scenarios)": f"{trained.used} + "
+                                                                                f"{sum(x['episodes'] for x in reports)}",
+        "training: crashes / lessons written per round": ", ".join(
+            f"{x['crashes']}/{x['lessons_added']}" for x in reports),
+        "lessons in memory": str(len(lessons)),
+        "evaluation driving steps (model calls, both arms)": str(steps),
+    }
+    notes = ["a long command: every driving step is a model call; this size plays "
+             f"{c9_driver_episodes(n, c, r)} driver episodes (rounds x (contexts x {C9_K + 1} + 2 x contexts) + "
+             "2 x episodes)",
+             "both arms drive the same episodes (same draws, same seeds, temperature 0): with an empty memory the "
+             "arms differ only by the lessons in the prompt"]
+    if not lessons:
+        notes.append("the driver wrote no lesson in training (no crash it could have caused): the arms drive "
+                     "identical prompts, so this run cannot show an effect of reflection")
+    notes += [f"lesson: {les[:160]}" for les in lessons[:3]]
     return Finding.judge(
         "C9", "the LLM driver crashes less with the reflections it learned from ADV-0's failures than without",
-        f"the driver ({model}) drives {rounds} rounds of adv0 scenarios, reflecting after its crashes; then the same "
-        f"episodes (adv0's draws on {n} evaluation seeds + the held-out conditions) with that memory vs an empty one: "
-        f"crash rate lower with it (Newcombe CI > 0; not reproduced when its upper end < {MIN_RATE_EFFECT})",
-        parts, numbers=numbers, notes=["a long command: every step is a model call"])
+        f"the driver ({model}) drives {r} round(s) of the min-max loop on {fam} (ADV-0 trains on {c} contexts x "
+        f"(K={C9_K} + 1) rollouts against it; the driver then drives {2 * c} of its draws, reflecting after each "
+        f"crash not the attacker's fault); then adv0's draws on the same {n} evaluation seeds with that memory vs an "
+        f"empty one: crash rate lower with it (Newcombe CI > 0; not reproduced when its upper end < "
+        f"{MIN_RATE_EFFECT})",
+        parts, numbers=numbers, notes=notes)
 
 
 # ---------------------------------------------------------------- the toy checks (toy_checks.py), as findings
@@ -433,13 +491,17 @@ CHECKS: dict[str, tuple[Callable[..., Finding], str]] = {
 
 
 def run_check(name: str, *, episodes: int | None = None, seeds: int | None = None, family: str | None = None,
-              model: str = "local/smollm2-135m") -> Finding:
-    """Run check `name` (C1..C9) and time it (wall and CPU-seconds of this process and its children)."""
+              model: str = "local/smollm2-135m", rounds: int | None = None, dqn_steps: int | None = None,
+              dqn_checkpoint: str | None = None) -> Finding:
+    """Run check `name` (C1..C9) and time it (wall and CPU-seconds of this process and its children).
+    `rounds` (C3-C9), `dqn_steps` and `dqn_checkpoint` (C7) and `model` (C9) override a check's size."""
     key = name.upper()
     if key not in CHECKS:
         raise HarnessError(f"check {name!r} is unknown; use one of {', '.join(CHECKS)}")
     if family is not None and key in ("C1", "C2") and family != "toy":
         raise HarnessError(f"check {key} runs on the toy world only (it enumerates J); drop --family")
+    sizes: dict[str, Any] = {k: v for k, v in (("rounds", rounds), ("dqn_steps", dqn_steps),
+                                               ("dqn_checkpoint", dqn_checkpoint)) if v is not None}
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
-    finding = CHECKS[key][0](episodes=episodes, seeds=seeds, family=family, model=model)
+    finding = CHECKS[key][0](episodes=episodes, seeds=seeds, family=family, model=model, **sizes)
     return finding.model_copy(update={"wall_s": time.perf_counter() - wall0, "cpu_s": cpu_seconds() - cpu0})

@@ -128,7 +128,10 @@ def check_cmd(
     episodes: int | None = typer.Option(None, "--episodes", min=1, help="Episodes per arm (each check has a small default)."),
     seeds: int | None = typer.Option(None, "--seeds", min=1, help="Training seeds / contexts / repeats (check-specific)."),
     family: str | None = typer.Option(None, "--family", help="highway or toy (checks that run on either)."),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="C3-C9: min-max rounds (each check has a default)."),
     model: str = typer.Option("local/smollm2-135m", "--model", help="C9: the LLM driver's model spec."),
+    dqn_steps: int | None = typer.Option(None, "--dqn-steps", min=1, help="C7: DQN fine-tuning steps per round (default 3000)."),
+    dqn_checkpoint: str | None = typer.Option(None, "--dqn-checkpoint", help="C7: the DQN to start from (default: the cached pretraining)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the finding as JSON here."),
 ) -> None:
     """Run one claim check and print the claim, the criterion, the numbers with CIs and the verdict."""
@@ -139,8 +142,11 @@ def check_cmd(
         _fail(f"check {name!r} is unknown; use one of {', '.join(checks.CHECKS)}")
     if family is not None and family not in ("highway", "toy"):
         _fail(f"--family {family!r} is unknown; use highway or toy")
+    if key == "C9":
+        _check_model(model)
     try:
-        finding = checks.run_check(key, episodes=episodes, seeds=seeds, family=family, model=model)
+        finding = checks.run_check(key, episodes=episodes, seeds=seeds, family=family, model=model, rounds=rounds,
+                                   dqn_steps=dqn_steps, dqn_checkpoint=dqn_checkpoint)
     except HarnessError as exc:
         _fail(str(exc))
     out.print(checks.render(finding), highlight=False, soft_wrap=True)

@@ -220,7 +220,10 @@ class LlmLoopDefender:
             self.memory = ReflectionMemory.model_validate_json((folder / state["memory"]).read_text(encoding="utf-8"))
         self.model = load_model(ModelSpec.parse(cfg.model))
         self.loop = asyncio.new_event_loop()
-        self.agent_config = AgentConfig(max_steps=10_000, parse_attempts=2, policy_max_tokens=48)
+        # Constrained, as suite `adv0` drives by default (AgentConfig's own default is free text, which the
+        # embedded model often answers with no action and its lessons with an action).
+        self.agent_config = AgentConfig(max_steps=10_000, parse_attempts=2, policy_max_tokens=48,
+                                        action_format="constrained")
 
     async def _generate(self, role: str, messages: list[dict[str, str]], config: Any) -> Any:
         return await self.model.generate(messages, config)

@@ -40,6 +40,9 @@ from environments.adv0.scenario import EpisodeResult, IdmParams, ScenarioParams,
 
 Job = tuple[ScenarioParams | None, int]  # (attack or None for normal traffic, episode seed)
 RunEpisodes = Callable[[IdmParams, list[Job]], list[EpisodeResult]]
+# (candidates, jobs, charge_any_crash) -> (P, 2): each candidate's mean J and mean speed over the jobs.
+# A world that runs a whole population at once (the toy world's `population_scores`) gives one.
+ScorePopulation = Callable[[list[IdmParams], list[Job], bool], np.ndarray]
 MIN_SIGMA = 0.05  # of the box: keeps CEM from collapsing on one point before the last generation
 SIGMA_KEEP = 0.5  # share of the old width kept each generation: a few elites' spread underestimates it
 
@@ -105,6 +108,14 @@ def objective(run_episodes: RunEpisodes, params: IdmParams, jobs: list[Job], cha
     return scores(run_episodes, params, jobs, charge_any_crash)[0]
 
 
+def population_scorer(run_episodes: RunEpisodes) -> ScorePopulation:
+    """`ScorePopulation` from a `run_episodes`: one candidate after another."""
+    def score(candidates: list[IdmParams], jobs: list[Job], charge_any_crash: bool) -> np.ndarray:
+        return np.array([scores(run_episodes, p, jobs, charge_any_crash) for p in candidates], dtype=float)
+
+    return score
+
+
 def _check(generations: int, population: int, elite_frac: float) -> int:
     if generations < 1:
         raise ValueError(f"generations={generations}: need at least 1")
@@ -129,28 +140,31 @@ def cpu_seconds() -> float:
     return t
 
 
-def tune_cem(run_episodes: RunEpisodes, scenarios: Sequence[ScenarioParams | Job], start: IdmParams,
+def tune_cem(run_episodes: RunEpisodes | ScorePopulation, scenarios: Sequence[ScenarioParams | Job], start: IdmParams,
              generations: int, population: int, elite_frac: float, seed: int, *,
-             normal: int | None = None, init_sigma: float = 0.25,
-             charge_any_crash: bool = False) -> tuple[IdmParams, list[GenerationRecord]]:
+             normal: int | None = None, init_sigma: float = 0.25, charge_any_crash: bool = False,
+             batched: bool = False) -> tuple[IdmParams, list[GenerationRecord]]:
     """CEM over `IdmParams`' box, started at `start`. Returns the incumbent (the best mean J seen,
-    `start` included) and one `GenerationRecord` per generation. `normal`: normal-traffic episodes
-    in the mix (default: one per scenario); `init_sigma`: the first sampling width, a share of the box."""
+    `start` included) and one `GenerationRecord` per generation. `run_episodes` plays a candidate's
+    episodes, or with `batched=True` it is a `ScorePopulation` that scores a whole generation at once.
+    `normal`: normal-traffic episodes in the mix (default: one per scenario); `init_sigma`: the first
+    sampling width, a share of the box."""
     n_elite = _check(generations, population, elite_frac)
+    score: ScorePopulation = run_episodes if batched else population_scorer(run_episodes)  # type: ignore[assignment,arg-type]
     jobs = episode_jobs(scenarios, normal, seed)
     lo, hi = IdmParams.bounds()
     to_params = lambda u: IdmParams.from_vector(lo + np.clip(u, 0.0, 1.0) * (hi - lo))  # noqa: E731
     rng = np.random.default_rng(seed)
     mu = (start.vector() - lo) / (hi - lo)
     sigma = np.full_like(mu, init_sigma)
-    best, best_score = start, scores(run_episodes, start, jobs, charge_any_crash)
+    best, best_score = start, tuple(map(float, score([start], jobs, charge_any_crash)[0]))
     start_j = best_score[0]
     history: list[GenerationRecord] = []
     for gen in range(generations):
         cpu0, wall0 = cpu_seconds(), time.perf_counter()
         samples = np.clip(mu + sigma * rng.standard_normal((population, mu.size)), 0.0, 1.0)
         candidates = [to_params(u) for u in samples]
-        scored = np.array([scores(run_episodes, p, jobs, charge_any_crash) for p in candidates])
+        scored = score(candidates, jobs, charge_any_crash)
         j = scored[:, 0]
         order = np.lexsort((-scored[:, 1], -j))[:n_elite]  # J first; equal J (a plateau): faster first
         elites = samples[order]

@@ -519,38 +519,27 @@ def background_behaviour(rng: np.random.Generator, n: int) -> np.ndarray:
     return np.stack([slot, man, trig, inten, hold, gap], axis=1)
 
 
-# ---------------------------------------------------------------- a small CEM defender (for the checks)
-def tune_idm(seeds: Sequence[int], z_idx: np.ndarray, start: IdmParams | None = None, generations: int = 4,
-             population: int = 12, elite: int = 3, normal_weight: float = 0.5, sigma0: float = 0.2,
-             seed: int = 0) -> tuple[IdmParams, list[float]]:
-    """CEM over the IdmParams box (searched as fractions of it) maximising
-    (1 - normal_weight) * mean J under the attacks `z_idx` ((M, F) or (S, M, F)) + normal_weight *
-    mean J in normal traffic, every candidate on the same episodes. Returns the incumbent (the
-    start included) and the incumbent's objective per generation. The full planner defender with
-    its budget and records is `planner.tune_cem`; this one is just enough for the toy checks."""
-    lo, hi = IdmParams.bounds()
-    rng = np.random.default_rng(seed)
-    start = start or IdmParams()
-
-    def scores(cands: list[IdmParams]) -> np.ndarray:
-        attacked = evaluate(seeds, z_idx, cands).J.mean(axis=(1, 2))
-        normal = evaluate(seeds, None, cands).J.mean(axis=(1, 2))
-        return (1 - normal_weight) * attacked + normal_weight * normal
-
-    mean = (start.vector() - lo) / (hi - lo)
-    sigma = np.full(len(lo), sigma0)
-    best, best_j = start, float(scores([start])[0])
-    history = [best_j]
-    for _ in range(generations):
-        u = np.clip(mean + sigma * rng.standard_normal((population, len(lo))), 0.0, 1.0)
-        cands = [IdmParams.from_vector(lo + x * (hi - lo)) for x in u]
-        j = scores(cands)
-        top = np.argsort(-j, kind="stable")[:elite]
-        mean, sigma = u[top].mean(axis=0), np.maximum(u[top].std(axis=0), 0.02)
-        if j[top[0]] > best_j:
-            best, best_j = cands[top[0]], float(j[top[0]])
-        history.append(best_j)
-    return best, history
+# ---------------------------------------------------------------- a population of planners at once (for CEM)
+def population_scores(candidates: Sequence[IdmParams], jobs: Sequence[tuple[ScenarioParams | None, int]],
+                      charge_any_crash: bool = False, manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES) -> np.ndarray:
+    """(P, 2): each candidate's mean J and mean speed over the (attack or None, seed) jobs, every
+    candidate on the same episodes in one vectorised run -- `planner.tune_cem(..., batched=True)`'s
+    scorer. `charge_any_crash`: J as if every crash were the defender's."""
+    seeds = [s for _, s in jobs]
+    attacked = [i for i, (a, _) in enumerate(jobs) if a is not None]
+    normal = [i for i, (a, _) in enumerate(jobs) if a is None]
+    P = len(candidates)
+    J, speed = np.zeros((P, len(jobs))), np.zeros((P, len(jobs)))
+    for idx, z in ((attacked, np.array([jobs[i][0].index(manoeuvres) for i in attacked])), (normal, None)):  # type: ignore[union-attr]
+        if not idx:
+            continue
+        S = len(idx)
+        zz = None if z is None else np.broadcast_to(z.reshape(S, 1, -1), (S, 1, z.shape[-1]))
+        o = evaluate([seeds[i] for i in idx], zz, list(candidates), manoeuvres)  # (P, S, 1)
+        at_fault = o.crashed if charge_any_crash else o.fault == FAULT_CODES.index("defender")
+        J[:, idx] = _returns(o.mean_speed, at_fault)[..., 0]
+        speed[:, idx] = o.mean_speed[..., 0]
+    return np.stack([J.mean(axis=1), speed.mean(axis=1)], axis=1)
 
 
 # ---------------------------------------------------------------- one episode (the Episode protocol)

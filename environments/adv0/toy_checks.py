@@ -10,7 +10,7 @@ context, q* = p0 exp(-J_gated / tau) / Z. Reproduced when the mean KL(q || q*) i
 `C1_RATIO_MAX` (one half) of the reference's KL(p0 || q*) -- the 95% CI's upper end of that ratio
 of means below it; not reproduced when the CI's lower end is >= 1 (no closer than the prior);
 inconclusive otherwise. Beside it: KL_floor, the best any factorised policy can reach
-(`attacker.factorised_projection`): q* is not factorised, so KL(q || q*) cannot go to 0.
+(`exact.factorised_projection`): q* is not factorised, so KL(q || q*) cannot go to 0.
 
 History (kept so the verdict can be audited): the first run (Adam, 100 steps a round, ties
 dropped) gave ratio 1.83 [1.14, 4.13]: not reproduced; the policy random-walked. Diagnosis on
@@ -27,7 +27,7 @@ and its start allow. C1's verdict is C1a's; C1b is reported beside it.
 C2 -- the soft value is a lower bound that min-max training raises. (a) V_tau = -tau log
 E_p0[exp(-J/tau)] <= E_p0[J] on every context and defender (exact; Jensen, a check of the
 reconstruction's arithmetic). (b) Alternating rounds -- the attacker iterated against the current
-defender, then the defender's IdmParams tuned by CEM (`toy.tune_idm`) against draws of the
+defender, then the defender's IdmParams tuned by CEM (`planner.tune_cem` with the toy world's vectorised `population_scores`) against draws of the
 attacker's q mixed with normal traffic -- raise V_tau on held-out contexts: reproduced when the 95%
 CI of the mean rise V_tau(theta_final) - V_tau(theta_0) is above 0, not reproduced when below 0,
 inconclusive when it straddles 0.
@@ -46,10 +46,9 @@ import numpy as np
 from pydantic import BaseModel
 
 from environments.adv0 import toy
-from environments.adv0.attacker import (
-    Adv0Attacker, AttackerConfig, ReferencePrior, Rollout, factor_sizes, factorised_projection, fit_reference,
-    gated_return, iterate, kl_divergence, optimal_log_q, soft_value,
-)
+from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, Rollout, factor_sizes, fit_reference, iterate
+from environments.adv0.exact import factorised_projection, gated_return, kl_divergence, optimal_log_q, soft_value
+from environments.adv0.planner import tune_cem
 from environments.adv0.scenario import EpisodeResult, IdmParams, ScenarioParams, all_scenarios
 from harness.records import Metric
 from harness.stats import ratio_metric
@@ -64,6 +63,7 @@ C2_TEST_SEEDS = tuple(range(100, 116))
 C2_ROUNDS = 2  # attacker then defender, twice
 C2_ATTACKER_ROUNDS = 15
 C2_DRAWS = 64  # attacker draws per training context the defender is tuned against
+C2_CEM_GENERATIONS, C2_CEM_POPULATION = 4, 12  # the defender's CEM per round (`planner.tune_cem`, 3 elites)
 
 
 class ToyCheck(BaseModel):
@@ -185,7 +185,9 @@ def check_c2(train_seeds: Sequence[int] = C2_TRAIN_SEEDS, test_seeds: Sequence[i
             for _ in range(attacker_rounds):
                 iterate(attacker, train, contexts, rollout, rng)
             draws = np.stack([attacker.policy.sample(contexts[s], rng, C2_DRAWS) for s in train])
-        theta, _ = toy.tune_idm(train, draws, start=theta, seed=seed + r)
+        jobs = [(ScenarioParams.from_index(tuple(int(x) for x in z)), s) for s, zs in zip(train, draws) for z in zs]
+        theta, _ = tune_cem(toy.population_scores, jobs, theta, C2_CEM_GENERATIONS, C2_CEM_POPULATION, 0.25,
+                            seed=seed + r, init_sigma=0.2, batched=True)
         thetas.append(theta)
     rise = values[-1] - values[0]
     rise_m = _mean_metric(rise)

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from environments.adv0 import attacker as A
+from environments.adv0 import dpo as D
+from environments.adv0 import exact as X
 from environments.adv0 import baselines as B
 from environments.adv0 import toy
 from environments.adv0.scenario import SPACE_SIZE, EpisodeResult, ScenarioParams, all_scenarios
@@ -99,8 +101,8 @@ def test_utility_gates_on_fault_and_feasibility_and_shapes_on_ttc():
 def test_infeasible_draws_always_lose_and_the_margin_rules():
     z = Z[[0, 1, 2, 3, 4, 0]]
     u = np.array([0.5, -np.inf, 0.2, 0.45, -np.inf, 0.5])
-    soft = A.build_pairs(z, u)
-    hard = A.build_pairs(z, u, labels="hard", margin=0.2)
+    soft = D.build_pairs(z, u)
+    hard = D.build_pairs(z, u, labels="hard", margin=0.2)
     infeasible = {tuple(Z[1]), tuple(Z[4])}
     for pairs in (soft, hard):
         assert not any(tuple(w) in infeasible for w in pairs.win)  # an infeasible draw never wins
@@ -122,13 +124,13 @@ def test_dpo_gradient_is_exact(reference):
     rng = np.random.default_rng(5)
     ctx = rng.normal(size=(3, A.CONTEXT_DIM))
     n = 30
-    pairs = A.Pairs(ctx=rng.integers(0, 3, n), win=Z[rng.integers(0, SPACE_SIZE, n)],
+    pairs = D.Pairs(ctx=rng.integers(0, 3, n), win=Z[rng.integers(0, SPACE_SIZE, n)],
                     lose=Z[rng.integers(0, SPACE_SIZE, n)], target=rng.random(n))
-    loss, grads = A.dpo_loss_and_grads(policy, reference, ctx, pairs, beta=0.1)
+    loss, grads = D.dpo_loss_and_grads(policy, reference, ctx, pairs, beta=0.1)
     for key in ("W1", "b1", "W2_1", "b2_5"):
         idx = tuple(int(rng.integers(0, s)) for s in policy.p[key].shape)
         policy.p[key][idx] += 1e-6
-        bumped, _ = A.dpo_loss_and_grads(policy, reference, ctx, pairs, beta=0.1)
+        bumped, _ = D.dpo_loss_and_grads(policy, reference, ctx, pairs, beta=0.1)
         policy.p[key][idx] -= 1e-6
         assert grads[key][idx] == pytest.approx((bumped - loss) / 1e-6, rel=1e-4, abs=1e-9)
 
@@ -136,10 +138,10 @@ def test_dpo_gradient_is_exact(reference):
 def test_the_kl_stop_ends_the_round_within_budget(reference):
     policy = A.AttackerPolicy(reference, seed=0)
     ctx = np.random.default_rng(0).normal(size=(2, A.CONTEXT_DIM))
-    pairs = A.Pairs(ctx=np.array([0, 1]), win=Z[[10, 20]], lose=Z[[5000, 5100]], target=np.ones(2))
-    report = A.dpo_train(policy, reference, ctx, pairs, beta=0.1, steps=500, lr=0.1, kl_max=0.05)
+    pairs = D.Pairs(ctx=np.array([0, 1]), win=Z[[10, 20]], lose=Z[[5000, 5100]], target=np.ones(2))
+    report = D.dpo_train(policy, reference, ctx, pairs, beta=0.1, steps=500, lr=0.1, kl_max=0.05)
     assert report.kl_stopped and 0 < report.steps < 500 and 0 < report.kl <= 0.05
-    free = A.dpo_train(A.AttackerPolicy(reference, seed=0), reference, ctx, pairs, beta=0.1, steps=500, lr=0.1)
+    free = D.dpo_train(A.AttackerPolicy(reference, seed=0), reference, ctx, pairs, beta=0.1, steps=500, lr=0.1)
     assert not free.kl_stopped and free.kl > 0.05  # the same data without the budget goes further
 
 
@@ -149,19 +151,19 @@ def test_exact_q_star_recovery_where_the_policy_class_holds_it(reference):
     KL(q || q*) <= 0.05 nats (stated before the run; the prior starts at KL(p0 || q*) ~ 2.5)."""
     rng = np.random.default_rng(0)
     g = [rng.normal(0, 0.15, s) for s in SIZES]
-    J = np.clip(A._joint(g), -1, 1)
+    J = np.clip(A.joint_from_factors(g), -1, 1)
     cfg = A.AttackerConfig(shaping=0.0)
-    log_qstar = A.optimal_log_q(J, reference.joint_log_probs(), cfg.tau)
+    log_qstar = X.optimal_log_q(J, reference.joint_log_probs(), cfg.tau)
     ctx = {0: toy.context(0)}
 
     def rollout(seeds, zs):
         return [result(float(J[flat(np.array(z.index()))[0]]), z=z, seed=s) for s, z in zip(seeds, zs)]
 
     attacker = A.Adv0Attacker(reference, cfg)
-    start = A.kl_divergence(reference.joint_log_probs(), log_qstar)
+    start = X.kl_divergence(reference.joint_log_probs(), log_qstar)
     for _ in range(100):
         A.iterate(attacker, [0], ctx, rollout, rng)
-    kl = A.kl_divergence(attacker.policy.joint_log_probs(ctx[0]), log_qstar)
+    kl = X.kl_divergence(attacker.policy.joint_log_probs(ctx[0]), log_qstar)
     assert start > 2.0 and kl <= 0.05
 
 
@@ -173,7 +175,7 @@ def test_soft_targets_make_q_star_the_dpo_fixed_point_on_toy_returns():
     sub = np.flatnonzero((Z[:, 2] == 0) & (Z[:, 4] == 2))  # trigger 1 s, hold 2 s: 500 z
     out = toy.evaluate([3], Z[sub])
     u = A.gated_utility(out.J[0], out.feasible[0], out.attacker_fault[0], out.min_ttc[0])
-    pairs = A.build_pairs(np.arange(len(sub))[:, None], u)
+    pairs = D.build_pairs(np.arange(len(sub))[:, None], u)
     w, l_, y = pairs.win[:, 0], pairs.lose[:, 0], pairs.target
     r = np.zeros(len(sub))  # r = beta * (log q - log p0), up to a constant
     for _ in range(500):
@@ -184,10 +186,10 @@ def test_soft_targets_make_q_star_the_dpo_fixed_point_on_toy_returns():
     log_p0 = toy_reference().joint_log_probs()[sub]
     log_q = log_p0 + r / tau
     log_q -= np.logaddexp.reduce(log_q)
-    J_gated = A.gated_return(out.J[0], out.feasible[0], out.attacker_fault[0])
-    log_qstar = A.optimal_log_q(J_gated, log_p0, tau)
-    assert A.kl_divergence(log_p0 - np.logaddexp.reduce(log_p0), log_qstar) > 0.1
-    assert A.kl_divergence(log_q, log_qstar) <= 1e-4
+    J_gated = X.gated_return(out.J[0], out.feasible[0], out.attacker_fault[0])
+    log_qstar = X.optimal_log_q(J_gated, log_p0, tau)
+    assert X.kl_divergence(log_p0 - np.logaddexp.reduce(log_p0), log_qstar) > 0.1
+    assert X.kl_divergence(log_q, log_qstar) <= 1e-4
 
 
 def test_on_the_toy_world_dpo_reaches_the_projection_its_class_and_start_allow(reference):
@@ -201,12 +203,12 @@ def test_on_the_toy_world_dpo_reaches_the_projection_its_class_and_start_allow(r
     rollout = table_rollout(table, seeds)
     for _ in range(100):
         A.iterate(attacker, seeds, contexts, rollout, rng)
-    J = A.gated_return(table.J, table.feasible, table.attacker_fault)
-    log_qstar = A.optimal_log_q(J, reference.joint_log_probs(), attacker.config.tau)
+    J = X.gated_return(table.J, table.feasible, table.attacker_fault)
+    log_qstar = X.optimal_log_q(J, reference.joint_log_probs(), attacker.config.tau)
     for i, s in enumerate(seeds):
-        kl_q = A.kl_divergence(attacker.policy.joint_log_probs(contexts[s]), log_qstar[i])
-        kl_p0 = A.kl_divergence(reference.joint_log_probs(), log_qstar[i])
-        local = A.kl_divergence(A.factorised_projection(log_qstar[i], start=reference.log_p), log_qstar[i])
+        kl_q = X.kl_divergence(attacker.policy.joint_log_probs(contexts[s]), log_qstar[i])
+        kl_p0 = X.kl_divergence(reference.joint_log_probs(), log_qstar[i])
+        local = X.kl_divergence(X.factorised_projection(log_qstar[i], start=reference.log_p), log_qstar[i])
         assert kl_q < kl_p0 and kl_q <= local + 0.1
 
 
@@ -215,9 +217,9 @@ def test_soft_value_is_below_the_expected_return():
     J = rng.uniform(-1, 1, size=(4, 300))
     log_p = np.log(rng.dirichlet(np.ones(300)))
     for tau in (0.05, 0.5, 5.0):
-        assert np.all(A.soft_value(J, log_p, tau) <= A.expected_return(J, log_p) + 1e-12)
-    assert np.allclose(A.soft_value(np.full((1, 300), 0.3), log_p, 0.1), 0.3)
-    assert np.allclose(np.exp(A.optimal_log_q(J, log_p, 0.1)).sum(axis=1), 1.0)
+        assert np.all(X.soft_value(J, log_p, tau) <= X.expected_return(J, log_p) + 1e-12)
+    assert np.allclose(X.soft_value(np.full((1, 300), 0.3), log_p, 0.1), 0.3)
+    assert np.allclose(np.exp(X.optimal_log_q(J, log_p, 0.1)).sum(axis=1), 1.0)
 
 
 # ---------------------------------------------------------------- determinism, resume, ablations

@@ -130,6 +130,7 @@ def run_cli(*args: str):
     (["check", "C42"], "check 'C42' is unknown; use one of C1, C2"),
     (["check", "C1", "--family", "highway"], "check C1 runs on the toy world only"),
     (["check", "C7", "--family", "toy"], "check C7 (DQN) runs on --family highway only"),
+    (["check", "C9", "--model", "nonsense"], "is not a model spec"),
 ])
 def test_bad_input_is_one_error_line(args, needle, tmp_path):
     result = run_cli(*args, *(["--run-dir", str(tmp_path)] if args[0] == "train" else []))
@@ -147,6 +148,62 @@ def test_missing_dqn_checkpoint_names_the_pretrain_command(tmp_path, monkeypatch
     assert not (tmp_path / "adv0-train").exists()
 
 
+def test_c7_without_its_checkpoint_names_the_pretrain_command_before_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    result = run_cli("check", "C7", "--dqn-checkpoint", str(tmp_path / "dqn-highway-500steps-seed0.zip"))
+    text = " ".join(result.output.split())
+    assert result.exit_code == 2 and "harness adv0 pretrain-dqn --steps 500" in text and "Traceback" not in text
+
+
 def test_resume_of_an_unknown_run_is_one_error_line(tmp_path):
     result = run_cli("train", "--resume", "adv0-nope", "--run-dir", str(tmp_path))
     assert result.exit_code == 2 and "--resume adv0-nope: no ADV-0 training run" in " ".join(result.output.split())
+
+
+# ---------------------------------------------------------------- C9 with a scripted model (our own logic)
+class LessonHeedingModel:
+    """Drives FASTER until a lesson is in its prompt, then SLOWER; asked for a lesson, gives one."""
+
+    name = "scripted/heeds-lessons"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def generate(self, messages, config):
+        from harness.providers.base import ModelOutput
+
+        self.calls += 1
+        if "lesson" in (config.json_schema or {}).get("properties", {}):
+            return ModelOutput(text='{"lesson": "Slow down when a car ahead may brake."}')
+        heeded = "Lessons from your earlier crashes" in messages[0]["content"]
+        return ModelOutput(text='{"action": "%s"}' % ("SLOWER" if heeded else "FASTER"))
+
+    async def aclose(self) -> None:
+        pass
+
+
+def counted(text: str) -> tuple[int, int]:
+    """(k, n) of a `fmt_rate` string: '0.250 [0.046, 0.699] (1/4)'."""
+    k, n = text.rsplit("(", 1)[1].rstrip(")").split("/")
+    return int(k), int(n)
+
+
+def test_c9_runs_end_to_end_and_sees_the_effect_of_a_lesson_heeding_driver(monkeypatch):
+    import harness.providers
+
+    model = LessonHeedingModel()
+    monkeypatch.setattr(harness.providers, "load_model", lambda spec: model)
+    f = checks.run_check("C9", episodes=5, seeds=1, family="toy", rounds=1)
+    nums = f.numbers
+    assert nums["training: driver episodes (attacker rollouts + reflection scenarios)"] == f"{checks.C9_K + 1} + 2"
+    crashes, lessons = map(int, nums["training: crashes / lessons written per round"].split("/"))
+    assert crashes >= lessons > 0 and int(nums["lessons in memory"]) == lessons  # one round, a lesson per own crash
+    # Asked in the constrained form, the lesson is the lesson (in free form it once stored an action).
+    assert "note: lesson: Slow down when a car ahead may brake." in checks.render(f)
+    k_with, n_with = counted(nums["with reflections: crash rate"])
+    k_without, n_without = counted(nums["without: crash rate"])
+    assert n_with == n_without == 5 and k_without > k_with  # the heeding driver slows down and crashes less
+    assert int(nums["evaluation episodes whose crash outcome differs between the arms"]) >= k_without - k_with
+    assert f.parts[0].value == pytest.approx((k_without - k_with) / 5) and f.parts[0].n == f"{k_without}/5 vs {k_with}/5"
+    assert model.calls >= int(nums["evaluation driving steps (model calls, both arms)"])
+    assert checks.c9_driver_episodes(5, 1, 1) == (checks.C9_K + 1) + 2 + 10
