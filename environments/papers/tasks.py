@@ -4,10 +4,20 @@ an entry point, and its section in README.md."""
 
 from __future__ import annotations
 
+from environments.papers.alibi_lsh import AlibiLSHTask
+from environments.papers.bai_tracking import BAITrackingTask
 from environments.papers.base import PaperTask
 from environments.papers.fedforest import FedForestTask
+from environments.papers.ggtddip import GGTDDIPTask
+from environments.papers.plugin_threshold import PluginThresholdTask
 from environments.papers.prefix_forcing import PrefixForcingTask
+from environments.papers.procti import ProCTITask
 from environments.papers.prodg import ProDGTask
 from environments.papers.ptq_priced import PtqPricedTask
+from environments.papers.qec_pyramid import QECPyramidTask
+from environments.papers.rcaux import RCAuxTask
+from environments.papers.sbkan import SBKANTask
+from environments.papers.tpoe_eib import TPoEEIBTask
+from environments.papers.ts_faithful import TSFaithfulTask
 
-TASKS: dict[str, type[PaperTask]] = {cls.task: cls for cls in (PtqPricedTask, PrefixForcingTask, FedForestTask, ProDGTask)}
+TASKS: dict[str, type[PaperTask]] = {cls.task: cls for cls in (PtqPricedTask, PrefixForcingTask, FedForestTask, ProDGTask, ProCTITask, GGTDDIPTask, RCAuxTask, BAITrackingTask, PluginThresholdTask, AlibiLSHTask, SBKANTask, QECPyramidTask, TSFaithfulTask, TPoEEIBTask)}

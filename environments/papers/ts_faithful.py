@@ -1,0 +1,219 @@
+"""Task `ts_faithful_eval_mb`: the position paper's faithful transition-state (TS) evaluation --
+a valid TS is a first-order saddle whose steepest-descent (IRC) paths connect the intended reactant
+and product -- against the standard geometric metric (RMSD to the benchmark's reference TS), on the
+Mueller-Brown surface with random Gaussian bumps (ours; numerics in ts_surface.py).
+
+An entry is one elementary reaction on its own bumped surface: reactant and product are two
+adjacent minima (A <-> C or C <-> B of Mueller-Brown, relaxed on the bumped surface) and the true
+TS is the saddle between them (relaxed, then verified by the faithful checker). The benchmark's
+reference TS (its "label") is the true TS, except on a share of implausible entries (ours: 30%),
+whose label is what a careless workflow records: one of the minima, the other reaction's saddle,
+or a point 0.15 off the saddle along its stable direction. Predictors: `cineb` (climbing-image
+NEB on the entry's surface), `knn` and `mlp` (learned from the reactant and product coordinates
+on the benchmark's training split, labels as recorded) and `midpoint` (of reactant and product).
+The scorer measures RMSD to the label (the standard metric), distance to the true TS, and
+validity by the faithful checker; and the share of the cell's implausible labels the checker
+flags and of its clean labels it accepts.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import lru_cache
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.ts_surface import (
+    MINIMA, SADDLES, Surface, climbing_image_neb, connects, egh, faithful_check, irc_ends, negative_modes,
+    newton_stationary,
+)
+
+SETTINGS = ("mb_bumps",)
+ENTRIES, TRAIN_ENTRIES = 30, 150  # test entries per seed; the fixed training split
+BUMPS, BUMP_HEIGHT, BUMP_WIDTH = 4, 8.0, (0.1, 0.2)
+BOX = ((-1.5, 1.2), (-0.3, 2.0))
+IMPLAUSIBLE_SHARE = 0.3
+IMPLAUSIBLE_KINDS = ("minimum", "other_saddle", "off_saddle")
+OFF_SADDLE = 0.15
+REACTIONS = (("A", "C", "AC"), ("C", "B", "CB"))
+TRAIN_STREAM = 10_000  # training entries use seeds from here on, disjoint from the test seeds
+Solver = Literal["mlp", "knn", "midpoint", "cineb"]
+
+
+class Options(PaperOptions):
+    solver: Solver = Field("mlp", description="mlp, knn, midpoint (learned/geometric predictors the paper "
+                                              "criticises the metric for), cineb (the physics baseline)")
+
+
+class Entry(BaseModel):
+    surface: Surface
+    reactant: tuple[float, float]
+    product: tuple[float, float]
+    true_ts: tuple[float, float]
+    label: tuple[float, float]
+    label_kind: str  # "true" or one of IMPLAUSIBLE_KINDS
+
+
+def random_surface(rng: np.random.Generator) -> Surface:
+    return Surface(heights=rng.uniform(-BUMP_HEIGHT, BUMP_HEIGHT, BUMPS).tolist(),
+                   centres=[(float(rng.uniform(*BOX[0])), float(rng.uniform(*BOX[1]))) for _ in range(BUMPS)],
+                   widths=rng.uniform(*BUMP_WIDTH, BUMPS).tolist())
+
+
+def relaxed_minimum(surface: Surface, name: str) -> np.ndarray | None:
+    p, ok = newton_stationary(surface, np.array(MINIMA[name]))
+    return p if ok and negative_modes(surface, p) == 0 else None
+
+
+def relaxed_saddle(surface: Surface, name: str, reactant: np.ndarray, product: np.ndarray) -> np.ndarray | None:
+    p, ok = newton_stationary(surface, np.array(SADDLES[name]))
+    if not ok or negative_modes(surface, p) != 1 or not connects(irc_ends(surface, p), reactant, product):
+        return None
+    return p
+
+
+def make_entry(stream: int, index: int) -> Entry:
+    """Entry `index` of a seeded stream; surfaces whose bumps break the reaction are redrawn."""
+    for attempt in range(100):
+        rng = np.random.default_rng([stream, index, attempt])
+        surface = random_surface(rng)
+        first, second, saddle_name = REACTIONS[int(rng.integers(2))]
+        mins = {n: relaxed_minimum(surface, n) for n in MINIMA}
+        if any(m is None for m in mins.values()) or min(np.linalg.norm(mins[a] - mins[b]) for a, b in (("A", "B"), ("A", "C"), ("B", "C"))) < 0.1:
+            continue
+        ts = relaxed_saddle(surface, saddle_name, mins[first], mins[second])
+        if ts is None:
+            continue
+        reactant, product = (mins[first], mins[second]) if rng.random() < 0.5 else (mins[second], mins[first])
+        label, kind = ts, "true"
+        if rng.random() < IMPLAUSIBLE_SHARE:
+            kind = IMPLAUSIBLE_KINDS[int(rng.integers(len(IMPLAUSIBLE_KINDS)))]
+            label = implausible_label(surface, kind, ts, reactant, product, saddle_name, rng)
+        return Entry(surface=surface, reactant=tuple(reactant), product=tuple(product), true_ts=tuple(ts),
+                     label=tuple(label), label_kind=kind)
+    raise RuntimeError(f"no valid surface in 100 draws for entry {index} of stream {stream}")
+
+
+def implausible_label(surface: Surface, kind: str, ts: np.ndarray, reactant: np.ndarray, product: np.ndarray,
+                      saddle_name: str, rng: np.random.Generator) -> np.ndarray:
+    """What a careless workflow records instead of the TS."""
+    if kind == "minimum":
+        return reactant if rng.random() < 0.5 else product
+    if kind == "other_saddle":
+        other = "CB" if saddle_name == "AC" else "AC"
+        p, ok = newton_stationary(surface, np.array(SADDLES[other]))
+        if ok and negative_modes(surface, p) == 1:
+            return p
+    stable = np.linalg.eigh(egh(surface, ts)[2][0])[1][:, 1]
+    return ts + OFF_SADDLE * (1 if rng.random() < 0.5 else -1) * stable
+
+
+@lru_cache(maxsize=8)
+def cell_entries(seed: int) -> tuple[Entry, ...]:
+    return tuple(make_entry(seed, i) for i in range(ENTRIES))
+
+
+@lru_cache(maxsize=1)
+def training_split() -> tuple[Entry, ...]:
+    return tuple(make_entry(TRAIN_STREAM, i) for i in range(TRAIN_ENTRIES))
+
+
+def features(entries: tuple[Entry, ...]) -> np.ndarray:
+    """Reactant and product coordinates, ordered by x so that a reaction and its reverse agree."""
+    rows = []
+    for e in entries:
+        pair = sorted([e.reactant, e.product])
+        rows.append([*pair[0], *pair[1]])
+    return np.array(rows)
+
+
+K_NEIGHBOURS = 5
+
+
+def knn_predict(x: np.ndarray) -> np.ndarray:
+    """The mean label of the K nearest training entries (Euclidean, in feature space)."""
+    train = training_split()
+    x_train, y_train = features(train), np.array([e.label for e in train])
+    dist = np.linalg.norm(x[:, None, :] - x_train[None, :, :], axis=2)
+    nearest = np.argsort(dist, axis=1, kind="stable")[:, :K_NEIGHBOURS]
+    return y_train[nearest].mean(axis=1)
+
+
+@lru_cache(maxsize=1)
+def trained_mlp() -> Any:
+    from sklearn.neural_network import MLPRegressor
+    from threadpoolctl import threadpool_limits
+
+    train = training_split()
+    model = MLPRegressor(hidden_layer_sizes=(64, 64), max_iter=3000, random_state=0, tol=1e-6)
+    with threadpool_limits(1):
+        return model.fit(features(train), np.array([e.label for e in train]))
+
+
+def predict(solver: str, entries: tuple[Entry, ...]) -> list[tuple[float, float]]:
+    if solver == "midpoint":
+        return [tuple((np.array(e.reactant) + np.array(e.product)) / 2) for e in entries]
+    if solver == "cineb":
+        return [tuple(climbing_image_neb(e.surface, np.array(e.reactant), np.array(e.product))[0]) for e in entries]
+    points = knn_predict(features(entries)) if solver == "knn" else trained_mlp().predict(features(entries))
+    return [tuple(p) for p in points]
+
+
+@lru_cache(maxsize=8)
+def label_checks(seed: int) -> tuple[tuple[str, bool], ...]:
+    """(label kind, accepted by the faithful checker) of every test entry's label."""
+    return tuple((e.label_kind, faithful_check(e.surface, np.array(e.label), np.array(e.reactant), np.array(e.product))[0])
+                 for e in cell_entries(seed))
+
+
+class TSFaithfulTask(PaperTask):
+    task = "ts_faithful_eval_mb"
+    name = "papers.ts_faithful_eval_mb"
+    version = "0.1.0"
+    headline_metric = "validity@mb_bumps"
+    Options = Options
+    solvers = ("mlp", "knn", "midpoint", "cineb")
+    settings = SETTINGS
+    metric_names = ("validity", "rmsd", "true_distance", "implausible_flagged", "clean_accepted")
+    claim: ClassVar[Claim] = Claim(
+        paper="standard TS-prediction metrics (RMSD to a reference TS) reward invalid transition states; a valid TS "
+              "is a first-order saddle whose IRC connects the intended reactant and product",
+        setting=f"Mueller-Brown + {BUMPS} random Gaussian bumps (|h| <= {BUMP_HEIGHT}, width {BUMP_WIDTH}) per entry; "
+                f"reactions A<->C and C<->B; {ENTRIES} test entries per seed, {TRAIN_ENTRIES} fixed training entries; "
+                f"{IMPLAUSIBLE_SHARE:.0%} of labels implausible (a minimum, the other saddle, or {OFF_SADDLE} off the saddle); "
+                "validity: Newton-refines within 0.02 to a point with one negative Hessian eigenvalue whose "
+                "steepest-descent paths end at the entry's reactant and product",
+        criterion=[Condition(metric="rmsd", setting="mb_bumps", solver="mlp", versus="cineb", op="<=", threshold=0.0),
+                   Condition(metric="validity", setting="mb_bumps", solver="mlp", op="<=", threshold=0.5),
+                   Condition(metric="validity", setting="mb_bumps", solver="cineb", op=">=", threshold=0.9),
+                   Condition(metric="implausible_flagged", setting="mb_bumps", solver="cineb", op=">=", threshold=0.95)],
+        note="the solver listed first (mlp) is the learned predictor the claim is about, not the paper's method; "
+             "the paper's method is the checker, scored by implausible_flagged",
+    )
+    description = describe_claim(task, claim, solvers)
+
+    def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
+        if setting not in SETTINGS:
+            raise ValueError(f"unknown setting {setting!r}; use one of {SETTINGS}")
+        t0 = time.perf_counter()
+        points = predict(solver, cell_entries(seed))
+        return CellResult(solver=solver, setting=setting, seed=seed, answer={"predicted_ts": [list(p) for p in points]},
+                          wall_s=round(time.perf_counter() - t0, 4))
+
+    def score_cell(self, result: CellResult) -> dict[str, float | None]:
+        entries = cell_entries(result.seed)
+        points = np.array(result.answer["predicted_ts"], dtype=float)
+        if points.shape != (len(entries), 2):
+            raise ValueError(f"predicted_ts has shape {points.shape}; expected ({len(entries)}, 2), one point per entry")
+        valid = [faithful_check(e.surface, p, np.array(e.reactant), np.array(e.product))[0] for e, p in zip(entries, points)]
+        checks = label_checks(result.seed)
+        implausible = [ok for kind, ok in checks if kind != "true"]
+        clean = [ok for kind, ok in checks if kind == "true"]
+        return {"validity": float(np.mean(valid)),
+                "rmsd": float(np.mean([np.linalg.norm(p - np.array(e.label)) for e, p in zip(entries, points)])),
+                "true_distance": float(np.mean([np.linalg.norm(p - np.array(e.true_ts)) for e, p in zip(entries, points)])),
+                "implausible_flagged": float(np.mean([not ok for ok in implausible])) if implausible else None,
+                "clean_accepted": float(np.mean(clean)) if clean else None}
