@@ -31,7 +31,8 @@ Fault (responsibility-sensitive, symmetric: the rules never ask which vehicle is
       cut-in-and-brake-check is the cutter's fault: the follower never had a safe gap).
    c. The intruder entered ahead with a safe gap: from then on a rear-end; the follower is at fault.
    d. The intruder entered behind and closed the gap: the intruder (the follower) is at fault.
-3. Paths that cross (headings more than `CROSSING_DEG` apart) where neither left its lane (moved
+3. Paths that cross (the lanes' headings more than `CROSSING_DEG` apart: a car swerving sharply on
+   a straight road is not on a crossing path) where neither left its lane (moved
    less than `LEFT_LANE_M`), or lanes of different priority where neither moved: right of way. The
    lane with the lower priority yields; at equal priority the vehicle behind yields. "Moving
    laterally" is measured against each vehicle's own lane (`own_lateral_speed`), so following a
@@ -119,14 +120,17 @@ def is_near_miss(min_ttc_s: float, crashed: bool) -> bool:
 # ---------------------------------------------------------------- fault attribution
 def attribute_fault(ego: Sequence[VehicleState], other: Sequence[VehicleState], dt: float, *,
                     own_lateral_speed: tuple[Sequence[float], Sequence[float]] | None = None,
-                    priority: tuple[Sequence[float], Sequence[float]] | None = None) -> tuple[Party, str]:
+                    priority: tuple[Sequence[float], Sequence[float]] | None = None,
+                    path_heading: tuple[Sequence[float], Sequence[float]] | None = None) -> tuple[Party, str]:
     """Who caused the contact at the last state of `ego` and `other` (equal-length histories in one
     lane frame, `dt` seconds apart): ("ego" | "other" | "both", the rule with its numbers).
 
     own_lateral_speed: each vehicle's lateral speed relative to the lane it was following at each
     step (default: `vy`, right on a straight road); a vehicle that follows a curving or crossing
     lane does not "move laterally" however it crosses the ego's frame. priority: each lane's right
-    of way at each step (default: equal), used when paths cross or merge and nobody left its lane."""
+    of way at each step (default: equal), used when paths cross or merge and nobody left its lane.
+    path_heading: the heading of each vehicle's lane at each step, in any one frame (default: the
+    vehicles' own headings); paths cross when these differ by more than `CROSSING_DEG`."""
     n_steps = len(ego)
     if n_steps != len(other) or not n_steps:
         raise ValueError(f"fault attribution needs two histories of equal, non-zero length; got {len(ego)} and {len(other)}")
@@ -139,7 +143,8 @@ def attribute_fault(ego: Sequence[VehicleState], other: Sequence[VehicleState], 
     k_in = n_steps - 1  # the contact state counts as overlapping: scan back for where the overlap began
     while k_in > 0 and lateral_overlap[k_in - 1]:
         k_in -= 1
-    angle = float(np.degrees(np.abs(_wrap(e["heading"][k_in] - o["heading"][k_in]))))
+    path_e, path_o = (np.asarray(h, float) for h in path_heading) if path_heading else (e["heading"], o["heading"])
+    angle = float(np.degrees(np.abs(_wrap(path_e[k_in] - path_o[k_in]))))
     crossing = angle > CROSSING_DEG
     if k_in == 0 and not crossing:
         return _rear_end(e, o, n_steps - 1, f"in the same path for >= {(n_steps - 1) * dt:.1f} s")

@@ -320,7 +320,9 @@ class HighwayEpisode:
         other_states = [self._state(name, *r[:4], lane, other) for r in rows[id(other)]]
         own = tuple([self._own_lateral_speed(r) for r in rows[key]] for key in (id(ego), id(other)))
         prio = tuple([self._priority(r[4]) for r in rows[key]] for key in (id(ego), id(other)))
-        party, rule = geometry.attribute_fault(ego_states, other_states, self.dt, own_lateral_speed=own, priority=prio)
+        paths = tuple([self._lane_heading(r) for r in rows[key]] for key in (id(ego), id(other)))
+        party, rule = geometry.attribute_fault(ego_states, other_states, self.dt, own_lateral_speed=own, priority=prio,
+                                               path_heading=paths)
         geo = [s for pair in zip(ego_states, other_states) for s in pair]
         return Collision(t=t, other=name, fault=geometry.fault_label(party, name), rule=rule, geometry=geo)
 
@@ -333,10 +335,15 @@ class HighwayEpisode:
 
     def _own_lateral_speed(self, row: tuple[float, float, float, float, Any]) -> float:
         """Lateral speed relative to the lane the vehicle is on (0 while it follows any curve)."""
-        x, y, heading, speed, lane_index = row
+        heading, speed = row[2], row[3]
+        return float(speed * np.sin(utils.wrap_to_pi(heading - self._lane_heading(row))))
+
+    def _lane_heading(self, row: tuple[float, float, float, float, Any]) -> float:
+        """The world heading of the lane the vehicle is on, where it is (its path, not its body)."""
+        x, y, _, _, lane_index = row
         lane = self.env.road.network.get_lane(lane_index)
         s, _ = lane.local_coordinates(np.array([x, y]))
-        return float(speed * np.sin(utils.wrap_to_pi(heading - lane.heading_at(s))))
+        return float(lane.heading_at(s))
 
     def _priority(self, lane_index: Any) -> float:
         """Right of way of a lane: the map's priority (intersection), the roundabout's ring over its

@@ -166,6 +166,26 @@ def test_crossing_paths_go_by_right_of_way() -> None:
     assert low_other[0] == "other"
 
 
+def test_a_sharp_swerve_on_parallel_lanes_is_an_intrusion_not_a_crossing() -> None:
+    # The case found on highway: an attacker cuts in at 34 deg and touches after moving under
+    # LEFT_LANE_M. Its body heading crosses the ego's, but its lane runs parallel: it left its lane
+    # into the ego, so it is at fault -- not the ego "by right of way" for being behind.
+    dt, heading = 0.05, -np.radians(34.0)
+    vd = 25.0 * np.tan(heading)  # -16.9 m/s: 0.84 m a step
+    ego = [car("ego", 25.0 * dt * i, 0.0) for i in range(2)]
+    att = [car("attacker", 1.0 + 25.0 * dt * i, 3.72 + vd * dt * i, vd=vd, heading=heading) for i in range(2)]
+    lat = ([0.0, 0.0], [vd, vd])
+    by_body = attribute_fault(ego, att, dt, own_lateral_speed=lat)
+    # what the body headings alone said: a crossing, so right of way, and the attacker not (solely) at fault
+    assert by_body[0] != "other" and by_body[1].startswith("right of way"), by_body
+    party, rule = attribute_fault(ego, att, dt, own_lateral_speed=lat, path_heading=([0.0, 0.0], [0.0, 0.0]))
+    assert party == "other" and rule.startswith("lateral intrusion"), rule
+    # The same bodies on lanes that really cross (40 deg apart) still go by right of way.
+    party, rule = attribute_fault(ego, att, dt, own_lateral_speed=lat,
+                                  path_heading=([0.0, 0.0], [np.radians(40.0)] * 2))
+    assert rule.startswith("right of way"), rule
+
+
 def test_bad_histories_are_one_clear_error() -> None:
     with pytest.raises(ValueError, match="equal, non-zero length"):
         attribute_fault([car("ego", 0.0)], [], DT)
