@@ -210,6 +210,16 @@ class Suite(ABC):
     headline_metric: ClassVar[str]
     description: ClassVar[str] = ""
     Options: ClassVar[type[SuiteOptions]] = SuiteOptions
+    # Metrics where smaller is better (errors, regret, excess risk): leaderboards rank them
+    # ascending. A `name@setting` metric takes its direction from `name`.
+    lower_is_better: ClassVar[frozenset[str]] = frozenset()
+    # Options a leaderboard row always names, defaults filled in: a run of the default (the
+    # papers' method, `solver`) must say so beside the runs that set it.
+    label_options: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def smaller_is_better(cls, metric: str) -> bool:
+        return metric.split("@", 1)[0] in cls.lower_is_better
 
     def __init__(self, options: SuiteOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()

@@ -29,7 +29,7 @@ from harness.errors import HarnessError
 from harness.providers.base import Usage
 from harness.records import Metric
 from leaderboards.prices import Price, role_costs
-from leaderboards.runs import RunInfo, load_runs
+from leaderboards.runs import RunInfo, installed_suite, load_runs
 
 ROW_KEY = ("model", "judge", "suite_version")
 GROUP_BY_CHOICES = ROW_KEY
@@ -56,7 +56,9 @@ class Row:
     @property
     def label(self) -> str:
         """The model as shown in tables and charts, with the setup when there is one."""
-        return f"{self.model} [{self.setup}]" if self.setup else self.model
+        if not self.setup:
+            return self.model
+        return f"{self.model} [{self.setup}]" if self.model else self.setup  # no model: a papers solver
 
     @property
     def run_ids(self) -> list[str]:
@@ -146,8 +148,9 @@ def _usage(row: Row, prices: dict[str, Price]) -> None:
             row.cost[role] = None if dollars is None else (row.cost.get(role) or 0.0) + dollars
 
 
-def rank_rows(rows: list[Row], metric: str) -> list[Row]:
-    """Sort one group best first and set rank and tied (see module docstring)."""
+def rank_rows(rows: list[Row], metric: str, *, lower_is_better: bool = False) -> list[Row]:
+    """Sort one group best first and set rank and tied (see module docstring); `lower_is_better`:
+    the suite says smaller values of `metric` are better (errors, regret)."""
     def ci(row: Row) -> tuple[float, float] | None:
         m = row.metrics.get(metric)
         if m is None or m.value is None:
@@ -156,11 +159,13 @@ def rank_rows(rows: list[Row], metric: str) -> list[Row]:
         hi = m.ci_high if m.ci_high is not None else m.value
         return lo, hi
 
-    scored = sorted((r for r in rows if ci(r) is not None), key=lambda r: -r.metrics[metric].value)
+    sign = 1.0 if lower_is_better else -1.0
+    scored = sorted((r for r in rows if ci(r) is not None), key=lambda r: sign * r.metrics[metric].value)
     for row in scored:
         lo, hi = ci(row)
         others = [ci(o) for o in scored if o is not row]
-        row.rank = 1 + sum(olo > hi for olo, _ in others)
+        # rank = 1 + the rows whose whole interval is better than this row's whole interval
+        row.rank = 1 + sum((ohi < lo) if lower_is_better else (olo > hi) for olo, ohi in others)
         row.tied = any(olo <= hi and lo <= ohi for olo, ohi in others)
     unscored = [r for r in rows if ci(r) is None]
     for row in unscored:
@@ -214,8 +219,10 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
     groups: dict[tuple[str, ...], list[Row]] = {}
     for row in rows:
         groups.setdefault(row.key(board.group_by), []).append(row)
+    cls = installed_suite(suite)
+    lower = cls is not None and cls.smaller_is_better(metric)
     for key in sorted(groups):
-        board.rows.extend(rank_rows(groups[key], metric))
+        board.rows.extend(rank_rows(groups[key], metric, lower_is_better=lower))
     return board
 
 

@@ -6,6 +6,7 @@ timestamp and a random tail), so the same id met in two run dirs is the same run
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.providers.base import Usage
 from harness.records import Metric, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord
+from harness.suite import Suite, suite_class
 
 
 @dataclass
@@ -53,6 +55,25 @@ class RunInfo:
 
     def read_samples(self) -> list[SampleRecord]:
         return self.folder.read_samples()
+
+
+@functools.cache
+def installed_suite(name: str) -> type[Suite] | None:
+    """The suite class if it is installed here (a leaderboard still lists runs of one that is not)."""
+    try:
+        return suite_class(name)
+    except HarnessError:
+        return None
+
+
+def labelled_options(suite: str, options: dict[str, Any]) -> dict[str, Any]:
+    """The run's suite options plus the defaults of the options its suite always names
+    (`Suite.label_options`), so a run of the default says what it ran."""
+    cls = installed_suite(suite)
+    if cls is None:
+        return dict(options)
+    fields = cls.Options.model_fields
+    return {k: fields[k].default for k in cls.label_options if k in fields} | dict(options)
 
 
 def setup_label(options: dict[str, Any], models: dict[str, str]) -> str:
@@ -99,7 +120,7 @@ def _details(run: RunInfo) -> RunInfo:
     if manifest is not None:
         run.models = dict(manifest.config.models)
         run.base_url = manifest.config.base_url
-        run.setup = setup_label(manifest.config.suite_options, run.models)
+        run.setup = setup_label(labelled_options(run.suite, manifest.config.suite_options), run.models)
         if manifest.source_run:  # a re-score is its own row: never pooled with the run it re-scored
             run.setup = "; ".join(filter(None, [run.setup, f"scored by {manifest.scorer} from {manifest.source_run}"]))
     try:

@@ -135,6 +135,7 @@ class AlibiLSHTask(PaperTask):
     solvers = ("lsh_blocks", "exact", "iid_mask")
     settings = tuple(SLOPES)
     metric_names = ("error_slope", "time_slope", "bias_abs_z") + tuple(f"error_k{k}" for k in KS) + ("seconds_n2048",)
+    lower_is_better = frozenset({"bias_abs_z", "seconds_n2048"} | {f"error_k{k}" for k in KS})
     claim: ClassVar[Claim] = Claim(
         paper="ALiBi's bias is the expectation of random contiguous block-diagonal masks from a positional LSH; "
               "averaging sampled masks approximates ALiBi attention in near-linear time",

@@ -54,6 +54,7 @@ class BAITrackingTask(PaperTask):
     settings = tuple(INSTANCES)
     metric_names = (tuple(f"ratio_{t}" for t in TAGS[::-1]) + tuple(f"error_{t}" for t in TAGS)
                     + ("log_ratio_d1e-3", "ratio_drop", "truncated"))
+    lower_is_better = frozenset(n for n in metric_names if n.startswith(("ratio_d", "error_", "log_ratio")))
     claim: ClassVar[Claim] = Claim(
         paper="posterior tracking (sample an instance from the posterior, play its oracle allocation, stop by "
               "a GLR test) is delta-correct and asymptotically optimal with no forced exploration",

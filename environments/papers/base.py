@@ -92,6 +92,7 @@ class PaperTask(Suite):
     settings: ClassVar[tuple[str, ...]]
     metric_names: ClassVar[tuple[str, ...]]
     claim: ClassVar[Claim]
+    label_options: ClassVar[tuple[str, ...]] = ("solver",)  # method and baselines named side by side
     Options: ClassVar[type[SuiteOptions]] = PaperOptions
 
     @property

@@ -135,6 +135,7 @@ class GGTDDIPTask(PaperTask):
     solvers = ("gated", "tddip", "additive", "kt_svt", "view_sharing", "zero_filled")
     settings = SETTINGS
     metric_names = ("psnr", "nmse", "final_gate")
+    lower_is_better = frozenset({"nmse"})
     claim: ClassVar[Claim] = Claim(
         paper="geometry-gated TD-DIP (prior-tangent plus gated measurement-driven updates) beats diffusion-only, "
               "TD-DIP-only and additive hybrids, most at high acceleration or with a mismatched prior",

@@ -121,6 +121,7 @@ class PluginThresholdTask(PaperTask):
     settings = ("logistic",)
     metric_names = (tuple(f"excess_f1_{s}" for s in SIZES) + tuple(f"excess_jaccard_{s}" for s in SIZES)
                     + tuple(f"threshold_{s}" for s in SIZES) + ("f1_drop_small", "f1_drop_large", "oracle_threshold"))
+    lower_is_better = frozenset(n for n in metric_names if n.startswith("excess_"))
     claim: ClassVar[Claim] = Claim(
         paper="the F-score / Jaccard optimal classifier thresholds the regression function at a fixed point "
               "(delta = F(delta)/2) that is estimable from unlabelled data",

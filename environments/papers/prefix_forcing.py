@@ -153,6 +153,7 @@ class PrefixForcingTask(PaperTask):
     solvers = ("linear", "gradient")
     settings = tuple(PREFIX_LENGTHS)
     metric_names = ("forced_rate", "max_logit_error", "flag_rate", "false_flag_rate", "max_seconds")
+    lower_is_better = frozenset({"max_logit_error", "false_flag_rate", "max_seconds"})
     claim: ClassVar[Claim] = Claim(
         paper="if a target output is in the model's range, a prefix that forces it exists and is computed "
               "by solving linear systems",

@@ -102,6 +102,7 @@ class ProCTITask(PaperTask):
     solvers = ("procti", "ddpm", "knn", "linear", "mean")
     settings = SETTINGS
     metric_names = ("mae", "rmse", "log_mae")
+    lower_is_better = frozenset({"mae", "rmse", "log_mae"})
     claim: ClassVar[Claim] = Claim(
         paper="global prototypes retrieved from a learned bank improve diffusion imputation of time series, "
               "most under attribute-wise missingness",

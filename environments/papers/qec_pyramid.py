@@ -226,6 +226,7 @@ class QECPyramidTask(PaperTask):
     solvers = ("pyramid", "mwpm", "float", "int1", "int2", "int8")
     settings = SETTINGS
     metric_names = ("ler", "ler_over_mwpm", "ler_low", "ler_high", "mwpm_ler")
+    lower_is_better = frozenset({"ler", "ler_over_mwpm", "ler_low", "ler_high", "mwpm_ler"})
     claim: ClassVar[Claim] = Claim(
         paper="a weight-binarised neural decoder with activation precision rising toward the output matches or "
               "beats MWPM, where uniform low-bit activations collapse",

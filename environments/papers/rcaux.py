@@ -111,6 +111,7 @@ class RCAuxTask(PaperTask):
     solvers = ("rcaux", "one_step", "multi_horizon", "true_model")
     settings = SETTINGS
     metric_names = ("success", "final_distance")
+    lower_is_better = frozenset({"final_distance"})
     claim: ClassVar[Claim] = Claim(
         paper="latent world models trained with multi-horizon open-loop prediction and a budget-conditioned "
               "reachability head (temporal hard negatives) plan better",

@@ -163,6 +163,7 @@ class SBKANTask(PaperTask):
     solvers = ("sbkan", "kan", "mlp")
     settings = ("weierstrass",)
     metric_names = ("slope", "slope_gap") + tuple(f"l2_n{n}" for n in SIZES) + ("edges_kept",)
+    lower_is_better = frozenset(f"l2_n{n}" for n in SIZES)
     claim: ClassVar[Claim] = Claim(
         paper="sparse Bayesian KANs (spike-and-slab priors) contract at near-minimax rates over anisotropic "
               "Besov spaces with fixed depth; the rate is set by the anisotropic smoothness",

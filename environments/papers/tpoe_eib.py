@@ -84,6 +84,7 @@ class TPoEEIBTask(PaperTask):
     solvers = ("tpoe_eib", "saliency", "integrated_gradients")
     settings = SETTINGS
     metric_names = ("p_at_2", "deletion_auc", "insertion_auc", "balanced_accuracy")
+    lower_is_better = frozenset({"deletion_auc"})
     claim: ClassVar[Claim] = Claim(
         paper="an evidence-bottleneck head (gated channel x time evidence, Gaussian experts, tempered product of "
               "experts, KL rate penalty) keeps accuracy while being more faithful than post-hoc explanations",

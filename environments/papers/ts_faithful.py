@@ -178,6 +178,7 @@ class TSFaithfulTask(PaperTask):
     solvers = ("mlp", "knn", "midpoint", "cineb")
     settings = SETTINGS
     metric_names = ("validity", "rmsd", "true_distance", "implausible_flagged", "clean_accepted")
+    lower_is_better = frozenset({"rmsd", "true_distance"})
     claim: ClassVar[Claim] = Claim(
         paper="standard TS-prediction metrics (RMSD to a reference TS) reward invalid transition states; a valid TS "
               "is a first-order saddle whose IRC connects the intended reactant and product",

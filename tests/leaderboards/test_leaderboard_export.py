@@ -212,3 +212,12 @@ def test_synthetic_generators_are_refused(tmp_path):
                        "--out", str(tmp_path / "board.csv"))
     assert proc.returncode != 0 and "synthetic/prograf-perfect" in proc.stderr and "refuses" in proc.stderr
     assert "Traceback" not in proc.stderr and not (tmp_path / "board.csv").exists()
+
+
+def test_a_lower_is_better_metric_ranks_ascending():
+    def row(model: str, value: float, lo: float, hi: float) -> Row:
+        return Row(model, "j", "1", runs=[], metrics={"err": Metric(value=value, ci_low=lo, ci_high=hi, n=10)})
+
+    rows = rank_rows([row("worst", 0.5, 0.4, 0.6), row("best", 0.1, 0.05, 0.15), row("close", 0.12, 0.1, 0.2)], "err",
+                     lower_is_better=True)
+    assert [(r.model, r.rank, r.tied) for r in rows] == [("best", 1, True), ("close", 1, True), ("worst", 3, False)]
