@@ -69,3 +69,10 @@ def loop():
     loop = asyncio.new_event_loop()
     yield loop
     loop.close()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with a slow (or Ray cluster) test run first (stable: each file keeps its order), so that `make test`'s
+    two workers end together instead of one waiting on a long embedded-model file at the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("ray")}
+    items.sort(key=lambda item: item.path not in slow_files)
