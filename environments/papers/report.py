@@ -120,7 +120,7 @@ def _plan(report: CheckReport) -> tuple[str, str, str, list[str], bool, Any]:
     versus = [c for c in on_head if c.versus]
     decider = (versus or on_head or [None])[0]
     setting = decider.setting if decider is not None else cls.settings[0]
-    higher = decider.op == ">=" if decider is not None else True
+    higher = decider.op == ">=" if decider is not None else not cls.smaller_is_better(head)
     named = list(dict.fromkeys(c.versus for c in versus if c.versus))
     kind = type(cls.claim.criterion[0]) if cls.claim.criterion else None
     return head, setting, method, named or list(cls.solvers[1:]), higher, kind
