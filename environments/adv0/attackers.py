@@ -32,8 +32,10 @@ def draw_scenario(name: str, family: str, seed: int, state_dir: str | None = Non
 
 @lru_cache(maxsize=16)
 def _option(name: str, family: str, state_dir: str | None) -> Any:
-    if name == "adv0":
-        return Adv0Attacker.from_state(_trained_state(state_dir))
+    if name == "adv0":  # a trained ADV-0 attacker; its avoidable-trigger variant keeps drawing only escapable triggers
+        state = _trained_state(state_dir)
+        cls = baselines.AvoidableAdv0 if state.get("kind") == "adv0-avoidable" else Adv0Attacker
+        return cls.from_state(state)
     if name not in ATTACKERS:
         raise HarnessError(f"unknown attacker {name!r}; choose one of {', '.join(ATTACKERS)}")
     return baselines.make(name, loop.reference_prior(family))

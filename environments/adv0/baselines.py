@@ -1,6 +1,7 @@
 """Attacker options behind one interface, so the min-max loop, the suite and the checks treat them
 alike: the baselines (none, random, scripted, a CAT-like fixed objective, a SAGE-like open-loop
-DPO) and the ADV-0 attacker with its ablations (no reference/KL, no fault gate, frozen after round 1).
+DPO) and the ADV-0 attacker with its ablations (no reference/KL, no fault gate, frozen after round 1)
+and its avoidable-trigger variant (draws only attacks a careful defender could escape: `escape.py`).
 
 Interface (`AttackerOption`):
 - `draw(context, rng, n)`: n scenario draws for one initial state (evaluation); None = no attack.
@@ -18,7 +19,7 @@ It scores the overlap it predicts: CAT picks, among M draws of the motion prior 
 scores highest; SAGE-like runs the ADV-0 machinery (policy, p0, DPO with hard pairs over a 0.2 gap)
 on the surrogate instead of on the defender's return.
 
-May import: numpy, `environments.adv0.scenario`, `environments.adv0.attacker`.
+May import: numpy, `environments.adv0` (scenario, attacker, escape).
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ import numpy as np
 from environments.adv0.attacker import (
     CONTEXT_DIM, CONTEXT_SLOTS, Adv0Attacker, AttackerConfig, ReferencePrior, RoundReport, as_indices, factor_sizes,
 )
+from environments.adv0.escape import escape_exists
 from environments.adv0.scenario import (
-    FACTOR_NAMES, FACTORS, MAX_LAT_ACCEL, MAX_LONG_ACCEL, TRAIN_MANOEUVRES, EpisodeResult, ScenarioParams,
+    FACTOR_NAMES, FACTORS, MAX_LAT_ACCEL, MAX_LONG_ACCEL, TRAIN_MANOEUVRES, EpisodeResult, ScenarioParams, all_scenarios,
 )
 
-ATTACKERS = ("none", "random", "scripted", "cat", "sage", "adv0", "adv0-noref", "adv0-nogate", "adv0-frozen")
+ATTACKERS = ("none", "random", "scripted", "cat", "sage", "adv0", "adv0-noref", "adv0-nogate", "adv0-frozen",
+             "adv0-avoidable")
 CAT_CANDIDATES = 32  # prior draws CAT ranks per scenario
 LANE_W, VEH_W = 4.0, 2.0  # the surrogate's own road model
 V_LAT_FULL = float(np.sqrt(MAX_LAT_ACCEL * LANE_W / 2))
@@ -147,6 +150,50 @@ class Adv0Option(Adv0Attacker):
         return super().update(results, contexts)
 
 
+class AvoidableAdv0(Adv0Option):
+    """ADV-0 with the trigger gated before it is played: q and the reference draws are restricted to
+    the draws that leave a careful defender a braking escape (`escape.escape_exists`), renormalised
+    over the whole space, so every draw is exact (its log-probability is log q(z) - log q(avoidable)).
+    DPO is unchanged: a pair's winner and loser share one context, so the normaliser cancels in
+    their log-ratio. Where a context has no avoidable draw (none seen so far) it falls back to q."""
+
+    name = "adv0-avoidable"
+
+    def __init__(self, reference: ReferencePrior, config: AttackerConfig | None = None, context_dim: int = CONTEXT_DIM):
+        super().__init__(reference, config, context_dim)
+        self.space = all_scenarios(reference.manoeuvres)
+        self._masks: dict[bytes, np.ndarray] = {}
+
+    def avoidable(self, context: np.ndarray) -> np.ndarray:
+        """(SPACE_SIZE,) bool over `all_scenarios` for this context (cached: 0.2 s a context)."""
+        c = np.asarray(context, dtype=float)
+        key = c.tobytes()
+        if key not in self._masks:
+            self._masks = dict(list(self._masks.items())[-255:])  # a bounded cache
+            self._masks[key] = escape_exists(c[0] * 30.0, _slots(c[None])[0], self.space, self.reference.manoeuvres)
+        return self._masks[key]
+
+    def restricted(self, log_p: np.ndarray, context: np.ndarray) -> np.ndarray:
+        """A distribution over the space, restricted to the avoidable draws and renormalised."""
+        mask = self.avoidable(context)
+        p = np.exp(log_p - log_p.max()) * (mask if mask.any() else 1.0)
+        return p / p.sum()
+
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+        p = self.restricted(self.policy.joint_log_probs(context), context)
+        return list(self._params(self.space[rng.choice(len(self.space), size=n, p=p)]))
+
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:
+        """K distinct avoidable draws from q plus `reference_draws` avoidable draws from p0."""
+        p = self.restricted(self.policy.joint_log_probs(context), context)
+        k = min(self.config.k, int(np.count_nonzero(p)))
+        idx = list(rng.choice(len(self.space), size=k, replace=False, p=p))
+        if self.config.reference_draws:
+            p0 = self.restricted(self.reference.joint_log_probs(), context)
+            idx += list(rng.choice(len(self.space), size=self.config.reference_draws, p=p0))
+        return list(self._params(self.space[np.array(idx, dtype=np.int64)]))
+
+
 class SageAttack(Adv0Option):
     """SAGE-like: the same policy, prior and DPO, but open loop -- each update draws a group for
     every context it was asked to draw for since the last update and ranks it by the surrogate (no
@@ -196,6 +243,8 @@ def make(name: str, reference: ReferencePrior, config: AttackerConfig | None = N
         return CatAttack(reference, k=cfg.k)
     if name == "sage":
         return SageAttack(reference, cfg.model_copy(update={"labels": "hard", "margin": 0.2, "shaping": 0.0}))
+    if name == "adv0-avoidable":
+        return AvoidableAdv0(reference, cfg)
     ablations = {"adv0": {}, "adv0-noref": {"use_reference": False}, "adv0-nogate": {"fault_gate": False},
                  "adv0-frozen": {"freeze_after": 1}}
     if name in ablations:

@@ -28,7 +28,7 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
 def train_cmd(
     defender: str = typer.Option("idm", "--defender", help="idm (CEM-tuned IDM/MOBIL), dqn (SB3 DQN) or llm (the LLM driver)."),
     attacker: str = typer.Option("adv0", "--attacker", help="adv0, none, random, scripted, cat or sage."),
-    ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate or frozen."),
+    ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate, frozen or avoidable (draws only escapable triggers)."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Rounds in all (default 3; with --resume: a new total, else the saved one)."),
     family: str = typer.Option("highway", "--family", help="highway (highway-env) or toy (the numpy world)."),
     episodes: int = typer.Option(20, "--episodes", min=1, help="Evaluation episodes per split and round."),

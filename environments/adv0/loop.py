@@ -80,7 +80,9 @@ def context_of(world: Any, family: str, seed: int) -> np.ndarray:
     """The attacker's context for an episode: the world's own `context(seed)` where it has one, else
     the initial view's neighbours (nearest first: lane offset, gap, speed difference)."""
     if family == "toy":
-        return world.context(seed)
+        from environments.adv0.toy_sim import context
+
+        return context(seed)
     episode = world.start_episode(family, seed, None)
     try:
         view = episode.view()
@@ -144,7 +146,7 @@ class IdmDefender:
 def run_planner(world: Any, family: str, params: IdmParams, jobs: list[Job]) -> list[EpisodeResult]:
     """Planner episodes: the toy world runs them vectorised (summaries), highway-env one by one."""
     if family == "toy":
-        from environments.adv0.toy import ALL_MANOEUVRES
+        from environments.adv0.toy_sim import ALL_MANOEUVRES
 
         return world.summary_results([s for _, s in jobs], [a for a, _ in jobs], params, ALL_MANOEUVRES)
     from environments.adv0.planner import planner_episode
@@ -284,7 +286,8 @@ def reference_prior(family: str) -> Any:
     return fit_reference(sampler(np.random.default_rng(0), 20_000))
 
 
-OPTION_NAMES = {"none": "adv0", "no-kl": "adv0-noref", "no-fault-gate": "adv0-nogate", "frozen": "adv0-frozen"}
+OPTION_NAMES = {"none": "adv0", "no-kl": "adv0-noref", "no-fault-gate": "adv0-nogate", "frozen": "adv0-frozen",
+                "avoidable": "adv0-avoidable"}
 
 
 def option_name(cfg: LoopConfig) -> str:

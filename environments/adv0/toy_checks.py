@@ -32,7 +32,7 @@ attacker's q mixed with normal traffic -- raise V_tau on held-out contexts: repr
 CI of the mean rise V_tau(theta_final) - V_tau(theta_0) is above 0, not reproduced when below 0,
 inconclusive when it straddles 0.
 
-May import: numpy, pydantic, `harness`, `environments.adv0` (scenario, toy, attacker).
+May import: numpy, pydantic, `harness`, `environments.adv0` (scenario, toy, toy_sim, attacker).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from environments.adv0 import toy
+from environments.adv0 import toy, toy_sim
 from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, Rollout, factor_sizes, fit_reference, iterate
 from environments.adv0.exact import factorised_projection, gated_return, kl_divergence, optimal_log_q, soft_value
 from environments.adv0.planner import tune_cem
@@ -118,7 +118,7 @@ def check_c1(seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: A
     reference = toy_reference()
     seeds = list(seeds)
     table = toy.evaluate(seeds, all_scenarios())
-    contexts = {s: toy.context(s) for s in seeds}
+    contexts = {s: toy_sim.context(s) for s in seeds}
     attacker = Adv0Attacker(reference, config)
     rng = np.random.default_rng(seed)
     rollout = table_rollout(table, seeds)
@@ -160,7 +160,7 @@ def check_c2(train_seeds: Sequence[int] = C2_TRAIN_SEEDS, test_seeds: Sequence[i
     reference = toy_reference()
     log_p0 = reference.joint_log_probs()
     train, test = list(train_seeds), list(test_seeds)
-    contexts = {s: toy.context(s) for s in train}
+    contexts = {s: toy_sim.context(s) for s in train}
     attacker = Adv0Attacker(reference, config)
     rng = np.random.default_rng(seed)
     space = all_scenarios()

@@ -13,7 +13,7 @@ from environments.adv0 import attacker as A
 from environments.adv0 import dpo as D
 from environments.adv0 import exact as X
 from environments.adv0 import baselines as B
-from environments.adv0 import toy
+from environments.adv0 import toy, toy_sim
 from environments.adv0.scenario import SPACE_SIZE, EpisodeResult, ScenarioParams, all_scenarios
 from environments.adv0.toy_checks import table_rollout, toy_reference
 
@@ -154,7 +154,7 @@ def test_exact_q_star_recovery_where_the_policy_class_holds_it(reference):
     J = np.clip(A.joint_from_factors(g), -1, 1)
     cfg = A.AttackerConfig(shaping=0.0)
     log_qstar = X.optimal_log_q(J, reference.joint_log_probs(), cfg.tau)
-    ctx = {0: toy.context(0)}
+    ctx = {0: toy_sim.context(0)}
 
     def rollout(seeds, zs):
         return [result(float(J[flat(np.array(z.index()))[0]]), z=z, seed=s) for s, z in zip(seeds, zs)]
@@ -197,7 +197,7 @@ def test_on_the_toy_world_dpo_reaches_the_projection_its_class_and_start_allow(r
     0.1 nats of the mean-field projection of q* started at p0 (stated before the run)."""
     seeds = [21, 23]
     table = toy.evaluate(seeds, Z)
-    contexts = {s: toy.context(s) for s in seeds}
+    contexts = {s: toy_sim.context(s) for s in seeds}
     attacker = A.Adv0Attacker(reference)
     rng = np.random.default_rng(0)
     rollout = table_rollout(table, seeds)
@@ -229,7 +229,7 @@ def trained(reference, seed: int, **cfg) -> A.Adv0Attacker:
     attacker = A.Adv0Attacker(reference, A.AttackerConfig(**cfg))
     rng = np.random.default_rng(seed)
     for _ in range(3):
-        A.iterate(attacker, seeds, {s: toy.context(s) for s in seeds}, table_rollout(table, seeds), rng)
+        A.iterate(attacker, seeds, {s: toy_sim.context(s) for s in seeds}, table_rollout(table, seeds), rng)
     return attacker
 
 
@@ -238,7 +238,7 @@ def test_training_is_deterministic_and_resumes_from_its_state(reference):
     assert all(np.array_equal(a.policy.p[k], b.policy.p[k]) for k in a.policy.p)
     assert not np.array_equal(a.policy.p["b2_5"], trained(reference, 2).policy.p["b2_5"])
     restored = A.Adv0Attacker.from_state(a.state())
-    ctx = toy.context(9)
+    ctx = toy_sim.context(9)
     assert restored.round == 3 and np.array_equal(restored.policy.joint_log_probs(ctx), a.policy.joint_log_probs(ctx))
     assert a.draw(ctx, np.random.default_rng(4), 5) == restored.draw(ctx, np.random.default_rng(4), 5)
 
@@ -250,15 +250,15 @@ def test_the_frozen_ablation_stops_learning_after_round_one(reference):
     after_one = trained(reference, 1, freeze_after=5)  # the same first round, then two more that learn
     assert not np.array_equal(frozen.policy.p["b2_5"], live.policy.p["b2_5"])
     seeds = [5, 6]
-    report = frozen.update(toy.summary_results(seeds, [frozen.draw(toy.context(s), np.random.default_rng(0), 1)[0]
-                                                       for s in seeds]), {s: toy.context(s) for s in seeds})
+    draws = [frozen.draw(toy_sim.context(s), np.random.default_rng(0), 1)[0] for s in seeds]
+    report = frozen.update(toy.summary_results(seeds, draws), {s: toy_sim.context(s) for s in seeds})
     assert report.frozen and report.dpo is None and after_one.round == 3
 
 
 # ---------------------------------------------------------------- baselines
 def test_every_option_draws_and_updates_through_one_interface(reference):
     rng = np.random.default_rng(0)
-    ctx = {s: toy.context(s) for s in (3, 4)}
+    ctx = {s: toy_sim.context(s) for s in (3, 4)}
     for name in B.ATTACKERS:
         option = B.make(name, reference, seed=1)
         draws = option.draw(ctx[3], rng, 4)
@@ -274,7 +274,7 @@ def test_every_option_draws_and_updates_through_one_interface(reference):
 
 
 def test_scripted_and_cat_use_the_initial_state_only(reference):
-    ctx = toy.context(3)
+    ctx = toy_sim.context(3)
     slots = B._slots(ctx[None])[0]
     z = B.ScriptedAttack().scenario(ctx)
     assert z.manoeuvre == "cut_in_brake" and z.gap_m == 5.0 and z.intensity == 1.0
@@ -289,7 +289,7 @@ def test_scripted_and_cat_use_the_initial_state_only(reference):
 
 
 def test_sage_learns_from_the_surrogate_without_reading_outcomes(reference):
-    ctx = toy.context(3)
+    ctx = toy_sim.context(3)
     a, b = B.make("sage", reference, seed=2), B.make("sage", reference, seed=2)
     for option, reward in ((a, 0.9), (b, -1.0)):
         option.draw(ctx, np.random.default_rng(0), 1)

@@ -9,7 +9,8 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from environments.adv0 import checks, verdicts
+from environments.adv0 import checks, checks_exposure, checks_loops, verdicts
+from environments.adv0.checks_exposure import Arm, diversity_parts
 from environments.adv0.commands import adv0_app
 from environments.adv0.scenario import Collision, EpisodeResult, ScenarioParams
 
@@ -90,27 +91,27 @@ def failure(seed: int, manoeuvre: str | None, slot: int = 0) -> EpisodeResult:
 
 def test_diversity_needs_enough_failures_before_it_can_say_not_reproduced():
     quiet = [failure(i, None) for i in range(30)]
-    none_seen = checks.diversity_parts(checks.Arm(name="adv0", results=quiet), [checks.Arm(name="b", results=quiet)])
+    none_seen = diversity_parts(Arm(name="adv0", results=quiet), [Arm(name="b", results=quiet)])
     assert [p.verdict for p in none_seen] == ["inconclusive"]  # the bootstrap of nothing is [0, 0]: no verdict
     assert none_seen[0].needed_n == math.ceil(5 / verdicts.wilson(0, 30)[1])
     mans = ["cut_in", "cut_in_brake", "brake_check", "tailgate", "swerve_return"]
     diverse = [failure(i, mans[i % 5], slot=i % 3) for i in range(12)] + quiet[:18]
     same = [failure(i, "cut_in_brake") for i in range(12)] + quiet[:18]
-    more = checks.diversity_parts(checks.Arm(name="adv0", results=diverse), [checks.Arm(name="b", results=same)])
+    more = diversity_parts(Arm(name="adv0", results=diverse), [Arm(name="b", results=same)])
     assert more[0].verdict == "reproduced" and more[0].value == 12 - 1  # 12 distinct (manoeuvre, slot) vs 1
-    fewer = checks.diversity_parts(checks.Arm(name="adv0", results=same), [checks.Arm(name="b", results=diverse)])
+    fewer = diversity_parts(Arm(name="adv0", results=same), [Arm(name="b", results=diverse)])
     assert fewer[0].verdict == "not reproduced"
 
 
 # ---------------------------------------------------------------- a real experiment, rendered
 def test_exposure_on_the_toy_world_counts_rollouts_and_renders_a_verdict():
-    arms = checks.exposure(["adv0", "scripted", "sage"], "toy", episodes=8, contexts=2, rounds=1, k=3)
+    arms = checks_exposure.exposure(["adv0", "scripted", "sage"], "toy", episodes=8, contexts=2, rounds=1, k=3)
     assert [a.name for a in arms] == ["adv0", "scripted", "sage"]
     assert [a.train_rollouts for a in arms] == [2 * (3 + 1), 0, 0]  # K + 1 reference draw per context; SAGE open loop
     assert all(len(a.results) == 8 for a in arms)
     assert [r.seed for r in arms[0].results] == [r.seed for r in arms[1].results]  # the same evaluation seeds
     parts = [verdicts.rate_higher("dfr", *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), 0.05)]
-    f = verdicts.Finding.judge("CX", "claim", "criterion", parts, numbers=checks.arm_numbers(arms))
+    f = verdicts.Finding.judge("CX", "claim", "criterion", parts, numbers=checks_exposure.arm_numbers(arms))
     text = verdicts.render(f)
     assert "verdict: " in text and "scripted: defender-failure rate" in text and f.verdict in text.lower()
 
@@ -195,7 +196,7 @@ def test_c9_runs_end_to_end_and_sees_the_effect_of_a_lesson_heeding_driver(monke
     monkeypatch.setattr(harness.providers, "load_model", lambda spec: model)
     f = checks.run_check("C9", episodes=5, seeds=1, family="toy", rounds=1)
     nums = f.numbers
-    assert nums["training: driver episodes (attacker rollouts + reflection scenarios)"] == f"{checks.C9_K + 1} + 2"
+    assert nums["training: driver episodes (attacker rollouts + reflection scenarios)"] == f"{checks_loops.C9_K + 1} + 2"
     crashes, lessons = map(int, nums["training: crashes / lessons written per round"].split("/"))
     assert crashes >= lessons > 0 and int(nums["lessons in memory"]) == lessons  # one round, a lesson per own crash
     # Asked in the constrained form, the lesson is the lesson (in free form it once stored an action).
@@ -206,4 +207,4 @@ def test_c9_runs_end_to_end_and_sees_the_effect_of_a_lesson_heeding_driver(monke
     assert int(nums["evaluation episodes whose crash outcome differs between the arms"]) >= k_without - k_with
     assert f.parts[0].value == pytest.approx((k_without - k_with) / 5) and f.parts[0].n == f"{k_without}/5 vs {k_with}/5"
     assert model.calls >= int(nums["evaluation driving steps (model calls, both arms)"])
-    assert checks.c9_driver_episodes(5, 1, 1) == (checks.C9_K + 1) + 2 + 10
+    assert checks_loops.c9_driver_episodes(5, 1, 1) == (checks_loops.C9_K + 1) + 2 + 10

@@ -84,14 +84,14 @@ def test_cem_bad_input_names_the_parameter(kwargs, message):
 def toy_failures(limit: int = 3) -> list[tuple[ScenarioParams, int]]:
     """(z, seed) pairs where the default (under-cautious) planner crashes at fault in the toy world,
     found by enumerating the cut-in manoeuvres over a few seeds."""
-    from environments.adv0 import toy
+    from environments.adv0 import toy, toy_sim
     from environments.adv0.scenario import all_scenarios
 
     z = all_scenarios()
     z = z[np.isin(z[:, 1], [1, 0])]  # cut_in_brake, cut_in
     seeds = list(range(3, 9))
     out = toy.evaluate(seeds, z)
-    hits = np.argwhere(out.fault == toy.FAULT_CODES.index("defender"))
+    hits = np.argwhere(out.fault == toy_sim.FAULT_CODES.index("defender"))
     assert len(hits), "the toy world gave the default planner no at-fault crash to learn from"
     return [(ScenarioParams.from_index(tuple(z[m])), seeds[s]) for s, m in hits[:: max(1, len(hits) // limit)][:limit]]
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.adv0 import toy
+from environments.adv0 import toy, toy_sim
 from environments.adv0.attacker import fit_reference
 from environments.adv0.planner import tune_cem
 from environments.adv0.scenario import (
-    FACTORS, SPACE_SIZE, IdmParams, ScenarioParams, all_scenarios, defender_return,
+    FACTORS, SPACE_SIZE, TRAIN_MANOEUVRES, IdmParams, ScenarioParams, all_scenarios, defender_return,
 )
 
 Z = all_scenarios()
-CODE = {name: i for i, name in enumerate(toy.FAULT_CODES)}
+CODE = {name: i for i, name in enumerate(toy_sim.FAULT_CODES)}
 
 
 @pytest.fixture(scope="module")
@@ -53,35 +53,35 @@ def test_enumeration_equals_single_episodes_and_is_a_pure_function_of_the_seed(t
         r = one(3, z)
         assert r.reward == pytest.approx(table.J[0, k], abs=1e-12)
         assert r.crashed == table.crashed[0, k] and r.attack_fired == table.fired[0, k]
-        assert (r.collision.fault if r.collision else None) == toy.FAULT_CODES[table.fault[0, k]]
+        assert (r.collision.fault if r.collision else None) == toy_sim.FAULT_CODES[table.fault[0, k]]
         assert r.min_ttc == pytest.approx(table.min_ttc[0, k], abs=1e-12)
         assert one(3, z).model_dump() == r.model_dump()  # same seed, same z: the same episode
     again = toy.evaluate([3, 4], Z[:500])
     assert np.array_equal(again.J, table.J[:, :500]) and np.array_equal(again.fault, table.fault[:, :500])
     assert not np.array_equal(toy.evaluate([5], Z[:500]).J, again.J[:1])  # another seed, another road
-    assert np.allclose(toy.context(3), toy.context(3)) and not np.allclose(toy.context(3), toy.context(4))
+    assert np.allclose(toy_sim.context(3), toy_sim.context(3)) and not np.allclose(toy_sim.context(3), toy_sim.context(4))
 
 
 def test_the_vectorised_return_is_defender_return():
     rng = np.random.default_rng(0)
     speeds, fault = rng.uniform(10, 35, 50), rng.random(50) < 0.3
     expect = [defender_return(bool(f), float(s), 0.0, 12.0) for s, f in zip(speeds, fault)]
-    assert np.allclose(toy._returns(speeds, fault.astype(float)), expect)
+    assert np.allclose(toy_sim.defender_returns(speeds, fault.astype(float)), expect)
 
 
 def sim_of(s: list[float], d: list[float], v: list[float], attack: np.ndarray | None = None,
-           ego: IdmParams = DEFAULT) -> toy.ToySim:
+           ego: IdmParams = DEFAULT) -> toy_sim.ToySim:
     """A hand-built road: ego in column 0 plus five background vehicles."""
     arr = lambda x: np.array([x], dtype=float)  # noqa: E731
-    init = toy.ToyInit(arr(s), arr(d), arr(v), arr(v))
-    return toy.ToySim(init, toy.Attacks.build(init, attack, toy.TRAIN_MANOEUVRES), toy.ego_matrix(ego, 1))
+    init = toy_sim.ToyInit(arr(s), arr(d), arr(v), arr(v))
+    return toy_sim.ToySim(init, toy_sim.Attacks.build(init, attack, TRAIN_MANOEUVRES), toy_sim.ego_matrix(ego, 1))
 
 
 FAR = [400.0, 500.0, 600.0, -400.0]  # four vehicles out of the way (the left lane)
 
 
-def run(sim: toy.ToySim, ego_acc: float | None = None) -> toy.ToySim:
-    for _ in range(toy.STEPS):
+def run(sim: toy_sim.ToySim, ego_acc: float | None = None) -> toy_sim.ToySim:
+    for _ in range(toy_sim.STEPS):
         sim.step(None if ego_acc is None else np.array([ego_acc]))
         if not sim.alive[0]:
             break
@@ -91,15 +91,15 @@ def run(sim: toy.ToySim, ego_acc: float | None = None) -> toy.ToySim:
 def test_hand_built_rear_end_by_the_ego_is_the_defenders_fault():
     # A driver holding full throttle into a stopped car in its lane.
     sim = run(sim_of([0.0, 40.0, *FAR], [0.0, 0.0, -4, -4, -4, -4], [25.0, 0.0, 20, 20, 20, 20]), ego_acc=3.0)
-    assert sim.crashed[0] and sim.fault[0] == CODE["defender"] and toy.RULES[sim.rule[0]] == "rear-end: ego behind"
+    assert sim.crashed[0] and sim.fault[0] == CODE["defender"] and toy_sim.RULES[sim.rule[0]] == "rear-end: ego behind"
     assert sim.other[0] == 1 and sim.min_ttc[0] == 0.0
 
 
 def test_hand_built_rear_end_of_the_ego_is_the_followers_fault():
     # A fast car 8 m behind a stopped ego cannot stop in time: background's fault, not the ego's.
     sim = run(sim_of([0.0, -13.0, *FAR], [0.0, 0.0, -4, -4, -4, -4], [0.0, 30.0, 20, 20, 20, 20]), ego_acc=0.0)
-    assert sim.crashed[0] and sim.fault[0] == CODE["background"] and toy.RULES[sim.rule[0]] == "rear-end: other behind"
-    out = toy._outcome_arrays(sim)
+    assert sim.crashed[0] and sim.fault[0] == CODE["background"] and toy_sim.RULES[sim.rule[0]] == "rear-end: other behind"
+    out = toy_sim.outcome_arrays(sim)
     assert out["J"][0] == defender_return(False, float(out["mean_speed"][0]), 0.0, 1.0)  # no crash penalty for the ego
 
 
@@ -108,8 +108,8 @@ def test_hand_built_side_by_side_cut_in_is_the_attackers_fault():
     z = np.array([[0, 0, 0, 3, 0, 0]])  # slot 0 (nearest), cut_in, trigger 1 s, intensity 1, hold 0.5, gap 5 m
     sim = run(sim_of([0.0, 25.0, *FAR], [0.0, -4.0, -4, -4, -4, -4], [27.0, 15.0, 20, 20, 20, 20], z))
     assert sim.fired[0] and sim.crashed[0] and sim.fault[0] == CODE["attacker"]
-    assert toy.RULES[sim.rule[0]] in ("lateral intrusion", "unsafe cut-in")
-    assert sim.t_crash[0] - sim.t_enter[1, 0] <= toy.CUT_IN_REACTION_S + 1e-9
+    assert toy_sim.RULES[sim.rule[0]] in ("lateral intrusion", "unsafe cut-in")
+    assert sim.t_crash[0] - sim.t_enter[1, 0] <= toy_sim.CUT_IN_REACTION_S + 1e-9
 
 
 def test_a_cut_in_that_left_room_then_braked_is_the_defenders_fault(table):
@@ -126,9 +126,9 @@ def test_a_cut_in_that_left_room_then_braked_is_the_defenders_fault(table):
     assert c.other == "attacker" and c.rule.startswith("rear-end: ego behind")
     assert c.geometry[-2].id == "ego" and c.geometry[-1].id == "attacker"  # the audit trail ends at contact
     ego, att = c.geometry[-2], c.geometry[-1]
-    assert att.s - ego.s < toy.VEH_L and abs(att.d - ego.d) < toy.VEH_W
-    entered = next(i for i in range(0, len(c.geometry), 2) if abs(c.geometry[i + 1].d - c.geometry[i].d) < toy.VEH_W)
-    assert (len(c.geometry) - 2 - entered) / 2 * toy.DT > toy.CUT_IN_REACTION_S  # it had time to react
+    assert att.s - ego.s < toy_sim.VEH_L and abs(att.d - ego.d) < toy_sim.VEH_W
+    entered = next(i for i in range(0, len(c.geometry), 2) if abs(c.geometry[i + 1].d - c.geometry[i].d) < toy_sim.VEH_W)
+    assert (len(c.geometry) - 2 - entered) / 2 * toy_sim.DT > toy_sim.CUT_IN_REACTION_S  # it had time to react
     assert r.attacker_kinematics and max(abs(a) for a, _ in r.attacker_kinematics) <= 7.0 + 1e-9
 
 
@@ -153,7 +153,7 @@ def test_the_driver_episode_counts_unavailable_actions_and_ends():
         episode.step(action)
     r = episode.result()
     assert r.invalid_actions == 2 and r.actions[:4] == ["SLOWER", "IDLE", "IDLE", "SLOWER"]
-    assert r.steps == len(r.ttc) == int(toy.DURATION_S / toy.POLICY_DT) and not r.crashed
+    assert r.steps == len(r.ttc) == int(toy_sim.DURATION_S / toy.POLICY_DT) and not r.crashed
     assert r.mean_speed < 25.0  # two SLOWERs: the set-point fell to 20 m/s
     with pytest.raises(RuntimeError, match="over"):
         episode.step("IDLE")
@@ -162,7 +162,7 @@ def test_the_driver_episode_counts_unavailable_actions_and_ends():
 def test_held_out_manoeuvres_run_in_single_episodes():
     z = ScenarioParams(slot=0, manoeuvre="merge_squeeze", trigger_s=1.0, intensity=0.5, hold_s=1.0, gap_m=10.0)
     assert one(4, z).attack.manoeuvre == "merge_squeeze"
-    out = toy.evaluate([4], np.array([z.index(toy.ALL_MANOEUVRES)]), manoeuvres=toy.ALL_MANOEUVRES)
+    out = toy.evaluate([4], np.array([z.index(toy_sim.ALL_MANOEUVRES)]), manoeuvres=toy_sim.ALL_MANOEUVRES)
     assert out.J[0, 0] == pytest.approx(one(4, z).reward, abs=1e-12)
 
 
