@@ -8,7 +8,8 @@ first components in the prompt's order do. Both plans have the same shape (so an
 only *which* components are isolated, not how many steps there are). `generate` asks for the next
 version of the whole diagram, focused on the step's checks and told to keep the accepted ones;
 `verify` runs the step's checks and every accepted one (a regression guard); `commit` keeps the new
-code and accepts the step, `rollback` keeps the old code; `replan` splits a failed step into one step
+code and accepts the step, `rollback` keeps the old code (both record the step's draw and its check
+results in the trace, so every step can be pictured); `replan` splits a failed step into one step
 per component (failed ones first) or, for a one-component step, retries it with the failures as
 feedback. Every generator call counts against `LoopConfig.budget`; `finalize` returns the last
 committed code (or, if nothing was committed, the draw that passed most checks).
@@ -140,12 +141,18 @@ class ProGrafLoop:
         failed = [c for c in step + state["accepted"] if not state["results"].get(c.id)]
         plan = state["plan"][1:] + ([failed] if failed else [])  # no rollback: what failed comes back later
         return {"code": state["candidate"], "accepted": accepted, "plan": plan, "feedback": [],
-                "trace": state["trace"] + [{"node": "commit", "call": state["calls"], "accepted": len(accepted)}]}
+                "trace": state["trace"] + [{"node": "commit", "call": state["calls"], "accepted": len(accepted),
+                                            **self.step_record(state)}]}
 
     async def rollback(self, state: LoopState) -> dict[str, Any]:
         failed = [c.text for c in state["plan"][0] + state["accepted"] if not state["results"].get(c.id)]
         return {"feedback": failed,
-                "trace": state["trace"] + [{"node": "rollback", "call": state["calls"], "failed": len(failed)}]}
+                "trace": state["trace"] + [{"node": "rollback", "call": state["calls"], "failed": len(failed),
+                                            **self.step_record(state)}]}
+
+    def step_record(self, state: LoopState) -> dict[str, Any]:
+        """What one step drew and how its checks came out (for the step-by-step pictures)."""
+        return {"code": state["candidate"], "checks": dict(state["results"])}
 
     async def replan(self, state: LoopState) -> dict[str, Any]:
         step = state["plan"][0]

@@ -221,6 +221,13 @@ class Suite(ABC):
     def smaller_is_better(cls, metric: str) -> bool:
         return metric.split("@", 1)[0] in cls.lower_is_better
 
+    @classmethod
+    def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:
+        """Why a run with these suite options must never be a leaderboard row (an upper bound, a
+        diagnostic: e.g. ProGraf's `checker=oracle`), with the fix; None when it may. Leaderboard
+        export refuses such a run with this reason."""
+        return None
+
     def __init__(self, options: SuiteOptions | None = None) -> None:
         self.options = options if options is not None else self.Options()
 

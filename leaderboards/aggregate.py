@@ -176,6 +176,22 @@ def rank_rows(rows: list[Row], metric: str, *, lower_is_better: bool = False) ->
 SYNTHETIC_PREFIX = "synthetic/"  # the fault-injecting mock generators (environments/prograf/mock.py)
 
 
+def _refused_by_suite(runs: list[RunInfo], suite: str) -> tuple[str, str] | None:
+    """The first run whose suite options its suite keeps off leaderboards (`Suite.leaderboard_refusal`)."""
+    cls = installed_suite(suite)
+    if cls is None:
+        return None
+    for run in runs:
+        try:
+            options = run.folder.read_manifest().config.suite_options
+        except (HarnessError, ValueError):
+            continue  # a run that lost its manifest lists with what the index knows
+        why = cls.leaderboard_refusal(dict(options))
+        if why:
+            return run.run_id, why
+    return None
+
+
 def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = None,
                       group_by: tuple[str, ...] = DEFAULT_GROUP_BY, include_incomplete: bool = False,
                       prices: dict[str, Price] | None = None, seed: int = 0) -> Leaderboard:
@@ -197,6 +213,10 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
         run_id, spec = synthetic[0]
         raise HarnessError(f"run {run_id} used {spec}: a synthetic test generator, not a model; leaderboard export "
                            "refuses synthetic runs (move them out of --run-dir, or delete them)")
+    refused = _refused_by_suite(kept, suite)
+    if refused:
+        run_id, why = refused
+        raise HarnessError(f"run {run_id}: {why}; leaderboard export refuses it (move it out of --run-dir, or delete it)")
     by_key: dict[tuple[str, str, str, str], Row] = {}
     for run in kept:
         key = (run.model or "", run.judge or "", run.suite_version, run.setup)

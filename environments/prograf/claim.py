@@ -80,7 +80,8 @@ def mcnemar_p(loop_only: int, other_only: int) -> float:
 async def run_method(model: Any, task_ids: list[str], options: dict[str, Any], corpus: Path | None = None,
                      concurrency: int = 8) -> tuple[dict[str, bool], int]:
     """One method over the given tasks: task id -> passed every hidden point, and the errored samples."""
-    suite = ProGrafLoopSuite(parse_options("prograf-loop", Options, {"subset": "all"} | options))
+    # no step pictures: a claim check measures recovery, and renders would only cost time
+    suite = ProGrafLoopSuite(parse_options("prograf-loop", Options, {"subset": "all", "pictures": False} | options))
     wanted = set(task_ids)
     samples = [s for s in suite.load_samples(str(corpus) if corpus else None) if s.id in wanted]
     config = RunConfig(suite="prograf-loop", models={"assistant": model.name})

@@ -169,7 +169,7 @@ def prompt_checks_cmd(
     import json
 
     from environments.prograf.build import CORPUS
-    from environments.prograf.prompt_checks import agreement, coverage
+    from environments.prograf.prompt_checks import agreement, coverage, paraphrase_netlist
     from environments.prograf.task import load_tasks
     from harness.errors import HarnessError
 
@@ -178,8 +178,12 @@ def prompt_checks_cmd(
     except HarnessError as exc:
         fail(str(exc))
     cov, agree = coverage(tasks), agreement(tasks)
+    reworded = [p for t in tasks if (p := paraphrase_netlist(t))]  # the netlist prompts in free words
+    para = {"tasks": len(reworded)} | ({"coverage": coverage(reworded)["circuit"], "agreement": agreement(reworded)["circuit"]}
+                                      if reworded else {})
     if as_json:
-        out.print(json.dumps({"coverage": cov, "agreement": agree}, indent=2), highlight=False)
+        out.print(json.dumps({"coverage": cov, "agreement": agree, "paraphrased_netlists": para}, indent=2),
+                  highlight=False)
         return
     out.print(f"{'category':<10} {'coverage':>8} {'recovered/hidden':>17} {'generated':>9} {'handwritten':>11} {'extra':>5}"
               f" | {'precision':>9} {'recall':>6}  tp/fp/fn/tn", highlight=False)
@@ -189,3 +193,8 @@ def prompt_checks_cmd(
         out.print(f"{cat:<10} {row['coverage']:>8.3f} {str(row['recovered']) + '/' + str(row['hidden']):>17}"
                   f" {src.get('generated', '-'):>9} {src.get('handwritten', '-'):>11} {row['extra']:>5}"
                   f" | {a['precision']:>9.3f} {a['recall']:>6.3f}  {a['tp']}/{a['fp']}/{a['fn']}/{a['tn']}", highlight=False)
+    if reworded:
+        c, a = para["coverage"], para["agreement"]
+        out.print(f"netlist prompts reworded in free words ({len(reworded)} tasks): coverage {c['coverage']:.3f} "
+                  f"({c['recovered']}/{c['hidden']}), extra {c['extra']} | precision {a['precision']:.3f} recall "
+                  f"{a['recall']:.3f}  {a['tp']}/{a['fp']}/{a['fn']}/{a['tn']}", highlight=False)

@@ -29,6 +29,7 @@ from agents.prograf_loop import CheckItem, LoopConfig, ProGrafLoop, StepRequest,
 from environments.prograf.build import CORPUS
 from environments.prograf.formats import FENCES, extract_code, user_prompt
 from environments.prograf.mock import ATTENTION_FLOOR, KEEP_FACTOR, StepMock
+from environments.prograf.pictures import picture
 from environments.prograf.prompt_checks import read_prompt
 from environments.prograf.profile import SYSTEM, CapabilityProfile, load_profile
 from environments.prograf.render import Renderer, cache_dir
@@ -60,6 +61,7 @@ class Options(SuiteOptions):
     cross_fit: bool = Field(True, description="plan each task with a profile built without that task's fold")
     category: Literal["all", "geometry", "circuit", "flowchart", "diagram"] = Field("all", description="which tasks")
     render: bool = Field(False, description="render SVG when verifying (slower; counts only what is visible)")
+    pictures: bool = Field(True, description="a picture of every loop step, its failed checks marked (output.pictures)")
     max_tokens: int = Field(2048, ge=64, le=32768, description="the generator's output budget per call")
 
 
@@ -73,6 +75,8 @@ class LoopOutput(BaseModel):
     calls: int
     code: str | None
     trace: list[dict[str, Any]] = Field(default_factory=list)
+    pictures: list[dict[str, str]] = Field(
+        default_factory=list, description="one per loop step: caption and base64 PNG, the step's failed checks marked")
 
 
 def cached_tasks(path: Path) -> list[Task]:
@@ -123,10 +127,23 @@ def step_prompt(task: Task, fmt: str, req: StepRequest) -> str:
 
 class ProGrafLoopSuite(ProGrafSuite):
     name = "prograf-loop"
-    version = "0.2.0"  # 0.2: checker=prompt is the default (0.1 had only the oracle); option seed_base
+    # 0.2: checker=prompt is the default (0.1 had only the oracle); option seed_base. 0.3: the prompt
+    # checker reads circuits placed in free words (3 hand-written circuits gain their wiring checks); step pictures
+    version = "0.3.0"
     headline_metric = "recovery"
     description = "ProGraf loop: profile-guided stepwise drawing with verified commits vs baselines at equal budget"
     Options = Options  # type: ignore[assignment]
+
+    @classmethod
+    def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:
+        if options.get("checker") == "oracle":
+            return ("checker=oracle: the loop checked its steps against the hidden points, an upper bound, not a "
+                    "result; rerun it with checker=prompt (the default) for the leaderboard")
+        return None
+
+    def __init__(self, options: SuiteOptions | None = None) -> None:
+        super().__init__(options)
+        self._picture_renderer: Renderer | None = None
 
     @property
     def lopts(self) -> Options:
@@ -140,6 +157,28 @@ class ProGrafLoopSuite(ProGrafSuite):
             self._renderer = Renderer(disk_cache=cache_dir())
             atexit.register(self._renderer.close)
         return self._renderer
+
+    def picture_renderer(self) -> Renderer:
+        """The renderer of the step pictures (the sandboxed worker; cached by content hash on disk)."""
+        if self._picture_renderer is None:
+            self._picture_renderer = Renderer(disk_cache=cache_dir())
+            atexit.register(self._picture_renderer.close)
+        return self._picture_renderer
+
+    def step_pictures(self, checked: Any, fmt: str, trace: list[dict[str, Any]]) -> list[dict[str, str]]:
+        """A picture of each step's draw (commit or rollback), the step's failed checks marked; a draw
+        that cannot be read or drawn gets none (the trace has its results)."""
+        out = []
+        steps = [t for t in trace if isinstance(t.get("code"), str)]
+        for k, step in enumerate(steps, 1):
+            results: dict[str, bool] = step.get("checks") or {}
+            verdict = verify(checked, fmt, step["code"], self.renderer())
+            caption = (f"{checked.id} step {k}/{len(steps)} (call {step.get('call')}): {step['node']}, "
+                       f"{sum(results.values())}/{len(results)} checks passed")
+            pic = picture(checked, fmt, step["code"], self.picture_renderer(), caption, verdict=verdict, only=results)
+            if pic is not None:
+                out.append(pic)
+        return out
 
     def profile(self) -> CapabilityProfile | None:
         return cached_profile(Path(self.lopts.profile)) if self.lopts.profile else None
@@ -208,9 +247,10 @@ class ProGrafLoopSuite(ProGrafSuite):
         else:
             state = await ProGrafLoop(checks, draw, check, self.rates(task), self.loop_config()).run()
             code, calls, trace = state["code"], state["calls"], state["trace"]
+        pictures = await asyncio.to_thread(self.step_pictures, checked, fmt, trace) if o.pictures else []
         return Transcript(output=LoopOutput(task_id=task.id, category=task.category, format=fmt, method=o.method,
                                             ablation=o.ablation, checker=o.checker, calls=calls, code=code,
-                                            trace=trace).model_dump())
+                                            trace=trace, pictures=pictures).model_dump())
 
     def scorers(self) -> dict[str, Scorer]:
         return {"verify": FunctionScorer("verify", self._verify_final,

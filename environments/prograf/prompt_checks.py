@@ -142,7 +142,7 @@ def read_circuit(task_id: str, category: str, source: str, prompt: str) -> Deriv
     and the topology from the seeded templates (a series-parallel loop, or a netlist) or a plain
     series loop; without a topology only the part, value, count and no-short/no-open checks."""
     body = prompt.split(" Write each component's name", 1)[0]
-    parts, ground = _netlist(body) or _sp_loop(body) or (None, None)
+    parts, ground = _netlist(body) or _sp_loop(body) or _node_phrases(body) or (None, None)
     topology = parts is not None
     if parts is None:
         parts = _named_parts(body)
@@ -187,6 +187,64 @@ def _netlist(body: str) -> tuple[list[CircuitPart], str | None] | None:
                          (f"n{m['a']}", f"n{m['b']}")) for m in rows]
     g = re.search(r"Node (\d+) is ground", body)
     return parts, f"n{g.group(1)}" if g else None
+
+
+# Free wording: each part placed by a phrase naming its two nodes ("R1 (1kΩ) from the input to the
+# middle node", "R1 top to left", "V1 between the top node and the bottom node", "a load R1 across
+# the output", "V1 at the input"). Used only when every named part is placed, so a half-read
+# circuit never yields connection checks.
+NODE = r"(?:the )?(?:node )?(?P<{0}>\w+)(?: node)?"
+LEAD = r"^\s*(?:\([^)]*\)\s*)?(?::\s*)?"  # after the part's id: its value, a colon
+PLACEMENTS = [
+    re.compile(LEAD + r"from " + NODE.format("a") + " to " + NODE.format("b") + r"\b"),
+    re.compile(LEAD + r"between " + NODE.format("a") + " and " + NODE.format("b") + r"\b"),
+    re.compile(LEAD + r"" + NODE.format("a") + " to " + NODE.format("b") + r"\b"),
+    re.compile(LEAD + r"across " + NODE.format("a") + r"\b"),
+    re.compile(LEAD + r"at " + NODE.format("a") + r"\b"),
+]
+def _node_phrases(body: str) -> tuple[list[CircuitPart], str | None] | None:
+    named = _named_parts(body)
+    if not named:
+        return None
+    placed, mentions_ground = [], bool(re.search(r"\bground\b", body))
+    for part in named:
+        clause = next((body[m.end():] for m in re.finditer(r"\b" + re.escape(part.id) + r"\b", body)), "")
+        clause = re.split(r";|\.(?!\d)|,(?! \d)", clause, maxsplit=1)[0]  # a clause ends; 4.7kΩ does not
+        hit = next((m for rx in PLACEMENTS if (m := rx.search(clause))), None)
+        if hit is None:
+            return None
+        a = hit["a"]
+        b = hit.groupdict().get("b") or ("ground" if mentions_ground else "reference")  # across / at a node
+        nets = tuple("ground" if n in ("ground", "gnd") else n for n in (a, b))
+        if nets[0] == nets[1]:
+            return None
+        placed.append(CircuitPart(part.id, part.kind, part.value, (nets[0], nets[1])))
+    ground = "ground" if any("ground" in p.nets for p in placed) else None
+    return placed, ground
+
+
+PHRASINGS = ("{kind} {id}{value} from {a} to {b}", "{id}{value} between {a} and {b}", "the {kind} {id}{value}: {a} to {b}")
+
+
+def paraphrase_netlist(task: Task) -> Task | None:
+    """The task with its netlist prompt ("Resistor R1 (1kΩ) connects node 1 and node 2. ... Node 0 is
+    ground") reworded freely (three rotating phrasings, the ground node named "ground"), for
+    measuring the free-wording reader; None if the prompt is not a netlist."""
+    rows = list(NETLIST.finditer(task.prompt))
+    g = re.search(r"Node (\d+) is ground \(draw a ground symbol on it\)\. ", task.prompt)
+    if not rows:
+        return None
+
+    def node(n: str) -> str:
+        return "ground" if g and n == g.group(1) else f"node {n}"
+
+    said = [PHRASINGS[k % len(PHRASINGS)].format(kind=m["kind"].lower(), id=m["id"], a=node(m["a"]), b=node(m["b"]),
+                                                   value=f" ({m['value']})" if m["value"] else "")
+            for k, m in enumerate(rows)]
+    text = "Wire up the following: " + "; ".join(said) + "." + (" Draw a ground symbol on ground." if g else "")
+    prompt = task.prompt[:rows[0].start()].replace("Use these nodes and parts: ", "") + text + " " \
+        + task.prompt[rows[-1].end():].lstrip().removeprefix(g.group(0) if g else "")
+    return task.model_copy(update={"prompt": prompt})
 
 
 def _sp_loop(body: str) -> tuple[list[CircuitPart], str | None] | None:

@@ -1,38 +1,48 @@
 """ProGraf's section of the offline HTML report: per run, each task's render next to its
 verification points (passed or failed, with the measured value and the reason).
 
-The render is made here from the recorded code, the way the verifier made it (sanitised SVG,
-pinned viewBox, resvg in the worker process; cached by content hash, so a scored run's renders are
-cache hits). Only SVG has a renderer: DOT, Mermaid and schemdraw are parsed into scenes, not
-drawn, so their tasks show their points alone.
+The picture is made here from the recorded code through `pictures.py` (the sandboxed render path,
+cached by content hash, so a scored run's SVG renders are cache hits): SVG as the verifier rendered
+it; DOT, Mermaid and schemdraw drawn from what the verifier parsed, by our own writer. The failed
+hidden points of the recorded verdict are boxed where the drawing places them, with a legend.
 """
 
 from __future__ import annotations
 
-import base64
 from html import escape
 from typing import Any
 
-from environments.prograf.render import Renderer, cache_dir, prepare
-from environments.prograf.scene import InputRejected
-from environments.prograf.svg import parse_svg, sanitise, serialise
+from environments.prograf.build import CORPUS
+from environments.prograf.pictures import picture
+from environments.prograf.render import Renderer, cache_dir
+from environments.prograf.task import Task, load_tasks
+from environments.prograf.verify import PointResult, Verdict
 from harness.records import RunFolder, SampleRecord
 from harness.suite import ReportInput, ReportSection, picture_html
 
 MAX_TASKS_PER_RUN = 16  # failed tasks first; the rest are in `harness view`
 
 
-def render_png(code: str, renderer: Renderer) -> bytes | None:
-    """The PNG the verifier saw for this SVG, or None when it cannot be read or rendered."""
+def recorded_verdict(record: SampleRecord) -> Verdict | None:
+    """The verdict the scorer recorded (its points), or None when the record has none readable."""
+    scores = record.scores or {}
     try:
-        scene = parse_svg(code)
-        root, _ = sanitise(code)
-        if scene.canvas is None:
-            return None
-        root, width, height = prepare(root, scene.canvas)
-        return renderer.png(serialise(root), width, height)
-    except (InputRejected, ValueError, KeyError, TypeError, IndexError, ZeroDivisionError, RecursionError):
-        return None  # the scores already record why (rejected_input / render_error)
+        points = [PointResult(**p) for p in scores.get("points") or []]
+    except (TypeError, ValueError):
+        return None
+    return Verdict(task_id=record.sample_id, format=str(scores.get("format", "")), passed=bool(scores.get("passed")),
+                   point_rate=float(scores.get("point_rate") or 0.0), points=points)
+
+
+def task_picture(record: SampleRecord, tasks: dict[str, Task], renderer: Renderer, caption: str) -> str | None:
+    """The base64 PNG of the record's code, its failed points marked; None when it cannot be drawn."""
+    output = record.output or {}
+    fmt, code = output.get("format") or (record.scores or {}).get("format"), output.get("code")
+    task, verdict = tasks.get(record.sample_id), recorded_verdict(record)
+    if task is None or verdict is None or not isinstance(code, str) or not isinstance(fmt, str):
+        return None
+    pic = picture(task, fmt, code, renderer, caption, verdict=verdict)
+    return pic["png"] if pic else None
 
 
 def _measured(value: Any) -> str:
@@ -76,26 +86,24 @@ def trace_line(trace: list[Any]) -> str:
     return f'<p class="note">loop: {escape(" -> ".join(steps))}</p>' if steps else ""
 
 
-def _task_html(record: SampleRecord, renderer: Renderer) -> str:
+def _task_html(record: SampleRecord, renderer: Renderer, tasks: dict[str, Task]) -> str:
     output, scores = record.output or {}, record.scores or {}
     fmt, code = str(output.get("format") or scores.get("format") or "?"), output.get("code")
     points = [p for p in scores.get("points") or [] if isinstance(p, dict)]
     passed = sum(bool(p.get("passed")) for p in points)
     caption = (f"{record.sample_id} ({fmt}): {'passed' if scores.get('passed') else 'failed'}, "
                f"{passed}/{len(points)} points")
-    png = render_png(code, renderer) if fmt == "svg" and isinstance(code, str) else None
+    png = task_picture(record, tasks, renderer, caption) if isinstance(code, str) else None
     if png is not None:
-        picture = picture_html(base64.b64encode(png).decode("ascii"), caption)
-    elif fmt == "svg":  # the points below carry the reason (rejected input, render error, no output)
-        picture = f'<p class="note">{escape(caption)}; no render: the output could not be read or drawn</p>'
-    else:
-        picture = f'<p class="note">{escape(caption)}; no render: {escape(fmt)} is parsed into a scene, not drawn</p>'
+        shown = picture_html(png, caption)
+    else:  # the points below carry the reason (rejected input, render error, no output)
+        shown = f'<p class="note">{escape(caption)}; no render: the output could not be read or drawn</p>'
     trace = trace_line(output.get("trace") or [])
-    return (f'<div class="task wide side" data-sample="{escape(record.sample_id)}"><div>{picture}{trace}</div>'
+    return (f'<div class="task wide side" data-sample="{escape(record.sample_id)}"><div>{shown}{trace}</div>'
             f"{points_table(points)}</div>")
 
 
-def _run_html(folder: RunFolder, renderer: Renderer) -> tuple[str, int]:
+def _run_html(folder: RunFolder, renderer: Renderer, tasks: dict[str, Task]) -> tuple[str, int]:
     manifest = folder.read_manifest()
     records = [r for r in folder.read_samples() if r.scores]
     records.sort(key=lambda r: bool(r.scores.get("passed")))  # failures first: they are what to look at
@@ -106,20 +114,22 @@ def _run_html(folder: RunFolder, renderer: Renderer) -> tuple[str, int]:
             f'<p class="note">{sum(not r.scores.get("passed") for r in records)} of {len(records)} tasks failed'
             + (f"; {len(shown)} shown (failures first), the rest in <code>harness view</code>"
                if len(records) > len(shown) else "") + ".</p>")
-    return head + '<div class="pictures">' + "".join(_task_html(r, renderer) for r in shown) + "</div>", len(shown)
+    return head + '<div class="pictures">' + "".join(_task_html(r, renderer, tasks) for r in shown) + "</div>", len(shown)
 
 
 def renders_section(found: ReportInput) -> ReportSection | None:
     runs = [folder for suite in found.suites for folder in found.runs.get(suite, [])]
     if not runs:
         return None
+    tasks = {t.id: t for t in load_tasks(CORPUS)}
     renderer = Renderer(disk_cache=cache_dir())
     try:
-        parts = [_run_html(folder, renderer) for folder in runs]
+        parts = [_run_html(folder, renderer, tasks) for folder in runs]
     finally:
         renderer.close()
-    note = ('<p class="note">Each task: the render of what the generator wrote (SVG: as the verifier saw it) and '
-            "its verification points; FAIL with the verifier's reason, gated: not checked because a point it "
-            "depends on failed.</p>")
+    note = ('<p class="note">Each task: the render of what the generator wrote (SVG as the verifier saw it; DOT, '
+            "Mermaid and schemdraw drawn from what the verifier parsed), failed points boxed on it and listed under "
+            "it, and its verification points; FAIL with the verifier's reason, gated: not checked because a point "
+            "it depends on failed.</p>")
     return ReportSection(title="ProGraf: renders and their points", html=note + "".join(h for h, _ in parts),
                          summary=f"{sum(n for _, n in parts)} tasks shown with their points")

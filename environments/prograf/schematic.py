@@ -156,6 +156,11 @@ def build_scene(elements: list[dict[str, Any]], fmt: str) -> Scene:
 
 
 def parse_schemdraw_json(code: str) -> Scene:
+    return build_scene(schemdraw_json_elements(code), "schemdraw-json")
+
+
+def schemdraw_json_elements(code: str) -> list[Any]:
+    """The element list of schemdraw JSON; InputRejected if it is not one."""
     if len(code) > 100_000:
         raise InputRejected("schemdraw JSON over 100000 characters")
     try:
@@ -165,7 +170,7 @@ def parse_schemdraw_json(code: str) -> Scene:
     elements = data.get("elements") if isinstance(data, dict) else data
     if not isinstance(elements, list):
         raise InputRejected("schemdraw JSON is {\"elements\": [...]} or a list of elements")
-    return build_scene(elements, "schemdraw-json")
+    return elements
 
 
 # ---------------------------------------------------------------------- Python source, allow-listed
