@@ -37,7 +37,9 @@ class PaperOptions(SuiteOptions):
 
 class Condition(BaseModel):
     """One part of a criterion: `stat` of `metric` for `solver` in `setting` (minus `versus`'s,
-    paired by seed, when `versus` is set) compared with `threshold`."""
+    paired by seed, when `versus` is set) compared with `threshold`. With `versus_setting`, the
+    same quantity in that setting is subtracted, paired by seed: "the gain is larger at R8 than
+    at R4" is `setting="R8", versus_setting="R4"`."""
 
     metric: str
     setting: str
@@ -45,12 +47,18 @@ class Condition(BaseModel):
     op: Literal[">=", "<="]
     threshold: float
     versus: str | None = None
+    versus_setting: str | None = None
     stat: Literal["mean", "min", "max"] = "mean"  # min/max: the worst seed decides, no CI
 
     def text(self) -> str:
         left = f"{self.stat} {self.metric}({self.solver})"
         if self.versus:
             left = f"{self.metric}({self.solver}) - {self.metric}({self.versus})"
+        if self.versus_setting:
+            quantity = f"[{left}]" if self.versus else f"{self.metric}({self.solver})"
+            per_seed = "" if self.stat == "mean" else f"{self.stat} over seeds of "
+            return (f"{per_seed}{quantity} @ {self.setting} - {quantity} @ {self.versus_setting} "
+                    f"{self.op} {self.threshold:g}")
         return f"{left} {self.op} {self.threshold:g} @ {self.setting}"
 
 

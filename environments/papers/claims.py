@@ -51,10 +51,19 @@ def per_seed(table: dict[tuple[str, str, int], dict[str, float | None]], metric:
     return np.array([np.nan if v is None else v for v in values], dtype=float)
 
 
-def evaluate(cond: Condition, table: dict[tuple[str, str, int], dict[str, float | None]], seeds: int) -> ConditionResult:
-    values = per_seed(table, cond.metric, cond.setting, cond.solver, seeds)
+def condition_values(cond: Condition, table: dict[tuple[str, str, int], dict[str, float | None]], seeds: int,
+                     setting: str) -> np.ndarray:
+    """Per seed: the metric (minus `versus`'s, paired by seed) in one setting; NaN where missing."""
+    values = per_seed(table, cond.metric, setting, cond.solver, seeds)
     if cond.versus:
-        values = values - per_seed(table, cond.metric, cond.setting, cond.versus, seeds)
+        values = values - per_seed(table, cond.metric, setting, cond.versus, seeds)
+    return values
+
+
+def evaluate(cond: Condition, table: dict[tuple[str, str, int], dict[str, float | None]], seeds: int) -> ConditionResult:
+    values = condition_values(cond, table, seeds, cond.setting)
+    if cond.versus_setting:  # paired by seed across settings: each seed is one draw of both
+        values = values - condition_values(cond, table, seeds, cond.versus_setting)
     values = values[~np.isnan(values)]
     if values.size == 0:
         return ConditionResult(condition=cond.text(), estimate=None, ci_low=None, ci_high=None, n=0, outcome="undecided")

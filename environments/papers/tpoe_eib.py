@@ -78,7 +78,7 @@ def balanced_accuracy(y: np.ndarray, predicted: np.ndarray) -> float:
 class TPoEEIBTask(PaperTask):
     task = "tpoe_eib_synth_eeg"
     name = "papers.tpoe_eib_synth_eeg"
-    version = "0.1.0"
+    version = "0.2.0"  # 0.2.0: the EIB penalties are annealed (0.1.0 collapsed to chance)
     headline_metric = "p_at_2@spike_wave"
     Options = Options
     solvers = ("tpoe_eib", "saliency", "integrated_gradients")

@@ -7,7 +7,8 @@ K-dimensional evidence variable and a hard-concrete gate g in [0, 1] (exact zero
 the posterior is the tempered product of the gated experts and the prior N(0, I / PRIOR_PRECISION):
 precision P = PRIOR_PRECISION + sum_i g_i lambda_i / TAU, mean m = (sum_i g_i lambda_i mu_i / TAU) / P;
 the class-1 logit is linear in a posterior draw (the mean at test time). Loss: cross-entropy +
-BETA x KL(posterior || prior) (the rate) + GATE_COST x the expected share of open gates (L0).
+BETA x KL(posterior || prior) (the rate) + GATE_COST x the expected share of open gates (L0), both
+annealed: off for the first WARMUP of training, then ramped linearly to full weight over RAMP.
 Its explanation is each token's weight in the posterior: g x mean(lambda) / TAU. The unconstrained
 head: the token network, mean and max pooling over tokens, a linear read-out; explained by gradient
 saliency (|d logit / d x| summed over a token) or integrated gradients (zero baseline).
@@ -31,6 +32,7 @@ K, HIDDEN, PLAIN_FEATURES = 4, 32, 16
 TAU, PRIOR_PRECISION, BETA, GATE_COST = 2.0, 1.0, 0.01, 0.5
 HC_BETA, HC_LOW, HC_HIGH = 2.0 / 3.0, -0.1, 1.1  # hard-concrete temperature and stretch (Louizos et al.)
 TRAIN_STEPS, BATCH, LR = 800, 64, 3e-3
+WARMUP, RAMP = 0.5, 0.25  # shares of TRAIN_STEPS: penalties off, then ramped linearly to full weight
 IG_STEPS = 16
 SOLVERS = ("tpoe_eib", "saliency", "integrated_gradients")
 
@@ -131,6 +133,17 @@ def build(torch: Any, out: int) -> Any:
     return nn.Sequential(nn.Linear(SEGMENT, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, out))
 
 
+def penalty_weight(step: int, steps: int) -> float:
+    """The rate and L0 penalties' weight at a training step: 0 during the warm-up, then a linear ramp to 1.
+
+    Why: at full weight from step 0 the penalties close every gate within ~100 steps, before the
+    cross-entropy has found the evidence (the head needs ~200 steps); a hard-concrete gate clamped
+    at 0 in every sample passes no gradient, so that collapse is permanent and the head sits at
+    chance (the posterior is the prior whatever the input)."""
+    start, ramp = WARMUP * steps, max(RAMP * steps, 1.0)
+    return float(min(1.0, max(0.0, (step - start) / ramp)))
+
+
 def eib_forward(net: Any, readout: Any, x: Any, generator: Any | None) -> dict[str, Any]:
     """The EIB head: experts, gates, posterior, KL rate and the class-1 logit."""
     torch = torch_single_thread()
@@ -164,11 +177,12 @@ def trained_head(seed: int, kind: str) -> tuple[Any, Any]:
     opt = torch.optim.Adam([*net.parameters(), *readout.parameters()], lr=LR)
     gen = torch.Generator().manual_seed(seed)
     bce = torch.nn.functional.binary_cross_entropy_with_logits
-    for _ in range(TRAIN_STEPS):
+    for step in range(TRAIN_STEPS):
         batch = torch.randint(0, len(y), (BATCH,), generator=gen)
         if kind == "eib":
             out = eib_forward(net, readout, x[batch], gen)
-            loss = bce(out["logit"], y[batch]) + BETA * out["kl"].mean() + GATE_COST * out["open"].mean()
+            penalty = BETA * out["kl"].mean() + GATE_COST * out["open"].mean()
+            loss = bce(out["logit"], y[batch]) + penalty_weight(step, TRAIN_STEPS) * penalty
         else:
             loss = bce(plain_forward(net, readout, x[batch]), y[batch])
         opt.zero_grad()

@@ -73,6 +73,26 @@ def test_paired_condition_uses_the_per_seed_differences():
     assert result.outcome == "fails"
 
 
+def test_cross_setting_condition_pairs_each_seed_across_both_settings():
+    # Gain (method - baseline) is 0.1 at "easy" and 0.3 at "hard" for every seed, under a large
+    # spread between seeds: the difference of gains is exactly 0.2, a zero-width interval.
+    base = [0.1, 0.5, 0.9, 0.3, 0.7]
+    rows = {("method", "easy", i): {"score": b + 0.1} for i, b in enumerate(base)}
+    rows |= {("baseline", "easy", i): {"score": b} for i, b in enumerate(base)}
+    rows |= {("method", "hard", i): {"score": 2 * b + 0.3} for i, b in enumerate(base)}
+    rows |= {("baseline", "hard", i): {"score": 2 * b} for i, b in enumerate(base)}
+    larger = Condition(metric="score", setting="hard", versus_setting="easy", solver="method", versus="baseline",
+                       op=">=", threshold=0.15)
+    result = evaluate(larger, rows, seeds=5)
+    assert result.outcome == "holds" and abs(result.estimate - 0.2) < 1e-12 and result.ci_high - result.ci_low < 1e-12
+    assert larger.text() == "[score(method) - score(baseline)] @ hard - [score(method) - score(baseline)] @ easy >= 0.15"
+    reverse = larger.model_copy(update={"setting": "easy", "versus_setting": "hard", "threshold": 0.0})
+    assert evaluate(reverse, rows, seeds=5).outcome == "fails"
+    plain = Condition(metric="score", setting="hard", versus_setting="easy", solver="method", op=">=", threshold=0.0)
+    assert plain.text() == "score(method) @ hard - score(method) @ easy >= 0"
+    assert evaluate(plain, rows, seeds=5).estimate > 0.5
+
+
 def test_undecided_condition_says_how_many_seeds_would_decide_it():
     diffs = np.array([0.2, -0.05, 0.15, 0.0, 0.1])
     result = evaluate(PAIRED, table(list(diffs), [0.0] * 5), seeds=5)

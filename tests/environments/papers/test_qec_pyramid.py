@@ -127,7 +127,7 @@ def test_a_tiny_cell_is_a_pure_function_of_its_seed(tiny):
 
 def test_bad_options_and_settings_are_rejected():
     with pytest.raises(pydantic.ValidationError, match="solver"):
-        QECPyramidTask.Options(solver="relay_bp")
+        QECPyramidTask.Options(solver="union_find")
     with pytest.raises(ValueError, match="unknown setting 'd5'"):
         QECPyramidTask().solve_cell("d5", 0, "mwpm")
 
