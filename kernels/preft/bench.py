@@ -1,10 +1,12 @@
 """Multi-adapter serving benchmark: throughput and latency of `base`, `preft` and `all-token` as the
 number of distinct LoRA adapters grows.
 
-For every adapter count A and mode, a fresh `Engine` serves `requests` offline requests (all arrive
-at t=0) of `prompt_len` random token ids and exactly `gen_len` generated tokens each (no stop ids);
-request i uses adapter i % A (mode `base`: none). One warm-up request runs first and is not counted;
-every counter reported is the difference over the timed `engine.run`.
+For every adapter count A and mode, a fresh `Engine` serves max(`requests`, 2A) requests of
+`prompt_len` random token ids and exactly `gen_len` generated tokens each (no stop ids). Which
+adapter each request uses and when it arrives come from `workload.draw_workload`: every one of the
+A adapters is used, the rest drawn uniformly or by a Zipf law; arrivals all at t=0 or a Poisson
+process (mode `base` serves the same prompts and arrivals without adapters). One warm-up request
+runs first and is not counted; every counter reported is the difference over the timed run.
 
 Adapter memory. A rank-16 LoRA on all seven projections of the 30-layer base model is ~20 MB fp32,
 so 512 materialised adapters would take ~10 GB. The adapters here are `LazyLora`s: each keeps only
@@ -15,7 +17,9 @@ its seed; its weights are `random_lora(config, rank, seed=i, name=f"a{i}")`, mad
   materialised weights. Before timing it is filled with the adapters the requests use (first use
   order, up to its capacity); a miss during the timed run regenerates the adapter from its seed
   (standing in for a disk read) and is counted and timed (`host_misses`, `host_materialize_s`).
-- Slot loads are real: `LoraStore` copies the weights into its `max_loras` resident slots.
+- Slot loads are real: on a GPU `LoraStore` copies the weights into its `max_loras` resident slots;
+  on the CPU a slot refers to the host tensors (alias slots, see `store.py`), so a load costs a
+  host-cache lookup (or a miss) but no copy.
 Host memory is therefore bounded by `max_cpu_loras` x adapter size, whatever A is.
 
 `max_loras` (resident slots) defaults to min(A, 8): a fixed, small number of slots independent of
@@ -46,6 +50,7 @@ from kernels.preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS
                                         slots_for)
 from kernels.preft.engine import MODES, Engine, Request
 from kernels.preft.model import PROJECTIONS
+from kernels.preft.workload import Workload, draw_workload
 
 TOKEN_RANGE = (1000, 40000)  # prompt ids are drawn from here: clear of the special / control tokens
 ENGINES = ("local", "vllm")  # vllm: kernels/preft/bench_vllm.py, in vLLM's environment
@@ -53,9 +58,10 @@ JSON_NAME, CSV_NAME, PNG_NAME = "adapters_bench.json", "adapters_bench.csv", "ad
 
 CSV_COLUMNS = [
     "adapters", "mode", "max_loras", "max_num_seqs", "requests", "prompt_len", "gen_len", "distinct_adapters_used",
+    "distinct_adapters_touched", "arrival", "popularity",
     "output_tokens", "total_s", "output_tok_s", "requests_s",
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
-    "steps", "engine_slot_waits", "max_running", "prefill_tokens", "decode_tokens", "mean_batch_seqs",
+    "steps", "engine_slot_waits", "max_running", "max_running_adapters", "prefill_tokens", "decode_tokens", "mean_batch_seqs",
     "slot_hits", "slot_loads", "slot_evictions", "slot_waits",
     "host_misses", "host_materialize_s",
     "rss_before_mb", "peak_rss_mb", "peak_rss_delta_mb", "kv_pool_bytes", "lora_store_bytes", "host_cache_bytes",
@@ -197,7 +203,8 @@ def _status_kb(field: str) -> int:
 
 def _counters(stats: Any) -> dict[str, int]:
     """The integer counters of a stats dataclass (running maxima and per-step histories left out)."""
-    return {k: v for k, v in vars(stats).items() if isinstance(v, int) and k != "max_running"}
+    return {k: v for k, v in vars(stats).items()
+            if isinstance(v, int) and k not in ("max_running", "max_running_adapters")}
 
 
 def _tensor_bytes(tensors: Any) -> int:
@@ -223,9 +230,11 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
                       modes: list[str] = ("base", "preft", "all-token"), rank: int = 16, requests: int = 64,
                       prompt_len: int = 128, gen_len: int = 32, max_loras: int | None = None,
                       max_num_seqs: int = 64, seed: int = 0, out_dir: Path = Path("."),
-                      lora_backend: str = "segmented", max_cpu_loras: int | None = None,
+                      lora_backend: str = "auto", max_cpu_loras: int | None = None,
                       threads: int | None = None, progress: Callable[[str], None] | None = None,
-                      model: Any = None) -> dict:
+                      model: Any = None, popularity: str = "uniform", zipf_s: float = 1.1, arrival: str = "t0",
+                      rate: float | None = None, device: str = "cpu", dtype: str | None = None,
+                      model_shape: str | None = None) -> dict:
     """Run every (adapter count, mode) and write adapters_bench.{json,csv,png} into `out_dir`.
 
     `max_loras` None: min(A, 8) resident slots. `max_cpu_loras` None: min(distinct adapters used, 64)
@@ -233,6 +242,9 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
     leaves the process setting (on a machine shared with other busy processes, 1 thread can be many
     times faster than 2: OpenMP workers spin-wait for descheduled siblings). `model` defaults to the
     embedded base model; for the local engine it is a loaded HF model, for vLLM a path or hub id.
+    `model_shape` (local engine): a random-weight Llama of that shape (`random_llama.SHAPES`) instead.
+    `device` / `dtype`: where the local engine runs (model, KV pool, slots) and in what precision
+    (default float32 on the CPU, bfloat16 on CUDA). Popularity/arrival: `workload.draw_workload`.
     Returns the JSON document (config, environment, rows, ratios)."""
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: use one of {ENGINES}")
@@ -255,56 +267,104 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
         raise ValueError("max_loras must be at least 1")
     if threads is not None and threads < 1:
         raise ValueError("threads must be at least 1")
+    draw_workload(1, 2, popularity=popularity, zipf_s=zipf_s, arrival=arrival, rate=rate)  # checks the options
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"--device {device!r}: use cpu or cuda")
+    if device != "cpu" and not torch.cuda.is_available():
+        raise ValueError(f"--device {device}: no CUDA device is visible here; use --device cpu")
+    draw = {"popularity": popularity, "zipf_s": zipf_s, "arrival": arrival, "rate": rate}
+    place = {"device": device, "dtype": dtype or ("float32" if device == "cpu" else "bfloat16"),
+             "model_shape": model_shape}
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
         return _run(engine, adapters, modes, rank, requests, prompt_len, gen_len, max_loras, max_num_seqs, seed,
-                    Path(out_dir), lora_backend, max_cpu_loras, progress, model)
+                    Path(out_dir), lora_backend, max_cpu_loras, progress, model, draw, place)
     finally:
         torch.set_num_threads(previous_threads)
 
 
 def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests: int, prompt_len: int,
          gen_len: int, max_loras: int | None, max_num_seqs: int, seed: int, out_dir: Path, lora_backend: str,
-         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any) -> dict:
+         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any, draw: dict,
+         place: dict) -> dict:
     say = progress or (lambda _msg: None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    prompts = make_prompts(requests, prompt_len, seed)
+    prompts = make_prompts(max(requests, 2 * max(adapters)), prompt_len, seed)
     warm_prompt = make_prompts(1, prompt_len, seed + 1)[0]
     config = {"engine": engine, "adapters": adapters, "modes": modes, "rank": rank, "requests": requests,
               "prompt_len": prompt_len, "gen_len": gen_len, "max_loras": max_loras,
               "max_loras_default": f"min(A, {DEFAULT_MAX_LORAS_CAP})", "max_num_seqs": max_num_seqs,
               "max_cpu_loras": max_cpu_loras, "max_cpu_loras_default": f"min(distinct used, {DEFAULT_MAX_CPU_LORAS})",
               "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
-              "token_range": list(TOKEN_RANGE), "arrivals": "all at t=0 (offline)", "warmup_requests": 1}
+              "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)", **draw, **place,
+              "warmup_requests": 1}
     if engine == "vllm":
         from kernels.preft.bench_vllm import vllm_rows
 
-        rows, memory = vllm_rows(adapters=adapters, modes=modes, rank=rank, prompts=prompts, warm_prompt=warm_prompt,
+        rows, memory = vllm_rows(adapters=adapters, modes=modes, rank=rank, prompts=prompts[:requests],
+                                 warm_prompt=warm_prompt,
                                  gen_len=gen_len, max_loras=max_loras, max_num_seqs=max_num_seqs,
                                  max_cpu_loras=max_cpu_loras, say=say, model=model, config=config)
     else:
-        rows, memory = _local_rows(adapters, modes, rank, prompts, warm_prompt, gen_len, max_loras, max_num_seqs,
-                                   lora_backend, max_cpu_loras, say, model)
+        rows, memory = _local_rows(adapters, modes, rank, prompts, requests, warm_prompt, gen_len, max_loras,
+                                   max_num_seqs, lora_backend, max_cpu_loras, say, model, draw, place, seed)
     result = {"config": config, "environment": environment(), "memory": memory, "rows": rows, **_ratios(rows)}
     write_outputs(result, out_dir)
     return result
 
 
-def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[list[int]], warm_prompt: list[int],
-                gen_len: int, max_loras: int | None, max_num_seqs: int, lora_backend: str,
-                max_cpu_loras: int | None, say: Callable[[str], None], model: Any) -> tuple[list[dict], dict]:
+def _base_model(model: Any, place: dict) -> Any:
+    """The local engine's base model on its device in its dtype: a random-weight shape, or the
+    given / embedded HF model."""
+    if place["model_shape"]:
+        from kernels.preft.random_llama import build_random_llama
+
+        return build_random_llama(place["model_shape"], place["dtype"], place["device"])
     if model is None:
         from harness.providers.local_weights import load_model
 
         model, _ = load_model()
-    requests, prompt_len = len(prompts), len(prompts[0])
+    return model.to(device=place["device"], dtype=getattr(torch, place["dtype"]))
+
+
+def serve(eng: Engine, reqs: list[Request], arrivals: list[float]) -> None:
+    """Run the requests, each added once its arrival time (seconds after the start) has come; the
+    request's `arrival` is its scheduled time, so TTFT counts any wait in the queue."""
+    order = sorted(range(len(reqs)), key=lambda i: arrivals[i])
+    start, nxt = time.perf_counter(), 0
+    while nxt < len(order) or eng.has_work():
+        now = time.perf_counter() - start
+        while nxt < len(order) and arrivals[order[nxt]] <= now:
+            req = eng.add(reqs[order[nxt]])
+            req.arrival = start + arrivals[order[nxt]]
+            nxt += 1
+        if eng.has_work():
+            eng.step()
+        elif nxt < len(order):
+            time.sleep(max(0.0, arrivals[order[nxt]] - (time.perf_counter() - start)))
+
+
+def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: list[list[int]], min_requests: int,
+                warm_prompt: list[int], gen_len: int, max_loras: int | None, max_num_seqs: int, lora_backend: str,
+                max_cpu_loras: int | None, say: Callable[[str], None], model: Any, draw: dict, place: dict,
+                seed: int) -> tuple[list[dict], dict]:
+    model = _base_model(model, place)
+    prompt_len = len(all_prompts[0])
+    vocab = int(model.config.vocab_size)
+    if vocab <= TOKEN_RANGE[1]:  # a small random model: fold the ids into its vocabulary
+        all_prompts = [[t % vocab for t in p] for p in all_prompts]
+        warm_prompt = [t % vocab for t in warm_prompt]
     rows: list[dict] = []
     memory_method = ""
     for count in adapters:
-        used = [f"a{i % count}" for i in range(requests)]
+        requests = max(min_requests, 2 * count)
+        prompts = all_prompts[:requests]
+        work: Workload = draw_workload(count, requests, popularity=draw["popularity"], zipf_s=draw["zipf_s"],
+                                       arrival=draw["arrival"], rate=draw["rate"], seed=seed)
+        used = [f"a{i}" for i in work.adapters]
         distinct = list(dict.fromkeys(used))
         slots = slots_for(count, max_loras)
         cpu = host_cache_for(len(distinct), max_cpu_loras)
@@ -314,7 +374,7 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[
             setup_start = time.perf_counter()
             gc.collect()
             eng = Engine(model, max_num_seqs=max_num_seqs, max_loras=slots, max_lora_rank=rank,
-                         lora_backend=lora_backend)
+                         lora_backend=lora_backend, kv_cache_bytes=_kv_budget(place["device"]))
             if mode != "base":
                 with host.registering():
                     for adapter in host.adapters:
@@ -327,11 +387,12 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[
             reqs = [Request(prompt_ids=list(p), max_new_tokens=gen_len, mode=mode,
                             adapter=None if mode == "base" else used[i]) for i, p in enumerate(prompts)]
             stats0, slots0 = _counters(eng.stats), _counters(eng.loras.table.stats)
+            eng.loras.table.touched.clear()  # the warm-up's adapter counts only if the run uses it
             host.misses, host.materialize_s = 0, 0.0
             say(f"A={count} mode={mode}: running {requests} requests")
             with PeakRSS() as mem:
                 start = time.perf_counter()
-                eng.run(reqs)
+                serve(eng, reqs, work.arrivals)
                 total = time.perf_counter() - start
             memory_method = mem.method
             stats = {k: v - stats0[k] for k, v in _counters(eng.stats).items()}
@@ -343,11 +404,13 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[
             row = {"adapters": count, "mode": mode, "max_loras": slots, "max_num_seqs": max_num_seqs,
                    "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
                    "distinct_adapters_used": 0 if mode == "base" else len(distinct),
+                   "distinct_adapters_touched": len(eng.loras.table.touched),
+                   "arrival": draw["arrival"], "popularity": draw["popularity"],
                    "output_tokens": sum(n_out), "total_s": round(total, 4),
                    "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
                    **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
                    "steps": stats["steps"], "engine_slot_waits": stats["slot_waits"],
-                   "max_running": eng.stats.max_running, "prefill_tokens": stats["prefill_tokens"],
+                   "max_running": eng.stats.max_running, "max_running_adapters": eng.stats.max_running_adapters, "prefill_tokens": stats["prefill_tokens"],
                    "decode_tokens": stats["decode_tokens"],
                    "mean_batch_seqs": round(sum(sizes) / len(sizes), 2) if sizes else None,
                    "slot_hits": slot_stats["hits"], "slot_loads": slot_stats["loads"],
@@ -364,8 +427,9 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[
                    "all_requests_full_length": all(n == gen_len for n in n_out)}
             row["load_avg_1m"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
             rows.append(row)
-            say(f"A={count} mode={mode}: {row['output_tok_s']:.1f} tok/s, {total:.2f} s, "
-                f"steps {row['steps']}, slot waits {row['slot_waits']}")
+            say(f"A={count} mode={mode}: {row['output_tok_s']:.1f} tok/s, {total:.2f} s, steps {row['steps']}, "
+                f"touched {row['distinct_adapters_touched']}, loads {row['slot_loads']}, "
+                f"evictions {row['slot_evictions']}, slot waits {row['slot_waits']}")
             del eng, reqs
         del host
         gc.collect()
@@ -374,6 +438,14 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, prompts: list[
                       "(the engine, its KV pool, its slots and the host cache already allocated); "
                       "kv_pool_bytes / lora_store_bytes / host_cache_bytes are the tensors' sizes"}
     return rows, memory
+
+
+def _kv_budget(device: str) -> int:
+    """KV cache bytes: 4 GiB on the CPU (the engine's default); on a GPU 40% of its memory (the
+    8B model's bf16 weights take 16 GB of an 80-141 GB card)."""
+    if device == "cpu":
+        return 4 << 30
+    return int(0.4 * torch.cuda.get_device_properties(torch.device(device)).total_memory)
 
 
 def _ratios(rows: list[dict]) -> dict[str, dict[str, float]]:
@@ -397,7 +469,10 @@ def write_outputs(result: dict, out_dir: Path) -> dict[str, Path]:
         writer.writeheader()
         for row in result["rows"]:
             writer.writerow({k: ("" if row.get(k) is None else row.get(k)) for k in CSV_COLUMNS})
-    plot(result, paths["png"])
+    try:
+        plot(result, paths["png"])
+    except ImportError:  # a GPU image without matplotlib: JSON and CSV still written
+        del paths["png"]
     return paths
 
 
@@ -413,10 +488,11 @@ def plot(result: dict, path: Path) -> None:
         if points:
             ax.plot(*zip(*points), marker="o", label=mode)
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("registered adapters A (request i uses adapter i % A)")
+    ax.set_xlabel("registered adapters A (every one used; max(requests, 2A) requests)")
     ax.set_ylabel("output tokens / s")
     cfg = result["config"]
-    ax.set_title(f"{cfg['requests']} requests, prompt {cfg['prompt_len']}, gen {cfg['gen_len']}, rank {cfg['rank']}")
+    ax.set_title(f"{cfg['requests']}+ requests, prompt {cfg['prompt_len']}, gen {cfg['gen_len']}, rank {cfg['rank']}, "
+                 f"{cfg.get('popularity', 'uniform')}, {cfg.get('arrival', 't0')}")
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()

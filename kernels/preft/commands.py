@@ -49,3 +49,5 @@ def train_cmd(
         raise typer.Exit(2) from None
     typer.echo(format_table(rows))
     typer.echo(f"wrote {out / 'results.json'}, loss_curves.csv, loss_curves.png, adapters/")
+
+

@@ -111,19 +111,37 @@ class EngineStats:
     decode_tokens: int = 0
     slot_waits: int = 0  # steps on which a request waited for an adapter slot
     max_running: int = 0
+    max_running_adapters: int = 0  # distinct adapters among running requests (all-token: <= slots)
     batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))  # per step
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """`auto`: the per-run `segmented` op on a CPU; the Triton kernels on a GPU (when triton imports)."""
+    if backend != "auto":
+        return backend
+    if device.type == "cuda":
+        import importlib.util
+
+        return "triton" if importlib.util.find_spec("triton") is not None else "segmented"
+    return "segmented"
 
 
 class Engine:
     def __init__(self, hf_model: Any, *, max_num_seqs: int = 64, max_loras: int = 8, max_lora_rank: int = 16,
                  max_refts: int = 8, max_reft_rank: int = 8, max_prefill_tokens: int = 2048,
-                 lora_backend: str = "segmented", kv_cache_bytes: int = 4 << 30, keep_logits: bool = False) -> None:
+                 lora_backend: str = "auto", kv_cache_bytes: int = 4 << 30, keep_logits: bool = False,
+                 lora_alias: bool | None = None) -> None:
         self.model = PreftModel(hf_model)
         self.config = hf_model.config
+        # Everything lives where the model's weights are (KV pool, adapter slots, per-step index
+        # tensors) and in their dtype (bf16 on a GPU); logits come back to the host for sampling.
+        self.device, self.dtype = self.model.device, self.model.dtype
+        self.lora_backend = resolve_backend(lora_backend, self.device)
         self.max_num_seqs, self.max_prefill_tokens = max_num_seqs, max_prefill_tokens
-        self.loras = LoraStore(self.config, max_loras, max_lora_rank, backend=lora_backend)
-        self.refts = ReftStore(self.config, max_refts, max_reft_rank)
-        self.pool = KVPool(self.config)
+        self.loras = LoraStore(self.config, max_loras, max_lora_rank, backend=self.lora_backend,
+                               device=self.device, dtype=self.dtype, alias=lora_alias)
+        self.refts = ReftStore(self.config, max_refts, max_reft_rank, device=self.device, dtype=self.dtype)
+        self.pool = KVPool(self.config, dtype=self.dtype, device=self.device)
         self.kv_cache_bytes = kv_cache_bytes  # like vLLM's KV cache space: bounds rows x capacity
         self.keep_logits = keep_logits
         self.waiting: list[Request] = []
@@ -175,7 +193,8 @@ class Engine:
     def step(self) -> list[Request]:
         admitted = self._admit()
         dropped, self._dropped = self._dropped, []
-        batch = [r for r in self.running if r.prefilled] + admitted
+        # Prompts of one adapter side by side: their tokens form one run, one LoRA op per projection.
+        batch = [r for r in self.running if r.prefilled] + sorted(admitted, key=lambda r: r.lora_slot)
         if not batch:
             return dropped
         tokens, spans, lora_idx, reft_idx = [], [], [], []
@@ -193,10 +212,11 @@ class Engine:
             lora_idx.extend([r.lora_slot if adapted else -1] * len(ids))
             every = r.req.mode == "all-token"
             reft_idx.extend([r.reft_slot if adapted and (every or p in r.reft_positions) else -1 for p in positions])
+        dev = self.device
         logits = self.model.forward_cached(
-            torch.tensor(tokens), spans, self.pool,
-            lora=self.loras.weights, lora_idx=torch.tensor(lora_idx),
-            reft=self.refts.weights, reft_idx=torch.tensor(reft_idx))
+            torch.tensor(tokens, device=dev), spans, self.pool,
+            lora=self.loras.weights, lora_idx=torch.tensor(lora_idx, device=dev),
+            reft=self.refts.weights, reft_idx=torch.tensor(reft_idx, device=dev)).cpu()
         self.stats.steps += 1
         self.stats.batch_sizes.append(len(batch))
         self.stats.prefill_tokens += sum(len(r.req.prompt_ids) for r in admitted)
@@ -252,11 +272,14 @@ class Engine:
             if not room:
                 still_waiting.append(req)
                 continue
-            r = _Running(req=req, row=len(self.running), generator=torch.Generator().manual_seed(req.seed & (2**63 - 1)))
+            r = _Running(req=req, row=len(self.running), generator=None)  # type: ignore[arg-type]
             if not self._acquire_slots(r):
                 waited = True
                 still_waiting.append(req)  # keep its place; later requests may use other slots
                 continue
+            # made only once admitted: with many adapters and few slots hundreds of requests are
+            # refused a slot per step, and a generator per refusal was a measurable part of a step
+            r.generator = torch.Generator().manual_seed(req.seed & (2**63 - 1))
             self.pool.ensure(n + req.max_new_tokens, len(self.running) + 1)
             self.running.append(r)
             admitted.append(r)
@@ -264,6 +287,8 @@ class Engine:
         self.waiting = still_waiting
         self.stats.slot_waits += int(waited)
         self.stats.max_running = max(self.stats.max_running, len(self.running))
+        adapters = len({r.req.adapter for r in self.running if r.req.adapter is not None})
+        self.stats.max_running_adapters = max(self.stats.max_running_adapters, adapters)
         return admitted
 
     def _kv_fits(self, req: Request) -> bool:

@@ -78,15 +78,36 @@ def lora_add_runs_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, 
     return y
 
 
+def lora_add_module_runs_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, int]],
+                          slot_modules: list, key: tuple[int, str]) -> torch.Tensor:
+    """`lora_add_runs_` over alias slots: slot s's weights for projection `key` are
+    `slot_modules[s][key]` = (A [in, r], B [r, out], scale), or absent when that adapter does not
+    target the projection (the run adds nothing). Inference only, in place."""
+    for start, end, slot in runs:
+        module = slot_modules[slot].get(key) if slot_modules[slot] is not None else None
+        if module is None:
+            continue
+        A, B, scale = module
+        xa = x[start:end] @ A
+        xa.mul_(scale)
+        y[start:end].addmm_(xa, B)
+    return y
+
+
 def lora_delta(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor, scales: torch.Tensor,
-               backend: str = "segmented") -> torch.Tensor:
-    """Dispatch to a backend: `reference`, `segmented` (default; differentiable) or `triton`."""
+               backend: str = "segmented", runs: list[tuple[int, int, int]] | None = None) -> torch.Tensor:
+    """Dispatch to a backend: `reference`, `segmented` (default; differentiable) or `triton`.
+    `triton` picks its kernel by the batch's shape: SGMV (segment tiles, tl.dot) when some run of
+    one adapter is >= 16 tokens long (a prefill), else BGMV (per-token gather: decode)."""
     if backend == "segmented":
         return lora_delta_segmented(x, idx, A, B, scales)
     if backend == "reference":
         return lora_delta_reference(x, idx, A, B, scales)
     if backend == "triton":
-        from kernels.preft.triton_lora import lora_delta_triton
+        from kernels.preft.triton_lora import lora_delta_sgmv, lora_delta_triton
 
+        runs = adapter_runs(idx) if runs is None else runs
+        if runs and max(end - start for start, end, _ in runs) >= 16:
+            return lora_delta_sgmv(x, idx, A, B, scales, runs)
         return lora_delta_triton(x, idx, A, B, scales)
     raise ValueError(f"unknown LoRA backend {backend!r}: use reference, segmented or triton")

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from kernels.preft.lora_ops import adapter_runs, lora_add_runs_, lora_delta
+from kernels.preft.lora_ops import adapter_runs, lora_add_module_runs_, lora_add_runs_, lora_delta
 from kernels.preft.reft_ops import reft_apply
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -35,6 +35,9 @@ class LoraWeights:
     B: dict[tuple[int, str], torch.Tensor]
     scales: dict[tuple[int, str], torch.Tensor]
     backend: str = "segmented"
+    # alias slots (CPU): slot s -> its adapter's own {(layer, proj): (A [in, r], B [r, out], scale)}
+    # instead of stacked copies; used by the per-run inference op only
+    slot_modules: list[dict | None] | None = None
 
 
 @dataclass
@@ -66,7 +69,9 @@ class KVPool:
     Row i belongs to the i-th running sequence. Both rows and capacity grow on demand (doubling,
     contents copied); the engine keeps rows x capacity inside its KV budget before admitting."""
 
-    def __init__(self, config: Any, rows: int = 1, capacity: int = 64, dtype: torch.dtype = torch.float32) -> None:
+    def __init__(self, config: Any, rows: int = 1, capacity: int = 64, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu") -> None:
+        self.device = torch.device(device)
         self.layers = int(config.num_hidden_layers)
         self.kv_heads = int(config.num_key_value_heads)
         self.head_dim = int(getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads)
@@ -91,8 +96,8 @@ class KVPool:
             return
         new_rows, new_cap = self.grown(capacity, rows)
         shape = (new_rows, self.kv_heads, new_cap, self.head_dim)
-        new_k = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.layers)]
-        new_v = [torch.zeros(shape, dtype=self.dtype) for _ in range(self.layers)]
+        new_k = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.layers)]
+        new_v = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.layers)]
         for old, new in ((self.k, new_k), (self.v, new_v)):
             for o, n in zip(old, new):
                 n[: self.rows, :, : self.capacity] = o
@@ -117,6 +122,8 @@ class PreftModel:
         self.embed, self.norm, self.rotary = inner.embed_tokens, inner.norm, inner.rotary_emb
         self.layers = list(inner.layers)
         self.lm_head = hf_model.lm_head
+        first = next(hf_model.parameters())
+        self.device, self.dtype = first.device, first.dtype
         self.heads = int(self.config.num_attention_heads)
         self.kv_heads = int(self.config.num_key_value_heads)
         self.head_dim = int(getattr(self.config, "head_dim", None) or self.config.hidden_size // self.heads)
@@ -127,12 +134,18 @@ class PreftModel:
     def _proj(self, x: torch.Tensor, layer: int, name: str, module: Any, lora: LoraWeights | None,
               lora_idx: torch.Tensor | None, runs: list[tuple[int, int, int]] | None) -> torch.Tensor:
         y = F.linear(x, module.weight, module.bias)
-        if lora is None or lora_idx is None or (layer, name) not in lora.A:
+        if lora is None or lora_idx is None:
+            return y
+        if lora.slot_modules is not None:  # alias slots: inference only, by runs
+            if runs is None:
+                raise RuntimeError("alias LoRA slots serve inference only (no grad, segmented backend)")
+            return lora_add_module_runs_(y, x, runs, lora.slot_modules, (layer, name))
+        if (layer, name) not in lora.A:
             return y
         A, B, scales = lora.A[layer, name], lora.B[layer, name], lora.scales[layer, name]
-        if runs is not None:  # inference with the default backend: accumulate in place
+        if runs is not None and lora.backend == "segmented":  # inference on the CPU: accumulate in place
             return lora_add_runs_(y, x, runs, A, B, scales)
-        return y + lora_delta(x, lora_idx, A, B, scales, backend=lora.backend)
+        return y + lora_delta(x, lora_idx, A, B, scales, backend=lora.backend, runs=runs)
 
     def _run_layers(self, h: torch.Tensor, positions: torch.Tensor, attend: Callable, lora: LoraWeights | None,
                     lora_idx: torch.Tensor | None, reft: ReftWeights | None, reft_idx: torch.Tensor | None) -> torch.Tensor:
@@ -144,7 +157,7 @@ class PreftModel:
         if reft_idx is None or not bool((reft_idx >= 0).any()):
             reft = None
         runs = None
-        if lora is not None and lora.backend == "segmented" and not torch.is_grad_enabled():
+        if lora is not None and (lora.backend == "triton" or (lora.backend == "segmented" and not torch.is_grad_enabled())):
             runs = adapter_runs(lora_idx)
         cos, sin = self.rotary(h[None], positions[None])  # [1, N, D]
         cos, sin = cos[0][:, None, :], sin[0][:, None, :]  # [N, 1, D] broadcast over heads
@@ -171,7 +184,7 @@ class PreftModel:
         here = reft_idx.clamp(min=0)
         on = (reft_idx >= 0) & reft.active[here, layer]
         for kind in set(reft.kinds):
-            kind_of = torch.tensor([k == kind for k in reft.kinds], dtype=torch.bool)
+            kind_of = torch.tensor([k == kind for k in reft.kinds], dtype=torch.bool, device=h.device)
             idx = torch.where(on & kind_of[here], reft_idx, torch.full_like(reft_idx, -1))
             h = reft_apply(h, idx, kind, reft.R[layer], reft.W[layer], reft.b[layer])
         return h
@@ -182,14 +195,15 @@ class PreftModel:
                        lora: LoraWeights | None = None, lora_idx: torch.Tensor | None = None,
                        reft: ReftWeights | None = None, reft_idx: torch.Tensor | None = None) -> torch.Tensor:
         """Run the flat tokens of `spans` and return the last-token logits of each span [len(spans), V]."""
-        positions = torch.cat([torch.arange(s.past, s.past + s.count) for s in spans])
+        dev = token_ids.device
+        positions = torch.cat([torch.arange(s.past, s.past + s.count) for s in spans]).to(dev)
         pool.ensure(max(s.past + s.count for s in spans), max(s.slot for s in spans) + 1)
         decode = [s for s in spans if s.count == 1 and s.past > 0]
         prefill = [s for s in spans if not (s.count == 1 and s.past > 0)]
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             K, V = pool.k[layer], pool.v[layer]
-            out = torch.empty(q.shape[0], self.heads * self.head_dim, dtype=q.dtype)
+            out = torch.empty(q.shape[0], self.heads * self.head_dim, dtype=q.dtype, device=dev)
             for s in spans:  # write this step's keys and values first: a token attends to itself
                 K[s.slot, :, s.past:s.past + s.count] = k[s.start:s.start + s.count].transpose(0, 1)
                 V[s.slot, :, s.past:s.past + s.count] = v[s.start:s.start + s.count].transpose(0, 1)
@@ -200,7 +214,7 @@ class PreftModel:
                 total = s.past + s.count
                 ks, vs = K[s.slot, :, :total][None], V[s.slot, :, :total][None]
                 mask = None if s.past == 0 else (
-                    torch.arange(total)[None, :] <= (s.past + torch.arange(s.count))[:, None])
+                    torch.arange(total, device=dev)[None, :] <= (s.past + torch.arange(s.count, device=dev))[:, None])
                 o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, is_causal=s.past == 0,
                                                    scale=self.scaling, enable_gqa=True)
                 out[s.start:s.start + s.count] = o[0].transpose(0, 1).reshape(s.count, -1)
@@ -208,7 +222,7 @@ class PreftModel:
 
         h = self.embed(token_ids)
         h = self._run_layers(h, positions, attend, lora, lora_idx, reft, reft_idx)
-        last = torch.tensor([s.start + s.count - 1 for s in spans])
+        last = torch.tensor([s.start + s.count - 1 for s in spans], device=dev)
         return self.lm_head(h[last]).float()
 
     def _attend_decode(self, q: torch.Tensor, K: torch.Tensor, V: torch.Tensor, decode: list[Span]) -> torch.Tensor:
@@ -218,11 +232,11 @@ class PreftModel:
         if slots == list(range(lo, lo + len(slots))):  # contiguous rows: a view, no copy
             ks, vs = K[lo:lo + len(slots), :, :length], V[lo:lo + len(slots), :, :length]
         else:
-            index = torch.tensor(slots)
+            index = torch.tensor(slots, device=q.device)
             ks, vs = K[index, :, :length], V[index, :, :length]
         qs = q[[s.start for s in decode]][:, :, None, :]  # [B, H, 1, D]
-        lengths = torch.tensor([s.past + 1 for s in decode])
-        mask = (torch.arange(length)[None, :] < lengths[:, None])[:, None, None, :]
+        lengths = torch.tensor([s.past + 1 for s in decode], device=q.device)
+        mask = (torch.arange(length, device=q.device)[None, :] < lengths[:, None])[:, None, None, :]
         o = F.scaled_dot_product_attention(qs, ks, vs, attn_mask=mask, scale=self.scaling, enable_gqa=True)
         return o[:, :, 0, :].reshape(len(decode), -1)
 
@@ -233,7 +247,7 @@ class PreftModel:
                       reft_idx: torch.Tensor | None = None) -> torch.Tensor:
         """token_ids [B, T] (right-padded), per-token indices [B, T]; returns logits [B, T, V]."""
         b, t = token_ids.shape
-        positions = torch.arange(t).repeat(b)
+        positions = torch.arange(t, device=token_ids.device).repeat(b)
 
         def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
             qs = q.view(b, t, self.heads, self.head_dim).transpose(1, 2)

@@ -14,6 +14,11 @@ import argparse
 from pathlib import Path
 
 SHAPES: dict[str, dict] = {
+    # a small config for CPU measurements and tests (not a public model): 4 layers, d=256, a 4096-token
+    # vocabulary so that the LM head does not dominate a step
+    "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, vocab_size=4096, max_position_embeddings=4096, rope_theta=10000.0,
+                 tie_word_embeddings=True),
     "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                          num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
                          tie_word_embeddings=True),
@@ -24,6 +29,28 @@ SHAPES: dict[str, dict] = {
                          num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
                          tie_word_embeddings=False),
 }
+
+
+def build_random_llama(shape: str = "tiny", dtype: str = "float32", device: str = "cpu", seed: int = 0):
+    """The model in memory, weights initialised on `device` directly (an 8B model never passes
+    through host memory in fp32); eval mode."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    if shape not in SHAPES:
+        raise ValueError(f"--model-shape {shape!r}: use one of {sorted(SHAPES)}")
+    if dtype not in ("bfloat16", "float16", "float32"):
+        raise ValueError(f"--dtype {dtype!r}: use bfloat16, float16 or float32")
+    torch.manual_seed(seed)
+    config = LlamaConfig(**SHAPES[shape], bos_token_id=1, eos_token_id=2, rms_norm_eps=1e-5)
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(getattr(torch, dtype))  # works across transformers versions (dtype= / torch_dtype=)
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(previous)
+    return model.eval()
 
 
 def make_random_llama(out: str | Path, shape: str = "llama-3.2-1b", dtype: str = "bfloat16", seed: int = 0) -> Path:

@@ -39,11 +39,13 @@ class SlotTable:
         self.holders = [0] * slots
         self.lru: collections.OrderedDict[int, None] = collections.OrderedDict((i, None) for i in range(slots))
         self.stats = SlotStats()
+        self.touched: set[str] = set()  # every adapter that ever got a slot (distinct adapters served)
 
     def acquire(self, name: str) -> tuple[int, bool] | None:
         """(slot, needs_load) with the slot held once more, or None when every slot is held."""
         slot = self.resident.get(name)
         if slot is not None:
+            self.touched.add(name)
             self.stats.hits += 1
             self._hold(slot)
             return slot, False
@@ -56,6 +58,7 @@ class SlotTable:
             del self.resident[old]
             self.stats.evictions += 1
         self.resident[name] = victim
+        self.touched.add(name)
         self.stats.loads += 1
         self._hold(victim)
         return victim, True
@@ -80,8 +83,9 @@ class AdapterStore(ABC):
 
     kind = "adapter"
 
-    def __init__(self, config: Any, slots: int, max_rank: int) -> None:
-        self.config = config
+    def __init__(self, config: Any, slots: int, max_rank: int, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> None:
+        self.config, self.device, self.dtype = config, torch.device(device), dtype
         self.table = SlotTable(slots)
         self.adapters: dict[str, Any] = {}
         self._allocate(max_rank)
@@ -125,23 +129,40 @@ class AdapterStore(ABC):
 
 
 class LoraStore(AdapterStore):
-    """LoRA slots: per (layer, projection) A [slots, in, r], B [slots, r, out], scales [slots]."""
+    """LoRA slots: per (layer, projection) A [slots, in, r], B [slots, r, out], scales [slots].
+
+    `alias` (default: on the CPU with the `segmented` backend): a slot *refers to* the adapter's own
+    host tensors instead of holding a copy. On a CPU host memory is the compute memory, so copying
+    20 MB into a stacked slot buys nothing; the per-run LoRA op reads each slot's tensors directly.
+    The slot table (hits, loads, evictions, holds, waits) is the same either way. The stacked
+    layout stays for the Triton/BGMV path (one tensor indexed by slot) and on a GPU, where a load
+    is a real host-to-device copy."""
 
     kind = "LoRA"
 
-    def __init__(self, config: Any, max_loras: int, max_rank: int, backend: str = "segmented") -> None:
+    def __init__(self, config: Any, max_loras: int, max_rank: int, backend: str = "segmented",
+                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                 alias: bool | None = None) -> None:
         self.backend = backend
-        super().__init__(config, max_loras, max_rank)
+        self.alias = (torch.device(device).type == "cpu" and backend == "segmented") if alias is None else alias
+        if self.alias and backend != "segmented":
+            raise ValueError(f"alias slots need the segmented LoRA backend, not {backend!r}")
+        super().__init__(config, max_loras, max_rank, device, dtype)
 
     def _allocate(self, rank: int) -> None:
-        """Zeroed stacks of `rank` columns; slots padded to the largest rank (padding adds nothing)."""
+        """Zeroed stacks of `rank` columns; slots padded to the largest rank (padding adds nothing).
+        Alias slots allocate nothing: each slot points at its adapter's modules."""
         slots, dims = self.table.slots, _projection_dims(self.config)
         layers = range(int(self.config.num_hidden_layers))
         self.max_rank = rank
+        if self.alias:
+            self.weights = LoraWeights(A={}, B={}, scales={}, backend=self.backend, slot_modules=[None] * slots)
+            return
+        dev, dt = self.device, self.dtype
         self.weights = LoraWeights(
-            A={(l, p): torch.zeros(slots, dims[p][0], rank) for l in layers for p in PROJECTIONS},
-            B={(l, p): torch.zeros(slots, rank, dims[p][1]) for l in layers for p in PROJECTIONS},
-            scales={(l, p): torch.zeros(slots) for l in layers for p in PROJECTIONS},
+            A={(l, p): torch.zeros(slots, dims[p][0], rank, device=dev, dtype=dt) for l in layers for p in PROJECTIONS},
+            B={(l, p): torch.zeros(slots, rank, dims[p][1], device=dev, dtype=dt) for l in layers for p in PROJECTIONS},
+            scales={(l, p): torch.zeros(slots, device=dev) for l in layers for p in PROJECTIONS},
             backend=self.backend)
 
     def bytes(self) -> int:
@@ -156,8 +177,14 @@ class LoraStore(AdapterStore):
 
     def _write(self, slot: int, adapter: LoraAdapter) -> None:
         """Copy the adapter in; zero only what it does not cover (rank padding, untargeted modules),
-        so a load writes each byte of the slot once."""
+        so a load writes each byte of the slot once. Alias slots keep a reference (converted only
+        if the adapter's dtype is not the model's)."""
         w = self.weights
+        if self.alias:
+            assert w.slot_modules is not None
+            w.slot_modules[slot] = {key: (A.to(self.dtype), B.to(self.dtype), float(scale))
+                                    for key, (A, B, scale) in adapter.modules.items()}
+            return
         for key in w.A:
             module = adapter.modules.get(key)
             if module is None:
@@ -183,11 +210,12 @@ class ReftStore(AdapterStore):
     def _allocate(self, rank: int) -> None:
         slots, d, layers = self.table.slots, int(self.config.hidden_size), int(self.config.num_hidden_layers)
         self.max_rank = rank
+        dev, dt = self.device, self.dtype
         self.weights = ReftWeights(
-            R={l: torch.zeros(slots, rank, d) for l in range(layers)},
-            W={l: torch.zeros(slots, rank, d) for l in range(layers)},
-            b={l: torch.zeros(slots, rank) for l in range(layers)},
-            active=torch.zeros(slots, layers, dtype=torch.bool),
+            R={l: torch.zeros(slots, rank, d, device=dev, dtype=dt) for l in range(layers)},
+            W={l: torch.zeros(slots, rank, d, device=dev, dtype=dt) for l in range(layers)},
+            b={l: torch.zeros(slots, rank, device=dev, dtype=dt) for l in range(layers)},
+            active=torch.zeros(slots, layers, dtype=torch.bool, device=dev),
             kinds=["loreft"] * slots)
 
     def _check(self, adapter: ReftAdapter) -> None:

@@ -81,6 +81,56 @@ if triton is not None:
         y = tl.sum(tv[:, None] * b, axis=0) * scale
         tl.store(out_ptr + tok * stride_on + offs_n * stride_om, y.to(out_ptr.dtype.element_ty), mask=n_mask)
 
+    @triton.jit
+    def _sgmv_shrink_kernel(x_ptr, seg_start_ptr, seg_len_ptr, seg_slot_ptr, a_ptr, t_ptr, d_in, rank,
+                            stride_xn, stride_xk, stride_as, stride_ak, stride_ar, stride_tn,
+                            BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_R: tl.constexpr):
+        # One program: BLOCK_M rows of one segment (consecutive tokens of one adapter). They share
+        # the segment's A, so t = x A is a tl.dot tile (tensor cores on a GPU), kept in fp32.
+        seg = tl.program_id(0)
+        start = tl.load(seg_start_ptr + seg).to(tl.int64)
+        length = tl.load(seg_len_ptr + seg)
+        slot = tl.load(seg_slot_ptr + seg).to(tl.int64)
+        offs_m = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_mask = offs_m < length
+        offs_r = tl.arange(0, BLOCK_R)
+        r_mask = offs_r < rank
+        rows = start + offs_m
+        t = tl.zeros((BLOCK_M, BLOCK_R), dtype=tl.float32)
+        for k0 in range(0, d_in, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            k_mask = offs_k < d_in
+            xt = tl.load(x_ptr + rows[:, None] * stride_xn + offs_k[None, :] * stride_xk,
+                         mask=m_mask[:, None] & k_mask[None, :], other=0.0).to(tl.float32)
+            at = tl.load(a_ptr + slot * stride_as + offs_k[:, None] * stride_ak + offs_r[None, :] * stride_ar,
+                         mask=k_mask[:, None] & r_mask[None, :], other=0.0).to(tl.float32)
+            t += tl.dot(xt, at)
+        tl.store(t_ptr + rows[:, None] * stride_tn + offs_r[None, :], t, mask=m_mask[:, None] & r_mask[None, :])
+
+    @triton.jit
+    def _sgmv_expand_kernel(t_ptr, seg_start_ptr, seg_len_ptr, seg_slot_ptr, b_ptr, scale_ptr, out_ptr, rank, d_out,
+                            stride_tn, stride_bs, stride_br, stride_bn, stride_on, stride_om,
+                            BLOCK_M: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
+        # y = scale * t B for BLOCK_M rows of one segment and BLOCK_N output columns (tl.dot tile).
+        seg = tl.program_id(0)
+        offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+        start = tl.load(seg_start_ptr + seg).to(tl.int64)
+        length = tl.load(seg_len_ptr + seg)
+        slot = tl.load(seg_slot_ptr + seg).to(tl.int64)
+        offs_m = tl.program_id(2) * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_mask = offs_m < length
+        offs_r = tl.arange(0, BLOCK_R)
+        r_mask = offs_r < rank
+        n_mask = offs_n < d_out
+        rows = start + offs_m
+        tt = tl.load(t_ptr + rows[:, None] * stride_tn + offs_r[None, :], mask=m_mask[:, None] & r_mask[None, :],
+                     other=0.0)
+        bt = tl.load(b_ptr + slot * stride_bs + offs_r[:, None] * stride_br + offs_n[None, :] * stride_bn,
+                     mask=r_mask[:, None] & n_mask[None, :], other=0.0).to(tl.float32)
+        y = tl.dot(tt, bt) * tl.load(scale_ptr + slot)
+        tl.store(out_ptr + rows[:, None] * stride_on + offs_n[None, :] * stride_om, y.to(out_ptr.dtype.element_ty),
+                 mask=m_mask[:, None] & n_mask[None, :])
+
 
 def _interpreted() -> bool:
     """Whether the kernels were decorated under TRITON_INTERPRET=1 (the env var alone can lie:
@@ -156,4 +206,39 @@ def lora_delta_triton(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: to
         t, idx, B, scales32, out, r, d_out,
         t.stride(0), B.stride(0), B.stride(1), B.stride(2), out.stride(0), out.stride(1),
         BLOCK_R=block_r, BLOCK_N=block_n)
+    return out
+
+
+def lora_delta_sgmv(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor, scales: torch.Tensor,
+                    runs: list[tuple[int, int, int]]) -> torch.Tensor:
+    """The same delta by segments (SGMV): one kernel over the runs of consecutive tokens that share an
+    adapter (a prefill prompt is one run). `runs` = `lora_ops.adapter_runs(idx)` (the caller has them:
+    the model computes them once per forward). Tokens outside every run (idx < 0) get zero rows."""
+    if _IMPORT_ERROR is not None:
+        raise RuntimeError("the Triton LoRA backend needs triton, which is not installed: "
+                           "run `pip install -e '.[kernels]'` (or use backend='segmented')") from _IMPORT_ERROR
+    _check(x, idx, A, B, scales)
+    if x.device.type == "cpu" and not _interpreted():
+        raise RuntimeError("Triton kernels need a GPU; to run them on CPU tensors set TRITON_INTERPRET=1 "
+                           "before triton and kernels.preft.triton_lora are first imported")
+    n, d_in = x.shape
+    r, d_out = B.shape[1], B.shape[2]
+    out = torch.zeros(n, d_out, dtype=x.dtype, device=x.device)
+    if not runs or r == 0 or d_out == 0:
+        return out
+    meta = torch.tensor([[a, b - a, slot] for a, b, slot in runs], dtype=torch.int32).T.contiguous().to(x.device)
+    longest = max(b - a for a, b, _ in runs)
+    block_m = 16 if longest <= 16 else 64
+    block_r = max(16, triton.next_power_of_2(r))  # tl.dot needs every tile dim >= 16; padding is masked
+    block_n = 64
+    t = torch.empty(n, block_r, dtype=torch.float32, device=x.device)
+    m_blocks = triton.cdiv(longest, block_m)
+    _sgmv_shrink_kernel[(len(runs), m_blocks)](
+        x, meta[0], meta[1], meta[2], A, t, d_in, r,
+        x.stride(0), x.stride(1), A.stride(0), A.stride(1), A.stride(2), t.stride(0),
+        BLOCK_M=block_m, BLOCK_K=32, BLOCK_R=block_r)
+    _sgmv_expand_kernel[(len(runs), triton.cdiv(d_out, block_n), m_blocks)](
+        t, meta[0], meta[1], meta[2], B, scales.to(torch.float32).contiguous(), out, r, d_out,
+        t.stride(0), B.stride(0), B.stride(1), B.stride(2), out.stride(0), out.stride(1),
+        BLOCK_M=block_m, BLOCK_R=block_r, BLOCK_N=block_n)
     return out
