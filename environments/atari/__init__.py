@@ -1,0 +1,1 @@
+"""CDWM on Atari 100k (ale-py): object deltas from RAM, human-normalised score."""

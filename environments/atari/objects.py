@@ -1,0 +1,142 @@
+"""Object-centric state read from the Atari 2600's 128 bytes of RAM, and the typed delta between
+two such states (the CDWM schema: entities, attributes, relations, reversibility).
+
+Each game with an extractor names its objects and where they live in RAM (addresses as the
+AtariARI annotations publish them, checked here against the emulator; see the tests). Positions
+are in cells of `CELL` pixels and velocities are signs (-1, 0, 1), so a delta lists what changed
+in a way a world model can state, not every pixel of motion. The `game` entity (score, lives) is
+read from the emulator itself for every one of the 26 games; games without an extractor get only
+that (coarser deltas, said so in `coarse`).
+
+Irreversible: a life lost (Breakout), a point conceded (Pong), the game ending (any game); the
+cost is the number of lives / points lost (1 for the game's end).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.environment import AttributeChange, Delta, Relation
+
+CELL = 8  # pixels per position cell
+Objects = dict[str, dict[str, int]]  # entity -> attribute -> value
+Raw = dict[str, tuple[int, int]]  # entity -> raw (x, y) position, for velocities
+
+
+@dataclass
+class Frame:
+    """One game's object state at one moment, plus the raw positions the next velocity needs."""
+
+    objects: Objects
+    raw: Raw
+    relations: set[tuple[str, str, str]] = field(default_factory=set)
+    heading: dict[str, tuple[int, int]] = field(default_factory=dict)  # last non-zero (dx, dy) per object
+
+
+def _sign(v: int) -> int:
+    return (v > 0) - (v < 0)
+
+
+def _moving(name: str, x: int, y: int, prev: Raw) -> dict[str, int]:
+    """An object's cell position and, when it was seen before, its direction of motion."""
+    px, py = prev.get(name, (x, y))
+    return {"x": x // CELL, "y": y // CELL, "dx": _sign(x - px), "dy": _sign(y - py)}
+
+
+def _turned(name: str, obj: dict[str, int], prev: Frame | None, axis: int) -> tuple[bool, tuple[int, int]]:
+    """Whether `name` reversed direction on `axis` (0: x, 1: y) since it last moved on it (the ball
+    may pause a frame, so the last non-zero direction counts), and its heading now."""
+    old = prev.heading.get(name, (0, 0)) if prev else (0, 0)
+    now = (obj["dx"] or old[0], obj["dy"] or old[1])
+    moved = (obj["dx"], obj["dy"])[axis]
+    return bool(moved and old[axis] == -moved), now
+
+
+def breakout(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """Paddle x (RAM 72), ball x/y (99/101; y 0 = no ball in play)."""
+    praw = prev.raw if prev else {}
+    objects: Objects = {"paddle": {"x": int(ram[72]) // CELL}}
+    raw: Raw = {}
+    relations: set[tuple[str, str, str]] = set()
+    heading: dict[str, tuple[int, int]] = {}
+    bx, by = int(ram[99]), int(ram[101])
+    if by:
+        objects["ball"] = _moving("ball", bx, by, praw)
+        raw["ball"] = (bx, by)
+        turned, heading["ball"] = _turned("ball", objects["ball"], prev, 1)
+        if turned and objects["ball"]["dy"] < 0 and by >= 150:  # sent back up low on the screen: the paddle
+            relations.add(("ball", "bounced off", "paddle"))
+    return Frame(objects, raw, relations, heading)
+
+
+def pong(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """Player (right paddle) y (RAM 51), enemy y (50), ball x/y (49/54; y 0 = no ball in play)."""
+    praw = prev.raw if prev else {}
+    objects: Objects = {"player": {"y": int(ram[51]) // CELL}, "enemy": {"y": int(ram[50]) // CELL}}
+    raw: Raw = {}
+    relations: set[tuple[str, str, str]] = set()
+    heading: dict[str, tuple[int, int]] = {}
+    bx, by = int(ram[49]), int(ram[54])
+    if by:
+        objects["ball"] = _moving("ball", bx, by, praw)
+        raw["ball"] = (bx, by)
+        turned, heading["ball"] = _turned("ball", objects["ball"], prev, 0)
+        if turned:  # a horizontal reversal is a paddle hit: the player's on the right half, the enemy's on the left
+            relations.add(("ball", "bounced off", "player" if bx >= 80 else "enemy"))
+    return Frame(objects, raw, relations, heading)
+
+
+EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {"breakout": breakout, "pong": pong}
+# Points the opponent scores (RAM), an irreversible loss in games without lives.
+CONCEDED: dict[str, int] = {"pong": 13}
+
+
+def read(game: str, ram: np.ndarray, score: float, lives: int, prev: Frame | None) -> Frame:
+    """The game's object frame: its extractor's objects (if any) plus `game` (score, lives)."""
+    extractor = EXTRACTORS.get(game)
+    frame = extractor(ram, prev) if extractor else Frame({}, {})
+    frame.objects["game"] = {"score": int(score), "lives": int(lives)}
+    if game in CONCEDED:
+        frame.objects["game"]["conceded"] = int(ram[CONCEDED[game]])
+    return frame
+
+
+def coarse(game: str) -> bool:
+    """True when the game has no object extractor (deltas are score and lives only)."""
+    return game not in EXTRACTORS
+
+
+def lost(before: Frame, after: Frame) -> int:
+    """Lives and points lost from one frame to the next."""
+    b, a = before.objects["game"], after.objects["game"]
+    return max(0, b["lives"] - a["lives"]) + max(0, a.get("conceded", 0) - b.get("conceded", 0))
+
+
+def delta_between(before: Frame, after: Frame, game_over: bool = False, cost: float | None = None) -> Delta:
+    """The typed delta from one frame to another. Objects that appear are created, those that go
+    are deleted; relations are `after`'s events (added, never carried); the irreversible cost is
+    the lives and points lost plus 1 for the game's end, unless given (summed over a hold)."""
+    b, a = before.objects, after.objects
+    created = sorted(set(a) - set(b))
+    deleted = sorted(set(b) - set(a))
+    attributes = [AttributeChange(entity=e, attribute=k, before=b.get(e, {}).get(k), after=v)
+                  for e in sorted(a) for k, v in sorted(a[e].items()) if b.get(e, {}).get(k) != v]
+    relations = [Relation(subject=s, relation=r, object=o) for s, r, o in sorted(after.relations)]
+    if cost is None:
+        cost = float(lost(before, after) + (1 if game_over else 0))
+    if game_over:
+        attributes.append(AttributeChange(entity="game", attribute="over", before=False, after=True))
+    return Delta(created=created, deleted=deleted, attributes=attributes, relations_added=relations,
+                 reversible=cost == 0, irreversible_cost=cost)
+
+
+def describe(frame: Frame) -> str:
+    """The object list as the agent reads it."""
+    lines = []
+    for name in sorted(frame.objects):
+        attrs = ", ".join(f"{k}={v}" for k, v in sorted(frame.objects[name].items()))
+        lines.append(f"- {name}: {attrs}")
+    return "\n".join(lines)

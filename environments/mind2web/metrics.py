@@ -1,0 +1,91 @@
+"""Mind2Web's metrics (Deng et al., 2023, with the definitions of its evaluation code):
+
+- element accuracy: the chosen element is one of the step's `pos_candidates` (by backend_node_id);
+- operation F1: token-level F1 between the predicted and the gold "OP value" strings (lower-cased,
+  split on whitespace, as sets, punctuation-only tokens dropped; two empty strings agree);
+- step success: the element is right and the operation F1 is exactly 1;
+- task success: every step of the task succeeded.
+
+The first three are averaged over a task's steps, then over tasks (the "macro" figures the paper
+reports); a step the agent never answered (its episode ended early) counts 0, as the official code
+pads missing predictions. Tasks are the independent unit: CIs resample tasks. The `_micro`
+variants pool steps over tasks instead.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import numpy as np
+
+from harness.records import Metric, SampleRecord
+from harness.stats import ratio_metric
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in text.lower().strip().split() if t not in string.punctuation}
+
+
+def operation_f1(predicted: str, gold: str) -> float:
+    """Token-level F1 of two "OP value" strings, as Mind2Web computes it."""
+    p, g = _tokens(predicted), _tokens(gold)
+    if not p and not g:
+        return 1.0
+    hit = len(p & g)
+    if not hit:
+        return 0.0
+    precision, recall = hit / len(p), hit / len(g)
+    return 2 * precision * recall / (precision + recall)
+
+
+def op_string(op: str, value: str) -> str:
+    """The "OP value" string both sides are scored on (CLICK has no value)."""
+    return f"{op.upper()} {value}".strip() if op.upper() != "CLICK" else "CLICK"
+
+
+def step_result(element: str | None, op: str | None, value: str, pos_ids: set[str], gold_op: str,
+                gold_value: str) -> dict[str, float]:
+    """One step's three scores; `element` None (no usable prediction) scores 0 on each."""
+    if element is None or op is None:
+        return {"element_correct": 0.0, "operation_f1": 0.0, "step_success": 0.0}
+    correct = float(element in pos_ids)
+    f1 = operation_f1(op_string(op, value), op_string(gold_op, gold_value))
+    return {"element_correct": correct, "operation_f1": f1, "step_success": float(correct == 1.0 and f1 == 1.0)}
+
+
+def task_scores(steps: list[dict[str, float]], n_steps: int) -> dict[str, Any]:
+    """A task's scores from its answered steps; the unanswered rest (up to `n_steps`) count 0."""
+    padded = list(steps[:n_steps]) + [{"element_correct": 0.0, "operation_f1": 0.0, "step_success": 0.0}] * (n_steps - len(steps))
+    n = max(1, n_steps)
+    return {
+        "element_accuracy": sum(s["element_correct"] for s in padded) / n,
+        "operation_f1": sum(s["operation_f1"] for s in padded) / n,
+        "step_success_rate": sum(s["step_success"] for s in padded) / n,
+        "task_success": float(n_steps > 0 and all(s["step_success"] == 1.0 for s in padded)),
+        "gold_steps": n_steps,
+        "answered_steps": min(len(steps), n_steps),
+    }
+
+
+MACRO = ("element_accuracy", "operation_f1", "step_success_rate")
+
+
+def mind2web_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+    """Macro (per task, then over tasks) and micro (pooled steps) figures with CIs over tasks."""
+    scores = [r.scores for r in records if "gold_steps" in r.scores]
+    if not scores:
+        return {}
+    rows = np.array([[s.get(k, 0.0) for k in MACRO] + [s.get("task_success", 0.0), 1.0]
+                     + [s.get(k, 0.0) * s.get("gold_steps", 0) for k in MACRO] + [s.get("gold_steps", 0)]
+                     + [s.get("candidate_recall", 0.0) * s.get("gold_steps", 0)]
+                     for s in scores], dtype=float)
+
+    def ratio(num: int, den: int) -> Metric:
+        return ratio_metric(rows, lambda t: t[num], lambda t: t[den], seed=seed)
+
+    out = {name: ratio(i, 4) for i, name in enumerate(MACRO)}
+    out["task_success_rate"] = ratio(3, 4)
+    out |= {f"{name}_micro": ratio(5 + i, 8) for i, name in enumerate(MACRO)}
+    out["candidate_recall"] = ratio(9, 8)  # share of steps whose target was among the candidates shown
+    return out

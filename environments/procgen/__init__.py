@@ -1,0 +1,1 @@
+"""CDWM on procedurally generated levels: MiniGrid in place of Procgen (see README.md for why)."""
