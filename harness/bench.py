@@ -3,24 +3,33 @@
 Starts the loopback server in `echo` mode (it answers at once), runs N samples through the full
 runner (records written, cache off, progress bar on) with C connections, then the raw `openai`
 AsyncOpenAI client with C workers against the same server, and prints both rates.
+
+`--model instant`: no server at all -- the in-process instant model (`instant/...`, below) -- to
+measure what records cost at scale: samples/s, peak RSS, the resume scan and the summary of a run
+of N finished samples (issue 20: a million).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import resource
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import openai
 from rich.console import Console
 from rich.table import Table
 
 from harness.loopback import running_server
-from harness.providers.base import GenerateConfig
+from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, Usage
 from harness.records import Metric, RunConfig, SampleRecord
-from harness.runner import execute, plan_run
+from harness.runner import execute, plan_run, summarize
+from harness.spec import ModelSpec
+from harness.stats import BOOTSTRAP_RESAMPLES
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, Transcript
 
 
@@ -133,3 +142,172 @@ def bench_ray(samples: int, concurrency: int, console: Console, address: str | N
     console.print(table)
     console.print(f"ray / asyncio = {ray_rate / local_rate:.2f}  (ray run's samples.jsonl lines: {lines})")
     return {"asyncio_rate": local_rate, "ray_rate": ray_rate, "ratio": ray_rate / local_rate}
+
+
+# ---------------------------------------------------------------- the instant model and its suite
+
+def instant_reply(prompt: str) -> str:
+    """The instant model's answer: a pure function of the prompt (8 hex digits of its hash)."""
+    return hashlib.sha256(prompt.encode()).hexdigest()[:8]
+
+
+class InstantModel:
+    """Answers at once, in process, deterministically: `instant_reply` of the last message. A
+    prompt whose answer starts with "00" (1 in 256) fails with a ModelError, so a run of it has
+    error records too."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        prompt = messages[-1]["content"] if messages else ""
+        reply = instant_reply(prompt)
+        if reply.startswith("00"):
+            raise ModelError(f"{self.name}: fails by design on replies starting 00 ({reply})")
+        return ModelOutput(text=reply, usage=Usage(prompt_tokens=len(prompt.split()), completion_tokens=1, calls=1))
+
+    async def aclose(self) -> None:
+        return None
+
+
+class InstantProvider:
+    """`instant/NAME`: the in-process instant model (no endpoint, nothing to check)."""
+
+    name = "instant"
+
+    def validate(self, spec: ModelSpec) -> None:
+        return None
+
+    def create(self, spec: ModelSpec) -> Model:
+        return InstantModel(spec.full)
+
+
+INSTANT_PROVIDER = InstantProvider()
+
+
+def binomial_metric(hits: int, n: int, seed: int, resamples: int = BOOTSTRAP_RESAMPLES) -> Metric:
+    """A rate of 0/1 units with a bootstrap CI drawn from the counts alone: resampling n units
+    with replacement gives Binomial(n, hits/n) hits, so no unit needs to be kept (order-free)."""
+    if n == 0:
+        return Metric(value=None, n=0)
+    rate = hits / n
+    draws = np.random.default_rng(seed).binomial(n, rate, size=resamples) / n
+    lo, hi = np.quantile(draws, [0.025, 0.975])
+    return Metric(value=rate, ci_low=float(lo), ci_high=float(hi), n=n)
+
+
+class HitCounter:
+    """The instant suite's metrics accumulator: two counts, whatever the number of samples."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.hits = 0
+
+    def add(self, record: SampleRecord) -> None:
+        self.n += 1
+        self.hits += bool(record.scores.get("hit"))
+
+    def metrics(self, seed: int) -> dict[str, Metric]:
+        return {"hit_rate": binomial_metric(self.hits, self.n, seed)}
+
+    def breakdowns(self, seed: int) -> dict[str, dict[str, Metric]]:
+        return {}
+
+    def counts(self) -> dict[str, int]:
+        return {"hits": self.hits}
+
+    def official(self) -> dict[str, Any]:
+        return {}
+
+
+class InstantSuite(Suite):
+    """N samples, one instant-model call each; a sample is a hit when the reply's first hex digit
+    is below 8 (about half). Its metrics accumulate (`metrics_accumulator`): summarising a
+    million records keeps two integers."""
+
+    name = "bench-instant"
+    version = "1"
+    headline_metric = "hit_rate"
+
+    def __init__(self, n: int):
+        super().__init__()
+        self.n = n
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        # One shared empty `data` (never written): a million samples cost their ids, not a dict each.
+        return [Sample(id=f"s{i:07d}", data=_NO_DATA) for i in range(self.n)]
+
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        out = await ctx.generate("assistant", [{"role": "user", "content": f"sample {sample.id}"}],
+                                 GenerateConfig(max_tokens=8))
+        return Transcript(output={"text": out.text})
+
+    def scorers(self) -> dict[str, Scorer]:
+        return {"hit": FunctionScorer("hit", self._hit, description="the reply's first hex digit is below 8")}
+
+    async def _hit(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+        return Score(values={"hit": transcript["text"][:1] in "01234567"})
+
+    def metrics_accumulator(self) -> HitCounter:
+        return HitCounter()
+
+    def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+        counter = HitCounter()
+        for rec in records:
+            counter.add(rec)
+        return counter.metrics(seed)
+
+
+_NO_DATA: dict[str, Any] = {}
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_instant(samples: int, concurrency: int, console: Console, run_dir: Path | None = None) -> dict[str, float]:
+    """`harness bench runner --model instant`: N samples through the full runner on the instant
+    model (records written, cache off), then what a big run costs afterwards: the resume scan
+    (the folder's key scan alone, and a whole `plan_run --resume` with nothing left to do) and
+    the streamed summary."""
+    config = RunConfig(suite=InstantSuite.name, models={"assistant": "instant/echo"},
+                       max_connections=concurrency, cache=False, max_retries=0)
+    suite = InstantSuite(samples)
+    with tempfile.TemporaryDirectory(dir=run_dir) as tmp:
+        plan = plan_run(config, Path(tmp), suite=suite)
+        t0 = time.perf_counter()
+        summary = asyncio.run(execute(plan, show_progress=True))
+        run_s, rss_run = time.perf_counter() - t0, peak_rss_mib()
+        folder = plan.folder
+        size_mib = folder.samples_path.stat().st_size / 2**20
+        t0, c0 = time.perf_counter(), time.process_time()
+        scan = folder.scan_finished()
+        scan_s, scan_cpu, rss_scan = time.perf_counter() - t0, time.process_time() - c0, peak_rss_mib()
+        t0 = time.perf_counter()
+        resumed = plan_run(config, Path(tmp), resume=folder.run_id, suite=suite)
+        resume_s = time.perf_counter() - t0
+        t0, c0 = time.perf_counter(), time.process_time()
+        again = summarize(suite, folder.read_manifest(), folder.iter_samples(), {})
+        summary_s, summary_cpu, rss_end = time.perf_counter() - t0, time.process_time() - c0, peak_rss_mib()
+    if len(scan.keys) != samples or resumed.todo or again.metrics != summary.metrics:
+        raise RuntimeError(f"bench runner --model instant: {len(scan.keys)} keys scanned for {samples} samples, "
+                           f"{len(resumed.todo)} left on resume; the streamed summary must match the run's")
+    rate = samples / run_s  # wall clock: on a shared machine the CPU columns say what the work itself cost
+    table = Table(title=f"bench runner --model instant: {samples} samples, concurrency {concurrency}")
+    for col in ("measure", "value"):
+        table.add_column(col)
+    for label, value in (
+        ("run: samples/s (records on, cache off)", f"{rate:.0f} ({run_s:.1f} s, {summary.counts['sample_errors']} errors)"),
+        ("samples.jsonl", f"{size_mib:.0f} MiB"),
+        ("resume scan: finished keys (s wall / CPU)", f"{scan_s:.2f} / {scan_cpu:.2f}"),
+        ("resume: whole plan_run --resume (s)", f"{resume_s:.2f}"),
+        ("summary, streamed (s wall / CPU)", f"{summary_s:.2f} / {summary_cpu:.2f}"),
+        ("peak RSS after run / scan / end (MiB)", f"{rss_run:.0f} / {rss_scan:.0f} / {rss_end:.0f}"),
+        ("hit_rate [95% CI]", f"{summary.metrics['hit_rate'].value:.4f} [{summary.metrics['hit_rate'].ci_low:.4f}, "
+                              f"{summary.metrics['hit_rate'].ci_high:.4f}]"),
+    ):
+        table.add_row(label, value)
+    console.print(table)
+    return {"samples_per_s": rate, "scan_s": scan_s, "resume_s": resume_s, "summary_s": summary_s,
+            "peak_rss_mib": rss_end}

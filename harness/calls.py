@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness.cache import CallCache
+from harness.limits import Limiter, LimitPolicy, LocalLimiter
 from harness.providers.base import (
     GenerateConfig,
     Model,
@@ -62,13 +63,15 @@ class ManagedModel:
     concurrency limit is per model even when several roles share it."""
 
     def __init__(self, model: Model, *, max_connections: int, policy: CallPolicy,
-                 cache: CallCache | None = None, rng_seed: int = 0):
+                 cache: CallCache | None = None, rng_seed: int = 0, limiter: Limiter | None = None):
         self.model = model
         self.name = model.name
         self.policy = policy
         self.cache = cache
         self.stats = CallStats()
-        self._sem = asyncio.Semaphore(max_connections)
+        # The calls in flight: the provider+key's adaptive limit (shared with every model on the
+        # same key, and across a Ray cluster), or this model's own when none is given.
+        self.limiter: Limiter = limiter or LocalLimiter(self.name, LimitPolicy(max_limit=max_connections))
         self._rng = random.Random(rng_seed)
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
@@ -82,26 +85,39 @@ class ManagedModel:
         attempt = 0
         while True:
             attempt += 1
+            lease = await self.limiter.acquire()  # waits out a Retry-After pause and the limit
             started = time.perf_counter()
             try:
-                async with self._sem:
-                    self.stats.calls += 1
-                    # asyncio.timeout, not wait_for: no extra task per call (measurable at 500 calls/s).
-                    async with asyncio.timeout(self.policy.timeout_s):
-                        out = await self.model.generate(messages, config)
+                self.stats.calls += 1
+                # asyncio.timeout, not wait_for: no extra task per call (measurable at 500 calls/s).
+                async with asyncio.timeout(self.policy.timeout_s):
+                    out = await self.model.generate(messages, config)
             except (RetryableModelError, asyncio.TimeoutError) as exc:
+                rate_limited = isinstance(exc, RetryableModelError) and exc.rate_limited
+                retry_after = exc.retry_after_s if isinstance(exc, RetryableModelError) else None
+                self.limiter.release(lease, "rate-limited" if rate_limited else "error", retry_after)
                 self.stats.count_error(exc)
                 if attempt > self.policy.max_retries:
                     self.stats.failures += 1
                     reason = f"timed out after {self.policy.timeout_s:g}s" if isinstance(exc, asyncio.TimeoutError) else str(exc)
                     raise ModelError(f"{self.name}: gave up after {attempt} attempts: {reason}") from exc
                 self.stats.retries += 1
-                await asyncio.sleep(self.policy.delay(attempt, self._rng))
+                # A rate limit's Retry-After is the limiter's pause (every new call waits it out);
+                # another error's is this call's own least wait.
+                wait = self.policy.delay(attempt, self._rng)
+                if retry_after and not rate_limited:
+                    wait = max(wait, min(retry_after, self.policy.backoff_max_s))
+                await asyncio.sleep(wait)
                 continue
             except ModelError as exc:
+                self.limiter.release(lease, "error")
                 self.stats.count_error(exc)
                 self.stats.failures += 1
                 raise
+            except BaseException:  # cancelled (the sample's time limit, Ctrl-C): give the slot back
+                self.limiter.release(lease, "error")
+                raise
+            self.limiter.release(lease, "ok")
             # The provider's output object is fresh and ours: set fields in place (no copy per call).
             out.request_hash = key
             out.attempts = attempt

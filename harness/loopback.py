@@ -1,6 +1,9 @@
 """A small OpenAI-compatible server on 127.0.0.1: serves any harness model (e.g. the embedded
 one), or answers at once (`echo`, for measuring the harness's own overhead), and can inject
-faults (429, 500, hangs) on a fixed schedule for testing retries.
+faults (429, 500, hangs) on a fixed schedule for testing retries, and rate limits: a 429 with
+`Retry-After` for the first K requests (`--rate-limit-first`) or for any request that arrives
+while N are in flight (`--rate-limit-above`). `/stats` counts what was served and faulted and the
+peak number of requests in flight.
 
 `/v1/chat/completions` takes OpenAI's `response_format`, `tools` and `tool_choice` and vLLM's
 `structured_outputs` (or `guided_*`) and hands them to the model as `GenerateConfig` fields; a bad
@@ -9,6 +12,7 @@ model's `complete` where it has one.
 
     python -m harness.loopback --model local/smollm2-135m --port 8000
     python -m harness.loopback --echo --faults 429,500,timeout,ok --port 0
+    python -m harness.loopback --echo --rate-limit-above 4 --retry-after-s 0.2 --port 0
 
 The first line printed is `READY <base_url>`.
 """
@@ -21,6 +25,7 @@ import contextlib
 import hashlib
 import json
 import itertools
+import math
 import subprocess
 import sys
 import time
@@ -48,7 +53,8 @@ FAULTS = ("ok", "429", "500", "503", "timeout", "drop")
 
 class LoopbackServer:
     def __init__(self, model: Model | None, faults: list[str], hang_s: float,
-                 reply: str | None = None, delay_s: float = 0.0, per_request: bool = False):
+                 reply: str | None = None, delay_s: float = 0.0, per_request: bool = False,
+                 retry_after_s: float | None = None, rate_limit_first: int = 0, rate_limit_above: int = 0):
         bad = [f for f in faults if f not in FAULTS]
         if bad:
             raise SystemExit(f"--faults {','.join(bad)}: unknown fault; use {', '.join(FAULTS)}")
@@ -64,6 +70,12 @@ class LoopbackServer:
         self.delay_s = delay_s
         self.served = 0
         self.faulted: dict[str, int] = {}
+        self.retry_after_s = retry_after_s  # sent with every 429 (None: no Retry-After header)
+        self.rate_limit_first = rate_limit_first
+        self.rate_limit_above = rate_limit_above
+        self.requests = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -78,7 +90,8 @@ class LoopbackServer:
         return web.json_response({"object": "list", "data": [{"id": name, "object": "model"}]})
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"served": self.served, "faulted": self.faulted})
+        return web.json_response({"served": self.served, "faulted": self.faulted, "requests": self.requests,
+                                  "peak_in_flight": self.peak_in_flight})
 
     def _next_fault(self, raw: bytes) -> str:
         if not self.per_request:
@@ -88,12 +101,28 @@ class LoopbackServer:
         self.attempts[key] = seen + 1
         return self.faults[seen] if seen < len(self.faults) else "ok"
 
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """Count a request as in flight while it is handled (rejected ones too: what clients send)."""
+        self.requests += 1
+        self.in_flight += 1
+        self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+        try:
+            yield
+        finally:
+            self.in_flight -= 1
+
+    def _rate_limited(self) -> bool:
+        return self.requests <= self.rate_limit_first or 0 < self.rate_limit_above < self.in_flight
+
     async def _fault(self, request: web.Request, raw: bytes) -> web.StreamResponse | None:
         """The injected fault's response for this request, or None to answer it normally."""
-        fault = self._next_fault(raw)
+        fault = "429" if self._rate_limited() else self._next_fault(raw)
         if fault != "ok":
             self.faulted[fault] = self.faulted.get(fault, 0) + 1
-        if fault in ("429", "500", "503"):
+        if fault == "429":
+            return _too_many(self.retry_after_s)
+        if fault in ("500", "503"):
             return _error(f"injected {fault}", int(fault), kind="injected")
         if fault == "timeout":
             await asyncio.sleep(self.hang_s)
@@ -106,6 +135,10 @@ class LoopbackServer:
         return None
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        with self._counted():
+            return await self._chat(request)
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         faulted = await self._fault(request, raw)
         if faulted is not None:
@@ -129,6 +162,10 @@ class LoopbackServer:
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """Raw text in, raw text out (no chat template): the model's `complete`, where it has one."""
+        with self._counted():
+            return await self._completions(request)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         faulted = await self._fault(request, raw)
         if faulted is not None:
@@ -162,6 +199,14 @@ class LoopbackServer:
 
 def _error(message: str, status: int = 400, kind: str = "invalid_request_error") -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind}}, status=status)
+
+
+def _too_many(retry_after_s: float | None) -> web.Response:
+    """HTTP 429 as OpenAI sends it: `Retry-After` in whole seconds and `retry-after-ms`."""
+    headers = {} if retry_after_s is None else {"Retry-After": str(math.ceil(retry_after_s)),
+                                                 "retry-after-ms": str(round(retry_after_s * 1000))}
+    return web.json_response({"error": {"message": "injected 429: rate limit reached", "type": "requests"}},
+                             status=429, headers=headers)
 
 
 def _json_body(raw: bytes) -> dict[str, Any]:
@@ -404,6 +449,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--per-request", action="store_true",
                    help="apply --faults to each distinct request in turn (then succeed), not as one global cycle")
     p.add_argument("--delay-s", type=float, default=0.0, help="wait this long before answering")
+    p.add_argument("--retry-after-s", type=float, default=None,
+                   help="send Retry-After (and retry-after-ms) with every 429, asking clients to wait this long")
+    p.add_argument("--rate-limit-first", type=int, default=0, help="answer the first K requests with 429")
+    p.add_argument("--rate-limit-above", type=int, default=0,
+                   help="answer 429 to a request that arrives while N are already in flight (0: never)")
     args = p.parse_args(argv)
     model = None
     if not args.echo:
@@ -415,7 +465,8 @@ def main(argv: list[str] | None = None) -> None:
     # Loopback only: this server is for local models and tests, never exposed.
     with contextlib.suppress(KeyboardInterrupt):
         server = LoopbackServer(model, faults, args.hang_s, reply=args.reply, delay_s=args.delay_s,
-                                per_request=args.per_request)
+                                per_request=args.per_request, retry_after_s=args.retry_after_s,
+                                rate_limit_first=args.rate_limit_first, rate_limit_above=args.rate_limit_above)
         asyncio.run(serve(server, "127.0.0.1", args.port))
 
 

@@ -1,4 +1,6 @@
-"""The progress bar: done/total, throughput, ETA and the error count."""
+"""The progress bar: done/total, throughput, ETA, the error count and, when a provider rate-limits
+the run, the adaptive limit's state ("rate-limited, waiting 12s, limit 4"), so a paused run does not
+look hung."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ class RunProgress:
             TaskProgressColumn(),
             TextColumn("{task.fields[rate]}"),
             TextColumn("[red]{task.fields[errors]} errors"),
+            TextColumn("[yellow]{task.fields[limits]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -35,7 +38,7 @@ class RunProgress:
             transient=False,
             refresh_per_second=4,
         )
-        self.task = self.progress.add_task(description, total=total, completed=done, rate="", errors=0)
+        self.task = self.progress.add_task(description, total=total, completed=done, rate="", errors=0, limits="")
 
     def __enter__(self) -> "RunProgress":
         self.progress.__enter__()
@@ -52,3 +55,7 @@ class RunProgress:
         done_here = task.completed + 1 - self._started_at_done
         rate = f"{done_here / elapsed:.1f} samples/s" if elapsed > 0 else ""
         self.progress.update(self.task, advance=1, rate=rate, errors=self.errors)
+
+    def show_limits(self, text: str) -> None:
+        """The adaptive limits' state (`harness.limits.describe`; "" when nothing to say)."""
+        self.progress.update(self.task, limits=text)

@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -26,10 +26,12 @@ from typing import Any, Protocol, TypeVar
 from harness.cache import CallCache
 from harness.calls import CallPolicy, CallStats, ManagedModel
 from harness.errors import HarnessError
+from harness.limits import Limiter, LimiterSource, LimitRecorder, LocalLimits, limit_key
 from harness.progress import RunProgress
 from harness.providers import load_model, validate_spec
 from harness.records import (
     ErrorRecord,
+    FinishedScan,
     RunConfig,
     RunFolder,
     RunIndex,
@@ -40,9 +42,9 @@ from harness.records import (
     now_iso,
 )
 from harness.redact import redact_text
+from harness.summary import figures
 from harness.spec import ModelSpec
 from harness.suite import Sample, SampleContext, Scorer, Suite, dump_payload, error_records, get_suite, role_family
-from harness.providers.base import Usage
 
 T = TypeVar("T")
 # Every package whose version changes a number: the model stack, and the libraries the benchmarks
@@ -134,7 +136,7 @@ async def rescore_one(suite: Suite, sample: Sample, source: SampleRecord, models
     )
 
 
-@dataclass
+@dataclass(slots=True)  # no per-item __dict__: a million-sample plan holds a million of these
 class WorkItem:
     """One record to write: a sample of an epoch, or (re-scoring) a source record to score again."""
 
@@ -150,7 +152,8 @@ class RunPlan:
     folder: RunFolder
     manifest: RunManifest
     todo: list[WorkItem]
-    done: list[SampleRecord] = field(default_factory=list)
+    done: set[tuple[str, int]] = field(default_factory=set)  # (sample, epoch) already recorded
+    done_errors: int = 0  # how many of them are errors
     resumed: bool = False
 
     def endpoints(self) -> dict[str, tuple[str, str | None]]:
@@ -240,16 +243,19 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
                 command=[redact_text(arg) for arg in command or []],
                 scorer=suite.scorer(config.scorer).name, source_run=config.source_run,
             )
-    done = folder.repair_and_read_samples() if resume else []
-    done_keys = {r.key for r in done}
+    if resume:
+        folder.repair()
+    # A streaming scan of each line's head: resuming a million-sample run parses no record.
+    finished = folder.scan_finished() if resume else FinishedScan()
+    done_keys = finished.keys
     if config.source_run:
         by_id = {s.id: s for s in samples}
         todo = [WorkItem(by_id[k[0]], k[1], rec) for k, rec in sources.items() if k not in done_keys]
     else:
         todo = [WorkItem(s, e) for e in range(config.epochs) for s in samples if (s.id, e) not in done_keys]
     manifest.config = config
-    return RunPlan(suite=suite, config=config, folder=folder, manifest=manifest, todo=todo, done=done,
-                   resumed=bool(resume))
+    return RunPlan(suite=suite, config=config, folder=folder, manifest=manifest, todo=todo, done=done_keys,
+                   done_errors=finished.errors, resumed=bool(resume))
 
 
 def _new_folder(run_dir: Path, suite: Suite, config: RunConfig, chash: str) -> RunFolder:
@@ -302,11 +308,13 @@ def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
     return None
 
 
-def build_models(config: RunConfig, cache: CallCache | None,
-                 only: tuple[str, ...] | None = None) -> dict[str, ManagedModel]:
-    """One ManagedModel per distinct spec, so the concurrency limit is per model (`only`: the roles
-    the run calls; a re-score never loads the model under test)."""
+def build_models(config: RunConfig, cache: CallCache | None, only: tuple[str, ...] | None = None,
+                 limits: LimiterSource | None = None) -> dict[str, ManagedModel]:
+    """One ManagedModel per distinct spec (`only`: the roles the run calls; a re-score never loads
+    the model under test); its calls in flight are limited by its provider+key's adaptive limit
+    from `limits` (harness/limits.py; fresh in-process limits when None)."""
     policy = CallPolicy(timeout_s=config.call_timeout_s, max_retries=config.max_retries)
+    limits = limits or LocalLimits(lease_s=config.call_timeout_s + 60)
     by_spec: dict[tuple[str, str | None], ManagedModel] = {}
     roles = {}
     for role, text in config.models.items():
@@ -314,9 +322,11 @@ def build_models(config: RunConfig, cache: CallCache | None,
             continue
         key = (text, config.endpoint(role))
         if key not in by_spec:
-            model = load_model(ModelSpec.parse(text, base_url=key[1]))
+            spec = ModelSpec.parse(text, base_url=key[1])
+            model = load_model(spec)
             by_spec[key] = ManagedModel(model, max_connections=config.max_connections, policy=policy,
-                                        cache=cache, rng_seed=config.seed)
+                                        cache=cache, rng_seed=config.seed,
+                                        limiter=limits.limiter(limit_key(spec), config.max_connections))
         roles[role] = by_spec[key]
     return roles
 
@@ -376,8 +386,8 @@ def stats_by_name(models: dict[str, ManagedModel]) -> dict[str, CallStats]:
 
 
 class AsyncioExecutor:
-    """The default: every sample in this process, `max_connections` in flight per model, the run
-    dir's call cache shared by all of them."""
+    """The default: every sample in this process, `max_connections` calls in flight per provider+key
+    (adaptive: harness/limits.py), the run dir's call cache shared by all of them."""
 
     name = "asyncio"
 
@@ -388,6 +398,9 @@ class AsyncioExecutor:
     def prepare(self, plan: RunPlan) -> None:
         self._cache = CallCache(plan.folder.run_dir / "cache.sqlite") if plan.config.cache else None
         self._models = build_models(plan.config, self._cache, plan.called_roles)
+
+    def limiters(self) -> dict[str, Limiter]:
+        return {m.name: m.limiter for m in self._models.values()}
 
     async def run(self, plan: RunPlan, deliver: Deliver) -> None:
         await run_items(plan.suite, plan.config, plan.todo, self._models, deliver, plan.config.max_connections)
@@ -414,36 +427,41 @@ async def execute(plan: RunPlan, *, show_progress: bool = True, executor: Execut
     folder, manifest, suite = plan.folder, plan.manifest, plan.suite
     run_dir = folder.run_dir
     executor.prepare(plan)  # bad input (a cluster that does not answer) is found before anything is written
-    records = list(plan.done)
-    recorded = {r.key for r in records}
+    # Only keys and counts stay in memory; records go to disk and the summary streams them back.
+    recorded = set(plan.done)
+    errors = plan.done_errors
     manifest.status, manifest.ended = "running", None
     folder.write_manifest(manifest)
     index = RunIndex(run_dir)
-    index.record(manifest, None, len(records), sum(r.status == "error" for r in records))
+    index.record(manifest, None, len(recorded), errors)
     finished = False
     total = len(plan.todo) + len(plan.done)
+    limits = LimitRecorder(folder.path / "limits.jsonl")  # the adaptive limits' history, polled
     try:
         with RunProgress(f"{suite.name}", total, len(plan.done), enabled=show_progress) as progress:
 
             def deliver(record: SampleRecord) -> bool:
+                nonlocal errors
                 if record.key in recorded:
                     return False
                 folder.append(record)
                 recorded.add(record.key)
-                records.append(record)
+                errors += record.status == "error"
                 progress.advance(record.status == "error")
                 return True
 
-            await executor.run(plan, deliver)
+            await limits.watch(executor, executor.run(plan, deliver), progress.show_limits)
         finished = True
     finally:
         folder.close()
         manifest.status = "complete" if finished else "interrupted"
         manifest.ended = now_iso()
-        summary = summarize(suite, manifest, records, executor.call_stats())
+        summary = summarize(suite, manifest, folder.iter_samples(), executor.call_stats())
+        limits.add_to(summary)
+        limits.close()
         folder.write_summary(summary)
         folder.write_manifest(manifest)
-        index.record(manifest, summary, len(records), sum(r.status == "error" for r in records))
+        index.record(manifest, summary, summary.counts["samples"], summary.counts["sample_errors"])
         index.close()
         try:
             await executor.aclose()
@@ -452,46 +470,19 @@ async def execute(plan: RunPlan, *, show_progress: bool = True, executor: Execut
     return summary
 
 
-def summarize(suite: Suite, manifest: RunManifest, records: list[SampleRecord],
+def summarize(suite: Suite, manifest: RunManifest, records: Iterable[SampleRecord],
               call_stats: dict[str, CallStats]) -> RunSummary:
-    # In sample order, not completion order: a bootstrap CI (and a float sum) depends on the order
-    # of its units, and the same records must give the same summary however the run was scheduled.
-    records = sorted(records, key=lambda r: (r.sample_id, r.epoch))
-    usage: dict[str, Usage] = {}
-    for rec in records:
-        for role, u in rec.usage.items():
-            usage.setdefault(role, Usage()).add(u)
+    """The run's summary from its records, a list or a stream from samples.jsonl (one pass; the
+    same figures either way: see harness/summary.py)."""
+    found = figures(suite, records, manifest.config.seed)
     calls = {name: {"calls": s.calls, "cache_hits": s.cache_hits, "retries": s.retries,
                     "failures": s.failures, "errors_by_kind": s.errors_by_kind} for name, s in call_stats.items()}
-    counts = {"samples": len(records), "sample_errors": sum(r.status == "error" for r in records)}
-    counts |= suite.counts(records)
-    seed = manifest.config.seed
     return RunSummary(
         run_id=manifest.run_id, suite=suite.name, suite_version=suite.version,
-        headline_metric=suite.headline_metric, metrics=suite.metrics(records, seed=seed),
-        breakdowns=suite.breakdowns(records, seed=seed), epochs=epoch_spread(suite, records, seed),
-        counts=counts, usage=usage, calls=calls, official=suite.official_summary(records),
+        headline_metric=suite.headline_metric, metrics=found.metrics, breakdowns=found.breakdowns,
+        epochs=found.epochs, counts=found.counts, usage=found.usage, calls=calls, official=found.official,
         scorer=manifest.scorer, source_run=manifest.source_run,
     )
-
-
-def epoch_spread(suite: Suite, records: list[SampleRecord], seed: int) -> dict[str, dict[str, Any]]:
-    """With --epochs k: each metric per epoch, their mean and (sample) standard deviation --
-    how much a score moves between repeats of the same run, beside the CI over samples."""
-    epochs = sorted({r.epoch for r in records})
-    if len(epochs) < 2:
-        return {}
-    per_epoch = [suite.metrics([r for r in records if r.epoch == e], seed=seed) for e in epochs]
-    out: dict[str, dict[str, Any]] = {}
-    for name in per_epoch[0]:
-        values = [m[name].value for m in per_epoch]
-        present = [v for v in values if v is not None]
-        mean = sum(present) / len(present) if present else None
-        std = None
-        if mean is not None and len(present) > 1:
-            std = (sum((v - mean) ** 2 for v in present) / (len(present) - 1)) ** 0.5
-        out[name] = {"values": values, "mean": mean, "std": std}
-    return out
 
 
 def run_eval(plan: RunPlan, *, show_progress: bool = True, executor: Executor | None = None) -> RunSummary:

@@ -2,8 +2,10 @@
 
 Big runs stay responsive because a page never loads the whole run: a run's samples.jsonl gets an
 index of byte offsets (one pass, kept in memory, extended as a running run appends), and a page
-parses only the lines it shows. The id, epoch and status of every line are read from the line's
-first bytes while indexing, so filtering by status or id needs no JSON parsing either.
+parses only the lines it shows (offset/limit). The id, epoch and status of every line are read
+from the line's first bytes while indexing (`harness.records.scan_heads`), so filtering by status
+or id needs no JSON parsing either. The index is compact -- offsets, epochs and statuses in typed
+arrays, one id string per line -- so a run of a million samples indexes in tens of MB.
 
 URLs map to runs through the run dirs' `index.sqlite`, never to file paths: a request can only
 reach a run folder the index names.
@@ -12,8 +14,9 @@ reach a run folder the index names.
 from __future__ import annotations
 
 import json
-import re
 import threading
+from array import array
+from collections.abc import Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,14 +24,14 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from harness.errors import HarnessError
+from harness.records import Head, scan_heads
 from leaderboards.runs import RunInfo, check_run_dirs, load_runs
 from leaderboards.viewer_pages import page, run_page, runs_page, sample_page
 
 HOST = "127.0.0.1"  # loopback only: records can hold prompts and outputs nobody meant to publish
 PER_PAGE = 50
 MAX_PER_PAGE = 500
-# SampleRecord.model_dump_json writes these fields first and without spaces.
-_HEAD = re.compile(rb'^\{"sample_id":("(?:[^"\\]|\\.)*"),"epoch":(-?\d+),"seed":-?\d+,"status":"([a-z_]+)"')
+STATUSES = ("ok", "error")  # a line's status as one byte: its place here (anything else: len(STATUSES))
 # No scripts, no remote anything: even a rendering bug cannot run or fetch what a model wrote.
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; base-uri 'none'"
 
@@ -42,8 +45,10 @@ class SampleIndex:
         self._reset()
 
     def _reset(self) -> None:
-        self.offsets: list[int] = []
-        self.heads: list[tuple[str, int, str]] = []
+        self.offsets = array("q")  # byte offset of each shown line
+        self.ids: list[str] = []
+        self.epochs = array("q")
+        self.statuses = bytearray()
         self._keys: set[tuple[str, int]] = set()
         self._end = 0
 
@@ -59,29 +64,19 @@ class SampleIndex:
                 self._reset()  # replaced or repaired: start over
             if size == self._end:
                 return
-            with open(self.path, "rb") as fh:
-                fh.seek(self._end)
-                pos = self._end
-                for line in fh:
-                    if not line.endswith(b"\n"):
-                        break
-                    if line.strip():
-                        self._add(pos, line)
-                    pos += len(line)
-            self._end = pos
+            for head in scan_heads(self.path, self._end):
+                self._add(head)
+                self._end = head.end
 
-    def _add(self, pos: int, line: bytes) -> None:
-        match = _HEAD.match(line)
-        if match:
-            head = (json.loads(match[1]), int(match[2]), match[3].decode())
-        else:  # written by another writer: parse it once
-            rec = json.loads(line)
-            head = (str(rec.get("sample_id")), int(rec.get("epoch", 0)), str(rec.get("status")))
-        if head[:2] in self._keys:  # a duplicate key: readers keep the first, so does the viewer
+    def _add(self, head: Head) -> None:
+        key = (head.sample_id, head.epoch)
+        if key in self._keys:  # a duplicate key: readers keep the first, so does the viewer
             return
-        self._keys.add(head[:2])
-        self.offsets.append(pos)
-        self.heads.append(head)
+        self._keys.add(key)
+        self.offsets.append(head.offset)
+        self.ids.append(head.sample_id)
+        self.epochs.append(head.epoch)
+        self.statuses.append(STATUSES.index(head.status) if head.status in STATUSES else len(STATUSES))
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -91,10 +86,20 @@ class SampleIndex:
             fh.seek(self.offsets[i])
             return json.loads(fh.readline())
 
-    def select(self, status: str = "", q: str = "") -> list[int]:
+    def head(self, i: int) -> tuple[str, int, str]:
+        """(sample_id, epoch, status) of line i, without reading the file."""
+        code = self.statuses[i]
+        return self.ids[i], self.epochs[i], STATUSES[code] if code < len(STATUSES) else "?"
+
+    def select(self, status: str = "", q: str = "") -> Sequence[int]:
+        """The line numbers a filter keeps; with no filter, a range (no list of a million numbers
+        per page view)."""
+        if not status and not q:
+            return range(len(self.offsets))
+        code = STATUSES.index(status) if status in STATUSES else -1
         q = q.lower()
-        return [i for i, (sid, _, st) in enumerate(self.heads)
-                if (not status or st == status) and (not q or q in sid.lower())]
+        return [i for i, sid in enumerate(self.ids)
+                if (not status or self.statuses[i] == code) and (not q or q in sid.lower())]
 
 
 class Viewer:

@@ -20,11 +20,28 @@ def bench_runner(
     executor: str = typer.Option("asyncio", "--executor",
                                  help="asyncio: runner vs the raw client; ray: the Ray executor vs the asyncio one."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: a cluster's HOST:PORT."),
+    model: str = typer.Option("loopback", "--model",
+                              help="loopback: the echo server, runner vs raw client; instant: the in-process instant "
+                                   "model -- samples/s, peak RSS, resume-scan and summary time of a run of --samples."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir",
+                                           help="--model instant: where the (temporary) run goes (default: the system's temp)."),
 ) -> None:
     """The harness's own overhead: full runner vs the raw openai client on an instant server
-    (or, with --executor ray, Ray tasks vs the asyncio executor)."""
+    (or, with --executor ray, Ray tasks vs the asyncio executor; with --model instant, what
+    records cost at scale)."""
     from harness.bench import bench_runner as run
 
+    if model not in ("loopback", "instant"):
+        fail(f"--model {model!r}: use loopback (the echo server) or instant (the in-process instant model)")
+    if model == "instant":
+        from harness.bench import bench_instant
+
+        if executor != "asyncio" or ray_address is not None:
+            fail("--model instant measures the records with the asyncio executor: drop --executor/--ray-address")
+        if run_dir is not None and not run_dir.is_dir():
+            fail(f"--run-dir {run_dir}: not a folder; create it or leave the flag out")
+        bench_instant(samples, concurrency, out, run_dir)
+        return
     if executor == "ray":
         from harness.bench import bench_ray
         from harness.errors import HarnessError
@@ -63,13 +80,25 @@ def bench_adapters(
     gen_len: int = typer.Option(32, "--gen-len", min=1),
     max_loras: Optional[int] = typer.Option(None, "--max-loras", min=1, help="Resident adapter slots (default min(A, 8))."),
     max_num_seqs: int = typer.Option(64, "--max-num-seqs", min=1),
+    popularity: str = typer.Option("uniform", "--popularity", help="uniform or zipf (adapter k has weight 1/(k+1)^s)."),
+    zipf_s: float = typer.Option(1.1, "--zipf-s"),
+    arrival: str = typer.Option("t0", "--arrival", help="t0 (all at once) or poisson (needs --rate)."),
+    rate: Optional[float] = typer.Option(None, "--rate", help="--arrival poisson: requests per second."),
+    max_cpu_loras: Optional[int] = typer.Option(None, "--max-cpu-loras", min=1,
+                                                help="Host adapter cache (default min(distinct used, 64))."),
+    device: str = typer.Option("cpu", "--device", help="local engine: cpu or cuda (model, KV pool, adapter slots)."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="float32 (CPU default) or bfloat16 (CUDA default)."),
+    model_shape: Optional[str] = typer.Option(None, "--model-shape",
+                                              help="A random-weight Llama: tiny, smollm2-135m, llama-3.2-1b, llama-3.1-8b."),
+    lora_backend: str = typer.Option("auto", "--lora-backend", help="auto, segmented or triton."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="torch threads for the run."),
     seed: int = typer.Option(0, "--seed"),
     out_dir: Path = typer.Option(Path("bench/adapters"), "--out", help="Folder for JSON, CSV and plot."),
     vllm_model: Optional[str] = typer.Option(None, "--vllm-model",
                                              help="--engine vllm: base model path or hub id (default: the embedded model)."),
 ) -> None:
-    """Adapter serving: tokens/s, requests/s, TTFT/TPOT per mode and adapter count, base as ceiling."""
+    """Adapter serving: tokens/s, requests/s, TTFT/TPOT per mode and adapter count, base as ceiling.
+    At least 2A requests per adapter count A, so every adapter is used."""
     from kernels.preft.bench import format_table, run_adapter_bench
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
@@ -80,7 +109,9 @@ def bench_adapters(
                                    rank=rank, requests=requests, prompt_len=prompt_len, gen_len=gen_len,
                                    max_loras=max_loras, max_num_seqs=max_num_seqs, seed=seed, out_dir=out_dir,
                                    threads=threads, progress=lambda msg: err.print(msg, highlight=False),
-                                   model=vllm_model if engine == "vllm" else None)
+                                   model=vllm_model if engine == "vllm" else None, popularity=popularity,
+                                   zipf_s=zipf_s, arrival=arrival, rate=rate, max_cpu_loras=max_cpu_loras,
+                                   device=device, dtype=dtype, model_shape=model_shape, lora_backend=lora_backend)
     except ValueError as exc:
         fail(str(exc))
     out.print(format_table(result), highlight=False)

@@ -11,26 +11,34 @@ Workers build their own models (no call cache: the run dir's cache is the driver
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from typing import Any
 
 from harness.calls import CallStats
 from harness.errors import HarnessError
 from harness.executors.dispatch import AttemptJournal, ChunkResult, chunk_size, cut_chunks, dispatch_chunks
+from harness.executors.ray_limits import RayLimits
+from harness.limits import Limiter, limit_key
 from harness.records import RunConfig
 from harness.runner import Deliver, RunPlan, WorkItem, build_models, run_items, stats_by_name
+from harness.spec import ModelSpec
 from harness.suite import Suite
 
+# Ray's switch (off by default) for its raylet to kill, within seconds, every process a worker
+# started, even one the worker's death orphaned; on a `ray start` cluster set it on each node.
+SUBREAPER = "RAY_kill_child_processes_on_worker_exit_with_raylet_subreaper"
 RAY_TASK_RETRIES = 3  # Ray's own retries of a task whose worker or node died
 DRIVER_ATTEMPTS = 3  # then the driver sends the chunk again, up to this many times
 
 
 def run_chunk(suite: Suite, config: RunConfig, roles: tuple[str, ...], items: list[WorkItem]) -> ChunkResult:
     """The task body, on a worker: the chunk's samples with the run's concurrency, fresh models
-    (they hold connections bound to this task's event loop), closed at the end."""
+    (they hold connections bound to this task's event loop), closed at the end. Their calls in
+    flight count against the cluster's one limiter actor per provider+key (`ray_limits.py`)."""
 
     async def go() -> ChunkResult:
-        models = build_models(config, None, roles)
+        models = build_models(config, None, roles, limits=RayLimits(lease_s(config)))
         records: list[Any] = []
         try:
             await run_items(suite, config, items, models, records.append, config.max_connections)
@@ -40,6 +48,11 @@ def run_chunk(suite: Suite, config: RunConfig, roles: tuple[str, ...], items: li
         return ChunkResult(records=records, stats=stats_by_name(models), worker=node_id())
 
     return asyncio.run(go())
+
+
+def lease_s(config: RunConfig) -> float:
+    """How long a slot may be held before the limiter takes it back (its task died)."""
+    return config.call_timeout_s + 60
 
 
 def node_id() -> str:
@@ -79,6 +92,7 @@ class RayExecutor:
         self._journal: AttemptJournal | None = None
         self._refs: list[Any] = []
         self._started_ray = False
+        self._limiters: dict[str, Limiter] = {}
 
     def prepare(self, plan: RunPlan) -> None:
         try:
@@ -89,11 +103,23 @@ class RayExecutor:
             try:
                 # log_to_driver off: the workers' output would tear through the progress bar.
                 local: dict[str, Any] = {"include_dashboard": False} if self.address is None else {}
+                if self.address is None:
+                    # A local cluster's raylet (it inherits this) kills what a dead worker left behind,
+                    # grandchildren too (a browser under Playwright's driver); see docs/scale.md.
+                    os.environ.setdefault(SUBREAPER, "true")
                 ray.init(address=self.address, log_to_driver=False, configure_logging=False, **local)
             except ConnectionError as exc:
                 raise HarnessError(f"--ray-address {self.address}: could not join the cluster ({exc}); "
                                    "check `ray status` there") from exc
             self._started_ray = True
+        # The driver creates the limiter actors (they live as long as it does); tasks get them by name.
+        limits = RayLimits(lease_s(plan.config))
+        for role in plan.called_roles:
+            spec = ModelSpec.parse(plan.config.models[role], base_url=plan.config.endpoint(role))
+            self._limiters[spec.full] = limits.limiter(limit_key(spec), plan.config.max_connections)
+
+    def limiters(self) -> dict[str, Limiter]:
+        return self._limiters
 
     async def run(self, plan: RunPlan, deliver: Deliver) -> None:
         import ray

@@ -105,7 +105,23 @@ class ModelError(Exception):
 
 
 class RetryableModelError(ModelError):
-    """A call failed in a way that may pass on retry: 429, 5xx, timeout, connection error."""
+    """A call failed in a way that may pass on retry: 429, 5xx, timeout, connection error.
+
+    `rate_limited`: the provider said too many requests (HTTP 429): the adaptive limit
+    (`harness.limits`) backs off. `retry_after_s`: how long the provider asked to wait (its
+    `Retry-After`), None if it did not say."""
+
+    def __init__(self, message: str, *, rate_limited: bool = False, retry_after_s: float | None = None):
+        super().__init__(message)
+        self.rate_limited = rate_limited
+        self.retry_after_s = retry_after_s
+
+    def __reduce__(self) -> tuple[Any, ...]:  # keyword fields survive pickling (a Ray task's error)
+        return (_retryable, (str(self), self.rate_limited, self.retry_after_s))
+
+
+def _retryable(message: str, rate_limited: bool, retry_after_s: float | None) -> RetryableModelError:
+    return RetryableModelError(message, rate_limited=rate_limited, retry_after_s=retry_after_s)
 
 
 class ConstraintError(ModelError):

@@ -8,9 +8,13 @@ extra and the reply's form is left to the caller's re-ask path (`constrained_by=
 
 from __future__ import annotations
 
+import contextlib
+import email.utils
+import hashlib
 import json
 import os
 import time
+from datetime import datetime, timezone
 from typing import Any, cast
 from urllib.parse import urlparse
 
@@ -228,14 +232,48 @@ def parse_tool_calls(model_name: str, message: Any) -> list[ToolCall]:
 
 
 def classify_error(model_name: str, exc: Exception) -> ModelError:
-    """Map an `openai` exception (litellm's subclass them) to retryable or not."""
+    """Map an `openai` exception (litellm's subclass them) to retryable or not; a 429 is a rate
+    limit, and the response's Retry-After (if any) travels with the error."""
     status = getattr(exc, "status_code", None)
     what = f"{model_name}: {type(exc).__name__}" + (f" (HTTP {status})" if status else "")
     if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
         return RetryableModelError(what)
     if status is not None and (status >= 500 or status in (408, 409, 429)):
-        return RetryableModelError(what)
+        response = getattr(exc, "response", None)
+        headers = getattr(response, "headers", None) or {}
+        return RetryableModelError(what, rate_limited=status == 429, retry_after_s=retry_after(headers))
     return ModelError(what)
+
+
+def retry_after(headers: Any) -> float | None:
+    """Seconds to wait from a response's headers: `retry-after-ms` (OpenAI's, finer), else
+    `Retry-After` as seconds or as an HTTP date; None when neither says."""
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        with contextlib.suppress(ValueError):
+            return max(0.0, float(millis) / 1000.0)
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def limit_key(spec: ModelSpec) -> str:
+    """One adaptive limit per endpoint and API key (`harness.limits`): every `openai/` model on
+    the same base URL with the same key shares it. The key enters only as a short hash."""
+    key = os.environ.get("OPENAI_API_KEY") or ""
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12] if key else "none"
+    return f"openai|{spec.base_url or 'https://api.openai.com/v1'}|key:{digest}"
 
 
 class OpenAIProvider:
@@ -248,6 +286,9 @@ class OpenAIProvider:
 
     def create(self, spec: ModelSpec) -> OpenAIModel:
         return OpenAIModel(spec.name, spec.base_url)
+
+    def limit_key(self, spec: ModelSpec) -> str:
+        return limit_key(spec)
 
 
 PROVIDER = OpenAIProvider()

@@ -126,9 +126,10 @@ def test_cache_makes_a_rerun_identical_without_calling_the_model(tmp_path):
 
 def test_retries_ride_out_429_500_and_timeouts(tmp_path):
     run_dir = tmp_path / "runs"
-    # Every distinct request meets 429, 500, a hang and 503 before it is answered: four retries
-    # per call are needed and suffice.
-    faults = ("--faults", "429,500,timeout,503", "--per-request", "--hang-s", "5")
+    # Every distinct request meets a hang, 500, 503 and 429 before it is answered: four retries
+    # per call are needed and suffice. The 429 comes last: it halves the shared concurrency limit,
+    # and hangs at limit 1 would run one after another (correct back-off, slow test).
+    faults = ("--faults", "timeout,500,503,429", "--per-request", "--hang-s", "5")
     with running_server("--echo", "--reply", JUDGE_PASS, *faults) as url:
         proc = harness_cli("eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j",
                            "--limit", "2", "--call-timeout", "1", "--max-retries", "4", "--max-connections", "4",

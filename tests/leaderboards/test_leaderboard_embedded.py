@@ -2,13 +2,15 @@
 
 One run uses the embedded model in every role (a 135M judge mostly fails to produce a verdict:
 SKIPPED, which the leaderboard must carry as "no value", not as zero); one uses it as the model
-under test with an instant loopback judge, so both runs share their samples.
+under test with an instant loopback judge, so both runs share their samples. The same command
+run again over a copy of the run dir checks the call cache (end to end, on the real model).
 """
 
 from __future__ import annotations
 
 import io
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -90,3 +92,27 @@ def test_compare_and_view_embedded_model_runs(embedded_runs):
     record = RunFolder(run_dir, ids["local"]).read_samples()
     assert status == 200 and any(r.sample_id in html for r in record)
     assert 'class="label ' in html and "model under test" in html
+
+
+def test_a_rerun_is_identical_from_the_cache(embedded_runs, tmp_path):
+    """The same command again over a copy of the run dir (its call cache included): every call a
+    cache hit, the same replies and verdicts; sampling used the per-sample seed, usage per role."""
+    run_dir, ids = embedded_runs
+    copy = tmp_path / "copy"
+    shutil.copytree(run_dir, copy)
+    proc = harness_cli("eval", *SMALL, "--judge-max-tokens", "32", "--run-dir", str(copy), env=torch_env())
+    assert proc.returncode == 0, proc.stderr
+    assert HEADLINE in proc.stdout
+    [rerun] = [p.name for p in copy.iterdir() if (p / "manifest.json").exists() and p.name not in ids.values()]
+    a, b = (sorted(RunFolder(copy, i).read_samples(), key=lambda r: r.key) for i in (ids["local"], rerun))
+    texts = lambda recs: [t["assistant_response"] for r in recs for t in r.output["turn_records"]]  # noqa: E731
+    verdicts = lambda recs: [v["evaluation_result"] for r in recs for v in r.scores["verdicts"]]  # noqa: E731
+    assert len(a) == len(b) == 2 and texts(a) == texts(b) and verdicts(a) == verdicts(b)
+    assert all(c.cached for r in b for c in r.calls) and not any(c.cached for r in a for c in r.calls)
+    for rec in a:
+        assert rec.usage["assistant"].calls == len(rec.output["trigger_points"])
+        assert rec.usage["judge"].calls >= len(rec.output["trigger_points"])
+        assert rec.usage["assistant"].completion_tokens <= 16 * rec.usage["assistant"].calls
+    counts = RunFolder(copy, rerun).read_summary().counts
+    judged = counts["triggers_pass"] + counts["triggers_partial"] + counts["triggers_fail"] + counts["triggers_skipped"]
+    assert judged == sum(len(r.output["trigger_points"]) for r in a)

@@ -88,7 +88,8 @@ def test_report_renders_its_charts_offline(loopback_runs, report_run_dir, tmp_pa
     assert full["problems"] == [] and full["requests"] == []
     assert full["families"] == ["adv0", "papers.made_up_task", "papers", "proact", "prograf", "serving"]
     assert "metric-bars-proact" in [c["name"] for c in full["charts"]]  # an agent suite's leaderboard chart
-    assert sorted(p["family"] for p in full["pictures"]) == ["adv0", "adv0", "prograf", "prograf"]
+    # adv0: two filmstrips; prograf: two SVG renders and the DOT flowchart, drawn from its parsed scene
+    assert sorted(p["family"] for p in full["pictures"]) == ["adv0", "adv0", "prograf", "prograf", "prograf"]
     assert all(p["complete"] and p["w"] > 0 for p in full["pictures"]), full["pictures"]
     # the verdicts in words, a miss in red
     assert [v[0] for v in full["verdicts"]] == ["inconclusive", "not reproduced", "reproduced"]
