@@ -8,7 +8,7 @@ in a way a world model can state, not every pixel of motion. The `game` entity (
 read from the emulator itself for every one of the 26 games; games without an extractor get only
 that (coarser deltas, said so in `coarse`).
 
-Irreversible: a life lost (Breakout), a point conceded (Pong), the game ending (any game); the
+Irreversible: a life lost (Breakout), a point conceded (Pong, Boxing), the game ending (any game); the
 cost is the number of lives / points lost (1 for the game's end).
 """
 
@@ -89,9 +89,59 @@ def pong(ram: np.ndarray, prev: Frame | None) -> Frame:
     return Frame(objects, raw, relations, heading)
 
 
-EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {"breakout": breakout, "pong": pong}
-# Points the opponent scores (RAM), an irreversible loss in games without lives.
-CONCEDED: dict[str, int] = {"pong": 13}
+def _bcd(byte: int) -> int:
+    """A binary-coded-decimal RAM byte (0x16 -> 16), as Activision games keep their scores."""
+    return (byte >> 4) * 10 + (byte & 0x0F)
+
+
+FREEWAY_LANES = 10  # RAM 108..117: car x per lane; lanes 0-4 drive right, 5-9 left
+
+
+def freeway(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """Chicken y (RAM 14, rises from ~6 at the bottom kerb to ~177, then resets as a point is
+    scored), car x per lane (RAM 108..117). A crossing is the chicken's y wrapping from the top
+    back to the bottom. A car's push-back is not told apart from the player walking DOWN (both move
+    the chicken down a pixel a frame, and no RAM byte flags the hit), so it is left as motion."""
+    praw = prev.raw if prev else {}
+    cy = int(ram[14])
+    objects: Objects = {"chicken": _moving("chicken", 0, cy, praw)}
+    raw: Raw = {"chicken": (0, cy)}
+    for lane in range(FREEWAY_LANES):
+        name, cx = f"car{lane}", int(ram[108 + lane])
+        objects[name] = _moving(name, cx, 0, praw)
+        raw[name] = (cx, 0)
+    relations: set[tuple[str, str, str]] = set()
+    if "chicken" in praw and praw["chicken"][1] > 150 and cy < 20:  # wrapped top -> bottom: crossed
+        objects["chicken"]["dy"] = 1
+        relations.add(("chicken", "crossed", "road"))
+    return Frame(objects, raw, relations)
+
+
+def boxing(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """Player x/y (RAM 32/34), enemy x/y (33/35), each boxer's landed punches (BCD, RAM 18/19).
+    A landed punch is a contact: `punched` from the boxer whose count rose."""
+    praw = prev.raw if prev else {}
+    objects: Objects = {}
+    raw: Raw = {}
+    for name, (xa, ya, pa) in {"player": (32, 34, 18), "enemy": (33, 35, 19)}.items():
+        x, y = int(ram[xa]), int(ram[ya])
+        objects[name] = {**_moving(name, x, y, praw), "punches": _bcd(int(ram[pa]))}
+        raw[name] = (x, y)
+    relations: set[tuple[str, str, str]] = set()
+    if prev is not None:
+        for hitter, target in (("player", "enemy"), ("enemy", "player")):
+            if objects[hitter]["punches"] > prev.objects.get(hitter, {}).get("punches", 0):
+                relations.add((hitter, "punched", target))
+    return Frame(objects, raw, relations)
+
+
+EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {
+    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing}
+# Points the opponent scores (read from RAM), an irreversible loss in games without lives.
+CONCEDED: dict[str, Callable[[np.ndarray], int]] = {
+    "pong": lambda ram: int(ram[13]),
+    "boxing": lambda ram: _bcd(int(ram[19])),  # the enemy's landed punches
+}
 
 
 def read(game: str, ram: np.ndarray, score: float, lives: int, prev: Frame | None) -> Frame:
@@ -100,7 +150,7 @@ def read(game: str, ram: np.ndarray, score: float, lives: int, prev: Frame | Non
     frame = extractor(ram, prev) if extractor else Frame({}, {})
     frame.objects["game"] = {"score": int(score), "lives": int(lives)}
     if game in CONCEDED:
-        frame.objects["game"]["conceded"] = int(ram[CONCEDED[game]])
+        frame.objects["game"]["conceded"] = CONCEDED[game](ram)
     return frame
 
 

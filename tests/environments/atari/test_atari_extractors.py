@@ -1,0 +1,54 @@
+"""Freeway and Boxing extractors against the real emulator: each RAM address is checked by what a
+known action does to it (no sticky actions, so the script alone decides the episode)."""
+
+from __future__ import annotations
+
+from environments.atari.env import AtariEnvironment
+from environments.atari.objects import _bcd, coarse
+
+
+def play(game: str, actions: list[str]):
+    env = AtariEnvironment(sticky=0.0)
+    env.reset({"game": game, "seed": 0})
+    return [env.step(a) for a in actions], env
+
+
+def changes(delta) -> dict[tuple[str, str], object]:
+    return {(a.entity, a.attribute): a.after for a in delta.attributes}
+
+
+def test_bcd_scores():
+    assert [_bcd(b) for b in (0x00, 0x09, 0x10, 0x16, 0x99)] == [0, 9, 10, 16, 99]
+
+
+def test_freeway_up_moves_the_chicken_up_and_a_crossing_scores():
+    assert not coarse("freeway")
+    results, _ = play("freeway", ["up"] * 40)
+    first = changes(results[0].delta)
+    assert first[("chicken", "dy")] == 1 and first[("chicken", "y")] > 0
+    # The cars drive on their own: the five lower lanes to the right, the five upper ones to the left.
+    moved = {(e, k): v for r in results[:3] for (e, k), v in changes(r.delta).items() if k == "dx"}
+    assert all(moved.get((f"car{lane}", "dx"), 1) == 1 for lane in range(5))
+    assert all(moved.get((f"car{lane}", "dx"), -1) == -1 for lane in range(5, 10))
+    assert any(moved.get((f"car{lane}", "dx")) for lane in range(10))
+    crossings = [i for i, r in enumerate(results)
+                 if any(rel.relation == "crossed" for rel in r.delta.relations_added)]
+    assert crossings, "40 steps of UP (640 frames) cross the road at least once"
+    at = results[crossings[0]].delta
+    assert changes(at)[("game", "score")] == 1 and at.reversible  # a point scored, nothing lost
+    assert "- chicken:" in results[0].observation.text and "- car9:" in results[0].observation.text
+
+
+def test_boxing_moves_follow_the_stick_and_a_landed_punch_is_a_conceded_point():
+    results, _ = play("boxing", ["right", "right", "down", "down"])
+    assert changes(results[0].delta)[("player", "dx")] == 1
+    assert changes(results[2].delta)[("player", "dy")] == 1
+    # Standing still, the computer boxer lands punches: a contact relation and an irreversible point.
+    results, env = play("boxing", ["noop"] * 60)
+    punched = [r.delta for r in results if any(rel.relation == "punched" for rel in r.delta.relations_added)]
+    assert punched, "the computer lands a punch within 60 idle steps (960 frames)"
+    first = punched[0]
+    assert [(r.subject, r.object) for r in first.relations_added] == [("enemy", "player")]
+    assert not first.reversible and first.irreversible_cost >= 1
+    assert changes(first)[("game", "conceded")] == changes(first)[("enemy", "punches")] >= 1
+    assert env.evaluate()["score"] < 0
