@@ -135,8 +135,25 @@ def boxing(ram: np.ndarray, prev: Frame | None) -> Frame:
     return Frame(objects, raw, relations)
 
 
+def ms_pacman(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """Ms. Pac-Man x/y (RAM 10/16; LEFT lowers x, UP lowers y), the four ghosts' x/y (6..9 /
+    12..15), and the dots eaten this level (RAM 119, one a dot): eating is `ate dot`."""
+    praw = prev.raw if prev else {}
+    objects: Objects = {}
+    raw: Raw = {}
+    for name, (xa, ya) in {"pacman": (10, 16), **{f"ghost{i}": (6 + i, 12 + i) for i in range(4)}}.items():
+        x, y = int(ram[xa]), int(ram[ya])
+        objects[name] = _moving(name, x, y, praw)
+        raw[name] = (x, y)
+    objects["pacman"]["dots"] = int(ram[119])
+    relations: set[tuple[str, str, str]] = set()
+    if prev is not None and objects["pacman"]["dots"] > prev.objects.get("pacman", {}).get("dots", 0):
+        relations.add(("pacman", "ate", "dot"))
+    return Frame(objects, raw, relations)
+
+
 EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {
-    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing}
+    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing, "ms_pacman": ms_pacman}
 # Points the opponent scores (read from RAM), an irreversible loss in games without lives.
 CONCEDED: dict[str, Callable[[np.ndarray], int]] = {
     "pong": lambda ram: int(ram[13]),

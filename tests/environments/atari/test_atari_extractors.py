@@ -52,3 +52,20 @@ def test_boxing_moves_follow_the_stick_and_a_landed_punch_is_a_conceded_point():
     assert not first.reversible and first.irreversible_cost >= 1
     assert changes(first)[("game", "conceded")] == changes(first)[("enemy", "punches")] >= 1
     assert env.evaluate()["score"] < 0
+
+
+def test_ms_pacman_follows_the_stick_eats_dots_and_the_ghosts_move():
+    """No input moves anything during the opening tune (16 agent steps); then Ms. Pac-Man sets off
+    left on her own, RIGHT turns her round, every step along the corridor eats a dot."""
+    results, _ = play("ms_pacman", ["noop"] * 17 + ["right"] * 4)
+    assert all(not r.delta.attributes for r in results[:16])
+    assert changes(results[16].delta)[("pacman", "dx")] == -1
+    assert changes(results[17].delta)[("pacman", "dx")] == 1
+    xs = [changes(r.delta)[("pacman", "x")] for r in results[17:]]
+    assert xs == sorted(xs) and xs[-1] > xs[0]
+    eaten = [r.delta for r in results if any(rel.relation == "ate" for rel in r.delta.relations_added)]
+    dots = [changes(d)[("pacman", "dots")] for d in eaten]
+    assert len(eaten) == 5 and dots == list(range(1, 6))
+    assert all(d.reversible for d in eaten)  # a dot eaten is progress, not a loss
+    ghosts = {e for r in results[16:] for (e, k) in changes(r.delta) if e.startswith("ghost") and k in ("x", "y")}
+    assert len(ghosts) >= 3
