@@ -18,6 +18,8 @@ def _secret_values() -> list[str]:
 def redact_url(url: str | None) -> str | None:
     if not url:
         return url
+    if "," in url:  # several replicas (`--base-url URL1,URL2`): each one redacted
+        return ",".join(redact_url(u.strip()) or "" for u in url.split(","))
     parts = urlsplit(url)
     if parts.password:
         netloc = f"{parts.username}:{MASK}@{parts.hostname}" + (f":{parts.port}" if parts.port else "")

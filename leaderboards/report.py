@@ -34,7 +34,11 @@ figure.picture img { max-width: 100%; border: 1px solid #ccc; display: block; }
 .pictures { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }
 .pictures > .item { max-width: 34rem; } .pictures > .wide { flex-basis: 100%; }
 .side { display: flex; flex-wrap: wrap; gap: 1rem; align-items: flex-start; }
-table.claims { font-size: .85rem; width: 100%; } table.claims td:nth-child(3) { font-size: .78rem; }
+table.claims { font-size: .85rem; width: 100%; table-layout: fixed; } table.claims td:nth-child(3) { font-size: .78rem; }
+table.claims td, table.claims th { overflow-wrap: anywhere; }  /* ten columns must fit the page: wrap anywhere */
+table.claims th:nth-child(1) { width: 8%; } table.claims th:nth-child(2) { width: 10%; }
+table.claims th:nth-child(3) { width: 21%; } table.claims th:nth-child(8) { width: 12%; }
+table.claims th:nth-child(9) { width: 4%; } table.claims th:nth-child(10) { width: 5%; }
 table.compact { font-size: .82rem; margin: .25rem 0; } table.compact td, table.compact th { padding: .1rem .35rem; }
 """
 # The classes above are the ones a suite's report hook may use (leaderboards/README.md lists them).

@@ -33,7 +33,7 @@ def eval_cmd(
     action_format: Optional[str] = typer.Option(
         None, "--action-format", help="How an agentic suite's agent is asked for its actions: free (parsed from text), "
         "tools (native tool calls) or constrained (decoding held to the admissible actions) (= --suite-option action_format=...)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="Endpoint for openai/ and litellm/ models; URL1,URL2 names replicas of an openai/ model (least-loaded routing)."),
     corpus: Optional[str] = typer.Option(None, "--corpus", help="Corpus JSONL path or Hugging Face dataset id."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Run only the first N samples."),
     epochs: int = typer.Option(1, "--epochs", min=1, help="Repeat every sample K times (own seed each)."),

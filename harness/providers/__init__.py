@@ -7,6 +7,7 @@ from importlib.metadata import entry_points
 from typing import Protocol
 
 from harness.errors import HarnessError
+from harness.replicas import split_urls
 from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, RetryableModelError, Usage
 from harness.spec import ModelSpec, provider_names
 
@@ -51,24 +52,29 @@ def load_model(spec: ModelSpec) -> Model:
 
 def check_reachable(endpoints: Mapping[str, tuple[str, str | None]], timeout_s: float = 5.0) -> None:
     """Fail fast, before anything is recorded, when a remote endpoint cannot be reached.
-    `endpoints`: role -> (model spec, base URL or None) for the roles a run will call."""
-    import socket
-    from urllib.parse import urlparse
-
+    `endpoints`: role -> (model spec, base URL or None) for the roles a run will call; a base URL
+    naming several replicas (URL1,URL2) has each of them checked."""
     for role, (text, base_url) in endpoints.items():
         if text.startswith("local/"):
             continue
-        url = base_url or ("https://api.openai.com/v1" if text.startswith("openai/") else None)
-        if url is None:
-            continue
-        parsed = urlparse(url)
-        if not parsed.hostname:
-            raise HarnessError(f"--base-url {url!r} is not a URL: write e.g. http://127.0.0.1:8000/v1")
-        port = parsed.port or (443 if parsed.scheme == "https" else 80)
-        try:
-            socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
-        except OSError as exc:
+        default = "https://api.openai.com/v1" if text.startswith("openai/") else None
+        for url in split_urls(base_url) or ([default] if default else []):
             flag = f"the endpoint of {role} ({text})" if base_url else f"the endpoint of {text}"
-            raise HarnessError(
-                f"{flag} {url} is unreachable ({exc.strerror or exc}): start the server (e.g. `harness serve`) or fix --base-url"
-            ) from exc
+            _check_one(flag, url, timeout_s)
+
+
+def _check_one(flag: str, url: str, timeout_s: float) -> None:
+    """One endpoint accepts a TCP connection, or one clear error naming it."""
+    import socket
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    if not parsed.hostname:
+        raise HarnessError(f"--base-url {url!r} is not a URL: write e.g. http://127.0.0.1:8000/v1")
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout_s).close()
+    except OSError as exc:
+        raise HarnessError(
+            f"{flag} {url} is unreachable ({exc.strerror or exc}): start the server (e.g. `harness serve`) or fix --base-url"
+        ) from exc

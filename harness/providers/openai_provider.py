@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any, cast
 from urllib.parse import urlparse
@@ -22,6 +23,7 @@ import openai
 from openai.types.chat import ChatCompletionMessageParam
 
 from harness.errors import HarnessError
+from harness.replicas import LeastLoaded, split_urls
 from harness.spec import ModelSpec
 from harness.providers.base import (
     ConstraintError,
@@ -50,25 +52,41 @@ def api_key_for(base_url: str | None) -> str:
 
 
 class OpenAIModel:
+    """One model behind one endpoint, or behind several replicas (`base_url` "URL1,URL2"): each
+    request then goes to the least-loaded replica (`harness.replicas`)."""
+
     def __init__(self, name: str, base_url: str | None = None):
         self.name = f"openai/{name}"
         self.model_id = name
         self.base_url = base_url
         # Retries are the runner's job (harness.calls), so the client's own are off.
-        self.client = openai.AsyncOpenAI(
-            api_key=api_key_for(base_url),
-            base_url=base_url,
-            max_retries=0,
-            timeout=None,
-        )
+        urls: list[str | None] = list(split_urls(base_url)) or [None]
+        self.replicas = LeastLoaded([
+            openai.AsyncOpenAI(api_key=api_key_for(url), base_url=url, max_retries=0, timeout=None) for url in urls])
+
+    @property
+    def client(self) -> openai.AsyncOpenAI:
+        """The first replica's client (the only one when a single endpoint is named)."""
+        return self.replicas.replicas[0]
+
+    @contextlib.contextmanager
+    def _replica(self) -> Iterator[openai.AsyncOpenAI]:
+        """The least-loaded replica for one request; a connection failure leaves it out a while."""
+        with self.replicas.use() as (i, client):
+            try:
+                yield client
+            except openai.APIConnectionError:
+                self.replicas.mark_down(i)
+                raise
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         started = time.perf_counter()
         params, path = constraint_params(config, self_hosted=self.base_url is not None)
         try:
-            resp = await self.client.chat.completions.create(
-                model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", messages),
-                **chat_params(config), **params)
+            with self._replica() as client:
+                resp = await client.chat.completions.create(
+                    model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", messages),
+                    **chat_params(config), **params)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
         return to_output(self.name, resp, started, path)
@@ -87,8 +105,9 @@ class OpenAIModel:
             if self.base_url is not None:
                 extra["extra_body"] = {"structured_outputs": outputs}
         try:
-            resp = await self.client.completions.create(model=self.model_id, prompt=prompt,
-                                                        **chat_params(config), **extra)
+            with self._replica() as client:
+                resp = await client.completions.create(model=self.model_id, prompt=prompt,
+                                                       **chat_params(config), **extra)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
         if not resp.choices:
@@ -98,7 +117,8 @@ class OpenAIModel:
                            usage=_usage(resp), latency_s=time.perf_counter() - started, constrained_by=path)
 
     async def aclose(self) -> None:
-        await self.client.close()
+        for client in self.replicas.replicas:
+            await client.close()
 
 
 def chat_params(config: GenerateConfig) -> dict[str, Any]:

@@ -323,7 +323,7 @@ def test_openai_provider_against_api_openai_com_leaves_choice_to_reask(scripted,
     async def go() -> ModelOutput:
         m = load_model(ModelSpec.parse("openai/m"))
         await m.client.close()
-        m.client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0)
+        m.replicas.replicas[0] = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0)
         try:
             return await m.generate(MESSAGES, GenerateConfig(choice=["yes", "no"]))
         finally:
