@@ -14,7 +14,7 @@ from typing import Any
 from environments.atari.env import AtariEnvironment
 
 
-def run_visual_bench(games: tuple[str, ...] = ("breakout", "pong", "freeway", "boxing", "ms_pacman"), steps: int = 2000,
+def run_visual_bench(games: tuple[str, ...] = ("breakout", "pong", "freeway", "boxing", "ms_pacman", "seaquest"), steps: int = 2000,
                      seed: int = 0, filmstrip: bool = False, action_repeat: int = 4) -> dict[str, Any]:
     rows = {}
     for game in games:

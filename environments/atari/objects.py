@@ -152,8 +152,30 @@ def ms_pacman(ram: np.ndarray, prev: Frame | None) -> Frame:
     return Frame(objects, raw, relations)
 
 
+SEAQUEST_SURFACE_Y = 13  # the submarine's y on the surface (RAM 97), where oxygen refills
+
+
+def seaquest(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The submarine's x/y (RAM 70/97; RIGHT raises x, DOWN raises y from 13 at the surface to
+    108 at the bottom), its oxygen (RAM 102, 64 full, falling under water; in eighths, so a delta
+    shows the level, not every tick), divers collected (RAM 62), and the x of the four lanes'
+    enemies (RAM 30..33). Coming up to the surface is `surfaced`."""
+    praw = prev.raw if prev else {}
+    x, y = int(ram[70]), int(ram[97])
+    objects: Objects = {"sub": {**_moving("sub", x, y, praw), "oxygen": int(ram[102]) // 8, "divers": int(ram[62])}}
+    raw: Raw = {"sub": (x, y)}
+    for lane in range(4):
+        name, ex = f"enemy{lane}", int(ram[30 + lane])
+        objects[name] = _moving(name, ex, 0, praw)
+        raw[name] = (ex, 0)
+    relations: set[tuple[str, str, str]] = set()
+    if "sub" in praw and praw["sub"][1] > SEAQUEST_SURFACE_Y and y == SEAQUEST_SURFACE_Y:
+        relations.add(("sub", "surfaced", "sea"))
+    return Frame(objects, raw, relations)
+
+
 EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {
-    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing, "ms_pacman": ms_pacman}
+    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing, "ms_pacman": ms_pacman, "seaquest": seaquest}
 # Points the opponent scores (read from RAM), an irreversible loss in games without lives.
 CONCEDED: dict[str, Callable[[np.ndarray], int]] = {
     "pong": lambda ram: int(ram[13]),

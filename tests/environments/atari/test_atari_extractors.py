@@ -69,3 +69,18 @@ def test_ms_pacman_follows_the_stick_eats_dots_and_the_ghosts_move():
     assert all(d.reversible for d in eaten)  # a dot eaten is progress, not a loss
     ghosts = {e for r in results[16:] for (e, k) in changes(r.delta) if e.startswith("ghost") and k in ("x", "y")}
     assert len(ghosts) >= 3
+
+
+def test_seaquest_sub_follows_the_stick_and_surfacing_without_divers_costs_a_life():
+    """Oxygen fills on the surface first (8 agent steps, nothing moves the sub); then RIGHT raises
+    x and DOWN y; back on the surface with no diver aboard, the game takes a life."""
+    results, _ = play("seaquest", ["noop"] * 8 + ["right"] * 3 + ["down"] * 5 + ["up"] * 5 + ["noop"] * 6)
+    assert [changes(r.delta).get(("sub", "oxygen")) for r in results[:8]] == list(range(1, 9))
+    assert changes(results[8].delta)[("sub", "dx")] == 1
+    assert [changes(r.delta)[("sub", "y")] for r in results[11:16]] == [3, 5, 7, 9, 11]
+    assert changes(results[16].delta)[("sub", "dy")] == -1
+    surfaced = [i for i, r in enumerate(results) if any(rel.relation == "surfaced" for rel in r.delta.relations_added)]
+    assert surfaced == [20]
+    lost = [(i, r.delta) for i, r in enumerate(results) if not r.delta.reversible]
+    assert len(lost) == 1 and lost[0][0] > 20 and lost[0][1].irreversible_cost == 1.0
+    assert changes(lost[0][1])[("game", "lives")] == 3
