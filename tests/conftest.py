@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,14 @@ def judge_pass_server():
     """Answers every call with a valid PASS verdict (also the 'assistant' reply, which is fine)."""
     with running_server("--echo", "--reply", JUDGE_PASS) as url:
         yield url
+
+
+def default_sigint() -> None:
+    """`preexec_fn` for a child a test will Ctrl-C: SIGINT back to its default disposition. A shell
+    without job control starts background commands (`cmd &`, `nohup cmd &`) with SIGINT ignored,
+    the child inherits that, and Python then never raises KeyboardInterrupt; the test is about our
+    handling of Ctrl-C, not about how the test run was launched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def harness_cli(*args: str, timeout: float = 600, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -13,7 +13,7 @@ import pytest
 
 from harness.loopback import running_server
 from harness.records import RunFolder, RunIndex
-from tests.conftest import JUDGE_PASS, OWN_PROACT, REPO, harness_cli
+from tests.conftest import JUDGE_PASS, OWN_PROACT, REPO, default_sigint, harness_cli
 
 
 def _stats(url: str) -> dict:
@@ -173,7 +173,7 @@ def test_ctrl_c_or_sigterm_leaves_an_interrupted_run_that_resumes(tmp_path, sig)
     with running_server("--echo", "--reply", JUDGE_PASS, "--delay-s", "0.05") as url:
         args = ["eval", "--suite", "proact", "--model", "openai/a", "--judge-model", "openai/j", "--epochs", "3", "--limit", "4",
                 "--max-connections", "1", "--base-url", url, "--run-dir", str(run_dir), "--no-progress"]
-        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO,
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", *args], cwd=REPO, preexec_fn=default_sigint,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not list(run_dir.glob("*/samples.jsonl")):

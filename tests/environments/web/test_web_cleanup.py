@@ -17,7 +17,7 @@ import pytest
 from environments.web.browser_env import CHROMIUM, WebEnvironment
 from environments.web.replay import resolve
 from environments.web.tasks import load_tasks
-from tests.conftest import REPO
+from tests.conftest import REPO, default_sigint
 
 pytestmark = pytest.mark.browser
 pytest.importorskip("playwright.sync_api", reason="pip install playwright (dev extra)")
@@ -70,7 +70,7 @@ def test_ctrl_c_or_kill_of_the_host_process_leaves_nothing_behind(sig):
     """Ctrl-C runs close(); after a SIGKILL, the server exits with its parent and Chromium with
     its Playwright driver (whose pipe closes)."""
     child = subprocess.Popen([sys.executable, "-c", CHILD], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env=os.environ | {"PYTHONPATH": str(REPO)})
+                             text=True, env=os.environ | {"PYTHONPATH": str(REPO)}, preexec_fn=default_sigint)
     try:
         info = json.loads(child.stdout.readline())
         procs = [psutil.Process(pid) for pid in info["pids"]]
