@@ -51,3 +51,33 @@ def train_cmd(
     typer.echo(f"wrote {out / 'results.json'}, loss_curves.csv, loss_curves.png, adapters/")
 
 
+
+
+check_app = typer.Typer(no_args_is_help=True, help="Check the PreFT paper's claims.")
+preft_app.add_typer(check_app, name="check")
+
+
+@check_app.command("rl")
+def check_rl_cmd(
+    out: Path = typer.Option(Path("preft-rl"), "--out", help="Folder for rl_check.json and rl_curves.csv."),
+    rank: int = typer.Option(2, "--rank", min=1, help="Base rank r: LoRA at r and 4r."),
+    steps: int = typer.Option(12, "--steps", min=1),
+    seeds: int = typer.Option(2, "--seeds", min=1),
+    prompts: int = typer.Option(4, "--prompts", min=1, help="Prompts per step."),
+    group: int = typer.Option(6, "--group", min=2, help="Completions sampled per prompt (GRPO group)."),
+    std_norm: bool = typer.Option(False, "--std-norm", help="Divide advantages by the group std."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1),
+) -> None:
+    """GRPO-style RL, prefill-only vs all-token LoRA at ranks r and 4r: the paper's RL parity claim."""
+    import torch
+
+    from kernels.preft.rl_check import CLAIM, CRITERION, run_check
+    from kernels.preft.train import format_table
+
+    if threads:
+        torch.set_num_threads(threads)
+    typer.echo(f"claim: {CLAIM}\ncriterion (fixed in code): {CRITERION}")
+    payload = run_check([rank, 4 * rank], list(range(seeds)), out, log=typer.echo, steps=steps, prompts=prompts,
+                        group=group, std_norm=std_norm)
+    typer.echo(format_table(payload["rows"]))
+    typer.echo(f"verdict: {payload['verdict']}\nwrote {out / 'rl_check.json'}, {out / 'rl_curves.csv'}")
