@@ -24,7 +24,7 @@ import numpy as np
 
 from environments.atari import games
 from environments.atari.objects import Frame, coarse, delta_between, describe, lost, read
-from environments.cdwm.env import screen_action
+from environments.cdwm.env import fixed_action_class, screen_action
 from harness.environment import ACTION_HELP, STOP, WORLD_MODEL_HELP, Observation, StepResult
 
 FILMSTRIP_FRAMES = 6
@@ -112,8 +112,7 @@ class AtariEnvironment:
                           info={"reward": reward, "score": self.score, "env_steps": self.env_steps})
 
     def action_class(self, action: str) -> str:
-        word = " ".join(action.strip().lower().split())
-        return STOP if word.startswith(STOP) else word
+        return fixed_action_class(action)
 
     def evaluate(self) -> dict[str, Any]:
         if self._env is None:

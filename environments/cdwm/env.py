@@ -28,6 +28,12 @@ __all__ = ["ACTION_HELP", "STOP", "WORLD_MODEL_HELP", "AsyncEnvironment", "CdwmE
            "EnvironmentClosed", "Observation", "StepResult", "ThreadedEnv", "screen_action"]
 
 
+def fixed_action_class(action: str) -> str:
+    """The action class in a world with a fixed action list: the normalised command, or `stop`."""
+    word = " ".join(action.strip().lower().split())
+    return STOP if word.startswith(STOP) else word
+
+
 def screen_action(action: str, actions: Sequence[str], observe: Callable[[str], Observation], *, over: bool,
                   world: str) -> tuple[str, StepResult | None]:
     """What a world with a fixed action list checks before it plays an action: the normalised

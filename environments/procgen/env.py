@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from environments.cdwm.env import screen_action
+from environments.cdwm.env import fixed_action_class, screen_action
 from harness.environment import ACTION_HELP, STOP, WORLD_MODEL_HELP, AttributeChange, Delta, Observation, Relation, StepResult
 from harness.errors import HarnessError
 
@@ -120,8 +120,7 @@ class GridEnvironment:
         return StepResult(self._observe(f"Reward {reward:g}."), delta, done=self.done, info={"reward": float(reward)})
 
     def action_class(self, action: str) -> str:
-        word = " ".join(action.strip().lower().split())
-        return STOP if word.startswith(STOP) else word
+        return fixed_action_class(action)
 
     def evaluate(self) -> dict[str, Any]:
         if self._env is None:

@@ -170,9 +170,9 @@ def _check(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
         raise ValueError("lora_delta_triton: bad input: " + "; ".join(problems))
 
 
-def lora_delta_triton(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-                      scales: torch.Tensor) -> torch.Tensor:
-    """The LoRA delta `s_i (x A_i) B_i` per token (zero rows where idx < 0), via shrink + expand kernels."""
+def _ready(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor, scales: torch.Tensor) -> None:
+    """What both kernel entry points need before a launch: triton, valid inputs, and a GPU (or the
+    interpreter for CPU tensors); one clear error otherwise."""
     if _IMPORT_ERROR is not None:
         raise RuntimeError("the Triton LoRA backend needs triton, which is not installed: "
                            "run `pip install -e '.[kernels]'` (or use backend='segmented')") from _IMPORT_ERROR
@@ -180,6 +180,12 @@ def lora_delta_triton(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: to
     if x.device.type == "cpu" and not _interpreted():
         raise RuntimeError("Triton kernels need a GPU; to run them on CPU tensors set TRITON_INTERPRET=1 "
                            "before triton and kernels.preft.triton_lora are first imported")
+
+
+def lora_delta_triton(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
+                      scales: torch.Tensor) -> torch.Tensor:
+    """The LoRA delta `s_i (x A_i) B_i` per token (zero rows where idx < 0), via shrink + expand kernels."""
+    _ready(x, idx, A, B, scales)
     n, d_in = x.shape
     r, d_out = B.shape[1], B.shape[2]
     out = torch.empty(n, d_out, dtype=x.dtype, device=x.device)
@@ -214,13 +220,7 @@ def lora_delta_sgmv(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torc
     """The same delta by segments (SGMV): one kernel over the runs of consecutive tokens that share an
     adapter (a prefill prompt is one run). `runs` = `lora_ops.adapter_runs(idx)` (the caller has them:
     the model computes them once per forward). Tokens outside every run (idx < 0) get zero rows."""
-    if _IMPORT_ERROR is not None:
-        raise RuntimeError("the Triton LoRA backend needs triton, which is not installed: "
-                           "run `pip install -e '.[kernels]'` (or use backend='segmented')") from _IMPORT_ERROR
-    _check(x, idx, A, B, scales)
-    if x.device.type == "cpu" and not _interpreted():
-        raise RuntimeError("Triton kernels need a GPU; to run them on CPU tensors set TRITON_INTERPRET=1 "
-                           "before triton and kernels.preft.triton_lora are first imported")
+    _ready(x, idx, A, B, scales)
     n, d_in = x.shape
     r, d_out = B.shape[1], B.shape[2]
     out = torch.zeros(n, d_out, dtype=x.dtype, device=x.device)
