@@ -61,8 +61,9 @@ preft_app.add_typer(check_app, name="check")
 def check_rl_cmd(
     out: Path = typer.Option(Path("preft-rl"), "--out", help="Folder for rl_check.json and rl_curves.csv."),
     rank: int = typer.Option(2, "--rank", min=1, help="Base rank r: LoRA at r and 4r."),
-    steps: int = typer.Option(12, "--steps", min=1),
-    seeds: int = typer.Option(2, "--seeds", min=1),
+    steps: int = typer.Option(30, "--steps", min=1),
+    seeds: int = typer.Option(4, "--seeds", min=1),
+    lr: float = typer.Option(1e-3, "--lr", min=0.0, help="AdamW learning rate of the LoRA weights."),
     prompts: int = typer.Option(4, "--prompts", min=1, help="Prompts per step."),
     group: int = typer.Option(6, "--group", min=2, help="Completions sampled per prompt (GRPO group)."),
     std_norm: bool = typer.Option(False, "--std-norm", help="Divide advantages by the group std."),
@@ -78,6 +79,6 @@ def check_rl_cmd(
         torch.set_num_threads(threads)
     typer.echo(f"claim: {CLAIM}\ncriterion (fixed in code): {CRITERION}")
     payload = run_check([rank, 4 * rank], list(range(seeds)), out, log=typer.echo, steps=steps, prompts=prompts,
-                        group=group, std_norm=std_norm)
+                        group=group, std_norm=std_norm, lr=lr)
     typer.echo(format_table(payload["rows"]))
     typer.echo(f"verdict: {payload['verdict']}\nwrote {out / 'rl_check.json'}, {out / 'rl_curves.csv'}")

@@ -262,10 +262,16 @@ class Engine:
         budget = self.max_prefill_tokens
         still_waiting: list[Request] = []
         waited = False
+        full: set[str] = set()  # stores that refused a slot: holders only grow while admitting
         for req in self.waiting:
             if req.cancelled:
                 req.finish_reason, req.finished_at = "cancelled", time.perf_counter()
                 self._dropped.append(req)
+                continue
+            if len(self.running) >= self.max_num_seqs or (full and self._refused_fast(req, full)):
+                # With hundreds of adapters and few slots most of the queue is refused every step;
+                # deciding that without building anything keeps the scan's cost per request small.
+                still_waiting.append(req)
                 continue
             n = len(req.prompt_ids)
             room = len(self.running) < self.max_num_seqs and (n <= budget or not admitted) and self._kv_fits(req)
@@ -275,6 +281,7 @@ class Engine:
             r = _Running(req=req, row=len(self.running), generator=None)  # type: ignore[arg-type]
             if not self._acquire_slots(r):
                 waited = True
+                full.add("lora" if r.req.adapter in self.loras.adapters else "reft")
                 still_waiting.append(req)  # keep its place; later requests may use other slots
                 continue
             # made only once admitted: with many adapters and few slots hundreds of requests are
@@ -290,6 +297,18 @@ class Engine:
         adapters = len({r.req.adapter for r in self.running if r.req.adapter is not None})
         self.stats.max_running_adapters = max(self.stats.max_running_adapters, adapters)
         return admitted
+
+    def _refused_fast(self, req: Request, full: set[str]) -> bool:
+        """Once every slot of a store is held this step, a request for that store is refused unless
+        its adapter is resident; counted as a refusal, as `acquire` would have counted it."""
+        if req.mode == "base" or req.adapter is None:
+            return False
+        kind = "lora" if req.adapter in self.loras.adapters else "reft"
+        store = self.loras if kind == "lora" else self.refts
+        if kind not in full or req.adapter in store.table.resident:
+            return False
+        store.table.stats.waits += 1
+        return True
 
     def _kv_fits(self, req: Request) -> bool:
         """Would the pool, grown for one more row of this request's length, stay in the KV budget?

@@ -261,6 +261,55 @@ class PreftModel:
         return self.lm_head(h).view(b, t, -1)
 
 
+    # -- shared-prompt forward (RL groups) ----------------------------------------------------
+
+    def forward_grouped(self, prompts: torch.Tensor, completions: torch.Tensor, lora: LoraWeights | None = None,
+                        prompt_idx: torch.Tensor | None = None,
+                        completion_idx: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits of G completions per prompt, running each prompt once.
+
+        prompts [P, Tp] (equal lengths, no padding); completions [P*G, Tc] (right-padded), rows
+        p*G .. p*G+G-1 continuing prompt p; per-token adapter indices of the same shapes. Returns
+        (last-prompt-token logits [P, V], completion logits [P*G, Tc, V]) -- exactly what
+        `forward_dense` gives at those positions of the concatenated sequences, at 1/G of the
+        prompt's cost: a completion token attends to its prompt's keys and values (shared) and
+        causally to its own completion."""
+        n_p, tp = prompts.shape
+        n_c, tc = completions.shape
+        if n_c % n_p:
+            raise ValueError(f"{n_c} completions for {n_p} prompts: need the same group size per prompt")
+        group, split = n_c // n_p, n_p * tp
+        dev = prompts.device
+        positions = torch.cat([torch.arange(tp, device=dev).repeat(n_p), torch.arange(tp, tp + tc, device=dev).repeat(n_c)])
+        visible = torch.cat([torch.ones(tc, tp, dtype=torch.bool, device=dev),
+                             torch.ones(tc, tc, dtype=torch.bool, device=dev).tril()], dim=1)  # [Tc, Tp+Tc]
+
+        if tc == 0:  # one dummy completion token: causal attention keeps it out of the prompt's logits
+            last, _ = self.forward_grouped(prompts, completions.new_zeros(n_c, 1), lora, prompt_idx)
+            return last, last.new_zeros(n_c, 0, last.shape[-1])
+
+        def heads(x: torch.Tensor, rows: int, t: int, h: int) -> torch.Tensor:
+            return x.reshape(rows, t, h, self.head_dim).transpose(1, 2)
+
+        def attend(layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            qp, kp, vp = heads(q[:split], n_p, tp, self.heads), heads(k[:split], n_p, tp, self.kv_heads), heads(v[:split], n_p, tp, self.kv_heads)
+            op = F.scaled_dot_product_attention(qp, kp, vp, is_causal=True, scale=self.scaling, enable_gqa=True)
+            ks = torch.cat([kp.repeat_interleave(group, 0), heads(k[split:], n_c, tc, self.kv_heads)], dim=2)
+            vs = torch.cat([vp.repeat_interleave(group, 0), heads(v[split:], n_c, tc, self.kv_heads)], dim=2)
+            oc = F.scaled_dot_product_attention(heads(q[split:], n_c, tc, self.heads), ks, vs, attn_mask=visible,
+                                                scale=self.scaling, enable_gqa=True)
+            return torch.cat([op.transpose(1, 2).reshape(split, -1), oc.transpose(1, 2).reshape(n_c * tc, -1)])
+
+        tokens = torch.cat([prompts.reshape(-1), completions.reshape(-1)])
+        idx = None
+        if prompt_idx is not None:  # completion tokens without indices are bare (-1)
+            rest = completion_idx if completion_idx is not None else completions.new_full(completions.shape, -1)
+            idx = torch.cat([prompt_idx.reshape(-1), rest.reshape(-1)])
+        h = self._run_layers(self.embed(tokens), positions, attend, lora, idx, None, None)
+        last = self.lm_head(h[:split].view(n_p, tp, -1)[:, -1])
+        return last, self.lm_head(h[split:]).view(n_c, tc, -1)
+
+
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
     half = x.shape[-1] // 2
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)

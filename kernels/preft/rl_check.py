@@ -74,12 +74,29 @@ def summarise(results: Sequence[RlResult], ranks: Sequence[int], seeds: Sequence
     return rows
 
 
+def run_once(cfg: RlConfig, out: Path, model: Any, tokenizer: Any, log: Any) -> RlResult:
+    """One training run, kept in out/runs/ as soon as it ends: a rerun with the same settings reuses
+    it, so a check stopped midway (a kill, a busy machine) loses at most the run in flight."""
+    path = out / "runs" / f"{cfg.mode}_r{cfg.rank}_s{cfg.seed}.json"
+    if path.exists():
+        kept = json.loads(path.read_text())
+        if kept["config"] == vars(cfg):
+            log(f"rl {cfg.mode} r{cfg.rank} seed {cfg.seed}: reused {path}")
+            return RlResult(**kept)
+    result = train_rl(cfg, model, tokenizer, log=log)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(result)) + "\n")
+    tmp.replace(path)
+    return result
+
+
 def run_check(ranks: Sequence[int], seeds: Sequence[int], out: Path, log: Any = print, **cfg: Any) -> dict[str, Any]:
     from harness.providers.local_weights import load_model
 
     model, tokenizer = load_model()
     results = [
-        train_rl(RlConfig(mode=m, rank=r, seed=s, **cfg), model, tokenizer, log=log)
+        run_once(RlConfig(mode=m, rank=r, seed=s, **cfg), out, model, tokenizer, log)
         for r in ranks
         for s in seeds
         for m in ("preft", "all-token")

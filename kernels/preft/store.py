@@ -182,8 +182,12 @@ class LoraStore(AdapterStore):
         w = self.weights
         if self.alias:
             assert w.slot_modules is not None
-            w.slot_modules[slot] = {key: (A.to(self.dtype), B.to(self.dtype), float(scale))
-                                    for key, (A, B, scale) in adapter.modules.items()}
+            modules = adapter.modules
+            if all(A.dtype == B.dtype == self.dtype for A, B, _ in modules.values()):
+                w.slot_modules[slot] = modules  # the adapter's own table: a load copies nothing
+            else:
+                w.slot_modules[slot] = {key: (A.to(self.dtype), B.to(self.dtype), float(scale))
+                                        for key, (A, B, scale) in modules.items()}
             return
         for key in w.A:
             module = adapter.modules.get(key)

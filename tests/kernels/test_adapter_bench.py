@@ -58,8 +58,12 @@ def test_writes_json_csv_png_with_expected_columns(tiny):
     assert len(frame) == 6 and set(frame["mode"]) == {"base", "preft", "all-token"}
     assert sorted(set(frame["adapters"])) == [1, 4]
     assert (frame["output_tok_s"] > 0).all() and (frame["total_s"] > 0).all()
+    assert (frame["cpu_s"] > 0).all()
+    # tokens per CPU second: the same tokens over the process's CPU time of that row
+    assert (abs(frame["output_tok_cpu_s"] - frame["output_tokens"] / frame["cpu_s"]) <= 0.01 * frame["output_tok_cpu_s"]).all()
     assert result["environment"]["torch"] == torch.__version__ and result["environment"]["threads"] == 1
     assert set(result["preft_over_all_token"]) == set(result["preft_over_base"]) == {"1", "4"}
+    assert set(result["preft_over_all_token_cpu"]) == set(result["preft_over_base_cpu"]) == {"1", "4"}
     assert messages, "progress was never called"
     table = format_table(result)
     assert table.count("\n| 4 | ") >= 3 and "preft / all-token" in table

@@ -330,3 +330,25 @@ def test_cancelled_requests_leave_the_batch(base):
     assert {r.id for r in finished} == {running.id, queued.id}
     assert running.finish_reason == queued.finish_reason == "cancelled"
     assert len(running.output_ids) == 2 and queued.output_ids == []
+
+
+def test_full_slots_refuse_the_rest_of_the_queue_but_admit_resident_and_other_kind():
+    """Once every LoRA slot is held in a step, only requests whose adapter is resident (or that need
+    a ReFT slot) are admitted; each refusal is still counted; every request still finishes."""
+    from kernels.preft.adapters import random_lora, random_reft
+    from kernels.preft.random_llama import build_random_llama
+
+    model = build_random_llama("tiny", seed=0)
+    engine = Engine(model, max_loras=2, max_lora_rank=4, max_refts=1)
+    for i in range(4):
+        engine.register(random_lora(model.config, 4, seed=i, name=f"a{i}", targets=("q_proj",)))
+    engine.register(random_reft(model.config, 2, seed=9, name="r0", layers=(0,)))
+    names = ["a0", "a1", "a2", "a3", "r0", "a0", "a1"]
+    reqs = [engine.add(Request([5, 6, 7, 8], 3, adapter=n, mode="all-token")) for n in names]
+    engine.step()
+    admitted = [n for n, r in zip(names, reqs) if r.output_ids]
+    assert admitted == ["a0", "a1", "r0", "a0", "a1"]
+    assert engine.loras.table.stats.waits == 2 and engine.loras.table.stats.hits == 2
+    while engine.has_work():
+        engine.step()
+    assert all(len(r.output_ids) == 3 for r in reqs)

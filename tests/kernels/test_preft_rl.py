@@ -7,8 +7,9 @@ import torch
 
 from kernels.preft.model import PreftModel
 from kernels.preft.random_llama import build_random_llama
-from kernels.preft.rl import RlConfig, _logits, completion_logprob, group_advantages, rl_step, sample
+from kernels.preft.rl import RlConfig, _grouped_logits, completion_logprob, group_advantages, rl_step, sample
 from kernels.preft.rl_check import bootstrap_ci, verdict
+from kernels.preft.task import adapter_index, pad_batch
 from kernels.preft.train import TrainConfig, make_trainable
 
 
@@ -22,7 +23,30 @@ def tiny(seed: int = 0):
     return PreftModel(model), adapter
 
 
-PROMPTS = [[5, 9, 13, 21], [7, 3, 2]]
+PROMPTS = [[5, 9, 13, 21], [7, 3, 2, 11]]
+
+
+def dense_logits(pm, seqs, prompt_len, mode, adapter):
+    """The reference: every whole sequence through `forward_dense`, right-padded."""
+    idx = [adapter_index(prompt_len, len(s), mode) for s in seqs]
+    tokens, index = pad_batch(seqs, idx, 0)
+    lora = adapter.lora if adapter is not None else None
+    return pm.forward_dense(tokens, lora=lora, lora_idx=index if lora is not None else None)
+
+
+def test_grouped_forward_equals_dense_forward_of_whole_sequences():
+    """Running each prompt once for its group gives the dense forward's logits at every completion
+    position, in both modes, with completions of different lengths (padding)."""
+    pm, adapter = tiny()
+    comps = [[30, 40, 50], [31], [32, 41], [33, 42, 51]]  # 2 per prompt
+    padded = torch.tensor([c + [0] * (3 - len(c)) for c in comps])
+    prompts = [PROMPTS[0], PROMPTS[0], PROMPTS[1], PROMPTS[1]]
+    with torch.no_grad():
+        for mode in ("preft", "all-token"):
+            grouped = _grouped_logits(pm, PROMPTS, padded, mode, adapter)  # [4, 4, V]
+            for row, (p, c) in enumerate(zip(prompts, comps)):
+                dense = dense_logits(pm, [p + c], 4, mode, adapter)[0]
+                assert torch.allclose(grouped[row, : len(c) + 1], dense[3 : 4 + len(c)], atol=1e-4), (mode, row)
 
 
 def test_group_advantages_sum_to_zero_per_group():
@@ -38,10 +62,10 @@ def test_preft_generated_positions_unadapted_prompt_positions_adapted():
     pm, adapter = tiny()
     seq = [PROMPTS[0] + [30, 40, 50]]
     with torch.no_grad():
-        base = _logits(pm, seq, [4], "preft", None, 0)
-        pre = _logits(pm, seq, [4], "preft", adapter, 0)
-        allt = _logits(pm, seq, [4], "all-token", adapter, 0)
-        pre_no_gen = _logits(pm, [PROMPTS[0]], [4], "preft", adapter, 0)
+        base = dense_logits(pm, seq, 4, "preft", None)
+        pre = dense_logits(pm, seq, 4, "preft", adapter)
+        allt = dense_logits(pm, seq, 4, "all-token", adapter)
+        pre_no_gen = dense_logits(pm, [PROMPTS[0]], 4, "preft", adapter)
     assert not torch.allclose(pre[0, :4], base[0, :4])  # the adapter acts on the prompt
     assert torch.allclose(pre[0, :4], allt[0, :4], atol=1e-5)  # same on the prompt in both modes
     assert torch.allclose(pre[0, :4], pre_no_gen[0], atol=1e-5)  # generated tokens never change the prefix
@@ -56,10 +80,10 @@ def test_update_on_positive_sample_raises_its_logprob():
     prompts, comps = [PROMPTS[0]], [[30, 40, 0]]
     for mode in ("preft", "all-token"):
         pm, adapter = tiny()
-        before = float(completion_logprob(pm, prompts * 2, comps + [[31, 41, 0]], mode, adapter, 0)[0])
+        before = float(completion_logprob(pm, prompts * 2, comps + [[31, 41, 0]], mode, adapter, 0, group=2)[0])
         opt = torch.optim.SGD(adapter.params, lr=0.5)
         adv = torch.tensor([1.0, -1.0])
-        loss = -(adv * completion_logprob(pm, prompts * 2, comps + [[31, 41, 0]], mode, adapter, 0)).mean()
+        loss = -(adv * completion_logprob(pm, prompts * 2, comps + [[31, 41, 0]], mode, adapter, 0, group=2)).mean()
         for p, g in zip(adapter.params, torch.autograd.grad(loss, adapter.params)):
             p.grad = g
         opt.step()
@@ -75,11 +99,12 @@ def test_rl_step_and_sampling_deterministic_per_seed():
         gen = torch.Generator().manual_seed(seed)
         batch = [(PROMPTS[0], [30, 0]), (PROMPTS[1], [31, 0])]
         r = rl_step(pm, adapter, opt, batch, cfg, gen, stop_id=0)
-        comps = sample(pm, PROMPTS, 3, "preft", adapter, gen, 0)
+        comps = sample(pm, [PROMPTS[0]] * 3 + [PROMPTS[1]] * 3, 3, "preft", adapter, gen, 0, group=3)
         return r, comps, [p.detach().clone() for p in adapter.params[:3]]
 
     a, b = run(0), run(0)
     assert a[0] == b[0] and a[1] == b[1]
+    assert len(a[1]) == 6 and all(1 <= len(c) <= 3 for c in a[1])
     assert all(torch.equal(x, y) for x, y in zip(a[2], b[2]))
 
 
@@ -91,3 +116,32 @@ def test_verdict_rules():
     assert verdict([row | {"ci_low": 0.0, "ci_high": 0.0, "all_token_gain": 0.0}]) == "inconclusive"
     low, high = bootstrap_ci([0.1, 0.2, 0.3])
     assert 0.1 <= low <= high <= 0.3
+
+
+def test_grouped_batch_rejects_mixed_layout_and_prompt_lengths():
+    pm, adapter = tiny()
+    import pytest
+
+    with pytest.raises(ValueError, match="G copies of each prompt"):
+        sample(pm, [PROMPTS[0], PROMPTS[1]], 2, "preft", adapter, torch.Generator(), 0, group=2)
+    with pytest.raises(ValueError, match="share one token length"):
+        sample(pm, [PROMPTS[0], [1, 2]], 2, "preft", adapter, torch.Generator(), 0, group=1)
+
+
+def test_check_reuses_a_kept_run_with_the_same_settings_only(tmp_path):
+    import json
+
+    from kernels.preft.rl import RlResult
+    from kernels.preft.rl_check import run_once
+
+    cfg = RlConfig(mode="preft", rank=2, steps=3, seed=1)
+    kept = RlResult(config=vars(cfg).copy(), rewards=[0.1, 0.5, 0.9], seconds=4.0)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "preft_r2_s1.json").write_text(json.dumps(vars(kept)))
+    # model None: a run that trained instead of reusing would fail
+    assert run_once(cfg, tmp_path, None, None, log=lambda s: None).rewards == [0.1, 0.5, 0.9]
+    changed = RlConfig(mode="preft", rank=2, steps=3, seed=1, lr=5e-4)
+    import pytest
+
+    with pytest.raises(AttributeError):  # other settings: not reused, so it tries to train on model None
+        run_once(changed, tmp_path, None, None, log=lambda s: None)
