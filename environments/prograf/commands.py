@@ -198,3 +198,34 @@ def prompt_checks_cmd(
         out.print(f"netlist prompts reworded in free words ({len(reworded)} tasks): coverage {c['coverage']:.3f} "
                   f"({c['recovered']}/{c['hidden']}), extra {c['extra']} | precision {a['precision']:.3f} recall "
                   f"{a['recall']:.3f}  {a['tp']}/{a['fp']}/{a['fn']}/{a['tn']}", highlight=False)
+
+
+@prograf_app.command("calibrate-image")
+def calibrate_image_cmd(
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks, the categories in turn."),
+    out_dir: Path = typer.Option(..., "--out", help="Directory for image_calibration.json."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Task file (default: the committed corpus)."),
+) -> None:
+    """Calibrate the image-only verifier (OCR labels, OpenCV counts) on our own renders of every
+    reference and mutant, against the structural verifier's verdicts: precision / recall per check
+    type, and which types pass the enabling rule (precision and pass precision >= 0.9)."""
+    import json
+
+    from environments.prograf.build import CORPUS
+    from environments.prograf.image_calibrate import calibrate, format_table
+    from environments.prograf.render import Renderer, cache_dir
+    from environments.prograf.task import load_tasks
+    from harness.errors import HarnessError
+
+    renderer = Renderer(disk_cache=cache_dir())
+    try:
+        report = calibrate(load_tasks(corpus or CORPUS), renderer, limit)
+    except HarnessError as exc:
+        fail(str(exc))
+    finally:
+        renderer.close()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "image_calibration.json"
+    path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    out.print(format_table(report), highlight=False, markup=False)
+    out.print(f"-> {path}", highlight=False)

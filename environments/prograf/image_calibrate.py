@@ -1,0 +1,141 @@
+"""Calibrating the image-only verifier on our own renders, where the truth is known.
+
+Every reference and mutant of the chosen tasks is drawn by our own render path
+(`pictures.drawing_of`: SVG as the verifier sees it; DOT, Mermaid and schemdraw through our own
+writers) and rendered to PNG at twice the verifier's size (800 px along the longer side, near a
+text-to-image generator's 1024). The truth for each point is the structural verifier's verdict on
+the same code (rendered, so a white-on-white mutant is false there too); points the structural
+verifier gated are left out (their truth is their parent's). Identical pictures (a task's DOT and
+Mermaid answers draw the same graph) count once.
+
+Per check type, with "the point fails" as the positive class: precision = tp / (tp + fp) (when the
+image check says fail, the point does fail), recall = tp / (tp + fn), pass precision =
+tn / (tn + fn) (when it says pass, the point does pass). The rule, fixed before the first run: a
+type is enabled only if precision >= 0.9, pass precision >= 0.9 and at least 5 known failures were
+seen; otherwise its points are reported undecided.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from environments.prograf.image_verify import CALIBRATION_THRESHOLD, CHECK_TYPES, Pixels, decide
+from environments.prograf.image_input import decode_png
+from environments.prograf.pictures import UNREADABLE, drawing_of
+from environments.prograf.render import Renderer
+from environments.prograf.task import CATEGORIES, Solution, Task
+from environments.prograf.verify import verify
+
+SCALE = 2  # times the verifier's RENDER_SIZE (400 px)
+MIN_FAILURES = 5
+EXAMPLES = 5  # misjudged points kept per type and direction, for the report
+
+
+def interleaved(tasks: list[Task], limit: int | None) -> list[Task]:
+    """The first `limit` tasks taking the categories in turn, so a small limit sees all four."""
+    by_cat = {c: [t for t in tasks if t.category == c] for c in CATEGORIES}
+    order = [t for k in range(max(len(v) for v in by_cat.values())) for c in CATEGORIES if k < len(by_cat[c])
+             for t in [by_cat[c][k]]]
+    return order[:limit]
+
+
+def render_png(task: Task, sol: Solution, renderer: Renderer) -> tuple[str, bytes]:
+    """The drawn SVG's hash and its PNG at SCALE times the verifier's size."""
+    drawing = drawing_of(sol.format, sol.code, task.category)
+    digest = hashlib.sha256(drawing.svg.encode()).hexdigest()
+    return digest, renderer.png(drawing.svg, drawing.width * SCALE, drawing.height * SCALE)
+
+
+def samples(task: Task) -> Iterator[tuple[str, Solution]]:
+    for k, sol in enumerate(task.reference):
+        yield f"reference {k} ({sol.format})", sol
+    for k, sol in enumerate(task.mutants):
+        yield f"mutant {k} ({sol.format}, {sol.fault})", sol
+
+
+def _empty() -> dict[str, Any]:
+    return {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "false_fail": [], "false_pass": []}
+
+
+def _rates(row: dict[str, Any]) -> dict[str, Any]:
+    tp, fp, fn, tn = row["tp"], row["fp"], row["fn"], row["tn"]
+    precision = tp / (tp + fp) if tp + fp else None
+    recall = tp / (tp + fn) if tp + fn else None
+    pass_precision = tn / (tn + fn) if tn + fn else None
+    why = []
+    if tp + fn < MIN_FAILURES:
+        why.append(f"only {tp + fn} known failures (< {MIN_FAILURES})")
+    if precision is None or precision < CALIBRATION_THRESHOLD:
+        why.append(f"precision {precision if precision is None else round(precision, 3)} < {CALIBRATION_THRESHOLD}")
+    if pass_precision is None or pass_precision < CALIBRATION_THRESHOLD:
+        why.append(f"pass precision {pass_precision if pass_precision is None else round(pass_precision, 3)}"
+                   f" < {CALIBRATION_THRESHOLD}")
+    return row | {"precision": precision, "recall": recall, "pass_precision": pass_precision,
+                  "enabled": not why, "why_disabled": "; ".join(why)}
+
+
+def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None) -> dict[str, Any]:
+    """The per-type table over the references and mutants of the first `limit` interleaved tasks."""
+    start = time.perf_counter()
+    chosen = interleaved(tasks, limit)
+    every_type = frozenset(CHECK_TYPES.values())
+    table = {t: _empty() for t in sorted(every_type)}
+    seen: set[str] = set()
+    images = skipped = 0
+    image_seconds = 0.0
+    for task in chosen:
+        for name, sol in samples(task):
+            try:
+                digest, png = render_png(task, sol, renderer)
+            except UNREADABLE:
+                skipped += 1  # nothing to draw (e.g. a mutant that empties the drawing): no picture to judge
+                continue
+            if digest in seen:
+                continue
+            seen.add(digest)
+            truth = {p.id: p for p in verify(task, sol.format, sol.code, renderer).points}
+            t0 = time.perf_counter()
+            px = Pixels(decode_png(png))
+            images += 1
+            for vp in task.points:
+                if vp.check not in CHECK_TYPES or truth[vp.id].gated:
+                    continue
+                got = decide(px, task, vp, every_type)
+                _tally(table[CHECK_TYPES[vp.check]], truth[vp.id].passed, got.status == "pass",
+                       f"{task.id} {name} {vp.id}: {got.reason} (truth: {truth[vp.id].reason})")
+            image_seconds += time.perf_counter() - t0
+    return {"tasks": len(chosen), "images": images, "undrawable": skipped, "scale": SCALE,
+            "threshold": CALIBRATION_THRESHOLD, "min_failures": MIN_FAILURES,
+            "seconds": round(time.perf_counter() - start, 1), "image_seconds": round(image_seconds, 1),
+            "by_type": {t: _rates(row) for t, row in table.items()}}
+
+
+def _tally(row: dict[str, Any], truly_passed: bool, image_passed: bool, note: str) -> None:
+    key = {(False, False): "tp", (True, False): "fp", (False, True): "fn", (True, True): "tn"}[(truly_passed, image_passed)]
+    row[key] += 1
+    if key == "fp" and len(row["false_fail"]) < EXAMPLES:
+        row["false_fail"].append(note)
+    if key == "fn" and len(row["false_pass"]) < EXAMPLES:
+        row["false_pass"].append(note)
+
+
+def enabled_types(report: dict[str, Any]) -> frozenset[str]:
+    return frozenset(t for t, row in report["by_type"].items() if row["enabled"])
+
+
+def format_table(report: dict[str, Any]) -> str:
+    lines = [f"{report['tasks']} tasks, {report['images']} distinct images (x{report['scale']} renders), "
+             f"{report['seconds']} s ({report['image_seconds']} s reading images); rule: precision and pass "
+             f"precision >= {report['threshold']}, >= {report['min_failures']} known failures",
+             f"{'check type':<18} {'tp/fp/fn/tn':>16} {'precision':>9} {'recall':>6} {'pass prec':>9}  verdict"]
+    for t, row in report["by_type"].items():
+        def f(v: float | None) -> str:
+            return "-" if v is None else f"{v:.3f}"
+        counts = f"{row['tp']}/{row['fp']}/{row['fn']}/{row['tn']}"
+        verdict = "enabled" if row["enabled"] else f"disabled: {row['why_disabled']}"
+        lines.append(f"{t:<18} {counts:>16} {f(row['precision']):>9} {f(row['recall']):>6} "
+                     f"{f(row['pass_precision']):>9}  {verdict}")
+    return "\n".join(lines)

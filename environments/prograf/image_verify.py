@@ -1,0 +1,218 @@
+"""The image-only verifier: a PNG (from a text-to-image generator) and a task's points -> a
+verdict per point that is `pass`, `fail` or `undecided`.
+
+Pixels decide only what they decide reliably: labels by OCR (`image_ocr.py`, its matching rule
+stated there) and two counts by OpenCV (`image_cv.py`). Every other point -- relations,
+connections, shapes, edges -- is `undecided (needs the vision judge)`, never guessed. A check type
+is used only if calibration on our own renders (`image_calibrate.py`) found it precise enough;
+`ENABLED` records the committed calibration's verdict, and a disabled type is undecided too.
+Dependency gating as in the structural verifier: a point whose parent *failed* is gated; a parent
+left undecided gates nothing.
+
+The image is model output: bytes only, size-checked before decoding (`image_input.py`); an image
+that cannot be read fails every point with `rejected_input`, and is never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from environments.prograf import image_cv
+from environments.prograf.findings import Finding, count_finding, fail, ok
+from environments.prograf.image_input import decode_png
+from environments.prograf.image_ocr import TextLine, normalise, occurrences, read_text
+from environments.prograf.scene import InputRejected
+from environments.prograf.task import CircuitSpec, GraphSpec, Task, VerificationPoint
+
+Status = Literal["pass", "fail", "undecided"]
+NEEDS_JUDGE = "undecided (needs the vision judge)"
+
+# the check types, by the verification point's check they decide
+CHECK_TYPES: dict[str, str] = {
+    "point": "ocr_point_letter", "point_count": "ocr_letter_count", "length_label": "ocr_length_label",
+    "component": "ocr_part_name", "value": "ocr_part_value",
+    "node": "ocr_node_label", "cluster": "ocr_group_label", "edge_label": "ocr_edge_label",
+    "circle_count": "cv_circle_count", "node_count": "cv_node_count",
+}
+# The committed calibration's verdict (docs/prograf.md, `harness prograf calibrate-image`): the
+# types whose precision and pass-precision on our renders were both >= CALIBRATION_THRESHOLD.
+CALIBRATION_THRESHOLD = 0.9
+# Full-corpus run of 2026-12-03 (304 tasks, 2,745 images): only these two passed.
+ENABLED: frozenset[str] = frozenset({"cv_circle_count", "ocr_group_label"})
+
+
+@dataclass
+class Pixels:
+    """One decoded image and what is read off it, each read once and only when a check needs it."""
+
+    img: np.ndarray
+
+    @cached_property
+    def lines(self) -> list[TextLine]:
+        return read_text(self.img)
+
+    @cached_property
+    def circles(self) -> list[tuple[float, float, float]]:
+        return image_cv.big_circles(self.img)
+
+    @cached_property
+    def shapes(self) -> list[tuple[int, int, int, int]]:
+        return image_cv.node_shapes(self.img)
+
+
+def _found(px: Pixels, text: str, what: str) -> Finding:
+    hits = occurrences(text, px.lines)
+    if hits:
+        return ok(hits[0].text, f"{what} {text!r} is written (OCR read {hits[0].text!r})")
+    return fail("missing_object", None, f"OCR found no {what} {text!r}")
+
+
+def i_point(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
+    return _found(px, vp.args[0], "point letter")
+
+
+LETTER = re.compile(r"^[A-Z][′'’]?$")
+
+
+def i_point_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
+    letters = sorted({w for line in px.lines for w in line.text.split() if LETTER.match(w)})
+    found = count_finding(len(letters), int(vp.value or 0), "distinct point letters read")
+    return Finding(found.passed, letters, found.reason + f" ({', '.join(letters) or 'none'})", found.pattern)
+
+
+def i_length_label(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
+    return _found(px, str(vp.value), "length label")
+
+
+def i_part_name(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
+    return _found(px, vp.args[0], "part name")
+
+
+def i_part_value(px: Pixels, vp: VerificationPoint, spec: CircuitSpec) -> Finding:
+    """The value must be written on the part's own line of text or next to it."""
+    name, value = vp.args[0], str(vp.value)
+    names = occurrences(name, px.lines)
+    for line in occurrences(value, px.lines):
+        if any(line is n or _near(line, n) for n in names):
+            return ok(line.text, f"{name}'s value {value!r} is written by it (OCR read {line.text!r})")
+    if not names:
+        return fail("missing_object", None, f"OCR found no part name {name!r} to read a value by")
+    return fail("wrong_label", [n.text for n in names], f"no {value!r} written by {name}")
+
+
+def _near(a: TextLine, b: TextLine) -> bool:
+    ax, ay = (a.box[0] + a.box[2]) / 2, (a.box[1] + a.box[3]) / 2
+    bx, by = (b.box[0] + b.box[2]) / 2, (b.box[1] + b.box[3]) / 2
+    reach = 3 * max(a.height, b.height, 1.0)
+    return abs(ax - bx) <= reach + (a.box[2] - a.box[0] + b.box[2] - b.box[0]) / 2 and abs(ay - by) <= reach
+
+
+def i_node(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
+    label = next((n.label for n in spec.nodes if n.id == vp.args[0]), vp.args[0])
+    return _found(px, label, "node label")
+
+
+def i_cluster(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
+    label = next((c.label for c in spec.clusters if c.id == vp.args[0]), str(vp.value or vp.args[0]))
+    return _found(px, label, "group title")
+
+
+def i_edge_label(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
+    """Which arrow a label sits on is not read from pixels; the label must be written at least as
+    often as the spec's arrows carry it."""
+    want = str(vp.value)
+    needed = sum(1 for e in spec.edges if e.label and normalise(e.label) == normalise(want)) or 1
+    seen = len(occurrences(want, px.lines))
+    if seen >= needed:
+        return ok(seen, f"{want!r} is written {seen} times ({needed} arrows carry it)")
+    return fail("wrong_label", seen, f"{want!r} is written {seen} times, but {needed} arrows carry it")
+
+
+def i_circle_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
+    return count_finding(len(px.circles), int(vp.value or 0), "circles found (Hough)")
+
+
+def i_node_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
+    return count_finding(len(px.shapes), int(vp.value or 0), "closed shapes with a label")
+
+
+CHECKS: dict[str, Callable[[Pixels, VerificationPoint, Any], Finding]] = {
+    "point": i_point, "point_count": i_point_count, "length_label": i_length_label,
+    "component": i_part_name, "value": i_part_value, "node": i_node, "cluster": i_cluster,
+    "edge_label": i_edge_label, "circle_count": i_circle_count, "node_count": i_node_count,
+}
+
+
+class ImagePoint(BaseModel):
+    id: str
+    kind: str
+    check: str
+    component: str
+    status: Status
+    check_type: str | None = Field(None, description="the image check that decided it (None: no image check applies)")
+    measured: Any = None
+    reason: str
+    pattern: str | None = None
+    gated: bool = False
+    critical: bool = True
+
+
+class ImageVerdict(BaseModel):
+    task_id: str
+    passed: bool | None = Field(description="False if a critical point failed; True if every critical point "
+                                            "was decided and passed; None: undecided")
+    decided: int
+    undecided: int
+    points: list[ImagePoint]
+    error: str | None = Field(None, description="why the image could not be read, if it could not")
+    seconds: float = 0.0
+
+
+def decide(px: Pixels, task: Task, vp: VerificationPoint, enabled: frozenset[str] | set[str]) -> ImagePoint:
+    """One point from pixels alone, ungated: pass / fail, or undecided when no trusted check applies."""
+    base = {"id": vp.id, "kind": vp.kind, "check": vp.check, "component": vp.component, "critical": vp.critical}
+    check_type = CHECK_TYPES.get(vp.check)
+    if check_type is None:
+        return ImagePoint(**base, status="undecided", reason=NEEDS_JUDGE)
+    if check_type not in enabled:
+        return ImagePoint(**base, status="undecided", check_type=check_type,
+                          reason=f"{NEEDS_JUDGE}: {check_type} is disabled by calibration")
+    finding = CHECKS[vp.check](px, vp, task.spec)
+    return ImagePoint(**base, status="pass" if finding.passed else "fail", check_type=check_type,
+                      measured=finding.measured, reason=finding.reason, pattern=finding.pattern)
+
+
+def verify_image(task: Task, png: object, enabled: frozenset[str] | set[str] = ENABLED) -> ImageVerdict:
+    """Every point of `task` decided from the PNG bytes `png` where pixels can decide it."""
+    start = time.perf_counter()
+    try:
+        px = Pixels(decode_png(png))
+    except InputRejected as exc:
+        points = [ImagePoint(id=vp.id, kind=vp.kind, check=vp.check, component=vp.component, status="fail",
+                             reason=str(exc), pattern=exc.pattern, critical=vp.critical) for vp in task.points]
+        return ImageVerdict(task_id=task.id, passed=False, decided=len(points), undecided=0, points=points,
+                            error=str(exc), seconds=time.perf_counter() - start)
+    results: dict[str, ImagePoint] = {}
+    for vp in task.points:
+        parent = next((results[d] for d in vp.depends_on if results[d].status == "fail"), None)
+        if parent is not None:
+            results[vp.id] = ImagePoint(id=vp.id, kind=vp.kind, check=vp.check, component=vp.component, status="fail",
+                                        reason=f"not checked: {parent.id} failed", pattern=parent.pattern, gated=True,
+                                        critical=vp.critical)
+            continue
+        results[vp.id] = decide(px, task, vp, enabled)
+    points = list(results.values())
+    critical = [p for p in points if p.critical]
+    passed = False if any(p.status == "fail" for p in critical) else (
+        True if all(p.status == "pass" for p in critical) else None)
+    undecided = sum(p.status == "undecided" for p in points)
+    return ImageVerdict(task_id=task.id, passed=passed, decided=len(points) - undecided, undecided=undecided,
+                        points=points, seconds=time.perf_counter() - start)
