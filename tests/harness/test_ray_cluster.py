@@ -33,6 +33,24 @@ def _wait_for_lines(run_dir, n: int, proc: subprocess.Popen, timeout_s: float = 
         time.sleep(0.05)
 
 
+def _finished_on(folder: RunFolder) -> set[str]:
+    path = folder.path / "attempts.jsonl"
+    if not path.exists():
+        return set()
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {e["worker"] for e in events if e["event"] == "finished"}
+
+
+def _wait_for_node(folder: RunFolder, node: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Until a chunk has finished on `node`: on a loaded machine a worker node's first Python worker
+    can take long to start, and killing a node that has run nothing would test nothing."""
+    deadline = time.monotonic() + timeout_s
+    while node not in _finished_on(folder):
+        assert proc.poll() is None, f"the run ended before node {node} finished a chunk: {_finished_on(folder)}"
+        assert time.monotonic() < deadline, f"no chunk finished on node {node} after {timeout_s}s"
+        time.sleep(0.05)
+
+
 def test_run_spread_over_worker_nodes_survives_a_killed_driver_and_a_killed_node(tmp_path):
     run_dir = tmp_path / "runs"
     cluster = LocalCluster()
@@ -57,6 +75,7 @@ def test_run_spread_over_worker_nodes_survives_a_killed_driver_and_a_killed_node
                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             _wait_for_lines(run_dir, before + 2, driver)
             killed = cluster.node_id("w1")
+            _wait_for_node(folder, killed, driver)
             os.kill(cluster.raylet_pid("w1"), signal.SIGKILL)
             killed_at = now_iso()
             _, stderr = driver.communicate(timeout=240)
