@@ -12,9 +12,10 @@ import time
 from typing import Any
 
 from environments.atari.env import AtariEnvironment
+from environments.atari.objects import EXTRACTORS
 
 
-def run_visual_bench(games: tuple[str, ...] = ("breakout", "pong", "freeway", "boxing", "ms_pacman", "seaquest"), steps: int = 2000,
+def run_visual_bench(games: tuple[str, ...] = tuple(EXTRACTORS), steps: int = 2000,
                      seed: int = 0, filmstrip: bool = False, action_repeat: int = 4) -> dict[str, Any]:
     rows = {}
     for game in games:
@@ -48,9 +49,9 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [f"{result['steps']} emulator steps per game (frame skip 4, sticky 0.25), "
              f"{result['action_repeat']} per agent step, filmstrip={result['filmstrip']}; "
              "wrapper = everything step() does besides the emulator (extraction, typed delta, observation text)",
-             f"{'game':10} {'steps/s':>9} {'emu ms':>8} {'extract ms':>11} {'extract %':>10} {'frames %':>9} {'wrapper %':>10}"]
+             f"{'game':12} {'steps/s':>9} {'emu ms':>8} {'extract ms':>11} {'extract %':>10} {'frames %':>9} {'wrapper %':>10}"]
     for game, r in result["games"].items():
-        lines.append(f"{game:10} {r['steps_per_s']:>9.0f} {r['emulator_ms']:>8.3f} {r['extract_ms']:>11.4f} "
+        lines.append(f"{game:12} {r['steps_per_s']:>9.0f} {r['emulator_ms']:>8.3f} {r['extract_ms']:>11.4f} "
                      f"{100 * r['extract_overhead']:>9.1f}% {100 * r['frames_overhead']:>8.1f}% "
                      f"{100 * r['wrapper_overhead']:>9.0f}%")
     return "\n".join(lines)

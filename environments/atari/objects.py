@@ -55,6 +55,18 @@ def _turned(name: str, obj: dict[str, int], prev: Frame | None, axis: int) -> tu
     return bool(moved and old[axis] == -moved), now
 
 
+def _at(ram: np.ndarray, prev: Frame | None, where: dict[str, tuple[int, int]]) -> Frame:
+    """Objects that are just a position: name -> (x address, y address), each with its motion."""
+    praw = prev.raw if prev else {}
+    objects: Objects = {}
+    raw: Raw = {}
+    for name, (xa, ya) in where.items():
+        x, y = int(ram[xa]), int(ram[ya])
+        objects[name] = _moving(name, x, y, praw)
+        raw[name] = (x, y)
+    return Frame(objects, raw)
+
+
 def breakout(ram: np.ndarray, prev: Frame | None) -> Frame:
     """Paddle x (RAM 72), ball x/y (99/101; y 0 = no ball in play)."""
     praw = prev.raw if prev else {}
@@ -174,8 +186,112 @@ def seaquest(ram: np.ndarray, prev: Frame | None) -> Frame:
     return Frame(objects, raw, relations)
 
 
+FROSTBITE_WHITE = 12  # an unvisited floe row's colour byte (RAM 43..46); landing on it turns it blue
+
+
+def frostbite(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The player's x/y (RAM 102/100; RIGHT raises x, DOWN jumps a floe row down, raising y from 27
+    on the shore to 131 on the bottom row), the body temperature (BCD, RAM 101, falling to freeze),
+    the igloo's blocks (RAM 77, 255 before the first), and the four floe rows, top to bottom: x
+    (RAM 34..31; the rows drift left, right, left, right, a pixel every other step) and whether
+    visited (colour RAM 46..43 leaves white as the player lands; all four turn back white once
+    every row is visited). Landing on a white row is `landed on` that floe, and adds a block."""
+    praw = prev.raw if prev else {}
+    x, y = int(ram[102]), int(ram[100])
+    objects: Objects = {"player": {**_moving("player", x, y, praw), "temperature": _bcd(int(ram[101]))},
+                        "igloo": {"blocks": (int(ram[77]) + 1) % 256}}
+    raw: Raw = {"player": (x, y)}
+    relations: set[tuple[str, str, str]] = set()
+    for row in range(4):
+        name, fx, colour = f"floe{row}", int(ram[34 - row]), int(ram[46 - row])
+        # A row steps a pixel every other emulator step: its drift is the last non-zero step.
+        drift = _sign(fx - praw[name][0]) if name in praw else 0
+        objects[name] = {"x": fx // CELL, "dx": drift or (prev.objects[name]["dx"] if prev else 0),
+                         "visited": int(colour != FROSTBITE_WHITE)}
+        raw[name] = (fx, 0)
+        if prev is not None and objects[name]["visited"] and not prev.objects.get(name, {}).get("visited", 1):
+            relations.add(("player", "landed on", name))
+    return Frame(objects, raw, relations)
+
+
+ASTERIX_LANES = 8  # the player walks on lanes 0 (top) .. 7 (RAM 39); each lane's item kind is RAM 18 - lane
+ASTERIX_NO_ITEM = (0, 12)  # a lane's item kind before the first wave (0) and once the player took it (12)
+
+
+def asterix(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The player's x (RAM 41, RIGHT raises it) and lane as y (RAM 39, 0 at the top, UP lowers
+    it), and an `item<lane>` entity while that lane holds an item (kind byte RAM 18 - lane). Taking
+    the item in one's own lane empties its byte (12) as the score rises: `collected item<lane>`, and
+    the item is deleted."""
+    praw = prev.raw if prev else {}
+    x, lane = int(ram[41]), int(ram[39])
+    objects: Objects = {"player": _moving("player", x, lane * CELL, praw)}  # the lane is y, in whole lanes
+    raw: Raw = {"player": (x, lane * CELL)}
+    for k in range(ASTERIX_LANES):
+        if int(ram[18 - k]) not in ASTERIX_NO_ITEM:
+            objects[f"item{k}"] = {"y": k}
+    relations: set[tuple[str, str, str]] = set()
+    if prev is not None:  # the lane it was in or is in now: a take and a lane change can share a frame
+        for k in {lane, praw["player"][1] // CELL}:
+            item = f"item{k}"
+            if item in prev.objects and item not in objects and int(ram[18 - k]) == ASTERIX_NO_ITEM[1]:
+                relations.add(("player", "collected", item))
+    return Frame(objects, raw, relations)
+
+
+def kangaroo(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The kangaroo's x (RAM 17, RIGHT raises it) and y (RAM 16 in its own coarse rows: 18 standing
+    on the ground floor, lower while jumping up, 19 ducking), as they are (a jump is 1-2 rows)."""
+    frame = _at(ram, prev, {"player": (17, 16)})
+    frame.objects["player"]["y"] = int(ram[16])  # already coarse: a cell of 8 would hide the jump
+    return frame
+
+
+def road_runner(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The road runner's x/y (RAM 80/3; RIGHT raises x, DOWN raises y) and the coyote's (RAM 81/5),
+    which chases it: its y follows the runner's a few steps behind and its x closes in."""
+    return _at(ram, prev, {"player": (80, 3), "coyote": (81, 5)})
+
+
+BANK_HEIST_WRAP = 64  # a jump of x larger than this is the car driving through the side tunnel
+
+
+def bank_heist(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The getaway car's x/y (RAM 28/8; RIGHT raises x two pixels a step, DOWN raises y on a
+    vertical street; LEFT out of the maze's left edge wraps x to its right side, 12 -> 140)."""
+    frame = _at(ram, prev, {"car": (28, 8)})
+    if prev and "car" in prev.raw and abs(frame.raw["car"][0] - prev.raw["car"][0]) > BANK_HEIST_WRAP:
+        frame.objects["car"]["dx"] *= -1  # through the tunnel: still heading the same way
+    return frame
+
+
+def qbert(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """Q*bert's x/y (RAM 43/67) on the pyramid, from the top cube (77, 25): the stick jumps a
+    cube diagonally -- RIGHT down-right (x and y rise), DOWN down-left, UP up-right, LEFT up-left;
+    off the pyramid's edge is a life lost."""
+    return _at(ram, prev, {"player": (43, 67)})
+
+
+def krull(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The prince's x/y (RAM 90/98; RIGHT raises x four pixels a step, DOWN raises y two) in the
+    opening battle, the scene the tests check (RAM 51 follows y ten pixels lower, not used)."""
+    return _at(ram, prev, {"player": (90, 98)})
+
+
+def jamesbond(ram: np.ndarray, prev: Frame | None) -> Frame:
+    """The car's x on the screen (RAM 27; RIGHT raises it two pixels a step, LEFT lowers it one);
+    its height while jumping is not read (x only)."""
+    praw = prev.raw if prev else {}
+    x = int(ram[27])
+    car = _moving("car", x, 0, praw)
+    del car["y"], car["dy"]
+    return Frame({"car": car}, {"car": (x, 0)})
+
+
 EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {
-    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing, "ms_pacman": ms_pacman, "seaquest": seaquest}
+    "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing, "ms_pacman": ms_pacman, "seaquest": seaquest,
+    "frostbite": frostbite, "asterix": asterix, "kangaroo": kangaroo, "road_runner": road_runner,
+    "bank_heist": bank_heist, "qbert": qbert, "krull": krull, "jamesbond": jamesbond}
 # Points the opponent scores (read from RAM), an irreversible loss in games without lives.
 CONCEDED: dict[str, Callable[[np.ndarray], int]] = {
     "pong": lambda ram: int(ram[13]),
