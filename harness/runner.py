@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sized
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -40,6 +40,7 @@ from harness.records import (
     SampleRecord,
     Stage,
     now_iso,
+    scan_heads,
 )
 from harness.redact import redact_text
 from harness.summary import figures
@@ -136,13 +137,36 @@ async def rescore_one(suite: Suite, sample: Sample, source: SampleRecord, models
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """Where a re-scored sample's source record is: bytes [offset, end) of the source run's
+    samples.jsonl. Read when its sample runs, so a re-score of a million records holds the records
+    in flight, not all of them."""
+
+    path: Path
+    offset: int
+    end: int
+
+    def load(self) -> SampleRecord:
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            return SampleRecord.load_line(fh.read(self.end - self.offset))
+
+
 @dataclass(slots=True)  # no per-item __dict__: a million-sample plan holds a million of these
 class WorkItem:
     """One record to write: a sample of an epoch, or (re-scoring) a source record to score again."""
 
     sample: Sample
     epoch: int
-    source: SampleRecord | None = None
+    source: SampleRecord | SourceLine | None = None
+
+    def with_source_loaded(self) -> WorkItem:
+        """This item with its source record read (what a worker that cannot see the source run's
+        folder -- a Ray task on another node -- needs)."""
+        if isinstance(self.source, SourceLine):
+            return WorkItem(self.sample, self.epoch, self.source.load())
+        return self
 
 
 @dataclass
@@ -220,7 +244,7 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
     if config.source_run:
         samples, sources = _rescore_inputs(suite, config, run_dir)
     else:
-        samples, sources = suite.load_samples(config.corpus), {}
+        samples, sources = suite.load_samples(config.corpus), []
         if config.limit is not None:
             samples = samples[: config.limit]
     corpus_id = suite.corpus_identity(config.corpus) | {"samples": len(samples)}
@@ -250,7 +274,7 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
     done_keys = finished.keys
     if config.source_run:
         by_id = {s.id: s for s in samples}
-        todo = [WorkItem(by_id[k[0]], k[1], rec) for k, rec in sources.items() if k not in done_keys]
+        todo = [WorkItem(by_id[k[0]], k[1], line) for k, line in sources if k not in done_keys]
     else:
         todo = [WorkItem(s, e) for e in range(config.epochs) for s in samples if (s.id, e) not in done_keys]
     manifest.config = config
@@ -271,15 +295,19 @@ def _new_folder(run_dir: Path, suite: Suite, config: RunConfig, chash: str) -> R
 
 
 def _rescore_inputs(suite: Suite, config: RunConfig,
-                    run_dir: Path) -> tuple[list[Sample], dict[tuple[str, int], SampleRecord]]:
-    """The source run's finished records and the dataset samples they belong to. The corpus must
-    be the one the source run read (same content hash): a transcript is scored against its sample."""
+                    run_dir: Path) -> tuple[list[Sample], list[tuple[tuple[str, int], SourceLine]]]:
+    """The source run's finished records -- where each one's line is, sorted by (sample, epoch);
+    no record is parsed here -- and the dataset samples they belong to. The corpus must be the one
+    the source run read (same content hash): a transcript is scored against its sample."""
     source = RunFolder(run_dir, config.source_run or "")
     manifest = source.read_manifest()
     if manifest.suite != suite.name:
         raise HarnessError(f"run {source.run_id} is a {manifest.suite} run, not {suite.name}")
-    records = {r.key: r for r in source.read_samples()}
-    if not records:
+    lines: dict[tuple[str, int], SourceLine] = {}
+    if source.samples_path.exists():
+        for head in scan_heads(source.samples_path):  # a key's first line wins, as for every reader
+            lines.setdefault((head.sample_id, head.epoch), SourceLine(source.samples_path, head.offset, head.end))
+    if not lines:
         raise HarnessError(f"run {source.run_id} has no finished samples to score yet: resume it first "
                            f"(`harness eval --resume {source.run_id} --run-dir {run_dir}`)")
     samples = suite.load_samples(config.corpus)
@@ -287,11 +315,11 @@ def _rescore_inputs(suite: Suite, config: RunConfig,
     if then != now:
         raise HarnessError(f"run {source.run_id}: its corpus {manifest.corpus.get('path') or '(default)'} changed since "
                            "it ran (content hash differs): re-score needs the samples it was solved on")
-    known = {s.id for s in samples}
-    missing = sorted({k[0] for k in records} - known)
+    scored = {k[0] for k in lines}
+    missing = sorted(scored - {s.id for s in samples})
     if missing:
         raise HarnessError(f"run {source.run_id}: samples {missing[:3]} are not in its corpus any more")
-    return [s for s in samples if s.id in {k[0] for k in records}], dict(sorted(records.items()))
+    return [s for s in samples if s.id in scored], sorted(lines.items())
 
 
 def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
@@ -331,28 +359,30 @@ def build_models(config: RunConfig, cache: CallCache | None, only: tuple[str, ..
     return roles
 
 
-async def run_items(suite: Suite, config: RunConfig, items: list[WorkItem], models: dict[str, ManagedModel],
+async def run_items(suite: Suite, config: RunConfig, items: Iterable[WorkItem], models: dict[str, ManagedModel],
                     deliver: Callable[[SampleRecord], object], concurrency: int) -> None:
     """Run work items with `concurrency` samples in flight, handing each record to `deliver` as
     it ends. The one loop every executor runs (the asyncio executor in the driver, the Ray
-    executor inside each task)."""
-    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
+    executor inside each task). `items` is read lazily, one item per free worker."""
+    remaining = iter(items)  # shared by the workers: each takes the next item when it is free
 
     async def worker() -> None:
-        while True:
-            try:
-                item = queue.get_nowait()
-            except asyncio.QueueEmpty:
-                return
+        for item in remaining:
             if item.source is None:
                 record = await run_one(suite, item.sample, item.epoch, models, config)
             else:
-                record = await rescore_one(suite, item.sample, item.source, models, config)
+                source = item.source.load() if isinstance(item.source, SourceLine) else item.source
+                record = await rescore_one(suite, item.sample, source, models, config)
             deliver(record)
+            # A sample whose calls never suspend (an in-process model, a call-cache hit) would
+            # otherwise run the next one in the same loop step, and so on to the end of the run:
+            # no other task (the limits' poll, Ctrl-C) would run, and the loop would never drop the
+            # cancelled timers of the samples' `asyncio.timeout`s (3 a sample, ~0.7 KiB: 0.7 GiB
+            # at 10^6 samples). One yield per sample lets the loop do both.
+            await asyncio.sleep(0)
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(items))))))
+    width = len(items) if isinstance(items, Sized) else concurrency
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, width)))))
 
 
 # Called by an executor with each finished record; True if it was new and is now written, False if

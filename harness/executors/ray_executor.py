@@ -131,7 +131,9 @@ class RayExecutor:
         roles = plan.called_roles
 
         async def submit(chunk: int, attempt: int, items: list[WorkItem]) -> ChunkResult:
-            ref = task.remote(suite_ref, config_ref, roles, items)
+            # A re-score's source records are read here, by the driver: a task on another node
+            # cannot see the run folder.
+            ref = task.remote(suite_ref, config_ref, roles, [item.with_source_loaded() for item in items])
             self._refs.append(ref)
             result: ChunkResult = await asyncio.wrap_future(ref.future())
             return result
