@@ -49,9 +49,9 @@ def format_table(result: dict[str, Any]) -> str:
     lines = [f"{result['steps']} emulator steps per game (frame skip 4, sticky 0.25), "
              f"{result['action_repeat']} per agent step, filmstrip={result['filmstrip']}; "
              "wrapper = everything step() does besides the emulator (extraction, typed delta, observation text)",
-             f"{'game':12} {'steps/s':>9} {'emu ms':>8} {'extract ms':>11} {'extract %':>10} {'frames %':>9} {'wrapper %':>10}"]
+             f"{'game':15} {'steps/s':>9} {'emu ms':>8} {'extract ms':>11} {'extract %':>10} {'frames %':>9} {'wrapper %':>10}"]
     for game, r in result["games"].items():
-        lines.append(f"{game:12} {r['steps_per_s']:>9.0f} {r['emulator_ms']:>8.3f} {r['extract_ms']:>11.4f} "
+        lines.append(f"{game:15} {r['steps_per_s']:>9.0f} {r['emulator_ms']:>8.3f} {r['extract_ms']:>11.4f} "
                      f"{100 * r['extract_overhead']:>9.1f}% {100 * r['frames_overhead']:>8.1f}% "
                      f"{100 * r['wrapper_overhead']:>9.0f}%")
     return "\n".join(lines)

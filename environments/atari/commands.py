@@ -10,7 +10,10 @@ from harness.cli.kit import out
 
 def bench_visual_cmd(
     steps: int = typer.Option(2000, "--steps", min=1, help="Emulator steps per game."),
-    games: str = typer.Option("breakout,pong,freeway,boxing,ms_pacman,seaquest,frostbite,asterix,kangaroo,road_runner,bank_heist,qbert,krull,jamesbond", "--games",
+    games: str = typer.Option("breakout,pong,freeway,boxing,ms_pacman,seaquest,frostbite,asterix,kangaroo,road_runner,"
+                              "bank_heist,qbert,krull,jamesbond,alien,amidar,assault,demon_attack,gopher,hero,private_eye,"
+                              "chopper_command,kung_fu_master,crazy_climber,up_n_down,battle_zone",
+                              "--games",
                               help="Comma list of Atari 100k games (default: those with an object extractor)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the emulator and of the action sequence."),
     filmstrip: bool = typer.Option(False, "--filmstrip", help="Also copy every screen for filmstrips (reported apart)."),

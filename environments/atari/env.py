@@ -32,11 +32,12 @@ MAX_FILMSTRIPS = 3
 
 WORLD_MODEL_HELP_TEXT = (
     "Entities: the game's objects as the observation names them (e.g. paddle, ball, player, enemy, car, ghost, "
-    "floe, item) and 'game'. Attributes: x, y (cells of 8 pixels), dx, dy (direction: -1, 0, 1), game score, "
+    "floe, item, farmer) and 'game'. Attributes: x, y (cells of 8 pixels; DOWN raises y), dx, dy (direction: "
+    "-1, 0, 1), and per game e.g. speed, floor, heading (eighths of a turn), turn, eggs, dots; game score, "
     "lives, conceded (points the opponent scored), over. An object that appears is created, one that leaves "
     "play or is used up is deleted. Relations: the game's events, e.g. ball bounced off paddle, chicken crossed "
-    "road, player landed on floe, player collected item. Cannot be undone: losing a life, conceding a point, "
-    "an item consumed, the game ending."
+    "road, player landed on floe, player collected item, player ate egg, player climbed floor. Cannot be "
+    "undone: losing a life, conceding a point, an item consumed, the game ending."
 )
 
 

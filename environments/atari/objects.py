@@ -8,6 +8,9 @@ in a way a world model can state, not every pixel of motion. The `game` entity (
 read from the emulator itself for every one of the 26 games; games without an extractor get only
 that (coarser deltas, said so in `coarse`).
 
+The shared pieces (`Frame`, motion, RAM encodings) are in `frame.py`; the later games' extractors
+in `objects_more.py`. `EXTRACTORS` below is the one registry `read` and `coarse` dispatch from.
+
 Irreversible: a life lost (Breakout), a point conceded (Pong, Boxing), the game ending (any game); the
 cost is the number of lives / points lost (1 for the game's end).
 """
@@ -15,56 +18,13 @@ cost is the number of lives / points lost (1 for the game's end).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from environments.atari.frame import CELL, Frame, Objects, Raw, bcd, moving, positions, reversal, sign, x_only
+from environments.atari.objects_more import (alien, amidar, assault, battle_zone, chopper_command, crazy_climber,
+                                             demon_attack, gopher, hero, kung_fu_master, private_eye, up_n_down)
 from harness.environment import AttributeChange, Delta, Relation
-
-CELL = 8  # pixels per position cell
-Objects = dict[str, dict[str, int]]  # entity -> attribute -> value
-Raw = dict[str, tuple[int, int]]  # entity -> raw (x, y) position, for velocities
-
-
-@dataclass
-class Frame:
-    """One game's object state at one moment, plus the raw positions the next velocity needs."""
-
-    objects: Objects
-    raw: Raw
-    relations: set[tuple[str, str, str]] = field(default_factory=set)
-    heading: dict[str, tuple[int, int]] = field(default_factory=dict)  # last non-zero (dx, dy) per object
-
-
-def _sign(v: int) -> int:
-    return (v > 0) - (v < 0)
-
-
-def _moving(name: str, x: int, y: int, prev: Raw) -> dict[str, int]:
-    """An object's cell position and, when it was seen before, its direction of motion."""
-    px, py = prev.get(name, (x, y))
-    return {"x": x // CELL, "y": y // CELL, "dx": _sign(x - px), "dy": _sign(y - py)}
-
-
-def _turned(name: str, obj: dict[str, int], prev: Frame | None, axis: int) -> tuple[bool, tuple[int, int]]:
-    """Whether `name` reversed direction on `axis` (0: x, 1: y) since it last moved on it (the ball
-    may pause a frame, so the last non-zero direction counts), and its heading now."""
-    old = prev.heading.get(name, (0, 0)) if prev else (0, 0)
-    now = (obj["dx"] or old[0], obj["dy"] or old[1])
-    moved = (obj["dx"], obj["dy"])[axis]
-    return bool(moved and old[axis] == -moved), now
-
-
-def _at(ram: np.ndarray, prev: Frame | None, where: dict[str, tuple[int, int]]) -> Frame:
-    """Objects that are just a position: name -> (x address, y address), each with its motion."""
-    praw = prev.raw if prev else {}
-    objects: Objects = {}
-    raw: Raw = {}
-    for name, (xa, ya) in where.items():
-        x, y = int(ram[xa]), int(ram[ya])
-        objects[name] = _moving(name, x, y, praw)
-        raw[name] = (x, y)
-    return Frame(objects, raw)
 
 
 def breakout(ram: np.ndarray, prev: Frame | None) -> Frame:
@@ -76,9 +36,9 @@ def breakout(ram: np.ndarray, prev: Frame | None) -> Frame:
     heading: dict[str, tuple[int, int]] = {}
     bx, by = int(ram[99]), int(ram[101])
     if by:
-        objects["ball"] = _moving("ball", bx, by, praw)
+        objects["ball"] = moving("ball", bx, by, praw)
         raw["ball"] = (bx, by)
-        turned, heading["ball"] = _turned("ball", objects["ball"], prev, 1)
+        turned, heading["ball"] = reversal("ball", objects["ball"], prev, 1)
         if turned and objects["ball"]["dy"] < 0 and by >= 150:  # sent back up low on the screen: the paddle
             relations.add(("ball", "bounced off", "paddle"))
     return Frame(objects, raw, relations, heading)
@@ -93,17 +53,12 @@ def pong(ram: np.ndarray, prev: Frame | None) -> Frame:
     heading: dict[str, tuple[int, int]] = {}
     bx, by = int(ram[49]), int(ram[54])
     if by:
-        objects["ball"] = _moving("ball", bx, by, praw)
+        objects["ball"] = moving("ball", bx, by, praw)
         raw["ball"] = (bx, by)
-        turned, heading["ball"] = _turned("ball", objects["ball"], prev, 0)
+        turned, heading["ball"] = reversal("ball", objects["ball"], prev, 0)
         if turned:  # a horizontal reversal is a paddle hit: the player's on the right half, the enemy's on the left
             relations.add(("ball", "bounced off", "player" if bx >= 80 else "enemy"))
     return Frame(objects, raw, relations, heading)
-
-
-def _bcd(byte: int) -> int:
-    """A binary-coded-decimal RAM byte (0x16 -> 16), as Activision games keep their scores."""
-    return (byte >> 4) * 10 + (byte & 0x0F)
 
 
 FREEWAY_LANES = 10  # RAM 108..117: car x per lane; lanes 0-4 drive right, 5-9 left
@@ -116,11 +71,11 @@ def freeway(ram: np.ndarray, prev: Frame | None) -> Frame:
     the chicken down a pixel a frame, and no RAM byte flags the hit), so it is left as motion."""
     praw = prev.raw if prev else {}
     cy = int(ram[14])
-    objects: Objects = {"chicken": _moving("chicken", 0, cy, praw)}
+    objects: Objects = {"chicken": moving("chicken", 0, cy, praw)}
     raw: Raw = {"chicken": (0, cy)}
     for lane in range(FREEWAY_LANES):
         name, cx = f"car{lane}", int(ram[108 + lane])
-        objects[name] = _moving(name, cx, 0, praw)
+        objects[name] = moving(name, cx, 0, praw)
         raw[name] = (cx, 0)
     relations: set[tuple[str, str, str]] = set()
     if "chicken" in praw and praw["chicken"][1] > 150 and cy < 20:  # wrapped top -> bottom: crossed
@@ -137,7 +92,7 @@ def boxing(ram: np.ndarray, prev: Frame | None) -> Frame:
     raw: Raw = {}
     for name, (xa, ya, pa) in {"player": (32, 34, 18), "enemy": (33, 35, 19)}.items():
         x, y = int(ram[xa]), int(ram[ya])
-        objects[name] = {**_moving(name, x, y, praw), "punches": _bcd(int(ram[pa]))}
+        objects[name] = {**moving(name, x, y, praw), "punches": bcd(int(ram[pa]))}
         raw[name] = (x, y)
     relations: set[tuple[str, str, str]] = set()
     if prev is not None:
@@ -155,7 +110,7 @@ def ms_pacman(ram: np.ndarray, prev: Frame | None) -> Frame:
     raw: Raw = {}
     for name, (xa, ya) in {"pacman": (10, 16), **{f"ghost{i}": (6 + i, 12 + i) for i in range(4)}}.items():
         x, y = int(ram[xa]), int(ram[ya])
-        objects[name] = _moving(name, x, y, praw)
+        objects[name] = moving(name, x, y, praw)
         raw[name] = (x, y)
     objects["pacman"]["dots"] = int(ram[119])
     relations: set[tuple[str, str, str]] = set()
@@ -174,11 +129,11 @@ def seaquest(ram: np.ndarray, prev: Frame | None) -> Frame:
     enemies (RAM 30..33). Coming up to the surface is `surfaced`."""
     praw = prev.raw if prev else {}
     x, y = int(ram[70]), int(ram[97])
-    objects: Objects = {"sub": {**_moving("sub", x, y, praw), "oxygen": int(ram[102]) // 8, "divers": int(ram[62])}}
+    objects: Objects = {"sub": {**moving("sub", x, y, praw), "oxygen": int(ram[102]) // 8, "divers": int(ram[62])}}
     raw: Raw = {"sub": (x, y)}
     for lane in range(4):
         name, ex = f"enemy{lane}", int(ram[30 + lane])
-        objects[name] = _moving(name, ex, 0, praw)
+        objects[name] = moving(name, ex, 0, praw)
         raw[name] = (ex, 0)
     relations: set[tuple[str, str, str]] = set()
     if "sub" in praw and praw["sub"][1] > SEAQUEST_SURFACE_Y and y == SEAQUEST_SURFACE_Y:
@@ -198,14 +153,14 @@ def frostbite(ram: np.ndarray, prev: Frame | None) -> Frame:
     every row is visited). Landing on a white row is `landed on` that floe, and adds a block."""
     praw = prev.raw if prev else {}
     x, y = int(ram[102]), int(ram[100])
-    objects: Objects = {"player": {**_moving("player", x, y, praw), "temperature": _bcd(int(ram[101]))},
+    objects: Objects = {"player": {**moving("player", x, y, praw), "temperature": bcd(int(ram[101]))},
                         "igloo": {"blocks": (int(ram[77]) + 1) % 256}}
     raw: Raw = {"player": (x, y)}
     relations: set[tuple[str, str, str]] = set()
     for row in range(4):
         name, fx, colour = f"floe{row}", int(ram[34 - row]), int(ram[46 - row])
         # A row steps a pixel every other emulator step: its drift is the last non-zero step.
-        drift = _sign(fx - praw[name][0]) if name in praw else 0
+        drift = sign(fx - praw[name][0]) if name in praw else 0
         objects[name] = {"x": fx // CELL, "dx": drift or (prev.objects[name]["dx"] if prev else 0),
                          "visited": int(colour != FROSTBITE_WHITE)}
         raw[name] = (fx, 0)
@@ -225,7 +180,7 @@ def asterix(ram: np.ndarray, prev: Frame | None) -> Frame:
     the item is deleted."""
     praw = prev.raw if prev else {}
     x, lane = int(ram[41]), int(ram[39])
-    objects: Objects = {"player": _moving("player", x, lane * CELL, praw)}  # the lane is y, in whole lanes
+    objects: Objects = {"player": moving("player", x, lane * CELL, praw)}  # the lane is y, in whole lanes
     raw: Raw = {"player": (x, lane * CELL)}
     for k in range(ASTERIX_LANES):
         if int(ram[18 - k]) not in ASTERIX_NO_ITEM:
@@ -242,7 +197,7 @@ def asterix(ram: np.ndarray, prev: Frame | None) -> Frame:
 def kangaroo(ram: np.ndarray, prev: Frame | None) -> Frame:
     """The kangaroo's x (RAM 17, RIGHT raises it) and y (RAM 16 in its own coarse rows: 18 standing
     on the ground floor, lower while jumping up, 19 ducking), as they are (a jump is 1-2 rows)."""
-    frame = _at(ram, prev, {"player": (17, 16)})
+    frame = positions(ram, prev, {"player": (17, 16)})
     frame.objects["player"]["y"] = int(ram[16])  # already coarse: a cell of 8 would hide the jump
     return frame
 
@@ -250,7 +205,7 @@ def kangaroo(ram: np.ndarray, prev: Frame | None) -> Frame:
 def road_runner(ram: np.ndarray, prev: Frame | None) -> Frame:
     """The road runner's x/y (RAM 80/3; RIGHT raises x, DOWN raises y) and the coyote's (RAM 81/5),
     which chases it: its y follows the runner's a few steps behind and its x closes in."""
-    return _at(ram, prev, {"player": (80, 3), "coyote": (81, 5)})
+    return positions(ram, prev, {"player": (80, 3), "coyote": (81, 5)})
 
 
 BANK_HEIST_WRAP = 64  # a jump of x larger than this is the car driving through the side tunnel
@@ -259,7 +214,7 @@ BANK_HEIST_WRAP = 64  # a jump of x larger than this is the car driving through 
 def bank_heist(ram: np.ndarray, prev: Frame | None) -> Frame:
     """The getaway car's x/y (RAM 28/8; RIGHT raises x two pixels a step, DOWN raises y on a
     vertical street; LEFT out of the maze's left edge wraps x to its right side, 12 -> 140)."""
-    frame = _at(ram, prev, {"car": (28, 8)})
+    frame = positions(ram, prev, {"car": (28, 8)})
     if prev and "car" in prev.raw and abs(frame.raw["car"][0] - prev.raw["car"][0]) > BANK_HEIST_WRAP:
         frame.objects["car"]["dx"] *= -1  # through the tunnel: still heading the same way
     return frame
@@ -269,33 +224,33 @@ def qbert(ram: np.ndarray, prev: Frame | None) -> Frame:
     """Q*bert's x/y (RAM 43/67) on the pyramid, from the top cube (77, 25): the stick jumps a
     cube diagonally -- RIGHT down-right (x and y rise), DOWN down-left, UP up-right, LEFT up-left;
     off the pyramid's edge is a life lost."""
-    return _at(ram, prev, {"player": (43, 67)})
+    return positions(ram, prev, {"player": (43, 67)})
 
 
 def krull(ram: np.ndarray, prev: Frame | None) -> Frame:
     """The prince's x/y (RAM 90/98; RIGHT raises x four pixels a step, DOWN raises y two) in the
     opening battle, the scene the tests check (RAM 51 follows y ten pixels lower, not used)."""
-    return _at(ram, prev, {"player": (90, 98)})
+    return positions(ram, prev, {"player": (90, 98)})
 
 
 def jamesbond(ram: np.ndarray, prev: Frame | None) -> Frame:
     """The car's x on the screen (RAM 27; RIGHT raises it two pixels a step, LEFT lowers it one);
     its height while jumping is not read (x only)."""
-    praw = prev.raw if prev else {}
-    x = int(ram[27])
-    car = _moving("car", x, 0, praw)
-    del car["y"], car["dy"]
-    return Frame({"car": car}, {"car": (x, 0)})
+    return x_only("car", int(ram[27]), prev)
 
 
 EXTRACTORS: dict[str, Callable[[np.ndarray, Frame | None], Frame]] = {
     "breakout": breakout, "pong": pong, "freeway": freeway, "boxing": boxing, "ms_pacman": ms_pacman, "seaquest": seaquest,
     "frostbite": frostbite, "asterix": asterix, "kangaroo": kangaroo, "road_runner": road_runner,
-    "bank_heist": bank_heist, "qbert": qbert, "krull": krull, "jamesbond": jamesbond}
+    "bank_heist": bank_heist, "qbert": qbert, "krull": krull, "jamesbond": jamesbond,
+    # objects_more.py (split out to keep modules small); a new game goes in either and is named here.
+    "alien": alien, "amidar": amidar, "assault": assault, "demon_attack": demon_attack, "gopher": gopher,
+    "hero": hero, "private_eye": private_eye, "chopper_command": chopper_command, "kung_fu_master": kung_fu_master,
+    "crazy_climber": crazy_climber, "up_n_down": up_n_down, "battle_zone": battle_zone}
 # Points the opponent scores (read from RAM), an irreversible loss in games without lives.
 CONCEDED: dict[str, Callable[[np.ndarray], int]] = {
     "pong": lambda ram: int(ram[13]),
-    "boxing": lambda ram: _bcd(int(ram[19])),  # the enemy's landed punches
+    "boxing": lambda ram: bcd(int(ram[19])),  # the enemy's landed punches
 }
 
 

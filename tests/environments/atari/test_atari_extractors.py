@@ -4,7 +4,8 @@ known action does to it (no sticky actions, so the script alone decides the epis
 from __future__ import annotations
 
 from environments.atari.env import AtariEnvironment
-from environments.atari.objects import _bcd, coarse
+from environments.atari.frame import bcd as _bcd
+from environments.atari.objects import coarse
 
 
 def play(game: str, actions: list[str]):
