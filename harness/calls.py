@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from harness.cache import CallCache
 from harness.limits import Limiter, LimitPolicy, LocalLimiter
 from harness.providers.base import (
+    ConstraintError,
     GenerateConfig,
     Model,
     ModelError,
@@ -76,6 +77,9 @@ class ManagedModel:
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         check_constraint(config)  # a bad schema, regex or tool is the caller's error: never sent, never retried
+        if config.output == "image" and not getattr(self.model, "draws_images", False):
+            raise ConstraintError(f"{self.name} has no images endpoint: a picture needs an openai/ model whose "
+                                  "--base-url serves /v1/images/generations")
         key = request_hash(self.name, messages, config)
         if self.cache is not None:
             hit = self.cache.get(key)

@@ -8,7 +8,8 @@ peak number of requests in flight.
 `/v1/chat/completions` takes OpenAI's `response_format`, `tools` and `tool_choice` and vLLM's
 `structured_outputs` (or `guided_*`) and hands them to the model as `GenerateConfig` fields; a bad
 constraint is HTTP 400 naming it. `/v1/completions` (raw text, no chat template) is served by the
-model's `complete` where it has one.
+model's `complete` where it has one. `/v1/images/generations` answers from a folder of PNGs
+(`--images DIR`, see `image_for`): a scripted text-to-image model for tests.
 
     python -m harness.loopback --model local/smollm2-135m --port 8000
     python -m harness.loopback --echo --faults 429,500,timeout,ok --port 0
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import hashlib
 import json
@@ -31,6 +33,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -54,7 +57,8 @@ FAULTS = ("ok", "429", "500", "503", "timeout", "drop")
 class LoopbackServer:
     def __init__(self, model: Model | None, faults: list[str], hang_s: float,
                  reply: str | None = None, delay_s: float = 0.0, per_request: bool = False,
-                 retry_after_s: float | None = None, rate_limit_first: int = 0, rate_limit_above: int = 0):
+                 retry_after_s: float | None = None, rate_limit_first: int = 0, rate_limit_above: int = 0,
+                 images: Path | None = None):
         bad = [f for f in faults if f not in FAULTS]
         if bad:
             raise SystemExit(f"--faults {','.join(bad)}: unknown fault; use {', '.join(FAULTS)}")
@@ -73,6 +77,7 @@ class LoopbackServer:
         self.retry_after_s = retry_after_s  # sent with every 429 (None: no Retry-After header)
         self.rate_limit_first = rate_limit_first
         self.rate_limit_above = rate_limit_above
+        self.images = images  # the folder `/v1/images/generations` answers from (see `image_for`)
         self.requests = 0
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -81,6 +86,7 @@ class LoopbackServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/v1/images/generations", self.images_generations)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/stats", self.stats)
         return app
@@ -190,11 +196,45 @@ class LoopbackServer:
         self.served += 1
         return web.json_response(text_completion(str(body.get("model", "echo")), out))
 
+    async def images_generations(self, request: web.Request) -> web.StreamResponse:
+        """A picture for a prompt, from the `--images` folder (see `image_for`), base64 in `b64_json`."""
+        with self._counted():
+            raw = await request.read()
+            faulted = await self._fault(request, raw)
+            if faulted is not None:
+                return faulted
+            try:
+                prompt = _prompt(_json_body(raw).get("prompt"))
+            except ModelError as exc:
+                return _error(str(exc))
+            if self.images is None:
+                return _error("this server draws no pictures: start it with --images DIR", status=404)
+            path = image_for(self.images, prompt)
+            if path is None:
+                return _error(f"no picture for this prompt in {self.images} (and no default.png)")
+            self.served += 1
+            return web.json_response({"created": int(time.time()),
+                                      "data": [{"b64_json": base64.b64encode(path.read_bytes()).decode("ascii")}]})
+
     def _echo(self, default: str, prompt: str) -> ModelOutput:
         """Echo mode's instant answer; tokens are counted as words."""
         text = self.reply if self.reply is not None else default
         return ModelOutput(text=text, usage=Usage(prompt_tokens=len(prompt.split()),
                                                   completion_tokens=len(text.split()), calls=1))
+
+
+def prompt_key(prompt: str) -> str:
+    """The file name stem `--images` looks up for a prompt."""
+    return hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
+
+
+def image_for(folder: Path, prompt: str) -> Path | None:
+    """`<folder>/<prompt_key(prompt)>.png` if present, else `<folder>/default.png`, else None: a
+    scripted text-to-image model for tests (the pictures are made by whoever starts the server)."""
+    for name in (f"{prompt_key(prompt)}.png", "default.png"):
+        if (folder / name).is_file():
+            return folder / name
+    return None
 
 
 def _error(message: str, status: int = 400, kind: str = "invalid_request_error") -> web.Response:
@@ -452,6 +492,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--retry-after-s", type=float, default=None,
                    help="send Retry-After (and retry-after-ms) with every 429, asking clients to wait this long")
     p.add_argument("--rate-limit-first", type=int, default=0, help="answer the first K requests with 429")
+    p.add_argument("--images", type=Path, default=None,
+                   help="answer /v1/images/generations from this folder: <sha256(prompt)[:16]>.png, else default.png")
     p.add_argument("--rate-limit-above", type=int, default=0,
                    help="answer 429 to a request that arrives while N are already in flight (0: never)")
     args = p.parse_args(argv)
@@ -466,7 +508,8 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.suppress(KeyboardInterrupt):
         server = LoopbackServer(model, faults, args.hang_s, reply=args.reply, delay_s=args.delay_s,
                                 per_request=args.per_request, retry_after_s=args.retry_after_s,
-                                rate_limit_first=args.rate_limit_first, rate_limit_above=args.rate_limit_above)
+                                rate_limit_first=args.rate_limit_first, rate_limit_above=args.rate_limit_above,
+                                images=args.images)
         asyncio.run(serve(server, "127.0.0.1", args.port))
 
 

@@ -26,21 +26,22 @@ def _scores(records: list[SampleRecord]) -> list[dict[str, Any]]:
     return [r.scores for r in records if r.scores and "points" in r.scores]
 
 
-def _ratio(cells: list[list[float]], seed: int) -> Metric:
+def ratio_cells(cells: list[list[float]], seed: int) -> Metric:
+    """A ratio metric over [numerator, denominator] cells, one per task (bootstrap over tasks)."""
     arr = np.asarray(cells, dtype=float).reshape(-1, 2)
     return ratio_metric(arr, lambda c: c[0], lambda c: c[1], seed=seed)
 
 
 def prograf_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
     scores = _scores(records)
-    out = {"pass_rate": _ratio([[float(s["passed"]), 1.0] for s in scores], seed),
-           "point_rate": _ratio([[sum(p["passed"] for p in s["points"]), len(s["points"])] for s in scores], seed),
-           "format_error_rate": _ratio([[float(s.get("pattern") in UNREADABLE), 1.0] for s in scores], seed)}
+    out = {"pass_rate": ratio_cells([[float(s["passed"]), 1.0] for s in scores], seed),
+           "point_rate": ratio_cells([[sum(p["passed"] for p in s["points"]), len(s["points"])] for s in scores], seed),
+           "format_error_rate": ratio_cells([[float(s.get("pattern") in UNREADABLE), 1.0] for s in scores], seed)}
     for cat in CATEGORIES:
         rows = [s for s in scores if s.get("category") == cat]
         if rows:
-            out[f"pass_rate/{cat}"] = _ratio([[float(s["passed"]), 1.0] for s in rows], seed)
-            out[f"point_rate/{cat}"] = _ratio([[sum(p["passed"] for p in s["points"]), len(s["points"])] for s in rows], seed)
+            out[f"pass_rate/{cat}"] = ratio_cells([[float(s["passed"]), 1.0] for s in rows], seed)
+            out[f"point_rate/{cat}"] = ratio_cells([[sum(p["passed"] for p in s["points"]), len(s["points"])] for s in rows], seed)
     components = sorted({p["component"] for s in scores for p in s["points"]})
     for comp in components:
         task_cells, point_cells = [], []
@@ -49,8 +50,8 @@ def prograf_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Met
             if mine:
                 task_cells.append([float(all(p["passed"] for p in mine)), 1.0])
                 point_cells.append([sum(p["passed"] for p in mine), len(mine)])
-        out[f"component_pass_rate/{comp}"] = _ratio(task_cells, seed)
-        out[f"component_point_rate/{comp}"] = _ratio(point_cells, seed)
+        out[f"component_pass_rate/{comp}"] = ratio_cells(task_cells, seed)
+        out[f"component_point_rate/{comp}"] = ratio_cells(point_cells, seed)
     return out
 
 

@@ -71,6 +71,9 @@ class GenerateConfig(BaseModel):
     regex: str | None = None
     tools: list[ToolSpec] | None = None
     tool_choice: str | None = None  # auto | required | none | the name of one tool
+    # "image": the call asks for a picture (an OpenAI-compatible images endpoint: the messages'
+    # contents are the prompt), answered in `ModelOutput.images`; None: a text reply
+    output: Literal["image"] | None = None
 
     @property
     def constrained(self) -> bool:
@@ -98,6 +101,7 @@ class ModelOutput(BaseModel):
     attempts: int = 1
     tool_calls: list[ToolCall] = Field(default_factory=list)
     constrained_by: ConstraintPath = "none"
+    images: list[str] = Field(default_factory=list)  # base64 PNGs, for a call with output="image"
 
 
 class ModelError(Exception):
@@ -136,6 +140,8 @@ def check_constraint(config: GenerateConfig) -> None:
         given.append("tools")
     if len(given) > 1:
         raise ConstraintError(f"one output constraint per call, got {' and '.join(given)}")
+    if config.output == "image" and (given or config.tools):
+        raise ConstraintError(f"output='image' asks for a picture: it takes no {' or '.join(given or ['tools'])}")
     if config.json_schema is not None:
         try:
             jsonschema.Draft202012Validator.check_schema(config.json_schema)
@@ -200,7 +206,7 @@ class RawTextModel(Protocol):
 
 # Constraint fields enter the hash only when set, so unconstrained calls keep the keys they had
 # before these fields existed (earlier runs' caches still answer them).
-_OPTIONAL_IN_HASH = ("json_schema", "choice", "regex", "tools", "tool_choice")
+_OPTIONAL_IN_HASH = ("json_schema", "choice", "regex", "tools", "tool_choice", "output")
 
 
 def request_hash(model_name: str, messages: list[dict[str, str]], config: GenerateConfig,

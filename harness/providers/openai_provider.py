@@ -79,7 +79,11 @@ class OpenAIModel:
                 self.replicas.mark_down(i)
                 raise
 
+    draws_images = True  # config.output == "image": the images endpoint (see `draw`)
+
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+        if config.output == "image":
+            return await self.draw(messages)
         started = time.perf_counter()
         params, path = constraint_params(config, self_hosted=self.base_url is not None)
         try:
@@ -90,6 +94,23 @@ class OpenAIModel:
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
         return to_output(self.name, resp, started, path)
+
+    async def draw(self, messages: list[dict[str, str]]) -> ModelOutput:
+        """One picture from `/v1/images/generations`: the messages' contents, joined, are the prompt
+        (the endpoint takes one text); the PNG comes back base64-encoded in `images`."""
+        started = time.perf_counter()
+        prompt = "\n\n".join(m["content"] for m in messages if m.get("content"))
+        try:
+            with self._replica() as client:
+                resp = await client.images.generate(model=self.model_id, prompt=prompt, n=1,
+                                                    response_format="b64_json")
+        except openai.OpenAIError as exc:
+            raise classify_error(self.name, exc) from exc
+        images = [d.b64_json for d in resp.data or [] if d.b64_json]
+        if not images:
+            raise RetryableModelError(f"{self.name}: the images endpoint answered without an image")
+        return ModelOutput(text="", images=images, latency_s=time.perf_counter() - started,
+                           usage=Usage(calls=1))
 
     async def complete(self, prompt: str, config: GenerateConfig) -> ModelOutput:
         """Raw text through the completions endpoint (no chat template). The endpoint has no
