@@ -34,7 +34,8 @@ def draw_scenario(name: str, family: str, seed: int, state_dir: str | None = Non
 def _option(name: str, family: str, state_dir: str | None) -> Any:
     if name == "adv0":  # a trained ADV-0 attacker; its avoidable-trigger variant keeps drawing only escapable triggers
         state = _trained_state(state_dir)
-        cls = baselines.AvoidableAdv0 if state.get("kind") == "adv0-avoidable" else Adv0Attacker
+        classes = {"adv0-avoidable": baselines.AvoidableAdv0, "adv0-avoidable-closed": baselines.ClosedLoopAvoidableAdv0}
+        cls = classes.get(str(state.get("kind")), Adv0Attacker)
         return cls.from_state(state)
     if name not in ATTACKERS:
         raise HarnessError(f"unknown attacker {name!r}; choose one of {', '.join(ATTACKERS)}")

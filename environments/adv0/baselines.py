@@ -1,7 +1,9 @@
 """Attacker options behind one interface, so the min-max loop, the suite and the checks treat them
 alike: the baselines (none, random, scripted, a CAT-like fixed objective, a SAGE-like open-loop
 DPO) and the ADV-0 attacker with its ablations (no reference/KL, no fault gate, frozen after round 1)
-and its avoidable-trigger variant (draws only attacks a careful defender could escape: `escape.py`).
+and its avoidable-trigger variants (`escape.py`): open loop, drawing only attacks a careful defender
+could escape judged from the initial state; closed loop, drawing from q as ADV-0 does and letting the
+world fire each trigger only at a step whose state leaves that escape.
 
 Interface (`AttackerOption`):
 - `draw(context, rng, n)`: n scenario draws for one initial state (evaluation); None = no attack.
@@ -38,7 +40,7 @@ from environments.adv0.scenario import (
 )
 
 ATTACKERS = ("none", "random", "scripted", "cat", "sage", "adv0", "adv0-noref", "adv0-nogate", "adv0-frozen",
-             "adv0-avoidable")
+             "adv0-avoidable", "adv0-avoidable-closed")
 CAT_CANDIDATES = 32  # prior draws CAT ranks per scenario
 LANE_W, VEH_W = 4.0, 2.0  # the surrogate's own road model
 V_LAT_FULL = float(np.sqrt(MAX_LAT_ACCEL * LANE_W / 2))
@@ -194,6 +196,22 @@ class AvoidableAdv0(Adv0Option):
         return list(self._params(self.space[np.array(idx, dtype=np.int64)]))
 
 
+class ClosedLoopAvoidableAdv0(Adv0Option):
+    """ADV-0 whose draws the world plays behind the closed-loop escape gate: every z it draws or
+    proposes carries `escape_gate=True`, so the world fires it only at a step whose actual state
+    leaves the ego an escape (`escape.escape_at_firing`); otherwise the attacker holds, and a trigger
+    that never passes is recorded as withheld (no crash, so its utility is the ego's progress alone,
+    and DPO learns to draw fewer of them). Its log-probabilities are ADV-0's own, exactly: the
+    gate acts on how the environment executes a draw, not on which draw is made -- the draw is still
+    z ~ q(z | context) over the same grid, and the gate is part of the dynamics that map z to an
+    outcome, like the positioning rule that leaves some draws unfired."""
+
+    name = "adv0-avoidable-closed"
+
+    def _params(self, z: np.ndarray) -> list[ScenarioParams]:
+        return [p.model_copy(update={"escape_gate": True}) for p in super()._params(z)]
+
+
 class SageAttack(Adv0Option):
     """SAGE-like: the same policy, prior and DPO, but open loop -- each update draws a group for
     every context it was asked to draw for since the last update and ranks it by the surrogate (no
@@ -245,6 +263,8 @@ def make(name: str, reference: ReferencePrior, config: AttackerConfig | None = N
         return SageAttack(reference, cfg.model_copy(update={"labels": "hard", "margin": 0.2, "shaping": 0.0}))
     if name == "adv0-avoidable":
         return AvoidableAdv0(reference, cfg)
+    if name == "adv0-avoidable-closed":
+        return ClosedLoopAvoidableAdv0(reference, cfg)
     ablations = {"adv0": {}, "adv0-noref": {"use_reference": False}, "adv0-nogate": {"fault_gate": False},
                  "adv0-frozen": {"freeze_after": 1}}
     if name in ablations:

@@ -28,7 +28,7 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
 def train_cmd(
     defender: str = typer.Option("idm", "--defender", help="idm (CEM-tuned IDM/MOBIL), dqn (SB3 DQN) or llm (the LLM driver)."),
     attacker: str = typer.Option("adv0", "--attacker", help="adv0, none, random, scripted, cat or sage."),
-    ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate, frozen or avoidable (draws only escapable triggers)."),
+    ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate, frozen, avoidable (draws only triggers escapable from the initial state) or avoidable-closed (fires each trigger only at a step whose state leaves an escape)."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Rounds in all (default 3; with --resume: a new total, else the saved one)."),
     family: str = typer.Option("highway", "--family", help="highway (highway-env) or toy (the numpy world)."),
     episodes: int = typer.Option(20, "--episodes", min=1, help="Evaluation episodes per split and round."),
@@ -169,3 +169,18 @@ def pretrain_dqn_cmd(
     except HarnessError as exc:
         _fail(str(exc))
     out.print(f"DQN checkpoint: {path}", highlight=False)
+
+
+@adv0_app.command("gate")
+def gate_cmd(
+    world: str = typer.Option("toy", "--world", help="toy (every draw of the grid on each seed) or highway (one uniform draw per seed)."),
+    seeds: int = typer.Option(8, "--seeds", min=1, max=100_000, help="Seeds: toy 0..N-1; highway 9,000,000 + 0..N-1."),
+) -> None:
+    """The escape gates measured: the same draws with no gate, the open-loop gate and the closed-loop
+    gate (the default IDM/MOBIL ego), each arm's triggers fired and withheld and its crashes by fault."""
+    from environments.adv0 import gate
+
+    if world not in ("toy", "highway"):
+        _fail(f"--world {world!r} is unknown; use toy or highway")
+    rows = gate.toy_gate_split(range(seeds)) if world == "toy" else gate.highway_gate_split(seeds)
+    out.print(gate.render(rows), highlight=False, soft_wrap=True)

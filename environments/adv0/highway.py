@@ -437,6 +437,7 @@ class HighwayEpisode:
             reward=defender_return(at_fault, mean_speed, log.distance, duration, speed_range=self.spec.speed_range),
             attack_feasible=att.feasible if att is not None else True,
             attack_fired=att.fired if att is not None else False,
+            trigger_withheld=bool(att is not None and att.withheld and not att.fired),
             attacker_kinematics=log.kinematics, actions=list(self.actions), invalid_actions=self.invalid_actions)
 
     def filmstrip(self, directory: str | Path, root: str | Path | None = None) -> list[str]:

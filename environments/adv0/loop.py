@@ -287,7 +287,7 @@ def reference_prior(family: str) -> Any:
 
 
 OPTION_NAMES = {"none": "adv0", "no-kl": "adv0-noref", "no-fault-gate": "adv0-nogate", "frozen": "adv0-frozen",
-                "avoidable": "adv0-avoidable"}
+                "avoidable": "adv0-avoidable", "avoidable-closed": "adv0-avoidable-closed"}
 
 
 def option_name(cfg: LoopConfig) -> str:

@@ -24,7 +24,7 @@ from harness.errors import HarnessError
 
 DEFENDERS = ("idm", "dqn", "llm")
 ATTACKERS = ("adv0", "none", "random", "scripted", "cat", "sage")
-ABLATIONS = ("none", "no-kl", "no-fault-gate", "frozen", "avoidable")
+ABLATIONS = ("none", "no-kl", "no-fault-gate", "frozen", "avoidable", "avoidable-closed")
 LOOP_FAMILIES = ("highway", "toy")
 TRAIN_DIR = "adv0-train"
 Split = Literal["normal", "attack", "held_out"]
@@ -35,7 +35,7 @@ class LoopConfig(BaseModel):
 
     defender: Literal["idm", "dqn", "llm"] = "idm"
     attacker: Literal["adv0", "none", "random", "scripted", "cat", "sage"] = "adv0"
-    ablation: Literal["none", "no-kl", "no-fault-gate", "frozen", "avoidable"] = "none"
+    ablation: Literal["none", "no-kl", "no-fault-gate", "frozen", "avoidable", "avoidable-closed"] = "none"
     family: Literal["highway", "toy"] = "highway"
     rounds: int = Field(3, ge=1)
     episodes: int = Field(20, ge=1, description="evaluation episodes per split (normal, attack) and round")

@@ -39,7 +39,8 @@ class EpisodeScores(BaseModel):
     steps: int
     invalid_actions: int
     attack_feasible: bool
-    failure_cluster: str | None  # set for defender failures: manoeuvre|slot|impact rule|impact speed bin
+    failure_cluster: str | None
+    trigger_withheld: bool = False  # the escape gate held the trigger and it never fired (no attack played)  # set for defender failures: manoeuvre|slot|impact rule|impact speed bin
 
 
 def failure_cluster(result: EpisodeResult) -> str | None:
@@ -67,7 +68,7 @@ def episode_scores(result: EpisodeResult) -> EpisodeScores:
         attacker_fault=result.crashed and fault == "attacker", near_miss=result.near_miss,
         min_ttc=result.min_ttc, reward=result.reward, mean_speed=result.mean_speed, distance_m=result.distance_m,
         steps=result.steps, invalid_actions=result.invalid_actions, attack_feasible=result.attack_feasible,
-        failure_cluster=failure_cluster(result),
+        failure_cluster=failure_cluster(result), trigger_withheld=result.trigger_withheld,
     )
 
 
@@ -85,7 +86,7 @@ def driving_metrics(scores: Sequence[EpisodeScores], seed: int = 0) -> dict[str,
         return {}
     rows = np.array([[
         1.0, s.crashed, s.defender_failure, s.attacker_fault, s.near_miss, s.reward, s.mean_speed, s.distance_m,
-        s.invalid_actions, s.steps, s.attacked and not s.attack_feasible, s.attacked,
+        s.invalid_actions, s.steps, s.attacked and not s.attack_feasible, s.attacked, s.trigger_withheld,
     ] for s in scores], dtype=float)
 
     def ratio(num: int, den: int) -> Metric:
@@ -104,6 +105,7 @@ def driving_metrics(scores: Sequence[EpisodeScores], seed: int = 0) -> dict[str,
         "distance_m": ratio(7, 0),
         "action_invalid_rate": ratio(8, 9),
         "infeasible_attack_rate": ratio(10, 11),
+        "trigger_withheld_rate": ratio(12, 11),  # attacked episodes whose gated trigger never fired
         "failure_clusters": summed_metric(onehot, lambda t: float((t > 0).sum()), seed=seed, resamples=500),
         "failure_entropy": summed_metric(onehot, _entropy, seed=seed, resamples=500),
     }

@@ -62,6 +62,9 @@ class ScenarioParams(BaseModel):
     intensity: float
     hold_s: float
     gap_m: float
+    # Not a factor: how the world plays the trigger. True = the closed-loop escape gate (`escape.py`):
+    # the world fires only at a step whose state leaves the ego an escape, else the attacker holds.
+    escape_gate: bool = False
 
     def index(self, manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES) -> tuple[int, ...]:
         """The factor indices of z (the manoeuvre indexed in `manoeuvres`)."""
@@ -164,6 +167,7 @@ class EpisodeResult(BaseModel):
     reward: float = 0.0  # the defender's return J (see `defender_return`)
     attack_feasible: bool = True  # False when the script exceeded the feasibility limits (clipped)
     attack_fired: bool = False  # the manoeuvre's trigger condition was met
+    trigger_withheld: bool = False  # the escape gate held a ready trigger and it never fired (`escape.py`)
     attacker_kinematics: list[tuple[float, float]] = Field(default_factory=list)  # (a_long, a_lat) per step
     actions: list[str] = Field(default_factory=list)  # the defender's meta-actions (empty for a planner)
     invalid_actions: int = 0

@@ -9,7 +9,10 @@ the vehicles, the attacker's scripts, fault and TTC are the simulator's: `toy_si
 Every episode is a pure function of (seed, z, defender) -- or of the driver's actions in
 `start_episode`; there is no other randomness.
 
-May import: numpy, pydantic, `environments.adv0.scenario`, `environments.adv0.toy_sim`.
+Gated attacks (`ScenarioParams.escape_gate`, or `gate=True` here) fire only at a step whose state
+leaves the ego an escape (`escape.toy_escape`); `withheld` marks the ones that never did.
+
+May import: numpy, pydantic, `environments.adv0.scenario`, `environments.adv0.toy_sim`, `environments.adv0.escape`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from environments.adv0.escape import toy_escape
 from environments.adv0.scenario import (
     FACTOR_NAMES, FACTORS, META_ACTIONS, NEAR_MISS_TTC_S, TRAIN_MANOEUVRES, TTC_HORIZON_S, Collision, DriverView,
     EpisodeResult, IdmParams, Manoeuvre, ScenarioParams, VehicleState,
@@ -50,6 +54,8 @@ class ToyOutcome:
     min_ttc: np.ndarray
     mean_speed: np.ndarray
     distance_m: np.ndarray
+    withheld: np.ndarray  # the escape gate held a ready trigger and it never fired
+    escape_at_fire: np.ndarray  # it fired, and the escape existed at the firing step (True where not asked: see `evaluate`)
 
     @property
     def attacker_fault(self) -> np.ndarray:
@@ -61,13 +67,15 @@ class ToyOutcome:
 
 
 def _run(init: ToyInit, z: np.ndarray | None, ego: np.ndarray, manoeuvres: tuple[Manoeuvre, ...],
-         chunk: int) -> dict[str, np.ndarray]:
+         chunk: int, gate: bool | np.ndarray = False, record_escape: bool = False) -> dict[str, np.ndarray]:
     """Simulate episode rows (B,) to the end, `chunk` rows at a time (cache-sized batches run fastest)."""
     parts = []
+    gates = np.broadcast_to(np.asarray(gate, dtype=bool), (len(ego),))
     for lo in range(0, len(ego), chunk):
         rows = np.arange(lo, min(len(ego), lo + chunk))
         sub = init.take(rows)
-        sim = ToySim(sub, Attacks.build(sub, None if z is None else z[rows], manoeuvres), ego[rows])
+        attacks = Attacks.build(sub, None if z is None else z[rows], manoeuvres, gates[rows])
+        sim = ToySim(sub, attacks, ego[rows], escape_test=toy_escape, record_escape=record_escape)
         for _ in range(STEPS):
             sim.step()
         parts.append(outcome_arrays(sim))
@@ -75,10 +83,13 @@ def _run(init: ToyInit, z: np.ndarray | None, ego: np.ndarray, manoeuvres: tuple
 
 
 def evaluate(seeds: Sequence[int], z_idx: np.ndarray | None = None, idm: IdmParams | Sequence[IdmParams] | None = None,
-             manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES, chunk: int = 12_000) -> ToyOutcome:
+             manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES, chunk: int = 12_000, gate: bool = False,
+             record_escape: bool = False) -> ToyOutcome:
     """Run every (defender, seed, z) at once. `z_idx`: factor indices (M, F) shared by all seeds, or
     (S, M, F) per seed (manoeuvre indexed in `manoeuvres`); None = normal traffic (M = 1). Arrays
-    come back shaped (S, M), or (P, S, M) when `idm` is a sequence of P defenders."""
+    come back shaped (S, M), or (P, S, M) when `idm` is a sequence of P defenders. `gate`: every
+    attack fires only where the escape exists (`escape.toy_escape`); `record_escape`: ask that test
+    at every firing, gated or not (`escape_at_fire`; ~25% more CPU)."""
     seeds = list(seeds)
     idm = IdmParams() if idm is None else idm
     idms = [idm] if isinstance(idm, IdmParams) else list(idm)
@@ -93,21 +104,24 @@ def evaluate(seeds: Sequence[int], z_idx: np.ndarray | None = None, idm: IdmPara
         M = z.shape[1]
     p_i, s_i, m_i = (a.ravel() for a in np.meshgrid(np.arange(P), np.arange(S), np.arange(M), indexing="ij"))
     ego = np.concatenate([ego_matrix(x, 1) for x in idms])[p_i]
-    out = _run(initial_states(seeds).take(s_i), None if z is None else z[s_i, m_i], ego, manoeuvres, chunk)
+    out = _run(initial_states(seeds).take(s_i), None if z is None else z[s_i, m_i], ego, manoeuvres, chunk, gate,
+               record_escape)
     shape = (S, M) if isinstance(idm, IdmParams) else (P, S, M)
     return ToyOutcome(**{k: v.reshape(shape) for k, v in out.items()})
 
 
 def evaluate_pairs(seeds: Sequence[int], z_idx: np.ndarray | None, idm: IdmParams | None = None,
-                   manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES, chunk: int = 12_000) -> ToyOutcome:
-    """Episode i = (seeds[i], z_idx[i]) (or normal traffic when z_idx is None); arrays shaped (B,)."""
+                   manoeuvres: tuple[Manoeuvre, ...] = TRAIN_MANOEUVRES, chunk: int = 12_000,
+                   gate: bool | np.ndarray = False) -> ToyOutcome:
+    """Episode i = (seeds[i], z_idx[i]) (or normal traffic when z_idx is None); arrays shaped (B,).
+    `gate`: (B,) or one flag, the escape gate per episode."""
     seeds = list(seeds)
     z = None if z_idx is None else np.asarray(z_idx, dtype=np.int64).reshape(len(seeds), -1)
     if z is not None:
         _check_z(z[None], manoeuvres, 1)
     uniq, inv = np.unique(np.array(seeds, dtype=np.int64), return_inverse=True)
     ego = ego_matrix(idm or IdmParams(), len(seeds))
-    return ToyOutcome(**_run(initial_states(uniq.tolist()).take(inv), z, ego, manoeuvres, chunk))
+    return ToyOutcome(**_run(initial_states(uniq.tolist()).take(inv), z, ego, manoeuvres, chunk, gate))
 
 
 def _check_z(z: np.ndarray, manoeuvres: tuple[Manoeuvre, ...], n_seeds: int) -> None:
@@ -133,7 +147,8 @@ def summary_results(seeds: Sequence[int], attacks: Sequence[ScenarioParams | Non
         if not idx:
             continue
         z = np.array([attacks[i].index(manoeuvres) for i in idx]) if attacked else None  # type: ignore[union-attr]
-        o = evaluate_pairs([seeds[i] for i in idx], z, idm, manoeuvres)
+        gate = np.array([attacked and attacks[i].escape_gate for i in idx], dtype=bool)  # type: ignore[union-attr]
+        o = evaluate_pairs([seeds[i] for i in idx], z, idm, manoeuvres, gate=gate)
         for k, i in enumerate(idx):
             out[i] = _summary(o, k, seeds[i], attacks[i])
     return [r for r in out if r is not None]
@@ -154,7 +169,7 @@ def _summary(o: ToyOutcome, k: int, seed: int, attack: ScenarioParams | None) ->
         duration_s=float(min(o.t_crash[k], DURATION_S)) if crashed else DURATION_S, crashed=crashed, collision=collision,
         min_ttc=min_ttc, near_miss=bool(min_ttc < NEAR_MISS_TTC_S and not crashed), mean_speed=float(o.mean_speed[k]),
         distance_m=float(o.distance_m[k]), reward=float(o.J[k]), attack_feasible=bool(o.feasible[k]),
-        attack_fired=bool(o.fired[k]))
+        attack_fired=bool(o.fired[k]), trigger_withheld=bool(o.withheld[k]))
 
 
 def _attacker_column(seed: int, attack: ScenarioParams) -> int:
@@ -195,16 +210,23 @@ def population_scores(candidates: Sequence[IdmParams], jobs: Sequence[tuple[Scen
     normal = [i for i, (a, _) in enumerate(jobs) if a is None]
     P = len(candidates)
     J, speed = np.zeros((P, len(jobs))), np.zeros((P, len(jobs)))
-    for idx, z in ((attacked, np.array([jobs[i][0].index(manoeuvres) for i in attacked])), (normal, None)):  # type: ignore[union-attr]
+    gated = [i for i in attacked if jobs[i][0].escape_gate]  # type: ignore[union-attr]
+    ungated = [i for i in attacked if not jobs[i][0].escape_gate]  # type: ignore[union-attr]
+    for idx, z, gate in ((ungated, _indices(jobs, ungated, manoeuvres), False),
+                         (gated, _indices(jobs, gated, manoeuvres), True), (normal, None, False)):
         if not idx:
             continue
         S = len(idx)
         zz = None if z is None else np.broadcast_to(z.reshape(S, 1, -1), (S, 1, z.shape[-1]))
-        o = evaluate([seeds[i] for i in idx], zz, list(candidates), manoeuvres)  # (P, S, 1)
+        o = evaluate([seeds[i] for i in idx], zz, list(candidates), manoeuvres, gate=gate)  # (P, S, 1)
         at_fault = o.crashed if charge_any_crash else o.fault == FAULT_CODES.index("defender")
         J[:, idx] = defender_returns(o.mean_speed, at_fault)[..., 0]
         speed[:, idx] = o.mean_speed[..., 0]
     return np.stack([J.mean(axis=1), speed.mean(axis=1)], axis=1)
+
+
+def _indices(jobs: Sequence[tuple[ScenarioParams | None, int]], rows: list[int], manoeuvres: tuple[Manoeuvre, ...]) -> np.ndarray:
+    return np.array([jobs[i][0].index(manoeuvres) for i in rows])  # type: ignore[union-attr]
 
 
 # ---------------------------------------------------------------- one episode (the Episode protocol)
@@ -218,7 +240,9 @@ class ToyEpisode:
         init = initial_states([seed])
         z = None if attack is None else np.array([attack.index(ALL_MANOEUVRES)])
         ego = ego_matrix(planner or IdmParams(), 1)
-        self.sim = ToySim(init, Attacks.build(init, z, ALL_MANOEUVRES), ego)
+        gate = attack is not None and attack.escape_gate
+        self.sim = ToySim(init, Attacks.build(init, z, ALL_MANOEUVRES, gate), ego, escape_test=toy_escape,
+                          record_escape=True)
         self.target = int(np.argmin(np.abs(np.array(TARGET_SPEEDS) - init.v[0, 0])))
         self.done = False
         self.ttc: list[float] = []
@@ -289,7 +313,7 @@ class ToyEpisode:
             min_ttc=min_ttc, near_miss=bool(min_ttc < NEAR_MISS_TTC_S and not sim.crashed[0]),
             mean_speed=float(out["mean_speed"]), distance_m=float(out["distance_m"]), reward=float(out["J"]),
             attack_feasible=bool(sim.feasible[0]), attack_fired=bool(sim.fired[0]),
-            attacker_kinematics=self.kinematics if self.attack is not None else [], actions=self.actions,
+            trigger_withheld=bool(out["withheld"]), attacker_kinematics=self.kinematics if self.attack is not None else [], actions=self.actions,
             invalid_actions=self.invalid)
 
     def close(self) -> None:

@@ -41,7 +41,7 @@ May import: numpy, `environments.adv0.scenario`, `environments.adv0.attacker` (t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -142,18 +142,22 @@ class Attacks:
     inten: np.ndarray
     hold: np.ndarray
     gap: np.ndarray
+    gate: np.ndarray  # fire only where the escape exists at that step (`escape.escape_at_firing`)
 
     @classmethod
-    def build(cls, init: ToyInit, z_idx: np.ndarray | None, manoeuvres: tuple[Manoeuvre, ...]) -> "Attacks":
+    def build(cls, init: ToyInit, z_idx: np.ndarray | None, manoeuvres: tuple[Manoeuvre, ...],
+              gate: bool | np.ndarray = False) -> "Attacks":
         b = init.s.shape[0]
+        gates = np.broadcast_to(np.asarray(gate, dtype=bool), (b,)).copy()
         if z_idx is None:
             one, zero = np.ones(b), np.zeros(b, dtype=np.int64)
-            return cls(np.zeros(b, bool), zero + 1, zero, one * 99.0, one, one, one)
+            return cls(np.zeros(b, bool), zero + 1, zero, one * 99.0, one, one, one, gates)
         z = np.asarray(z_idx, dtype=np.int64)
         col = np.take_along_axis(slot_order(init), z[:, 0:1], axis=1)[:, 0]
         man = np.array([ALL_MANOEUVRES.index(m) for m in manoeuvres])[z[:, 1]]
         grid = [np.asarray(FACTORS[n], dtype=float) if n != "manoeuvre" else None for n in FACTOR_NAMES]
-        return cls(np.ones(b, bool), col, man, grid[2][z[:, 2]], grid[3][z[:, 3]], grid[4][z[:, 4]], grid[5][z[:, 5]])
+        return cls(np.ones(b, bool), col, man, grid[2][z[:, 2]], grid[3][z[:, 3]], grid[4][z[:, 4]], grid[5][z[:, 5]],
+                   gates)
 
 
 def _m(name: Manoeuvre) -> int:
@@ -169,10 +173,15 @@ class ToySim:
     ego's IDM acceleration (a driver); `None` lets the IDM ego drive. The IDM ego perceives its
     leader `EGO_DELAY_S` late (a driver's reaction time): under-cautious headways then crash."""
 
-    def __init__(self, init: ToyInit, attacks: Attacks, ego: np.ndarray):
-        """`ego`: (B, 5) time_wanted, distance_wanted, comfort_acc_max, -comfort_acc_min, target_speed."""
+    def __init__(self, init: ToyInit, attacks: Attacks, ego: np.ndarray, escape_test: Callable[..., np.ndarray] | None = None,
+                 record_escape: bool = False):
+        """`ego`: (B, 5) time_wanted, distance_wanted, comfort_acc_max, -comfort_acc_min, target_speed.
+        `escape_test`: `escape.toy_escape` (passed in: escape.py builds on this module), asked at the
+        firing step of gated attacks (`Attacks.gate`, which need it) and, with `record_escape`, of
+        every attack (its answer kept in `escape_at_fire`; it costs the toy ~25% more CPU)."""
         b, n = init.s.shape
-        self.init, self.attacks, self.t = init, attacks, 0.0
+        self.init, self.attacks, self.t, self.escape_test = init, attacks, 0.0, escape_test
+        self.record_escape = record_escape
         self.s, self.d, self.v = init.s.T.copy(), init.d.T.copy(), init.v.T.copy()
         self.d_prev = self.d
         self.v0 = init.v0.T.copy()
@@ -183,6 +192,7 @@ class ToySim:
         self.cols = np.arange(b)
         zeros = np.zeros(b)
         self.fired, self.feasible = np.zeros(b, bool), np.ones(b, bool)
+        self.held, self.escape_at_fire = np.zeros(b, bool), np.ones(b, bool)  # the escape gate's record
         self.t_fire, self.d_fire, self.prev_err = zeros.copy(), zeros.copy(), np.full(b, np.nan)
         self.lat_kind = np.zeros(b, np.int64)  # 0 none, 1 lane change to the ego's lane, 2 out-and-back swerve
         self.lat_amp, self.lat_T = zeros.copy(), np.ones(b)
@@ -266,6 +276,26 @@ class ToySim:
         i = self.cols[fire]
         d0 = self.d[a_.col[i], i]
         kind, amp, dur, ok, acc0, t_a, acc1, t_b = attack_script(a_.man[i], a_.inten[i], a_.hold[i], d0)
+        # The escape question on this step's state, asked for gated triggers (and recorded for all with
+        # `record_escape`); a gated trigger that fails it holds (it keeps positioning) and is asked
+        # again next step.
+        escape = np.ones(len(i), bool)
+        ask = a_.gate[i] | self.record_escape
+        if ask.any():
+            if self.escape_test is None:
+                raise ValueError("a gated toy attack needs ToySim(..., escape_test=escape.toy_escape)")
+            j = i[ask]
+            escape[ask] = self.escape_test(self.v[0, j], self.v[a_.col[j], j], self.s[a_.col[j], j] - self.s[0, j],
+                                           self.d[0, j], d0[ask], kind[ask], amp[ask], dur[ask], acc0[ask], t_a[ask],
+                                           acc1[ask], t_b[ask])
+        hold = a_.gate[i] & ~escape
+        self.held[i[hold]] = True
+        self.escape_at_fire[i] = escape
+        keep = ~hold
+        if not keep.any():
+            return
+        i, d0, kind, amp, dur, ok = i[keep], d0[keep], kind[keep], amp[keep], dur[keep], ok[keep]
+        acc0, t_a, acc1, t_b = acc0[keep], t_a[keep], acc1[keep], t_b[keep]
         self.fired[i], self.t_fire[i], self.d_fire[i] = True, self.t, d0
         self.lat_kind[i], self.lat_amp[i], self.lat_T[i], self.feasible[i] = kind, amp, dur, ok
         self.acc0[i], self.t_a[i], self.acc1[i], self.t_b[i] = acc0, t_a, acc1, t_b
@@ -361,5 +391,6 @@ def outcome_arrays(sim: ToySim) -> dict[str, np.ndarray]:
     return {"J": defender_returns(mean_speed, at_fault), "crashed": sim.crashed.copy(), "fault": sim.fault.copy(),
             "rule": sim.rule.copy(), "other": sim.other.copy(), "t_crash": sim.t_crash.copy(),
             "feasible": sim.feasible.copy(), "fired": sim.fired.copy(), "min_ttc": sim.min_ttc.copy(),
+            "withheld": sim.held & ~sim.fired, "escape_at_fire": sim.fired & sim.escape_at_fire,
             "mean_speed": mean_speed, "distance_m": sim.s[0] - sim.init.s[:, 0]}
 

@@ -12,7 +12,7 @@ from highway_env import utils
 from highway_env.vehicle.behavior import IDMVehicle
 from highway_env.vehicle.kinematics import Vehicle
 
-from environments.adv0 import geometry
+from environments.adv0 import escape, geometry
 from environments.adv0.scenario import MAX_LAT_ACCEL, MAX_LONG_ACCEL, IdmParams, ScenarioParams
 
 
@@ -84,6 +84,8 @@ class AttackerVehicle(IDMVehicle):
         att.ego, att.z, att.dt = ego, z, dt
         att.clock, att.phase, att.fired, att.feasible = 0.0, "follow", False, True
         att.t_fire, att.lane_from, att.shift, att.free = 0.0, None, 0.0, False
+        att.withheld = False  # the escape gate held a ready trigger (z.escape_gate)
+        att.escape_at_fire = None  # the escape existed at the firing step (asked gated or not)
         att.check_collisions = True  # highway-fast only checks the ego: the attacker can hit others too
         att.color = (230, 60, 200)
         return att
@@ -99,9 +101,9 @@ class AttackerVehicle(IDMVehicle):
             self.phase = "approach"
         if self.phase == "approach":
             rel = self._relation()
-            if self._ready(rel):
+            if self._ready(rel) and self._may_fire(rel):
                 self._fire(rel)
-            else:
+            else:  # not in position yet, or held by the escape gate: keep approaching
                 self._approach(rel)
                 return
         if self.phase == "script" and self._script():
@@ -222,6 +224,51 @@ class AttackerVehicle(IDMVehicle):
         """IDM's interaction term with the vehicle ahead (the free-road term left out)."""
         return float(self.acceleration(self, front) - self.acceleration(self, None) + self.COMFORT_ACC_MAX)
 
+    # -- the closed-loop escape gate
+    def _may_fire(self, rel: dict[str, Any]) -> bool:
+        """Whether the ready attacker fires this frame. Ungated: always. Gated (`z.escape_gate`): only
+        when this frame's state leaves the ego an escape (`escape.escape_at_firing`, on the script
+        `_plan` lays out, in the ego's lane frame); else the attacker holds: it keeps approaching and
+        asks again next frame, for as long as the episode runs."""
+        lane = self.ego.lane
+        s_e, d_e = lane.local_coordinates(self.ego.position)
+        s_a, d_a = lane.local_coordinates(self.position)
+        d_plan, a_plan = self._plan(rel, d_a - d_e)
+        ok = bool(escape.escape_at_firing(np.array([self.ego.speed]), np.array([self.speed]), np.array([s_a - s_e]),
+                                          d_plan[:, None], a_plan[:, None])[0])
+        if ok or not self.z.escape_gate:
+            self.escape_at_fire = ok  # recorded for the ungated too: what the gate would have said
+            return True
+        self.withheld = True
+        return False
+
+    def _plan(self, rel: dict[str, Any], d_now: float) -> tuple[np.ndarray, np.ndarray]:
+        """The script `_script` would play if it fired now, on `escape.script_times()`: the lateral
+        offset from the ego (from `d_now`, the stages' cosine moves) and the acceleration. Two stages
+        end on feedback and are laid out at their bound: a tailgater's "close" at its intensity (it is
+        behind the ego, never the ego's to escape) and a merge-squeezer's "pass" for its whole hold."""
+        t = escape.script_times()[:, 0]
+        shift = 0.0 if self._free_mode(rel) else self._shift_to_ego()
+        d_plan, a_plan = np.full(len(t), d_now), np.zeros(len(t))
+        start, t0, d_from = 0.0, 0.0, d_now
+        for name, goal, accel, duration in self._stages(shift != 0.0):
+            span = goal * shift - start
+            T = self._move_time(span)[0] if name in ("move", "back") else duration
+            now = (t >= t0) & (t < t0 + T)
+            x = np.clip((t - t0) / max(T, 1e-9), 0.0, 1.0)
+            d_plan = np.where(t >= t0, d_from + span * (1 - np.cos(np.pi * x)) / 2, d_plan)
+            a_plan = np.where(now, accel, a_plan)
+            start, t0, d_from = goal * shift, t0 + T, d_from + span
+        return d_plan, a_plan
+
+    def _shift_to_ego(self) -> float:
+        """The lateral move from here to the ego's lane centre (0 in the ego's lane)."""
+        if self.lane_index[2] == self.ego.lane_index[2]:
+            return 0.0
+        target = self.road.network.get_lane((self.lane_index[0], self.lane_index[1], self.ego.lane_index[2]))
+        s_a = self.lane.local_coordinates(self.position)[0]
+        return float(self.lane.local_coordinates(target.position(s_a, 0.0))[1])
+
     # -- the manoeuvre
     def _fire(self, rel: dict[str, Any]) -> None:
         self.phase, self.fired, self.t_fire = "script", True, self.clock
@@ -230,9 +277,7 @@ class AttackerVehicle(IDMVehicle):
         self.lane_from = self.lane_index
         self.shift = 0.0
         if not self.free and abs(rel["delta"]) == 1:
-            target = self.road.network.get_lane((self.lane_index[0], self.lane_index[1], self.ego.lane_index[2]))
-            s_a = self.lane.local_coordinates(self.position)[0]
-            self.shift = float(self.lane.local_coordinates(target.position(s_a, 0.0))[1])  # towards the ego's lane centre
+            self.shift = self._shift_to_ego()  # towards the ego's lane centre
         self._stage = "main"
         self._stage_t = self.clock
 
@@ -241,24 +286,28 @@ class AttackerVehicle(IDMVehicle):
         LATERAL_PLAN * intensity * MAX_LAT_ACCEL (always feasible). A swerve: each leg (out, back)
         takes hold_s whatever the acceleration; one beyond MAX_LAT_ACCEL is stretched to the limit
         and flags the draw infeasible."""
+        duration, feasible = self._move_time(shift)
+        self.feasible &= feasible
+        return duration
+
+    def _move_time(self, shift: float) -> tuple[float, bool]:
+        """(`_lateral_duration`, whether it kept within MAX_LAT_ACCEL), without flagging anything."""
+        if abs(shift) < 0.05:
+            return 0.0, True
         if self.z.manoeuvre == "swerve_return":
             needed = abs(shift) * np.pi**2 / (2 * self.z.hold_s**2)
             if needed <= MAX_LAT_ACCEL:
-                return float(self.z.hold_s)
-            self.feasible = False
-            a = LATERAL_PLAN * MAX_LAT_ACCEL
-        else:
-            a = max(1e-3, LATERAL_PLAN * self.z.intensity * MAX_LAT_ACCEL)
-        return float(np.pi * np.sqrt(abs(shift) / (2 * a)))
+                return float(self.z.hold_s), True
+            return float(np.pi * np.sqrt(abs(shift) / (2 * LATERAL_PLAN * MAX_LAT_ACCEL))), False
+        a = max(1e-3, LATERAL_PLAN * self.z.intensity * MAX_LAT_ACCEL)
+        return float(np.pi * np.sqrt(abs(shift) / (2 * a))), True
 
-    def _script(self) -> bool:
-        """One frame of the manoeuvre; False once it is over."""
-        m, z = self.z.manoeuvre, self.z
-        tau = self.clock - self._stage_t
+    def _stages(self, lateral: bool) -> list[tuple[str, float, float, float]]:
+        """The manoeuvre's stages: (stage, lateral goal as a fraction of the shift, acceleration,
+        duration or 0 = until the move ends); without a lateral move, its lateral stages drop out."""
+        z = self.z
         a_max = z.intensity * MAX_LONG_ACCEL
-        lateral = self.shift != 0.0 and not self.free
         stages: dict[str, list[tuple[str, float, float, float]]] = {
-            # (stage, lateral goal as a fraction of the shift, acceleration, duration or 0 = until the move ends)
             "cut_in": [("move", 1.0, 0.0, 0.0), ("hold", 1.0, 0.0, z.hold_s)],
             "cut_in_brake": [("move", 1.0, 0.0, 0.0), ("brake", 1.0, -a_max, z.hold_s)],
             "brake_check": [("brake", 0.0, -a_max, z.hold_s)],
@@ -268,7 +317,14 @@ class AttackerVehicle(IDMVehicle):
             "yield_violation": ([("move", 1.0, -0.5 * a_max, 0.0), ("hold", 1.0, 0.0, z.hold_s)] if lateral
                                 else [("push", 0.0, 0.5 * a_max, z.hold_s)]),
         }
-        plan = [st for st in stages[m] if lateral or st[0] not in ("move", "back")]
+        return [st for st in stages[z.manoeuvre] if lateral or st[0] not in ("move", "back")]
+
+    def _script(self) -> bool:
+        """One frame of the manoeuvre; False once it is over."""
+        tau = self.clock - self._stage_t
+        a_max = self.z.intensity * MAX_LONG_ACCEL
+        lateral = self.shift != 0.0 and not self.free
+        plan = self._stages(lateral)
         if not plan:  # a lateral-only manoeuvre with nowhere to move: it is over at once
             self._finish()
             return False
