@@ -10,9 +10,14 @@ Mermaid answers draw the same graph) count once.
 
 Per check type, with "the point fails" as the positive class: precision = tp / (tp + fp) (when the
 image check says fail, the point does fail), recall = tp / (tp + fn), pass precision =
-tn / (tn + fn) (when it says pass, the point does pass). The rule, fixed before the first run: a
+tn / (tn + fn) (when it says pass, the point does pass); a point the image check itself leaves
+undecided (`image_verify.Undecidable`) counts in neither, only in `undecided`. The rule, fixed before the first run: a
 type is enabled only if precision >= 0.9, pass precision >= 0.9 and at least 5 known failures were
 seen; otherwise its points are reported undecided.
+
+Subsets, so a rule can be chosen on one part and reported on another: `parity` keeps the tasks
+whose index in the corpus file is even (0) or odd (1) -- session 12 chose its reading fixes on
+the even tasks and reports the odd ones -- and `check_types` keeps only those types' points.
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ def samples(task: Task) -> Iterator[tuple[str, Solution]]:
 
 
 def _empty() -> dict[str, Any]:
-    return {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "false_fail": [], "false_pass": []}
+    return {"tp": 0, "fp": 0, "fn": 0, "tn": 0, "undecided": 0, "false_fail": [], "false_pass": []}
 
 
 def _rates(row: dict[str, Any]) -> dict[str, Any]:
@@ -77,16 +82,31 @@ def _rates(row: dict[str, Any]) -> dict[str, Any]:
                   "enabled": not why, "why_disabled": "; ".join(why)}
 
 
-def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None) -> dict[str, Any]:
-    """The per-type table over the references and mutants of the first `limit` interleaved tasks."""
+def subset(tasks: list[Task], parity: int | None, limit: int | None) -> list[Task]:
+    """The tasks with index (in the corpus file) of this parity, then the first `limit` interleaved."""
+    if parity not in (None, 0, 1):
+        raise ValueError(f"parity must be 0 (even task index) or 1 (odd), got {parity!r}")
+    kept = [t for k, t in enumerate(tasks) if parity is None or k % 2 == parity]
+    return interleaved(kept, limit)
+
+
+def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None, parity: int | None = None,
+              check_types: frozenset[str] | None = None) -> dict[str, Any]:
+    """The per-type table over the references and mutants of the chosen tasks (see `subset`)."""
     start = time.perf_counter()
-    chosen = interleaved(tasks, limit)
+    chosen = subset(tasks, parity, limit)
     every_type = frozenset(CHECK_TYPES.values())
-    table = {t: _empty() for t in sorted(every_type)}
+    unknown = sorted((check_types or frozenset()) - every_type)
+    if unknown:
+        raise ValueError(f"unknown check type(s) {', '.join(unknown)}; choose from {', '.join(sorted(every_type))}")
+    wanted = check_types or every_type
+    table = {t: _empty() for t in sorted(wanted)}
     seen: set[str] = set()
     images = skipped = 0
     image_seconds = 0.0
     for task in chosen:
+        if not any(CHECK_TYPES.get(vp.check) in wanted for vp in task.points):
+            continue  # none of the chosen check types: nothing to read
         for name, sol in samples(task):
             try:
                 digest, png = render_png(task, sol, renderer)
@@ -101,13 +121,17 @@ def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None) -
             px = Pixels(decode_png(png))
             images += 1
             for vp in task.points:
-                if vp.check not in CHECK_TYPES or truth[vp.id].gated:
+                if CHECK_TYPES.get(vp.check) not in wanted or truth[vp.id].gated:
                     continue
                 got = decide(px, task, vp, every_type)
-                _tally(table[CHECK_TYPES[vp.check]], truth[vp.id].passed, got.status == "pass",
+                row = table[CHECK_TYPES[vp.check]]
+                if got.status == "undecided":
+                    row["undecided"] += 1
+                    continue
+                _tally(row, truth[vp.id].passed, got.status == "pass",
                        f"{task.id} {name} {vp.id}: {got.reason} (truth: {truth[vp.id].reason})")
             image_seconds += time.perf_counter() - t0
-    return {"tasks": len(chosen), "images": images, "undrawable": skipped, "scale": SCALE,
+    return {"tasks": len(chosen), "parity": parity, "images": images, "undrawable": skipped, "scale": SCALE,
             "threshold": CALIBRATION_THRESHOLD, "min_failures": MIN_FAILURES,
             "seconds": round(time.perf_counter() - start, 1), "image_seconds": round(image_seconds, 1),
             "by_type": {t: _rates(row) for t, row in table.items()}}
@@ -127,15 +151,17 @@ def enabled_types(report: dict[str, Any]) -> frozenset[str]:
 
 
 def format_table(report: dict[str, Any]) -> str:
-    lines = [f"{report['tasks']} tasks, {report['images']} distinct images (x{report['scale']} renders), "
+    part = {None: "", 0: " (even task indices)", 1: " (odd task indices)"}[report.get("parity")]
+    lines = [f"{report['tasks']} tasks{part}, {report['images']} distinct images (x{report['scale']} renders), "
              f"{report['seconds']} s ({report['image_seconds']} s reading images); rule: precision and pass "
              f"precision >= {report['threshold']}, >= {report['min_failures']} known failures",
-             f"{'check type':<18} {'tp/fp/fn/tn':>16} {'precision':>9} {'recall':>6} {'pass prec':>9}  verdict"]
+             f"{'check type':<18} {'tp/fp/fn/tn':>16} {'undec':>5} {'precision':>9} {'recall':>6} {'pass prec':>9}  "
+             "verdict"]
     for t, row in report["by_type"].items():
         def f(v: float | None) -> str:
             return "-" if v is None else f"{v:.3f}"
         counts = f"{row['tp']}/{row['fp']}/{row['fn']}/{row['tn']}"
         verdict = "enabled" if row["enabled"] else f"disabled: {row['why_disabled']}"
-        lines.append(f"{t:<18} {counts:>16} {f(row['precision']):>9} {f(row['recall']):>6} "
+        lines.append(f"{t:<18} {counts:>16} {row['undecided']:>5} {f(row['precision']):>9} {f(row['recall']):>6} "
                      f"{f(row['pass_precision']):>9}  {verdict}")
     return "\n".join(lines)

@@ -6,7 +6,9 @@ stated there) and two counts by OpenCV (`image_cv.py`). Every other point -- rel
 connections, shapes, edges -- is `undecided (needs the vision judge)`, never guessed. A check type
 is used only if calibration on our own renders (`image_calibrate.py`) found it precise enough;
 `ENABLED` records the committed calibration's verdict, and a disabled type is undecided too.
-Dependency gating as in the structural verifier: a point whose parent *failed* is gated; a parent
+A check may also find that the pixels cannot decide its point (`Undecidable`: e.g. a label written
+fewer times than the arrows that carry it -- which arrow lost it is not read from pixels); that
+point is undecided too. Dependency gating as in the structural verifier: a point whose parent *failed* is gated; a parent
 left undecided gates nothing.
 
 The image is model output: bytes only, size-checked before decoding (`image_input.py`); an image
@@ -28,9 +30,9 @@ from pydantic import BaseModel, Field
 from environments.prograf import image_cv
 from environments.prograf.findings import Finding, count_finding, fail, ok
 from environments.prograf.image_input import decode_png
-from environments.prograf.image_ocr import TextLine, normalise, occurrences, read_text
+from environments.prograf.image_ocr import DOTS, TextLine, normalise, occurrences, read_text
 from environments.prograf.scene import InputRejected
-from environments.prograf.task import CircuitSpec, GraphSpec, Task, VerificationPoint
+from environments.prograf.task import CircuitSpec, GeometrySpec, GraphSpec, Task, VerificationPoint
 
 Status = Literal["pass", "fail", "undecided"]
 NEEDS_JUDGE = "undecided (needs the vision judge)"
@@ -49,11 +51,29 @@ CALIBRATION_THRESHOLD = 0.9
 ENABLED: frozenset[str] = frozenset({"cv_circle_count", "ocr_group_label"})
 
 
+class Undecidable(Exception):
+    """Raised by a check whose point these pixels cannot decide; the message says why."""
+
+
+def vocabulary(spec: Any) -> frozenset[str]:
+    """Every label text the task's picture should carry (for reading labels run together)."""
+    if isinstance(spec, GraphSpec):
+        texts = [n.label for n in spec.nodes] + [e.label or "" for e in spec.edges] + [c.label for c in spec.clusters]
+    elif isinstance(spec, CircuitSpec):
+        texts = [p.id for p in spec.parts] + [p.value or "" for p in spec.parts]
+    elif isinstance(spec, GeometrySpec):
+        texts = list(spec.points) + list(spec.length_labels.values())
+    else:
+        texts = []
+    return frozenset(t for t in texts if t)
+
+
 @dataclass
 class Pixels:
     """One decoded image and what is read off it, each read once and only when a check needs it."""
 
     img: np.ndarray
+    labels: frozenset[str] = frozenset()  # the task's label texts (`vocabulary`), set by `decide`
 
     @cached_property
     def lines(self) -> list[TextLine]:
@@ -69,7 +89,7 @@ class Pixels:
 
 
 def _found(px: Pixels, text: str, what: str) -> Finding:
-    hits = occurrences(text, px.lines)
+    hits = occurrences(text, px.lines, px.labels)
     if hits:
         return ok(hits[0].text, f"{what} {text!r} is written (OCR read {hits[0].text!r})")
     return fail("missing_object", None, f"OCR found no {what} {text!r}")
@@ -82,8 +102,15 @@ def i_point(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
 LETTER = re.compile(r"^[A-Z][′'’]?$")
 
 
+def _as_letter(word: str) -> str:
+    """A word as a point letter: a point's dot read beside it dropped, and a lone 0 or o read as
+    O (the centre O is the letter OCR most often reads as a digit or in lower case)."""
+    word = word.strip(DOTS)
+    return "O" + word[1:] if word[:1] in ("0", "o") else word
+
+
 def i_point_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
-    letters = sorted({w for line in px.lines for w in line.text.split() if LETTER.match(w)})
+    letters = sorted({_as_letter(w) for line in px.lines for w in line.text.split() if LETTER.match(_as_letter(w))})
     found = count_finding(len(letters), int(vp.value or 0), "distinct point letters read")
     return Finding(found.passed, letters, found.reason + f" ({', '.join(letters) or 'none'})", found.pattern)
 
@@ -99,8 +126,8 @@ def i_part_name(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
 def i_part_value(px: Pixels, vp: VerificationPoint, spec: CircuitSpec) -> Finding:
     """The value must be written on the part's own line of text or next to it."""
     name, value = vp.args[0], str(vp.value)
-    names = occurrences(name, px.lines)
-    for line in occurrences(value, px.lines):
+    names = occurrences(name, px.lines, px.labels)
+    for line in occurrences(value, px.lines, px.labels):
         if any(line is n or _near(line, n) for n in names):
             return ok(line.text, f"{name}'s value {value!r} is written by it (OCR read {line.text!r})")
     if not names:
@@ -126,14 +153,18 @@ def i_cluster(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
 
 
 def i_edge_label(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
-    """Which arrow a label sits on is not read from pixels; the label must be written at least as
-    often as the spec's arrows carry it."""
+    """Which arrow a label sits on is not read from pixels: the label must be written at least as
+    often as the spec's arrows carry it to pass, and nowhere to fail. Written fewer times, some
+    arrow lacks it, but not which one -- this arrow's point is undecided."""
     want = str(vp.value)
     needed = sum(1 for e in spec.edges if e.label and normalise(e.label) == normalise(want)) or 1
-    seen = len(occurrences(want, px.lines))
+    seen = len(occurrences(want, px.lines, px.labels))
     if seen >= needed:
         return ok(seen, f"{want!r} is written {seen} times ({needed} arrows carry it)")
-    return fail("wrong_label", seen, f"{want!r} is written {seen} times, but {needed} arrows carry it")
+    if seen:
+        raise Undecidable(f"{want!r} is written {seen} times but {needed} arrows carry it; which arrow lacks it "
+                          "is not read from pixels")
+    return fail("wrong_label", seen, f"{want!r} is written nowhere, but {needed} arrows carry it")
 
 
 def i_circle_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
@@ -185,7 +216,11 @@ def decide(px: Pixels, task: Task, vp: VerificationPoint, enabled: frozenset[str
     if check_type not in enabled:
         return ImagePoint(**base, status="undecided", check_type=check_type,
                           reason=f"{NEEDS_JUDGE}: {check_type} is disabled by calibration")
-    finding = CHECKS[vp.check](px, vp, task.spec)
+    px.labels = vocabulary(task.spec)
+    try:
+        finding = CHECKS[vp.check](px, vp, task.spec)
+    except Undecidable as exc:
+        return ImagePoint(**base, status="undecided", check_type=check_type, reason=f"{NEEDS_JUDGE}: {exc}")
     return ImagePoint(**base, status="pass" if finding.passed else "fail", check_type=check_type,
                       measured=finding.measured, reason=finding.reason, pattern=finding.pattern)
 
