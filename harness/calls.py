@@ -20,6 +20,7 @@ from harness.providers.base import (
     ModelOutput,
     RetryableModelError,
     check_constraint,
+    has_images,
     request_hash,
 )
 
@@ -77,6 +78,9 @@ class ManagedModel:
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         check_constraint(config)  # a bad schema, regex or tool is the caller's error: never sent, never retried
+        if has_images(messages) and not getattr(self.model, "sees_images", False):
+            raise ConstraintError(f"{self.name} cannot be shown a picture: a vision judge needs an openai/ model "
+                                  "that takes image input")
         if config.output == "image" and not getattr(self.model, "draws_images", False):
             raise ConstraintError(f"{self.name} has no images endpoint: a picture needs an openai/ model whose "
                                   "--base-url serves /v1/images/generations")

@@ -110,3 +110,15 @@ def quantile_metric(values: np.ndarray, q: float = 0.5, *, seed: int = 0, resamp
     alpha = (1 - level) / 2
     lo, hi = np.quantile(draws, [alpha, 1 - alpha])
     return Metric(value=float(np.quantile(values, q)), ci_low=float(lo), ci_high=float(hi), n=int(values.size))
+
+
+def wilson_metric(hits: int, n: int, z: float = 1.96) -> Metric:
+    """A proportion from counts alone with its Wilson score interval: unlike a bootstrap of the
+    counts it does not collapse to [1, 1] when every unit was a hit (a calibration with no false
+    positive still has an uncertain precision)."""
+    if n == 0:
+        return Metric(value=None, n=0)
+    p = hits / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Metric(value=p, ci_low=float(max(0.0, centre - half)), ci_high=float(min(1.0, centre + half)), n=n)

@@ -203,6 +203,10 @@ def prompt_checks_cmd(
 @prograf_app.command("calibrate-image")
 def calibrate_image_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks, the categories in turn."),
+    parity: Optional[str] = typer.Option(None, "--tasks", help="even | odd: only the tasks with an even / odd index "
+                                         "in the corpus file (choose a rule on one half, report the other)."),
+    check_types: Optional[str] = typer.Option(None, "--check-types", help="Comma-separated check types to calibrate "
+                                              "(e.g. ocr_node_label,ocr_edge_label); default: all."),
     out_dir: Path = typer.Option(..., "--out", help="Directory for image_calibration.json."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Task file (default: the committed corpus)."),
 ) -> None:
@@ -217,10 +221,15 @@ def calibrate_image_cmd(
     from environments.prograf.task import load_tasks
     from harness.errors import HarnessError
 
+    halves = {"even": 0, "odd": 1}
+    if parity is not None and parity not in halves:
+        fail(f"--tasks must be 'even' or 'odd', got {parity!r}")
+    types = frozenset(t.strip() for t in check_types.split(",") if t.strip()) if check_types else None
     renderer = Renderer(disk_cache=cache_dir())
     try:
-        report = calibrate(load_tasks(corpus or CORPUS), renderer, limit)
-    except HarnessError as exc:
+        report = calibrate(load_tasks(corpus or CORPUS), renderer, limit,
+                           None if parity is None else halves[parity], types)
+    except (HarnessError, ValueError) as exc:
         fail(str(exc))
     finally:
         renderer.close()
@@ -229,3 +238,48 @@ def calibrate_image_cmd(
     path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     out.print(format_table(report), highlight=False, markup=False)
     out.print(f"-> {path}", highlight=False)
+
+
+@prograf_app.command("calibrate-judge")
+def calibrate_judge_cmd(
+    judge_model: str = typer.Option(..., "--judge-model", help="The vision judge, an openai/ model that takes image "
+                                    "input (the spec `prograf-image` runs will name with --judge-model)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="The judge's endpoint (default: the provider's)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks, the categories in turn."),
+    parity: Optional[str] = typer.Option(None, "--tasks", help="even | odd: only the tasks with an even / odd index "
+                                         "in the corpus file (choose a rule on one half, report the other)."),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, help="Judge calls in flight."),
+    out_path: Path = typer.Option(..., "--out", help="The calibration file (JSON) a run names with "
+                                  "--suite-option judge_calibration=FILE."),
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Task file (default: the committed corpus)."),
+) -> None:
+    """Calibrate a vision judge on our own renders: every point the OCR/OpenCV checks leave undecided,
+    on every reference and mutant, asked of the judge and compared with the structural verifier;
+    precision / recall per check, and which checks pass the enabling rule (as calibrate-image)."""
+    import asyncio
+
+    from environments.prograf.build import CORPUS
+    from environments.prograf.image_judge import calibrate_judge, dump, format_judge_table
+    from environments.prograf.render import Renderer, cache_dir
+    from environments.prograf.task import load_tasks
+    from harness.calls import CallPolicy, ManagedModel
+    from harness.errors import HarnessError
+    from harness.providers import load_model
+    from harness.spec import ModelSpec
+
+    halves = {"even": 0, "odd": 1}
+    if parity is not None and parity not in halves:
+        fail(f"--tasks must be 'even' or 'odd', got {parity!r}")
+    renderer = Renderer(disk_cache=cache_dir())
+    try:
+        spec = ModelSpec.parse(judge_model, base_url=base_url, flag="--judge-model")
+        model = ManagedModel(load_model(spec), max_connections=concurrency, policy=CallPolicy())
+        cal = asyncio.run(calibrate_judge(model.generate, judge_model, load_tasks(corpus or CORPUS), renderer, limit,
+                                          None if parity is None else halves[parity]))
+    except (HarnessError, ValueError) as exc:
+        fail(str(exc))
+    finally:
+        renderer.close()
+    dump(cal, out_path)
+    out.print(format_judge_table(cal), highlight=False, markup=False)
+    out.print(f"-> {out_path}", highlight=False)

@@ -17,15 +17,21 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+from functools import cached_property
 from typing import Any
 
+from pydantic import Field
+
+from environments.prograf.image_judge import JudgeCalibration, ask
 from environments.prograf.image_verify import verify_image
 from environments.prograf.metrics import ratio_cells
 from environments.prograf.suite import Options as CodeOptions
 from environments.prograf.suite import ProGrafSuite
 from environments.prograf.task import CATEGORIES, Task
+from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
+from harness.stats import wilson_metric
 from harness.suite import FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Transcript
 
 STYLE = ("Draw this as a clean, flat diagram, black lines on a white background, with every label written "
@@ -33,7 +39,12 @@ STYLE = ("Draw this as a clean, flat diagram, black lines on a white background,
 
 
 class Options(CodeOptions):
-    """The code suite's options; `format`, `render` and `max_tokens` do not apply to a picture."""
+    """The code suite's options (`format`, `render` and `max_tokens` do not apply to a picture), and
+    the vision judge's calibration."""
+
+    judge_calibration: str | None = Field(
+        None, description="a `harness prograf calibrate-judge` file: the judge role is asked the points pixels "
+                          "leave undecided, for the checks that file enabled (the run's --judge-model must be its judge)")
 
 
 def image_prompt(task: Task) -> str:
@@ -62,8 +73,15 @@ class ProGrafImageSuite(ProGrafSuite):
         return Transcript(output=output | {"png_base64": png, "png_sha256": digest})
 
     def scorers(self) -> dict[str, Scorer]:
-        return {"verify": FunctionScorer("verify", self._verify,
-                                         description="the image-only verifier: OCR and OpenCV checks as calibrated")}
+        judged = self.opts.judge_calibration is not None
+        return {"verify": FunctionScorer("verify", self._verify, roles=("judge",) if judged else (),
+                                         description="the image-only verifier: OCR and OpenCV checks as calibrated"
+                                                     + (", then the calibrated vision judge" if judged else ""))}
+
+    @cached_property
+    def calibration(self) -> JudgeCalibration | None:
+        path = self.opts.judge_calibration
+        return JudgeCalibration.load(path) if path is not None else None
 
     async def _verify(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         task: Task = sample.data["task"]
@@ -77,8 +95,37 @@ class ProGrafImageSuite(ProGrafSuite):
         verdict = await asyncio.to_thread(verify_image, task, png)
         points = [p.model_dump(exclude_none=True, exclude_defaults=True) | {"status": p.status, "component": p.component}
                   for p in verdict.points]
-        return Score(values={"passed": verdict.passed, "decided": verdict.decided, "undecided": verdict.undecided,
-                             "error": verdict.error, "category": task.category, "points": points})
+        if self.calibration is not None and verdict.error is None:
+            points = await self._judged(task, encoded, points, ctx)
+        return Score(values=summarised(task, points) | {"error": verdict.error, "category": task.category})
+
+    async def _judged(self, task: Task, encoded: str, points: list[dict[str, Any]],
+                      ctx: SampleContext) -> list[dict[str, Any]]:
+        """The undecided points of the checks the judge's calibration enabled, asked of the judge, in
+        task order so that a point whose parent the judge failed is gated as the verifier gates."""
+        cal = self.calibration
+        assert cal is not None
+        judge = ctx.models.get("judge")
+        if judge is None or judge.name != cal.judge:
+            raise HarnessError(f"--suite-option judge_calibration={self.opts.judge_calibration} calibrated "
+                               f"{cal.judge}, not {judge.name if judge else 'no judge'}: run with "
+                               f"--judge-model {cal.judge} or calibrate this judge (harness prograf calibrate-judge)")
+        status = {p["id"]: p["status"] for p in points}
+        by_id = {vp.id: vp for vp in task.points}
+        out = []
+        for p in points:
+            vp = by_id[p["id"]]
+            failed_parent = next((d for d in vp.depends_on if status[d] == "fail"), None)
+            if p["status"] == "undecided" and failed_parent is not None:
+                p = p | {"status": "fail", "gated": True, "reason": f"not checked: {failed_parent} failed"}
+            elif p["status"] == "undecided" and vp.check in cal.enabled:
+                said, reply = await ask(lambda m, c: ctx.generate("judge", m, c), encoded, vp)
+                if said is not None:
+                    p = p | {"status": "pass" if said else "fail", "check_type": f"judge:{vp.check}",
+                             "reason": f"the vision judge said {reply!r}"}
+            status[p["id"]] = p["status"]
+            out.append(p)
+        return out
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         task: Task = sample.data["task"]
@@ -88,7 +135,10 @@ class ProGrafImageSuite(ProGrafSuite):
                                                  "reason": "no image to verify"} for vp in task.points]}
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        return image_metrics(records, seed=seed)
+        out = image_metrics(records, seed=seed)
+        if out and self.calibration is not None:
+            out |= judge_metrics(self.calibration, _image_scores(records), seed)
+        return out
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return {}
@@ -102,6 +152,29 @@ class ProGrafImageSuite(ProGrafSuite):
     @classmethod
     def report_section(cls, found: ReportInput) -> ReportSection | None:
         return None
+
+
+def summarised(task: Task, points: list[dict[str, Any]]) -> dict[str, Any]:
+    """A sample's verdict from its points: failed if a critical point failed, passed if every
+    critical point passed, else undecided (None)."""
+    critical = {vp.id for vp in task.points if vp.critical}
+    statuses = [p["status"] for p in points if p["id"] in critical]
+    passed = False if "fail" in statuses else (True if all(s == "pass" for s in statuses) else None)
+    undecided = sum(p["status"] == "undecided" for p in points)
+    return {"passed": passed, "decided": len(points) - undecided, "undecided": undecided, "points": points}
+
+
+def judge_metrics(cal: JudgeCalibration, scores: list[dict[str, Any]], seed: int = 0) -> dict[str, Metric]:
+    """Beside the scores a judge helped make: the share of points it decided, and for each check it
+    was trusted with, its precision (a "fails" it says is a real failure) and recall on the
+    calibration renders, with Wilson intervals over those calibration points."""
+    out = {"judged_point_share": ratio_cells([[sum(p.get("check_type", "").startswith("judge:") for p in s["points"]),
+                                               len(s["points"])] for s in scores], seed)}
+    for check in cal.enabled:
+        row = cal.by_check[check]
+        out[f"judge_precision/{check}"] = wilson_metric(row["tp"], row["tp"] + row["fp"])
+        out[f"judge_recall/{check}"] = wilson_metric(row["tp"], row["tp"] + row["fn"])
+    return out
 
 
 def _image_scores(records: list[SampleRecord]) -> list[dict[str, Any]]:

@@ -180,6 +180,14 @@ def tool_call_schema(tools: list[ToolSpec], tool_choice: str | None = None) -> d
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
+IMAGE_KEY = "image"  # a message may carry one picture: {"role", "content", "image": base64 PNG}
+
+
+def has_images(messages: list[dict[str, str]]) -> bool:
+    """Does any message carry a picture (`IMAGE_KEY`)? Only a model that `sees_images` takes one."""
+    return any(m.get(IMAGE_KEY) for m in messages)
+
+
 @runtime_checkable
 class Model(Protocol):
     """What a provider returns. `name` is the full spec string, e.g. `openai/gpt-4o`."""

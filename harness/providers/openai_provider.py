@@ -26,6 +26,7 @@ from harness.errors import HarnessError
 from harness.replicas import LeastLoaded, split_urls
 from harness.spec import ModelSpec
 from harness.providers.base import (
+    IMAGE_KEY,
     ConstraintError,
     ConstraintPath,
     GenerateConfig,
@@ -80,6 +81,7 @@ class OpenAIModel:
                 raise
 
     draws_images = True  # config.output == "image": the images endpoint (see `draw`)
+    sees_images = True  # a message's picture goes as an image part (see `chat_messages`)
 
     async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
         if config.output == "image":
@@ -89,7 +91,7 @@ class OpenAIModel:
         try:
             with self._replica() as client:
                 resp = await client.chat.completions.create(
-                    model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", messages),
+                    model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", chat_messages(messages)),
                     **chat_params(config), **params)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
@@ -140,6 +142,21 @@ class OpenAIModel:
     async def aclose(self) -> None:
         for client in self.replicas.replicas:
             await client.close()
+
+
+def chat_messages(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The harness's messages as chat messages: one that carries a picture (`IMAGE_KEY`) becomes a
+    text part and an image part (a data URL); the others go as they are."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        image = m.get(IMAGE_KEY)
+        if not image:
+            out.append(m)
+            continue
+        parts = [{"type": "text", "text": m.get("content", "")},
+                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}}]
+        out.append({k: v for k, v in m.items() if k != IMAGE_KEY} | {"content": parts})
+    return out
 
 
 def chat_params(config: GenerateConfig) -> dict[str, Any]:
