@@ -213,6 +213,9 @@ class LocalLimiter:
         self.state.release(lease, outcome, time.monotonic(), retry_after_s)
         self._wake()
 
+    def has_waiters(self) -> bool:
+        return any(not w.done() for w in self._waiters)
+
     def drop_holders(self, dead: Callable[[str], bool]) -> int:
         dropped = self.state.drop_holders(dead)
         if dropped:
@@ -243,8 +246,23 @@ class LimiterHost:
     async def acquire(self, holder: str) -> int:
         return await self.limiter.acquire(holder)
 
+    async def acquire_many(self, holder: str, n: int) -> list[int]:
+        """One lease, waited for, then up to `n - 1` more that are free at once and wanted by no
+        other holder waiting here: a worker's burst of calls costs one round trip, not n."""
+        leases = [await self.limiter.acquire(holder)]
+        while len(leases) < n and not self.limiter.has_waiters():
+            lease = self.limiter.state.try_acquire(time.monotonic(), holder)
+            if lease is None:
+                break
+            leases.append(lease)
+        return leases
+
     async def release(self, lease: int, outcome: Outcome, retry_after_s: float | None) -> None:
         self.limiter.release(lease, outcome, retry_after_s)
+
+    async def release_many(self, released: list[tuple[int, Outcome, float | None]]) -> None:
+        for lease, outcome, retry_after_s in released:
+            self.limiter.release(lease, outcome, retry_after_s)
 
     async def report(self, since: int) -> LimitReport:
         return await self.limiter.report(since)

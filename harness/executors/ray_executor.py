@@ -41,13 +41,15 @@ def run_chunk(suite: Suite, config: RunConfig, roles: tuple[str, ...], items: li
     guard_descendants()  # an environment's browser or JVM must not outlive this worker (its node may die)
 
     async def go() -> ChunkResult:
-        models = build_models(config, None, roles, limits=RayLimits(lease_s(config)))
+        limits = RayLimits(lease_s(config))
+        models = build_models(config, None, roles, limits=limits)
         records: list[Any] = []
         try:
             await run_items(suite, config, items, models, records.append, config.max_connections)
         finally:
             for model in {id(m): m for m in models.values()}.values():
                 await model.aclose()
+            limits.flush()  # the batched releases, before this event loop ends
         return ChunkResult(records=records, stats=stats_by_name(models), worker=node_id())
 
     return asyncio.run(go())

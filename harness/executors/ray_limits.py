@@ -31,20 +31,81 @@ def actor_name(key: str) -> str:
     return "harness-limit-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
+RELEASE_DELAY_S = 0.005  # successes wait this long to share one message to the actor
+RELEASE_BATCH = 64  # ... or until this many are waiting
+
+
 class RayLimiter:
-    """A caller's end of the actor: `acquire` is one round trip, `release` is sent and not waited
-    for (the slot is free as soon as the actor reads it)."""
+    """A caller's end of the actor. Every call still takes its own lease from the actor and hands
+    it back with its outcome (the AIMD arithmetic is the actor's, call by call), but the messages
+    are batched: the calls of this process that wait at the same time share one `acquire_many`
+    round trip, and successes go back together after at most `RELEASE_DELAY_S` (a rate limit or
+    an error at once, so a back-off is never delayed). One round trip per call used to halve the
+    Ray executor's throughput on the loopback benchmark (docs/scale.md). `flush` before the
+    process's event loop ends."""
 
     def __init__(self, key: str, handle: Any, node_id: str):
         self.key = key
         self.handle = handle
         self.holder = f"{node_id}:{os.getpid()}"  # the node first: the actor frees a dead node's slots
+        self._wanting: list[asyncio.Future[int]] = []
+        self._asking: asyncio.Task[None] | None = None
+        self._released: list[tuple[int, Outcome, float | None]] = []
+        self._flush_timer: asyncio.TimerHandle | None = None
 
     async def acquire(self) -> int:
-        return int(await self.handle.acquire.remote(self.holder))
+        loop = asyncio.get_running_loop()
+        want: asyncio.Future[int] = loop.create_future()
+        self._wanting.append(want)
+        if self._asking is None or self._asking.done():
+            self._asking = loop.create_task(self._ask())
+        try:
+            return await want
+        except asyncio.CancelledError:
+            if want.done() and not want.cancelled():  # the lease came as the call was cancelled
+                self.release(want.result(), "error")
+            raise
+
+    async def _ask(self) -> None:
+        """While calls wait: one round trip for as many leases as are waited for."""
+        try:
+            while waiting := [w for w in self._wanting if not w.done()]:
+                self._wanting = waiting
+                for lease in await self.handle.acquire_many.remote(self.holder, len(waiting)):
+                    self._hand_out(int(lease))
+        except Exception as exc:  # noqa: BLE001 - every waiting call gets the actor's failure, none hangs
+            for w in self._wanting:
+                if not w.done():
+                    w.set_exception(exc)
+            self._wanting = []
+
+    def _hand_out(self, lease: int) -> None:
+        while self._wanting:
+            want = self._wanting.pop(0)
+            if not want.done():
+                want.set_result(lease)
+                return
+        self.release(lease, "error")  # its caller was cancelled meanwhile: the slot goes straight back
 
     def release(self, lease: int, outcome: Outcome, retry_after_s: float | None = None) -> None:
-        self.handle.release.remote(lease, outcome, retry_after_s)
+        self._released.append((lease, outcome, retry_after_s))
+        if outcome != "ok" or len(self._released) >= RELEASE_BATCH:
+            self.flush()
+            return
+        if self._flush_timer is None:
+            try:
+                self._flush_timer = asyncio.get_running_loop().call_later(RELEASE_DELAY_S, self.flush)
+            except RuntimeError:  # no event loop here: nothing would flush later
+                self.flush()
+
+    def flush(self) -> None:
+        """Send the releases not sent yet (not waited for: the slots are free once the actor reads them)."""
+        if self._flush_timer is not None:
+            self._flush_timer.cancel()
+            self._flush_timer = None
+        if self._released:
+            batch, self._released = self._released, []
+            self.handle.release_many.remote(batch)
 
     async def report(self, since: int) -> LimitReport:
         report: LimitReport = await self.handle.report.remote(since)
@@ -85,9 +146,16 @@ class ClusterLimiterHost(LimiterHost):
         self._sweeper: asyncio.Task[None] | None = None
 
     async def acquire(self, holder: str) -> int:
+        self._start_sweeper()
+        return await super().acquire(holder)
+
+    async def acquire_many(self, holder: str, n: int) -> list[int]:
+        self._start_sweeper()
+        return await super().acquire_many(holder, n)
+
+    def _start_sweeper(self) -> None:
         if self._sweeper is None:  # started here: the actor's event loop runs only inside its methods
             self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
-        return await super().acquire(holder)
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -107,3 +175,7 @@ class RayLimits:
         if key not in self.by_key:
             self.by_key[key] = cluster_limiter(key, max_limit, self.lease_s)
         return self.by_key[key]
+
+    def flush(self) -> None:
+        for limiter in self.by_key.values():
+            limiter.flush()
