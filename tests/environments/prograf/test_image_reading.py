@@ -9,27 +9,12 @@ import io
 import pytest
 from PIL import Image
 
-from environments.prograf.build import CORPUS
 from environments.prograf.image_calibrate import render_png, subset
 from environments.prograf.image_input import decode_png
 from environments.prograf.image_ocr import copies, read_text, split_merged
 from environments.prograf.image_verify import CHECK_TYPES, NEEDS_JUDGE, verify_image, vocabulary
-from environments.prograf.render import Renderer
-from environments.prograf.task import load_tasks
 
 EVERY_TYPE = frozenset(CHECK_TYPES.values())
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    return {t.id: t for t in load_tasks(CORPUS)}
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    r = Renderer()
-    yield r
-    r.close()
 
 
 def test_short_words_are_read_upright_and_at_a_readable_scale(corpus, renderer):

@@ -16,7 +16,6 @@ from environments.prograf.build import CORPUS
 from environments.prograf.image_calibrate import render_png, samples
 from environments.prograf.image_judge import IMAGE_KEY, JudgeCalibration, calibrate_judge, dump, read_answer
 from environments.prograf.image_suite import image_prompt
-from environments.prograf.render import Renderer
 from environments.prograf.task import load_tasks
 from environments.prograf.verify import verify
 from harness.errors import HarnessError
@@ -29,13 +28,6 @@ from tests.conftest import harness_cli
 @pytest.fixture(scope="module")
 def geometry():
     return {t.id: t for t in load_tasks(CORPUS) if t.category == "geometry"}
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    r = Renderer()
-    yield r
-    r.close()
 
 
 def test_a_calibration_that_trusts_a_check_without_its_figures_is_refused(tmp_path):

@@ -9,27 +9,13 @@ import zlib
 
 import pytest
 
-from environments.prograf.build import CORPUS
 from environments.prograf.image_calibrate import render_png
 from environments.prograf.image_input import ImageRejected, decode_png
 from environments.prograf.image_ocr import label_matches, read_text
 from environments.prograf.image_verify import CHECK_TYPES, NEEDS_JUDGE, verify_image
 from environments.prograf.render import Renderer
-from environments.prograf.task import load_tasks
 
 EVERY_TYPE = frozenset(CHECK_TYPES.values())
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    return {t.id: t for t in load_tasks(CORPUS)}
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    r = Renderer()
-    yield r
-    r.close()
 
 
 def svg_png(renderer: Renderer, body: str, w: int = 600, h: int = 400) -> bytes:

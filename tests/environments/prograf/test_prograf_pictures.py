@@ -16,7 +16,6 @@ from environments.prograf.build import CORPUS
 from environments.prograf.check_graph import GraphView
 from environments.prograf.loop_suite import Options, ProGrafLoopSuite, StepMock
 from environments.prograf.pictures import MARK, drawing_of, marks_for, picture
-from environments.prograf.render import Renderer
 from environments.prograf.task import load_tasks
 from environments.prograf.verify import verify
 from harness.calls import CallPolicy, ManagedModel
@@ -28,13 +27,6 @@ from leaderboards.viewer_pages import sample_page
 @pytest.fixture(scope="module")
 def corpus():
     return load_tasks(CORPUS)
-
-
-@pytest.fixture(scope="module")
-def renderer():
-    r = Renderer()
-    yield r
-    r.close()
 
 
 def image(pic: dict[str, str]) -> np.ndarray:
