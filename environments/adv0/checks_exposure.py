@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from environments.adv0.loop import Contexts, IdmDefender, LoopConfig, make_attacker, round_rng, seeds_for
-from environments.adv0.metrics import failure_cluster
+from environments.adv0.metrics import entropy, failure_cluster
 from environments.adv0.scenario import EpisodeResult
 from environments.adv0.verdicts import (
     Finding, Part, fmt_metric, fmt_rate, mean_metric, rate_at_most, rate_higher, stat_higher, wilson,
@@ -54,8 +54,7 @@ def cluster_entropy(clusters: np.ndarray) -> float:
     if not found:
         return 0.0
     _, counts = np.unique(np.array(found, dtype=object).astype(str), return_counts=True)
-    p = counts / counts.sum()
-    return float(-(p * np.log(p)).sum())
+    return entropy(counts) or 0.0
 
 
 def exposure(arms: Sequence[str], family: str, episodes: int, contexts: int, rounds: int, k: int,

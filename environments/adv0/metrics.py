@@ -72,12 +72,14 @@ def episode_scores(result: EpisodeResult) -> EpisodeScores:
     )
 
 
-def _entropy(counts: np.ndarray) -> float | None:
+def entropy(counts: np.ndarray) -> float | None:
+    """Shannon entropy (nats) of a count vector; None for no counts. One cluster gives 0.0, not
+    -0.0 (which prints as "-0.000")."""
     total = counts.sum()
     if total == 0:
         return None
     p = counts[counts > 0] / total
-    return float(-(p * np.log(p)).sum())
+    return max(0.0, float(-(p * np.log(p)).sum()))
 
 
 def driving_metrics(scores: Sequence[EpisodeScores], seed: int = 0) -> dict[str, Metric]:
@@ -107,7 +109,7 @@ def driving_metrics(scores: Sequence[EpisodeScores], seed: int = 0) -> dict[str,
         "infeasible_attack_rate": ratio(10, 11),
         "trigger_withheld_rate": ratio(12, 11),  # attacked episodes whose gated trigger never fired
         "failure_clusters": summed_metric(onehot, lambda t: float((t > 0).sum()), seed=seed, resamples=500),
-        "failure_entropy": summed_metric(onehot, _entropy, seed=seed, resamples=500),
+        "failure_entropy": summed_metric(onehot, entropy, seed=seed, resamples=500),
     }
 
 

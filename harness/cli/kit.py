@@ -58,7 +58,11 @@ def run_config(config: Any, run_dir: Path, *, resume: str | None = None, suite: 
 
 
 def fmt(v: float | None) -> str:
-    return "n/a" if v is None else f"{v:.3f}"
+    if v is None:
+        return "n/a"
+    text = f"{v:.3f}"
+    # A value that rounds to zero from below (a bootstrap's -1e-17) prints as 0.000, not -0.000.
+    return "0.000" if text == "-0.000" else text
 
 
 def print_summary(summary: Any, path: Path) -> None:

@@ -208,3 +208,18 @@ def test_c9_runs_end_to_end_and_sees_the_effect_of_a_lesson_heeding_driver(monke
     assert f.parts[0].value == pytest.approx((k_without - k_with) / 5) and f.parts[0].n == f"{k_without}/5 vs {k_with}/5"
     assert model.calls >= int(nums["evaluation driving steps (model calls, both arms)"])
     assert checks_loops.c9_driver_episodes(5, 1, 1) == (checks_loops.C9_K + 1) + 2 + 10
+
+
+def test_entropy_of_one_cluster_is_plus_zero_and_prints_without_a_sign():
+    import numpy as np
+
+    from environments.adv0.metrics import entropy
+    from harness.cli.kit import fmt
+
+    one = entropy(np.array([4, 0, 0]))
+    assert one == 0.0 and math.copysign(1.0, one) == 1.0  # -0.0 printed as "-0.000" in a run's CI
+    assert checks_exposure.cluster_entropy(np.array(["cut_in/lateral", "cut_in/lateral"], dtype=object)) == 0.0
+    assert entropy(np.array([0, 0])) is None
+    assert abs(entropy(np.array([1, 1])) - math.log(2)) < 1e-12
+    assert fmt(-1e-17) == "0.000" and fmt(-0.0) == "0.000" and fmt(-0.0004) == "0.000"
+    assert fmt(-0.0006) == "-0.001" and fmt(None) == "n/a"
