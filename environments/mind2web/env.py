@@ -11,15 +11,23 @@ the live site's ledger (`step["cdwm"]["candidate_deltas"]`); on the release, whe
 recorded, a click on an element whose text commits (place order, pay, send, submit, delete ...)
 is marked irreversible with no facts (a heuristic, said so in `evaluate()["irreversible_source"]`).
 Choosing an irreversible element that is not the step's target is CDWM's irreversible failure.
+
+`protocol="mindact"` asks MindAct's multiple-choice questions instead (`mindact.py`): each
+environment step is one question of up to `group_size` candidates plus "None of the above", and a
+gold step is scored once its questions have decided its prediction. Only that final prediction is
+scored (and counted as an irreversible failure); each question's delta is still what the chosen
+element's action would have changed.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from environments.mind2web import dom
+from environments.mind2web.mindact import LETTERS, MINDACT_CLASSES, MINDACT_HELP, Tournament, parse_choice, queue_order
 from environments.mind2web.metrics import step_result, task_scores
 from harness.environment import ACTION_HELP, ALL, NONE, WORLD_MODEL_HELP, ActionMask, Delta, Observation, StepResult
 
@@ -94,41 +102,43 @@ def parse_action(action: str) -> tuple[str, str, str] | None:
 
 
 class Mind2WebEnvironment:
-    """One task's offline episode (the `harness.environment.Environment` contract)."""
+    """One task's offline episode (the `harness.environment.Environment` contract).
 
-    def __init__(self, top_k: int = 10, world_model_help: str | None = None):
-        self.top_k = top_k
-        self.world_model_help = world_model_help
+    `protocol`: `single` (the top-k candidates in one question per gold step, answered with an id)
+    or `mindact` (MindAct's questions of `group_size` candidates and "None of the above", asked in
+    `order`); `meter()` returns the model calls and tokens spent since it was last asked (recorded
+    per question under `mindact`)."""
+
+    def __init__(self, top_k: int = 10, world_model_help: str | None = None, protocol: str = "single",
+                 group_size: int = 5, order: str = "shuffled", meter: Callable[[], tuple[int, int]] | None = None):
+        if protocol not in ("single", "mindact"):
+            raise ValueError(f"protocol {protocol!r}: use single or mindact")
+        self.top_k, self.world_model_help, self.protocol = top_k, world_model_help, protocol
+        self.group_size, self.order, self.meter = group_size, order, meter
         self.task: dict[str, Any] = {}
         self.index = 0
         self.results: list[dict[str, Any]] = []
         self.shown: list[list[str]] = []
+        self.tournament: Tournament | None = None
 
     # ------------------------------------------------------------ the protocol
     def reset(self, task: dict[str, Any]) -> Observation:
         self.task, self.index, self.results = task, 0, []
         self.shown = [[v.bid for v in rank(task["confirmed_task"], candidate_views(s))[: self.top_k]] for s in task["actions"]]
+        if self.protocol == "mindact":
+            self.open_step()
         return self.observation()
 
     def step(self, action: str) -> StepResult:
         steps = self.task["actions"]
         if self.index >= len(steps):
             return StepResult(self.observation(), Delta(), True, valid=False, info={"error": "the task has no steps left"})
+        if self.protocol == "mindact":
+            return self.answer_question(action)
         step = steps[self.index]
         parsed = parse_action(action)
-        pos = {str(c["backend_node_id"]) for c in step["pos_candidates"]}
-        op_gold, value_gold = step["operation"]["op"], step["operation"].get("value", "")
-        if parsed is None:
-            scores = step_result(None, None, "", pos, op_gold, value_gold)
-            delta, error = Delta(), f"not an action: {action[:80]!r}; use click [id], type [id] [text] or select [id] [option]"
-        else:
-            op, bid, value = parsed
-            scores = step_result(bid, op, value, pos, op_gold, value_gold)
-            delta, error = self.delta_of(step, bid, op), None
-        irreversible = not delta.reversible
-        self.results.append(scores | {"action": action, "gold": gold_action(step),
-                                      "irreversible": irreversible,
-                                      "unrequired_irreversible": irreversible and scores["element_correct"] == 0.0})
+        scores, delta = self.record(step, parsed, action)
+        error = None if parsed else f"not an action: {action[:80]!r}; use click [id], type [id] [text] or select [id] [option]"
         self.index += 1
         done = self.index >= len(steps)
         info: dict[str, Any] = dict(scores)
@@ -137,6 +147,9 @@ class Mind2WebEnvironment:
         return StepResult(self.observation(), delta, done, valid=error is None, info=info)
 
     def action_class(self, action: str) -> str:
+        if self.protocol == "mindact":
+            chosen = parse_choice(action)
+            return "none" if chosen is not None and chosen[0] == "A" else (chosen[1].lower() if chosen else action.split(" ", 1)[0].lower())
         parsed = parse_action(action)
         return parsed[0].lower() if parsed else action.split(" ", 1)[0].lower()
 
@@ -147,7 +160,7 @@ class Mind2WebEnvironment:
         recall = [bool({str(c["backend_node_id"]) for c in s["pos_candidates"]} & set(shown))
                   for s, shown in zip(steps, self.shown)]
         own = all("cdwm" in s for s in steps)
-        return scores | {
+        out = scores | {
             "success": scores["task_success"],
             "candidate_recall": sum(recall) / max(1, len(recall)),
             "step_results": self.results,
@@ -156,27 +169,101 @@ class Mind2WebEnvironment:
             "unrequired_irreversible": [r["action"] for r in self.results if r["unrequired_irreversible"]],
             "irreversible_source": "ledger" if own else "keyword heuristic",
             "split": self.task.get("split", ""),
+            "protocol": self.protocol,
         }
+        if self.protocol == "mindact":
+            out["mindact"] = mindact_summary(self.results, self.group_size, self.order)
+        return out
 
     def close(self) -> None:
         self.task = {}
 
+    # ------------------------------------------------------------ MindAct's questions
+    def open_step(self) -> None:
+        """Queue the current gold step's candidates; a step with one candidate or none asks nothing
+        and is scored at once (no prediction), as MindAct's loop never runs for it."""
+        steps = self.task["actions"]
+        while self.index < len(steps):
+            step = steps[self.index]
+            targets = {str(c["backend_node_id"]) for c in step["pos_candidates"]}
+            queue = queue_order(self.shown[self.index], self.order, str(step.get("action_uid", self.index)))
+            self.tournament = Tournament(queue, self.group_size, targets)
+            if not self.tournament.over:
+                return
+            self.close_step(step, self.tournament)
+
+    def answer_question(self, action: str) -> StepResult:
+        step, tournament = self.task["actions"][self.index], self.tournament
+        assert tournament is not None
+        calls, tokens = self.meter() if self.meter else (0, 0)
+        played = tournament.answer(action, calls, tokens)
+        op = played.operation.split(" ", 1)[0]
+        delta = self.delta_of(step, played.chose, op) if played.chose else Delta()
+        info: dict[str, Any] = {"gold_step": self.index, "question": len(tournament.rounds), "chose": played.chose}
+        if not played.valid:
+            info["error"] = (f"not an answer to this question: {action[:80]!r}; use none, click [B], type [B] [text] "
+                             "or select [B] [option] with a letter of the options shown")
+        if tournament.over:
+            info |= self.close_step(step, tournament)
+            self.open_step()
+        return StepResult(self.observation(), delta, self.index >= len(self.task["actions"]), valid=played.valid, info=info)
+
+    def close_step(self, step: dict[str, Any], tournament: Tournament) -> dict[str, float]:
+        """Score the gold step on its decided prediction and move to the next one."""
+        win = tournament.winner()
+        action = "none" if win is None else (f"click [{win[0]}]" if win[1] == "CLICK" else f"{win[1].lower()} [{win[0]}] [{win[2]}]")
+        rounds = [r.to_dict() for r in tournament.rounds]
+        scores, _ = self.record(step, None if win is None else (win[1], win[0], win[2]), action, {
+            "winner": win[0] if win else None, "questions": len(rounds), "rounds": rounds,
+            "target_survived": [r["target_alive"] for r in rounds],
+            "calls": sum(r["calls"] for r in rounds), "tokens": sum(r["tokens"] for r in rounds)})
+        self.index += 1
+        return scores
+
     # ------------------------------------------------------------ pieces
+    def record(self, step: dict[str, Any], parsed: tuple[str, str, str] | None, action: str,
+               extra: dict[str, Any] | None = None) -> tuple[dict[str, float], Delta]:
+        """Score one gold step's prediction ((OP, id, value), or None) and keep its record; the
+        scores and the prediction's delta."""
+        pos = {str(c["backend_node_id"]) for c in step["pos_candidates"]}
+        op_gold, value_gold = step["operation"]["op"], step["operation"].get("value", "")
+        if parsed is None:
+            scores, delta = step_result(None, None, "", pos, op_gold, value_gold), Delta()
+        else:
+            op, bid, value = parsed
+            scores, delta = step_result(bid, op, value, pos, op_gold, value_gold), self.delta_of(step, bid, op)
+        irreversible = not delta.reversible
+        self.results.append(scores | {"action": action, "gold": gold_action(step), "irreversible": irreversible,
+                                      "unrequired_irreversible": irreversible and scores["element_correct"] == 0.0}
+                            | (extra or {}))
+        return scores, delta
+
     def observation(self) -> Observation:
-        info = {ACTION_HELP: ACTIONS_HELP, "step": self.index}
+        mindact = self.protocol == "mindact"
+        info: dict[str, Any] = {ACTION_HELP: MINDACT_HELP if mindact else ACTIONS_HELP, "step": self.index}
         if self.world_model_help:
             info[WORLD_MODEL_HELP] = self.world_model_help
+        classes = MINDACT_CLASSES if mindact else ACTION_CLASSES
         t, steps = self.task, self.task.get("actions", [])
         head = f"Website: {t.get('website', '')} ({t.get('domain', '')} / {t.get('subdomain', '')})"
         if self.index >= len(steps):
-            return Observation(text=head + "\nThe task's recorded steps are over.", action_classes=ACTION_CLASSES, info=info)
+            return Observation(text=head + "\nThe task's recorded steps are over.", action_classes=classes, info=info)
         views = {v.bid: v for v in candidate_views(steps[self.index])}
-        shown = [views[b] for b in self.shown[self.index]]
         previous = "\n".join(t["action_reprs"][: self.index]) or "none"
+        if mindact and self.tournament is not None:
+            group = self.tournament.group()
+            info |= {"question": len(self.tournament.rounds) + 1, "options": dict(zip(LETTERS, group))}
+            options = "\n".join(["A. None of the above"] + [f"{LETTERS[i]}. {views[b].snippet}" for i, b in enumerate(group)])
+            text = (f"{head}\nPrevious actions:\n{previous}\n"
+                    f"Question {len(self.tournament.rounds) + 1} of this step ({len(self.tournament.queue)} of "
+                    f"{len(self.shown[self.index])} candidate elements still in play). Which element should the next "
+                    f"action act on, and how? If none of them, answer none (option A).\n{options}")
+            return Observation(text=text, action_classes=classes, info=info)
+        shown = [views[b] for b in self.shown[self.index]]
         lines = "\n".join(f"[{v.bid}] {v.snippet}" for v in shown)
         text = (f"{head}\nPrevious actions:\n{previous}\n"
                 f"Candidate elements ({len(shown)} of {len(views)}, most relevant first):\n{lines}")
-        return Observation(text=text, action_classes=ACTION_CLASSES, info=info)
+        return Observation(text=text, action_classes=classes, info=info)
 
     def delta_of(self, step: dict[str, Any], bid: str, op: str) -> Delta:
         """What the chosen action would have changed (ground truth where recorded)."""
@@ -194,3 +281,17 @@ class Mind2WebEnvironment:
     def gold_irreversible(self, step: dict[str, Any]) -> bool:
         bid = str(step["pos_candidates"][0]["backend_node_id"])
         return not self.delta_of(step, bid, step["operation"]["op"]).reversible
+
+
+def mindact_summary(results: list[dict[str, Any]], group_size: int, order: str) -> dict[str, Any]:
+    """A task's MindAct figures: questions asked, model calls and tokens they cost, steps left
+    with no prediction, and recall at question r (share of gold steps whose target was still in
+    play after their r-th question; a step already decided keeps its last state)."""
+    survived = [r.get("target_survived", []) for r in results]
+    longest = max((len(s) for s in survived), default=0)
+    recall = [sum(s[min(i, len(s) - 1)] for s in survived if s) / max(1, len(survived)) for i in range(longest)]
+    return {"group_size": group_size, "order": order,
+            "questions": sum(r.get("questions", 0) for r in results),
+            "calls": sum(r.get("calls", 0) for r in results), "tokens": sum(r.get("tokens", 0) for r in results),
+            "no_prediction_steps": sum(r.get("winner") is None for r in results),
+            "recall_at_question": [round(x, 4) for x in recall]}

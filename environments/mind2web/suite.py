@@ -6,11 +6,17 @@ One sample = one task = one episode over its recorded steps. `--corpus` takes th
 files or data/ folder, or a Hugging Face dataset id (network permitting); without it, the
 project's own corpus (`corpora/mind2web/`, snapshots of the local shop, travel and mail sites).
 `--suite-option split=cross_task|cross_website|cross_domain|test|train|all`.
+
+`--suite-option protocol=mindact` asks MindAct's multiple-choice questions (groups of
+`group_size` candidates and "None of the above", winners queued again; `top_k` then defaults to
+50) instead of one question over the top 10; each question is one agent step, so the agent's step
+limit becomes `max_steps` gold steps times the most questions a gold step can take.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -19,11 +25,12 @@ from corpora.mind2web.loader import load_tasks
 from environments.cdwm.metrics import cdwm_metrics
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.mind2web.env import ACTION_PATTERN, MIND2WEB_MASK, Mind2WebEnvironment
+from environments.mind2web.mindact import MAX_GROUP, MINDACT_MASK, choice_pattern, rounds_needed
 from environments.mind2web.metrics import mind2web_metrics, task_scores
 from environments.web.suite import WEB_WORLD_MODEL_HELP
-from harness.records import Metric, SampleRecord
+from harness.records import CallRecord, Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
 
 MIND2WEB_WORLD_MODEL_HELP = (
     "Only a click can change stored state: typing or selecting fills a form, and nothing is stored until a "
@@ -34,10 +41,22 @@ M2W_KEYS = ("element_accuracy", "operation_f1", "step_success_rate", "task_succe
             "answered_steps", "candidate_recall")
 
 
+TOP_K = {"single": 10, "mindact": 50}  # MindAct's paper evaluates its top 50
+
+
 class Mind2WebOptions(CdwmOptions):
     split: Split = Field("test", description="which tasks (test = the three test splits, all = every split)")
-    top_k: int = Field(10, ge=1, le=100, description="candidate elements shown per step (the ranker's top k)")
-    max_steps: int = Field(30, ge=1, description="agent steps per episode (a task's recorded steps end it first)")
+    protocol: Literal["single", "mindact"] = Field("single", description=(
+        "single: the top_k candidates in one question per step, answered `click [id]`; mindact: MindAct's "
+        "multiple-choice questions of group_size candidates plus 'None of the above', answered `click [B]` or `none`"))
+    top_k: int | None = Field(None, ge=1, le=100, description="candidate elements per step (the ranker's top k); "
+                              "default 10, or 50 under protocol=mindact")
+    group_size: int = Field(5, ge=2, le=MAX_GROUP, description="mindact: candidates per question (options B, C, ...)")
+    group_order: Literal["shuffled", "ranked"] = Field("shuffled", description=(
+        "mindact: the order candidates are asked in: shuffled (MindAct's evaluation; seeded by the step's action_uid) "
+        "or ranked (the ranker's order)"))
+    max_steps: int = Field(30, ge=1, description="gold steps per episode (a task's recorded steps end it first); "
+                           "under mindact the agent may take this many times the questions a step can need")
 
 
 class CdwmMind2WebSuite(CdwmSuite):
@@ -52,6 +71,29 @@ class CdwmMind2WebSuite(CdwmSuite):
     Options: ClassVar[type[SuiteOptions]] = Mind2WebOptions
     options: Mind2WebOptions
 
+    def __init__(self, options: Mind2WebOptions | None = None) -> None:
+        super().__init__(options)
+        o = self.options
+        self.top_k = o.top_k or TOP_K[o.protocol]
+        self._meters: dict[int, CallMeter] = {}
+        if o.protocol == "mindact":  # the answers are letters; each question is one agent step
+            self.mask = MINDACT_MASK
+            self.config = replace(self.config, mask=MINDACT_MASK, action_pattern=choice_pattern(o.group_size),
+                                  max_steps=o.max_steps * max(1, rounds_needed(self.top_k, o.group_size)))
+
+    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+        # Under mindact each question records the model calls and tokens spent on it: the
+        # environment reads this sample's call records through a meter (one fresh Sample per
+        # solve, so concurrent epochs of a task never share one).
+        if self.options.protocol != "mindact":
+            return await super().solve(sample, ctx)
+        own = Sample(id=sample.id, data=sample.data)
+        self._meters[id(own)] = CallMeter(ctx.calls)
+        try:
+            return await super().solve(own, ctx)
+        finally:
+            del self._meters[id(own)]
+
     def load_samples(self, corpus: str | None) -> list[Sample]:
         tasks, _ = load_tasks(corpus, self.options.split)
         return [Sample(id=t["annotation_id"], data=t) for t in tasks]
@@ -63,7 +105,9 @@ class CdwmMind2WebSuite(CdwmSuite):
         return str(sample.data["confirmed_task"])
 
     def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Mind2WebEnvironment:
-        return Mind2WebEnvironment(top_k=self.options.top_k, world_model_help=self.world_model_help)
+        o, meter = self.options, self._meters.get(id(sample))
+        return Mind2WebEnvironment(top_k=self.top_k, world_model_help=self.world_model_help, protocol=o.protocol,
+                                   group_size=o.group_size, order=o.group_order, meter=meter.take if meter else None)
 
     def scorers(self) -> dict[str, Scorer]:
         return {"mind2web": FunctionScorer("mind2web", self._score_task,
@@ -72,7 +116,10 @@ class CdwmMind2WebSuite(CdwmSuite):
     async def _score_task(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         base = await self._score_episode(sample, transcript, ctx)
         evaluation = transcript["evaluation"]
-        return Score(values=base.values | {k: evaluation[k] for k in M2W_KEYS} | {"split": evaluation.get("split", "")})
+        values = base.values | {k: evaluation[k] for k in M2W_KEYS} | {"split": evaluation.get("split", "")}
+        if "mindact" in evaluation:
+            values["mindact"] = evaluation["mindact"]
+        return Score(values=values)
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         zeros = task_scores([], len(sample.data["actions"])) | {"candidate_recall": 0.0}
@@ -87,3 +134,15 @@ class CdwmMind2WebSuite(CdwmSuite):
             by_split.setdefault(str(r.scores.get("split", "")), []).append([r.scores.get("step_success_rate", 0.0), 1.0])
         return {"split": {name: ratio_metric(rows, lambda c: c[0], lambda c: c[1], seed=seed)
                           for name, rows in sorted(by_split.items())}}
+
+
+class CallMeter:
+    """The model calls (and their tokens) one sample made since the last `take()`."""
+
+    def __init__(self, calls: list[CallRecord]):
+        self.calls, self.seen = calls, 0
+
+    def take(self) -> tuple[int, int]:
+        new = self.calls[self.seen:]
+        self.seen += len(new)
+        return len(new), sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in new)
