@@ -206,7 +206,7 @@ async def take_step(env: AsyncEnvironment, state: AgentState, cfg: AgentConfig, 
         return {"done": True, "ended_by": "error", "errors": errors + [reply.error]}
     action, fallback = (reply.actions[0], False) if reply.actions else (fallback_action(obs), True)
     if action is None:  # no action and no stop in this world: end without stepping
-        return {"done": True, "ended_by": "no_action", "errors": errors}
+        return {"done": True, "ended_by": "no_action", "errors": errors, "unstepped_invalid": reply.invalid_outputs}
     result, record = await execute(env, action, truncate_observation(obs.text, cfg.obs_chars), len(steps),
                                    thought=reply.thought, invalid_outputs=reply.invalid_outputs, fallback=fallback,
                                    **record_fields)

@@ -98,6 +98,9 @@ class EpisodeState(TypedDict, total=False):
     ended_by: str  # done | step_limit | no_action | error | abstain
     errors: list[str]
     abstain_reason: str
+    # Bad replies of the last turn when the episode ended on it without a step (no usable action and
+    # no stop action in the world): no step record carries them, so they are counted here.
+    unstepped_invalid: int
 
 
 @runtime_checkable

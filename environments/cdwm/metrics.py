@@ -68,7 +68,7 @@ def prediction_rows(steps: list[dict[str, Any]]) -> list[dict[str, float]]:
 
 
 def episode_scores(steps: list[dict[str, Any]], evaluation: dict[str, Any], tokens: int,
-                   ended_by: str = "") -> dict[str, Any]:
+                   ended_by: str = "", unstepped_invalid: int = 0) -> dict[str, Any]:
     """The per-task scores every CDWM suite stores (and `cdwm_metrics` reads)."""
     own = next((evaluation[k] for k in ("unrequired_irreversible", "unjustified_irreversible")
                 if isinstance(evaluation.get(k), list)), None)
@@ -88,8 +88,9 @@ def episode_scores(steps: list[dict[str, Any]], evaluation: dict[str, Any], toke
         "abstained": ended_by == "abstain" or any(s.get("abstained") for s in steps),
         "steps": len(steps),
         "invalid_steps": sum(not s.get("valid", True) for s in steps),
-        "policy_replies": len(steps) + sum(s.get("invalid_outputs", 0) for s in steps) - sum(bool(s.get("fallback")) for s in steps),
-        "policy_invalid": sum(s.get("invalid_outputs", 0) for s in steps),
+        "policy_replies": len(steps) + sum(s.get("invalid_outputs", 0) for s in steps) - sum(bool(s.get("fallback")) for s in steps)
+        + unstepped_invalid,
+        "policy_invalid": sum(s.get("invalid_outputs", 0) for s in steps) + unstepped_invalid,
         "wm_replies": sum((c.get("invalid_outputs") or 0) + (c.get("source") == "world_model") for c in wm_asked),
         "wm_invalid": sum(c.get("invalid_outputs") or 0 for c in wm_asked),
     }

@@ -80,7 +80,7 @@ class CompositeRewardScorer:
 
         if "steps" in trajectory and isinstance(trajectory["steps"], list):
             scores = episode_scores(trajectory["steps"], trajectory.get("evaluation", {}), trajectory.get("tokens", 0),
-                                    trajectory.get("ended_by", ""))
+                                    trajectory.get("ended_by", ""), trajectory.get("unstepped_invalid", 0))
         else:
             scores = trajectory
         return composite_reward(scores, self.weights)

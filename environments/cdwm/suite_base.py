@@ -141,6 +141,7 @@ class CdwmSuite(Suite):
         output = {
             "task_id": self.task_of(sample).get("task_id", sample.id), "intent": self.intent_of(sample),
             "agent": self.agent, "ended_by": state.get("ended_by"), "abstain_reason": state.get("abstain_reason"),
+            "unstepped_invalid": state.get("unstepped_invalid", 0),
             "evaluation": evaluation, "steps": [asdict(s) for s in state["steps"]], "tokens": tokens,
             "episode_s": round(time.perf_counter() - t0, 3), "mask": self.mask.name if self.mask else None,
         }
@@ -152,7 +153,7 @@ class CdwmSuite(Suite):
 
     async def _score_episode(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         scores = episode_scores(transcript["steps"], transcript["evaluation"], transcript["tokens"],
-                                transcript.get("ended_by") or "")
+                                transcript.get("ended_by") or "", transcript.get("unstepped_invalid", 0))
         reward = composite_reward(scores)
         scores |= {"reward": reward.value, "reward_label": reward.label, "reward_components": reward.metadata["components"]}
         return Score(values=scores)

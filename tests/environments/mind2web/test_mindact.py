@@ -230,6 +230,8 @@ def test_hostile_model_is_counted_invalid_not_a_crash():
     [r] = records
     assert r.status == "ok" and r.output["ended_by"] == "no_action" and r.scores["step_success_rate"] == 0.0
     assert r.scores["answered_steps"] == 0 and r.scores["steps"] == 0
+    # That reply is counted although no step carries it (the episode ended without stepping).
+    assert r.output["unstepped_invalid"] == 1 and r.scores["policy_invalid"] == r.scores["policy_replies"] == 1
 
 
 def test_cdwm_agent_plays_mindact_through_the_same_environment():
