@@ -26,6 +26,9 @@ Host memory is therefore bounded by `max_cpu_loras` x adapter size, whatever A i
 A, as serving engines configure it (vLLM's `--max-loras` defaults to 1 and is typically set to a
 handful; this engine's own default is 8). With A > max_loras, all-token requests hold slots for
 their whole generation and queue for them; PreFT requests give theirs back after prefill.
+A prefill step may use `max_loras` distinct adapters (`SLOT_RULE`, reported per row as
+`prefill_slots` / `slot_kind` / `lora_op`): alias slots could take more at no memory cost, but on
+this CPU that was measured slower (docs/preft.md, session 14).
 """
 
 from __future__ import annotations
@@ -52,12 +55,15 @@ from kernels.preft.engine import MODES, Engine, Request
 from kernels.preft.model import PROJECTIONS
 from kernels.preft.workload import Workload, draw_workload
 
+# The local engine's rule for adapter slots (`store.prefill_slots`), named in every result.
+SLOT_RULE = ("distinct adapters per prefill step (prefill_slots): max_loras; only alias slots (CPU) may be given "
+             "more (Engine max_prefill_loras, not set here); at most max_loras held through decoding (all-token)")
 TOKEN_RANGE = (1000, 40000)  # prompt ids are drawn from here: clear of the special / control tokens
 ENGINES = ("local", "vllm")  # vllm: kernels/preft/bench_vllm.py, in vLLM's environment
 JSON_NAME, CSV_NAME, PNG_NAME = "adapters_bench.json", "adapters_bench.csv", "adapters_bench.png"
 
 CSV_COLUMNS = [
-    "adapters", "mode", "max_loras", "max_num_seqs", "requests", "prompt_len", "gen_len", "distinct_adapters_used",
+    "adapters", "mode", "max_loras", "prefill_slots", "slot_kind", "lora_op", "max_num_seqs", "requests", "prompt_len", "gen_len", "distinct_adapters_used",
     "distinct_adapters_touched", "arrival", "popularity",
     "output_tokens", "total_s", "output_tok_s", "requests_s", "cpu_s", "output_tok_cpu_s",
     "ttft_p50_ms", "ttft_p90_ms", "ttft_p99_ms", "tpot_p50_ms", "tpot_p90_ms", "tpot_p99_ms",
@@ -298,6 +304,7 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
               "prompt_len": prompt_len, "gen_len": gen_len, "max_loras": max_loras,
               "max_loras_default": f"min(A, {DEFAULT_MAX_LORAS_CAP})", "max_num_seqs": max_num_seqs,
               "max_cpu_loras": max_cpu_loras, "max_cpu_loras_default": f"min(distinct used, {DEFAULT_MAX_CPU_LORAS})",
+              "slot_rule": SLOT_RULE if engine == "local" else "vLLM: max_loras per step (prefill-only counted)",
               "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
               "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)", **draw, **place,
               "warmup_requests": 1}
@@ -367,10 +374,10 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
         used = [f"a{i}" for i in work.adapters]
         distinct = list(dict.fromkeys(used))
         slots = slots_for(count, max_loras)
-        cpu = host_cache_for(len(distinct), max_cpu_loras)
-        host = HostAdapters(model.config, count, rank, capacity=cpu)  # once per A, shared by its modes
+        cache = host_cache_for(len(distinct), max_cpu_loras)
+        host = HostAdapters(model.config, count, rank, capacity=cache)  # once per A, shared by its modes
         for mode in modes:
-            say(f"A={count} mode={mode}: setting up (max_loras={slots}, host cache {cpu})")
+            say(f"A={count} mode={mode}: setting up (max_loras={slots}, host cache {cache})")
             setup_start = time.perf_counter()
             gc.collect()
             eng = Engine(model, max_num_seqs=max_num_seqs, max_loras=slots, max_lora_rank=rank,
@@ -401,7 +408,11 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             n_out = [len(r.output_ids) for r in reqs]
             ttft = [r.first_token_at - r.arrival for r in reqs]
             tpot = [(r.finished_at - r.first_token_at) / (len(r.output_ids) - 1) for r in reqs if len(r.output_ids) > 1]
-            row = {"adapters": count, "mode": mode, "max_loras": slots, "max_num_seqs": max_num_seqs,
+            alias = eng.loras.alias
+            row = {"adapters": count, "mode": mode, "max_loras": slots, "prefill_slots": eng.loras.table.slots,
+                   "slot_kind": "alias" if alias else "copy",
+                   "lora_op": ("gathered" if eng.loras.weights.gather else "per-run") if alias else eng.lora_backend,
+                   "max_num_seqs": max_num_seqs,
                    "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
                    "distinct_adapters_used": 0 if mode == "base" else len(distinct),
                    "distinct_adapters_touched": len(eng.loras.table.touched),
@@ -508,9 +519,9 @@ def plot(result: dict, path: Path) -> None:
 
 def format_table(result: dict) -> str:
     """A markdown table of the rows (for the README), then the preft ratios per adapter count."""
-    head = ["A", "mode", "slots", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
+    head = ["A", "mode", "slots", "prefill slots", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
             "steps", "slot loads", "evictions", "slot waits", "wait steps", "peak RSS Δ MB"]
-    keys = ["adapters", "mode", "max_loras", "output_tok_s", "requests_s", "ttft_p50_ms", "ttft_p99_ms",
+    keys = ["adapters", "mode", "max_loras", "prefill_slots", "output_tok_s", "requests_s", "ttft_p50_ms", "ttft_p99_ms",
             "tpot_p50_ms", "tpot_p99_ms", "steps", "slot_loads", "slot_evictions", "slot_waits", "engine_slot_waits",
             "peak_rss_delta_mb"]
 

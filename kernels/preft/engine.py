@@ -7,7 +7,9 @@ samples, and retires finished requests. Modes, per request:
 - `base`:      no adapter anywhere.
 - `preft`:     the adapter acts on the prompt's tokens only (LoRA on every prompt token; ReFT on its
                first-n/last-m prompt positions). The request gives its adapter slot back right
-               after its prefill step, so decoding requests never hold slots.
+               after its prefill step, so decoding requests never hold slots. With alias LoRA slots
+               (CPU) `max_prefill_loras` lets more distinct adapters than `max_loras` prefill in
+               one step (`store.prefill_slots`; off by default: measured slower here).
 - `all-token`: the adapter also acts on every generated token (LoRA everywhere, ReFT on every
                position) and the request holds its slot until it finishes -- with many adapters
                and few slots, requests wait for slots, the cost serving engines pay.
@@ -130,7 +132,7 @@ class Engine:
     def __init__(self, hf_model: Any, *, max_num_seqs: int = 64, max_loras: int = 8, max_lora_rank: int = 16,
                  max_refts: int = 8, max_reft_rank: int = 8, max_prefill_tokens: int = 2048,
                  lora_backend: str = "auto", kv_cache_bytes: int = 4 << 30, keep_logits: bool = False,
-                 lora_alias: bool | None = None) -> None:
+                 lora_alias: bool | None = None, max_prefill_loras: int | None = None) -> None:
         self.model = PreftModel(hf_model)
         self.config = hf_model.config
         # Everything lives where the model's weights are (KV pool, adapter slots, per-step index
@@ -138,8 +140,11 @@ class Engine:
         self.device, self.dtype = self.model.device, self.model.dtype
         self.lora_backend = resolve_backend(lora_backend, self.device)
         self.max_num_seqs, self.max_prefill_tokens = max_num_seqs, max_prefill_tokens
+        # Distinct adapters per prefill step: `max_loras`, or `max_prefill_loras` (more) where slots
+        # alias host tensors (CPU); `max_loras` is the cap held through decoding (`store.prefill_slots`).
         self.loras = LoraStore(self.config, max_loras, max_lora_rank, backend=self.lora_backend,
-                               device=self.device, dtype=self.dtype, alias=lora_alias)
+                               device=self.device, dtype=self.dtype, alias=lora_alias,
+                               max_prefill_loras=max_prefill_loras)
         self.refts = ReftStore(self.config, max_refts, max_reft_rank, device=self.device, dtype=self.dtype)
         self.pool = KVPool(self.config, dtype=self.dtype, device=self.device)
         self.kv_cache_bytes = kv_cache_bytes  # like vLLM's KV cache space: bounds rows x capacity
@@ -262,7 +267,8 @@ class Engine:
         budget = self.max_prefill_tokens
         still_waiting: list[Request] = []
         waited = False
-        full: set[str] = set()  # stores that refused a slot: holders only grow while admitting
+        # (store, through decode) pairs that refused a slot: holders only grow while admitting
+        full: set[tuple[str, bool]] = set()
         for req in self.waiting:
             if req.cancelled:
                 req.finish_reason, req.finished_at = "cancelled", time.perf_counter()
@@ -281,7 +287,7 @@ class Engine:
             r = _Running(req=req, row=len(self.running), generator=None)  # type: ignore[arg-type]
             if not self._acquire_slots(r):
                 waited = True
-                full.add("lora" if r.req.adapter in self.loras.adapters else "reft")
+                full.add(("lora" if r.req.adapter in self.loras.adapters else "reft", r.req.mode == "all-token"))
                 still_waiting.append(req)  # keep its place; later requests may use other slots
                 continue
             # made only once admitted: with many adapters and few slots hundreds of requests are
@@ -298,14 +304,16 @@ class Engine:
         self.stats.max_running_adapters = max(self.stats.max_running_adapters, adapters)
         return admitted
 
-    def _refused_fast(self, req: Request, full: set[str]) -> bool:
-        """Once every slot of a store is held this step, a request for that store is refused unless
-        its adapter is resident; counted as a refusal, as `acquire` would have counted it."""
+    def _refused_fast(self, req: Request, full: set[tuple[str, bool]]) -> bool:
+        """Once every slot of a store is held this step (or every slot it may hold through decoding,
+        for an all-token request), a request for that store is refused unless its adapter is
+        resident; counted as a refusal, as `acquire` would have counted it."""
         if req.mode == "base" or req.adapter is None:
             return False
         kind = "lora" if req.adapter in self.loras.adapters else "reft"
         store = self.loras if kind == "lora" else self.refts
-        if kind not in full or req.adapter in store.table.resident:
+        refused = (kind, False) in full or (kind, req.mode == "all-token") in full
+        if not refused or req.adapter in store.table.resident:
             return False
         store.table.stats.waits += 1
         return True
@@ -322,13 +330,14 @@ class Engine:
         name = r.req.adapter
         if r.req.mode == "base" or name is None:
             return True
+        through_decode = r.req.mode == "all-token"
         if name in self.loras.adapters:
-            slot = self.loras.acquire(name)
+            slot = self.loras.acquire(name, through_decode)
             if slot is None:
                 return False
             r.lora_slot = slot
         else:
-            slot = self.refts.acquire(name)
+            slot = self.refts.acquire(name, through_decode)
             if slot is None:
                 return False
             r.reft_slot = slot
@@ -336,10 +345,11 @@ class Engine:
         return True
 
     def _release_slots(self, r: _Running) -> None:
+        through_decode = r.req.mode == "all-token"
         if r.lora_slot >= 0:
-            self.loras.release(r.lora_slot)
+            self.loras.release(r.lora_slot, through_decode)
         if r.reft_slot >= 0:
-            self.refts.release(r.reft_slot)
+            self.refts.release(r.reft_slot, through_decode)
         r.lora_slot = r.reft_slot = -1
 
     def _retire(self, r: _Running) -> None:

@@ -10,9 +10,15 @@ Adapters of smaller rank are zero-padded to r, which leaves the result unchanged
 
 The functions return only the LoRA delta `s_i (x A_i) B_i` (zero rows where idx == -1); callers add
 it to the base projection `x W`, so the base matmul stays one dense GEMM for the whole batch.
+The in-place inference ops (`lora_add_*_`) add it into the base output instead: per run of one
+adapter (`lora_add_runs_`, `lora_add_module_runs_`, the exact per-run path), or for the runs of
+many adapters in one batched GEMM pair (`lora_add_gathered_`; opt-in: stacking the adapters'
+weights costs more than the per-run calls it saves on this CPU at rank 16, docs/preft.md).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -90,6 +96,107 @@ def lora_add_module_runs_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int
         A, B, scale = module
         y[start:end].addmm_(x[start:end] @ A, B, alpha=scale)  # the scale rides on addmm: no extra pass
     return y
+
+
+# Below this many runs in a projection the per-run loop is used (one run: nothing to batch).
+GATHER_MIN_RUNS = 2
+# A group of runs is padded to its longest run; a run joins a group only while the padded size stays
+# within this factor of the group's real tokens (else it starts a new group).
+PAD_LIMIT = 1.5
+
+
+def lora_add_gathered_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, int]],
+                       slot_modules: list, key: tuple[int, str]) -> torch.Tensor:
+    """`lora_add_module_runs_` with the runs of many adapters in one batched GEMM pair per group:
+    each group's A and B matrices are stacked ([G, in, r], [G, r, out]), its runs' tokens gathered
+    into [G, n, in] (padded to the longest run, pad rows scaled to zero) and `torch.bmm` does the
+    shrink and the expand; the result is added into y in place. Runs of equal length that sit side
+    by side (a prefill of same-length prompts) are a view of x and y: nothing is gathered or
+    scattered. Groups: same rank, padding within `PAD_LIMIT`; a group of one run, or fewer than
+    `GATHER_MIN_RUNS` runs in all, takes the per-run op. Equal to the per-run op up to float
+    rounding (tested). Opt-in (`LoraWeights.gather`): on this CPU (rank 16, 1-64 runs of 16 tokens)
+    the copies of `torch.stack` cost more than the per-run calls save; it won only in isolation at
+    d=256 with 4-16 runs, and lost end to end (docs/preft.md, session 14). Inference only, in place."""
+    picked = []
+    for start, end, slot in runs:
+        modules = slot_modules[slot]
+        module = modules.get(key) if modules is not None else None
+        if module is not None:
+            picked.append((start, end, *module))
+    if len(picked) < GATHER_MIN_RUNS:
+        for start, end, A, B, scale in picked:
+            y[start:end].addmm_(x[start:end] @ A, B, alpha=scale)
+        return y
+    for group in _groups(tuple((start, end, A.shape[1]) for start, end, A, _, _ in picked)):
+        if len(group) == 1:
+            start, end, A, B, scale = picked[group[0]]
+            y[start:end].addmm_(x[start:end] @ A, B, alpha=scale)
+        else:
+            _bmm_add_(y, x, [picked[i] for i in group])
+    return y
+
+
+def _bmm_add_(y: torch.Tensor, x: torch.Tensor, group: list[tuple]) -> None:
+    """One group of runs (start, end, A, B, scale), sorted by start, all of one rank."""
+    spans = tuple((start, end) for start, end, _, _, _ in group)
+    As, Bs = torch.stack([g[2] for g in group]), torch.stack([g[3] for g in group])
+    scales = [g[4] for g in group]
+    uniform = all(s == scales[0] for s in scales)
+    count, d_out = len(group), y.shape[1]
+    layout = _layout(spans, str(x.device), x.dtype)
+    if layout is None:  # equal lengths, side by side: views, no gather
+        start, end = spans[0][0], spans[-1][1]
+        xa = torch.bmm(x[start:end].view(count, -1, x.shape[1]), As)
+        if not uniform:
+            xa.mul_(torch.tensor(scales, dtype=xa.dtype, device=xa.device).view(-1, 1, 1))
+        y[start:end].view(count, -1, d_out).baddbmm_(xa, Bs, alpha=scales[0] if uniform else 1.0)
+        return
+    rows, mask = layout
+    xa = torch.bmm(x.index_select(0, rows).view(count, -1, x.shape[1]), As)
+    if uniform:
+        xa.mul_(mask).mul_(scales[0])  # pad rows become zero, so they add nothing below
+    else:
+        xa.mul_(mask * torch.tensor(scales, dtype=xa.dtype, device=xa.device).view(-1, 1, 1))
+    y.index_add_(0, rows, torch.bmm(xa, Bs).view(-1, d_out))
+
+
+@functools.lru_cache(maxsize=256)
+def _groups(runs: tuple[tuple[int, int, int], ...]) -> tuple[tuple[int, ...], ...]:
+    """Indices into `runs` (start, end, rank), one tuple per batched GEMM: one rank per group, runs
+    taken longest first while the group padded to its longest run stays within `PAD_LIMIT` of its
+    real tokens; each group sorted by start."""
+    order = sorted(range(len(runs)), key=lambda i: (runs[i][2], -(runs[i][1] - runs[i][0]), runs[i][0]))
+    groups: list[list[int]] = []
+    longest = tokens = 0
+    for i in order:
+        start, end, rank = runs[i]
+        n = end - start
+        if groups and runs[groups[-1][0]][2] == rank and longest * (len(groups[-1]) + 1) <= PAD_LIMIT * (tokens + n):
+            groups[-1].append(i)
+            tokens += n
+        else:
+            groups.append([i])
+            longest = tokens = n
+    return tuple(tuple(sorted(g, key=lambda i: runs[i][0])) for g in groups)
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(spans: tuple[tuple[int, int], ...], device: str,
+            dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """None when the spans have one length and sit side by side (x and y are viewed as [G, n, d]);
+    else (rows [G*n_max]: the row of x read and of y written at each padded position, mask
+    [G, n_max, 1]); a pad position reads and writes row spans[0][0] with mask 0 (it adds zero)."""
+    lengths = [end - start for start, end in spans]
+    if len(set(lengths)) == 1 and all(a[1] == b[0] for a, b in zip(spans, spans[1:])):
+        return None
+    n_max = max(lengths)
+    rows, keep = [], []
+    for start, end in spans:
+        rows += list(range(start, end)) + [spans[0][0]] * (n_max - (end - start))
+        keep += [1.0] * (end - start) + [0.0] * (n_max - (end - start))
+    index = torch.tensor(rows, dtype=torch.long, device=device)
+    mask = torch.tensor(keep, dtype=dtype, device=device).view(len(spans), n_max, 1)
+    return index, mask
 
 
 def lora_delta(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor, scales: torch.Tensor,

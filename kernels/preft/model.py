@@ -21,7 +21,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from kernels.preft.lora_ops import adapter_runs, lora_add_module_runs_, lora_add_runs_, lora_delta
+from kernels.preft.lora_ops import (adapter_runs, lora_add_gathered_, lora_add_module_runs_, lora_add_runs_,
+                                    lora_delta)
 from kernels.preft.reft_ops import reft_apply
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -36,8 +37,12 @@ class LoraWeights:
     scales: dict[tuple[int, str], torch.Tensor]
     backend: str = "segmented"
     # alias slots (CPU): slot s -> its adapter's own {(layer, proj): (A [in, r], B [r, out], scale)}
-    # instead of stacked copies; used by the per-run inference op only
+    # instead of stacked copies; used by the inference ops only
     slot_modules: list[dict | None] | None = None
+    # alias slots: False (default) one op per run (`lora_add_module_runs_`); True the runs of all
+    # adapters in batched GEMMs per projection (`lora_add_gathered_`), measured slower on this CPU
+    # at rank 16 (docs/preft.md, session 14)
+    gather: bool = False
 
 
 @dataclass
@@ -139,7 +144,8 @@ class PreftModel:
         if lora.slot_modules is not None:  # alias slots: inference only, by runs
             if runs is None:
                 raise RuntimeError("alias LoRA slots serve inference only (no grad, segmented backend)")
-            return lora_add_module_runs_(y, x, runs, lora.slot_modules, (layer, name))
+            op = lora_add_gathered_ if lora.gather else lora_add_module_runs_
+            return op(y, x, runs, lora.slot_modules, (layer, name))
         if (layer, name) not in lora.A:
             return y
         A, B, scales = lora.A[layer, name], lora.B[layer, name], lora.scales[layer, name]

@@ -29,27 +29,39 @@ class SlotStats:
 
 
 class SlotTable:
-    """Which adapter sits in which slot, who holds it, and the LRU order. Knows nothing of tensors."""
+    """Which adapter sits in which slot, who holds it, and the LRU order. Knows nothing of tensors.
 
-    def __init__(self, slots: int) -> None:
+    `decode_slots` (default: all of them): how many slots may be held *past a prefill step* (by
+    all-token requests, whose adapter acts on every decode step). A prefill-only hold lasts one step.
+    With alias slots the table has more slots than `max_loras` (see `LoraStore`), and this keeps
+    all-token at `max_loras` adapters held through decoding, as before."""
+
+    def __init__(self, slots: int, decode_slots: int | None = None) -> None:
         if slots < 1:
             raise ValueError("max slots must be at least 1")
         self.slots = slots
+        self.decode_slots = slots if decode_slots is None else min(decode_slots, slots)
+        if self.decode_slots < 1:
+            raise ValueError("decode slots must be at least 1")
         self.resident: dict[str, int] = {}
         self.holders = [0] * slots
+        self.decode_holders = [0] * slots  # holds that last past the prefill step
         self.lru: collections.OrderedDict[int, None] = collections.OrderedDict((i, None) for i in range(slots))
         self.stats = SlotStats()
         self.touched: set[str] = set()  # every adapter that ever got a slot (distinct adapters served)
 
-    def acquire(self, name: str) -> tuple[int, bool] | None:
-        """(slot, needs_load) with the slot held once more, or None when every slot is held."""
+    def acquire(self, name: str, through_decode: bool = False) -> tuple[int, bool] | None:
+        """(slot, needs_load) with the slot held once more, or None when every slot is held (or,
+        `through_decode`, when `decode_slots` slots are already held through decoding and this
+        adapter's slot is not one of them)."""
         slot = self.resident.get(name)
-        if slot is not None:
+        decode_full = through_decode and self.decode_held() >= self.decode_slots
+        if slot is not None and not (decode_full and self.decode_holders[slot] == 0):
             self.touched.add(name)
             self.stats.hits += 1
-            self._hold(slot)
+            self._hold(slot, through_decode)
             return slot, False
-        victim = next((s for s in self.lru if self.holders[s] == 0), None)
+        victim = None if decode_full else next((s for s in self.lru if self.holders[s] == 0), None)
         if victim is None:
             self.stats.waits += 1
             return None
@@ -60,19 +72,24 @@ class SlotTable:
         self.resident[name] = victim
         self.touched.add(name)
         self.stats.loads += 1
-        self._hold(victim)
+        self._hold(victim, through_decode)
         return victim, True
 
-    def release(self, slot: int) -> None:
-        if self.holders[slot] <= 0:
+    def release(self, slot: int, through_decode: bool = False) -> None:
+        if self.holders[slot] <= 0 or (through_decode and self.decode_holders[slot] <= 0):
             raise RuntimeError(f"slot {slot} released more often than acquired")
         self.holders[slot] -= 1
+        self.decode_holders[slot] -= int(through_decode)
 
     def held(self) -> int:
         return sum(1 for h in self.holders if h > 0)
 
-    def _hold(self, slot: int) -> None:
+    def decode_held(self) -> int:
+        return sum(1 for h in self.decode_holders if h > 0)
+
+    def _hold(self, slot: int, through_decode: bool) -> None:
         self.holders[slot] += 1
+        self.decode_holders[slot] += int(through_decode)
         self.lru.move_to_end(slot)
 
 
@@ -84,9 +101,9 @@ class AdapterStore(ABC):
     kind = "adapter"
 
     def __init__(self, config: Any, slots: int, max_rank: int, device: torch.device | str = "cpu",
-                 dtype: torch.dtype = torch.float32) -> None:
+                 dtype: torch.dtype = torch.float32, decode_slots: int | None = None) -> None:
         self.config, self.device, self.dtype = config, torch.device(device), dtype
-        self.table = SlotTable(slots)
+        self.table = SlotTable(slots, decode_slots)
         self.adapters: dict[str, Any] = {}
         self._allocate(max_rank)
 
@@ -100,11 +117,12 @@ class AdapterStore(ABC):
             self.table.resident.clear()
         self.adapters[adapter.name] = adapter
 
-    def acquire(self, name: str) -> int | None:
-        """A slot holding adapter `name` (loaded if it was not resident), or None if all are held."""
+    def acquire(self, name: str, through_decode: bool = False) -> int | None:
+        """A slot holding adapter `name` (loaded if it was not resident), or None if all are held.
+        `through_decode`: the hold lasts past the prefill step (all-token), see `SlotTable`."""
         if name not in self.adapters:
             raise AdapterError(f"unknown {self.kind} adapter {name!r}: register it first")
-        got = self.table.acquire(name)
+        got = self.table.acquire(name, through_decode)
         if got is None:
             return None
         slot, needs_load = got
@@ -112,8 +130,8 @@ class AdapterStore(ABC):
             self._write(slot, self.adapters[name])
         return slot
 
-    def release(self, slot: int) -> None:
-        self.table.release(slot)
+    def release(self, slot: int, through_decode: bool = False) -> None:
+        self.table.release(slot, through_decode)
 
     @abstractmethod
     def _allocate(self, rank: int) -> None:
@@ -128,26 +146,46 @@ class AdapterStore(ABC):
         """Load the adapter's weights into `slot`."""
 
 
+def prefill_slots(max_loras: int, max_prefill_loras: int | None, alias: bool) -> int:
+    """How many distinct LoRA adapters one prefill step may use (the slot table's size).
+
+    The rule: slots that copy weights (a GPU, or the stacked CPU layout) cost memory, so there are
+    `max_loras` of them and nothing more may be asked. Alias slots copy nothing (a slot refers to
+    the host adapter), so `max_prefill_loras` may raise the count up to a batch's worth without
+    memory cost. Its default is `max_loras` all the same: on this CPU prefill steps of 64 distinct
+    adapters were measured slower than steps capped at 8, in spite of 7 fewer steps (docs/preft.md,
+    session 14). Either way at most `max_loras` slots are held through decoding (all-token)."""
+    if max_prefill_loras is None or max_prefill_loras <= max_loras:
+        return max_loras
+    if not alias:
+        raise ValueError(f"max_prefill_loras {max_prefill_loras} > max_loras {max_loras} needs alias slots "
+                         "(slots that copy weights cost memory: raise max_loras instead)")
+    return max_prefill_loras
+
+
 class LoraStore(AdapterStore):
     """LoRA slots: per (layer, projection) A [slots, in, r], B [slots, r, out], scales [slots].
 
     `alias` (default: on the CPU with the `segmented` backend): a slot *refers to* the adapter's own
     host tensors instead of holding a copy. On a CPU host memory is the compute memory, so copying
-    20 MB into a stacked slot buys nothing; the per-run LoRA op reads each slot's tensors directly.
-    The slot table (hits, loads, evictions, holds, waits) is the same either way. The stacked
-    layout stays for the Triton/BGMV path (one tensor indexed by slot) and on a GPU, where a load
-    is a real host-to-device copy."""
+    20 MB into a stacked slot buys nothing; the inference op reads each slot's tensors directly.
+    The slot table (hits, loads, evictions, holds, waits) works the same either way; its size is
+    `prefill_slots(max_loras, max_prefill_loras, alias)`, with at most `max_loras` slots held
+    through decoding. The stacked layout stays for the Triton/BGMV path (one tensor indexed by slot) and on
+    a GPU, where a load is a real host-to-device copy."""
 
     kind = "LoRA"
 
     def __init__(self, config: Any, max_loras: int, max_rank: int, backend: str = "segmented",
                  device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                 alias: bool | None = None) -> None:
+                 alias: bool | None = None, max_prefill_loras: int | None = None) -> None:
         self.backend = backend
         self.alias = (torch.device(device).type == "cpu" and backend == "segmented") if alias is None else alias
         if self.alias and backend != "segmented":
             raise ValueError(f"alias slots need the segmented LoRA backend, not {backend!r}")
-        super().__init__(config, max_loras, max_rank, device, dtype)
+        self.max_loras = max_loras
+        super().__init__(config, prefill_slots(max_loras, max_prefill_loras, self.alias), max_rank, device, dtype,
+                         decode_slots=max_loras)
 
     def _allocate(self, rank: int) -> None:
         """Zeroed stacks of `rank` columns; slots padded to the largest rank (padding adds nothing).

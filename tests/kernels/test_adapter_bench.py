@@ -5,8 +5,8 @@ The tiny configuration (adapters 1 and 4, 8 requests -- 2A, so every adapter is 
   wait, so at most 2 distinct adapters ever run and the 8 requests need at least 2 x GEN steps.
 - preft: requests hold slots for their prefill step only, give them back, and the next requests
   are admitted while the first decode: more than 2 run at once. PreFT does wait for slots, but
-  only when more distinct adapters arrive in one step than there are slots, never behind a
-  decoding request.
+  only when more distinct adapters arrive in one step than there are slots (`prefill_slots`, here
+  max_loras), never behind a decoding request.
 """
 
 from __future__ import annotations
@@ -92,8 +92,10 @@ def test_slot_semantics_all_token_queues_preft_does_not_queue_behind_decoders(ti
     assert pf["max_running_adapters"] > 2 and pf["max_running"] > at["max_running"]
     assert pf["steps"] < at["steps"] and pf["engine_slot_waits"] < at["engine_slot_waits"]
     for row in (at, pf):  # every adapter served
+        assert row["slot_kind"] == "alias" and row["prefill_slots"] == 2 and row["lora_op"] == "per-run"
         assert row["distinct_adapters_used"] == row["distinct_adapters_touched"] == 4
         assert row["slot_evictions"] == row["slot_loads"] - 1 >= 2  # one of two slots holds the warm-up's adapter
+    assert tiny[0]["config"]["slot_rule"].startswith("distinct adapters per prefill step")
 
 
 def test_lazy_adapters_equal_random_lora_and_host_memory_is_bounded(model):

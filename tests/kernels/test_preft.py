@@ -11,9 +11,10 @@ import torch
 
 from kernels.preft.adapters import load_adapter, random_reft, save_reft
 from kernels.preft.engine import Engine, Request
-from kernels.preft.lora_ops import adapter_runs, lora_add_runs_, lora_delta_reference, lora_delta_segmented
+from kernels.preft.lora_ops import (adapter_runs, lora_add_gathered_, lora_add_module_runs_, lora_add_runs_,
+                                    lora_delta_reference, lora_delta_segmented)
 from kernels.preft.reft_ops import orthonormal_rows, reft_apply, reft_direct
-from kernels.preft.store import SlotTable
+from kernels.preft.store import SlotTable, prefill_slots
 
 PROMPTS = ["The capital of France is", "Once upon a time, in a small village by the sea,", "def fibonacci(n):",
            "Three reasons to learn Python:"]
@@ -37,6 +38,80 @@ def test_lora_segmented_equals_reference(n, d_in, d_out, r, slots):
     base = torch.randn(n, d_out, generator=g)
     fused = lora_add_runs_(base.clone(), x, adapter_runs(idx), A, B, scales)
     assert torch.allclose(fused, base + ref, atol=1e-4, rtol=1e-4)
+
+
+def _runs_of(lengths_and_slots):
+    """A flat slot index from (length, slot) pieces, slot -1 = tokens without an adapter."""
+    return torch.tensor([slot for n, slot in lengths_and_slots for _ in range(n)], dtype=torch.long)
+
+
+# (length, slot) pieces of a flat batch: one adapter; 64 prompts over adapters of two ranks, one of
+# which skips the projection (gathered, two groups); same-length prompts of one rank side by side
+# (the view path, per-adapter and uniform scales); mixed lengths with bare tokens between them;
+# one slot in two places; one long prompt among short ones (padding limit: two groups); decode-like
+# runs of one token; nothing adapted.
+GATHER_LAYOUTS = {
+    "one adapter": [(16, 0)],
+    "64 runs of 6 adapters": [(16, s % 6) for s in range(64)],
+    "32 equal runs side by side, one rank": [(16, (0, 1, 3, 4)[s % 4]) for s in range(32)],
+    "two equal runs, one scale": [(16, 1), (16, 3)],
+    "mixed lengths and bare tokens": [(3, -1), (16, 0), (5, 1), (1, -1), (16, 2), (9, 3), (2, -1), (12, 4)],
+    "same slot twice, apart": [(7, 1), (4, -1), (7, 1), (7, 2)],
+    "one long among short": [(64, 0), (4, 1), (4, 2), (5, 3), (3, -1)],
+    "decode tokens": [(1, s) for s in (0, 1, -1, 2, 3, 3, -1, 4, 5)],
+    "no adapter": [(10, -1)],
+}
+
+
+@pytest.mark.parametrize("layout", list(GATHER_LAYOUTS))
+def test_gathered_lora_equals_reference_and_per_run(layout):
+    """The batched op over alias slots equals the per-token definition (float tolerance) and the exact
+    per-run op, with adapters of two ranks, two scales and one that does not target the projection."""
+    g = torch.Generator().manual_seed(len(layout))
+    d_in, d_out, slots, r = 48, 40, 6, 16
+    ranks = [16, 16, 8, 16, 16, 8]
+    key = (0, "q_proj")
+    modules: list = []
+    A_ref, B_ref, scales_ref = torch.zeros(slots, d_in, r), torch.zeros(slots, r, d_out), torch.zeros(slots)
+    for s, rank in enumerate(ranks):
+        if s == 5:  # this adapter leaves the projection alone
+            modules.append({(1, "q_proj"): (torch.randn(d_in, rank), torch.randn(rank, d_out), 1.0)})
+            continue
+        A, B, scale = torch.randn(d_in, rank, generator=g), torch.randn(rank, d_out, generator=g), 2.0 if s % 2 else 0.5
+        modules.append({key: (A, B, scale)})
+        A_ref[s, :, :rank], B_ref[s, :rank], scales_ref[s] = A, B, scale
+    idx = _runs_of(GATHER_LAYOUTS[layout])
+    x, y = torch.randn(len(idx), d_in, generator=g), torch.randn(len(idx), d_out, generator=g)
+    runs = adapter_runs(idx)
+    want = y + lora_delta_reference(x, idx, A_ref, B_ref, scales_ref)
+    got = lora_add_gathered_(y.clone(), x, runs, modules, key)
+    per_run = lora_add_module_runs_(y.clone(), x, runs, modules, key)
+    assert torch.allclose(got, want, atol=1e-4, rtol=1e-4)
+    assert torch.allclose(got, per_run, atol=1e-4, rtol=1e-4)
+    bare = (idx < 0) | (idx == 5)
+    assert torch.equal(got[bare], y[bare])  # tokens without an adapter on this projection are untouched
+    if layout != "no adapter":
+        assert not torch.allclose(got[~bare], y[~bare])
+
+
+def test_prefill_slots_rule_and_decode_holds():
+    """A prefill step may use max_loras distinct adapters; only alias slots (no copy) may be given
+    more. Holds through decoding (all-token) stay capped at max_loras either way."""
+    assert prefill_slots(8, None, alias=True) == prefill_slots(8, None, alias=False) == 8
+    assert prefill_slots(8, 64, alias=True) == 64 and prefill_slots(8, 4, alias=True) == 8
+    with pytest.raises(ValueError, match="alias"):
+        prefill_slots(8, 64, alias=False)  # slots that copy weights cost memory
+    t = SlotTable(4, decode_slots=2)
+    assert t.acquire("a", through_decode=True) == (0, True) and t.acquire("b", through_decode=True) == (1, True)
+    assert t.acquire("c", through_decode=True) is None and t.stats.waits == 1  # two held through decoding
+    assert t.acquire("c") == (2, True) and t.acquire("d") == (3, True)  # prefill-only holds use the rest
+    assert t.acquire("a", through_decode=True) == (0, False)  # its slot already decodes: a hit
+    assert t.acquire("c", through_decode=True) is None  # resident, but a third adapter through decoding
+    t.release(2)
+    t.release(1, through_decode=True)
+    assert t.acquire("c", through_decode=True) == (2, False) and t.decode_held() == 2
+    with pytest.raises(RuntimeError):
+        t.release(3, through_decode=True)  # held, but not through decoding
 
 
 def test_adapter_runs_are_maximal_same_slot_runs():
@@ -211,14 +286,15 @@ def test_reft_prefill_only_equals_hooked_hf_model(base, tmp_path):
 
 
 @pytest.mark.slow
-def test_slot_pressure_all_token_waits_preft_releases(base):
+@pytest.mark.parametrize("prefill", [None, 4])
+def test_slot_pressure_all_token_waits_preft_releases(base, prefill):
     from kernels.preft.adapters import random_lora
 
     model, tok = base
     ids = _ids(tok, PROMPTS[0])
     results = {}
     for mode in ("all-token", "preft"):
-        engine = Engine(model, max_loras=2, max_lora_rank=4)
+        engine = Engine(model, max_loras=2, max_lora_rank=4, max_prefill_loras=prefill)  # alias slots (CPU)
         for i in range(4):
             engine.register(random_lora(model.config, 4, seed=i, name=f"a{i}", targets=("q_proj",)))
         reqs = [Request(ids, 6, adapter=f"a{i}", mode=mode) for i in range(4)]
@@ -231,10 +307,17 @@ def test_slot_pressure_all_token_waits_preft_releases(base):
         results[mode] = (held_after_first_step, engine.stats, engine.loras.table.stats, reqs)
     held, stats, slots, reqs = results["all-token"]
     assert held == 2 and stats.slot_waits > 0 and stats.max_running == 2  # two slots bound concurrency
-    assert slots.evictions >= 2 and all(len(r.output_ids) == 6 for r in reqs)
+    assert all(len(r.output_ids) == 6 for r in reqs)
+    # 2 slots in all: the 3rd and 4th adapter evict; given 4 prefill slots, nothing is evicted
+    if prefill:
+        assert slots.evictions == 0 and slots.loads == 4
+    else:
+        assert slots.evictions >= 2
     held, stats, slots, reqs = results["preft"]
     assert held == 0  # prefilled requests gave their slots back at once
     assert stats.max_running == 4 and all(len(r.output_ids) == 6 for r in reqs)
+    # one prefill step for 4 adapters given 4 prefill slots; 2 steps of 2 with 2
+    assert stats.slot_waits == (0 if prefill else 1)
 
 
 @pytest.mark.slow
@@ -352,3 +435,44 @@ def test_full_slots_refuse_the_rest_of_the_queue_but_admit_resident_and_other_ki
     while engine.has_work():
         engine.step()
     assert all(len(r.output_ids) == 3 for r in reqs)
+
+
+def test_alias_slots_prefill_every_adapter_in_one_step_with_the_same_logits():
+    """CPU alias slots given 8 prefill slots: 8 prefill-only requests of 8 adapters prefill in one
+    step (2 slots, alias by default or copying: 2 per step), all-token still runs at most 2 adapters
+    at a time, and the gathered op gives the logits of the copying store's per-run op; so does the
+    default per-run alias path."""
+    from kernels.preft.adapters import random_lora
+    from kernels.preft.random_llama import build_random_llama
+
+    model = build_random_llama("tiny", seed=0)
+    prompts = [[5 + i, 6, 7 + i, 8, 9] + [10 + i] * (i % 3) for i in range(8)]  # two lengths, side by side or not
+
+    def serve(mode, alias, gather=False, prefill=None):
+        engine = Engine(model, max_num_seqs=8, max_loras=2, max_lora_rank=8, lora_alias=alias, keep_logits=True,
+                        max_prefill_loras=prefill)
+        engine.loras.weights.gather = gather
+        for i in range(8):
+            engine.register(random_lora(model.config, 8 if i % 2 else 4, seed=i, name=f"a{i}", std=0.5))
+        reqs = [engine.add(Request(list(p), 3, adapter=f"a{i}", mode=mode)) for i, p in enumerate(prompts)]
+        engine.step()
+        first = sum(1 for r in reqs if r.output_ids)
+        while engine.has_work():
+            engine.step()
+        return engine, reqs, first
+
+    alias, alias_reqs, alias_first = serve("preft", alias=True, gather=True, prefill=8)
+    copy, copy_reqs, copy_first = serve("preft", alias=False)
+    per_run, per_run_reqs, per_run_first = serve("preft", alias=True)
+    assert alias.loras.table.slots == 8 and copy.loras.table.slots == per_run.loras.table.slots == 2
+    assert alias_first == 8 and copy_first == per_run_first == 2
+    assert alias.stats.steps == 3 and copy.stats.steps > alias.stats.steps
+    for a, c, p in zip(alias_reqs, copy_reqs, per_run_reqs):
+        assert a.output_ids == c.output_ids == p.output_ids
+        for la, lc, lp in zip(a.logits, c.logits, p.logits):
+            assert float((la - lc).abs().max()) < 1e-4 and float((la - lp).abs().max()) < 1e-4
+    assert float((alias_reqs[0].logits[0] - Engine(model, keep_logits=True).run(
+        [Request(list(prompts[0]), 3)])[0].logits[0]).abs().max()) > 1e-3  # the adapters change the output
+    all_token, at_reqs, at_first = serve("all-token", alias=True, prefill=8)
+    assert at_first == 2 and all_token.stats.max_running_adapters == 2
+    assert all(len(r.output_ids) == 3 for r in at_reqs)
