@@ -76,13 +76,13 @@ def generate_once(*, model: str, prompt: str, chat: bool = False, adapter: Path 
 
 def _generate_local(spec: ModelSpec, prompt: str, chat: bool, adapter: Path | None, mode: str,
                     config: GenerateConfig, flag: str) -> dict[str, Any]:
-    from kernels.preft.engine import Request  # first: it sets OpenMP's waiting before torch loads
+    from preft.engine import Request  # first: it sets OpenMP's waiting before torch loads
     from harness.providers import validate_spec
     from harness.providers.local import as_id_list, parse_adapter_name, stop_token_ids, visible_ids
     from harness.providers.local_weights import load_model
-    from kernels.preft.adapters import AdapterError
-    from kernels.preft.provider import engine_constraint
-    from kernels.preft.serving import server
+    from preft.adapters import AdapterError
+    from preft.provider import engine_constraint
+    from preft.serving import server
 
     base, spec_adapter, spec_mode = parse_adapter_name(spec.name)
     if spec_adapter is not None:

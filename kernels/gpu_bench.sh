@@ -18,7 +18,7 @@ OUT=${OUT:-bench/gpu}
 DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
 mkdir -p "$OUT"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD/kernels:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 
 if [ "$DRY" = 1 ]; then
     DEVICE=cpu; SHAPES=${SHAPES:-tiny}; ADAPTERS=${ADAPTERS:-1,4}; REQUESTS=${REQUESTS:-8}
@@ -40,7 +40,7 @@ if [ -n "$missing" ]; then
     echo "gpu_bench: $PY lacks: $missing -- this script installs nothing; use a Python that has them" >&2
     exit 3
 fi
-if ! "$PY" -c "import kernels.preft.bench" 2>"$OUT/import_error.txt"; then
+if ! "$PY" -c "import preft.bench" 2>"$OUT/import_error.txt"; then
     echo "gpu_bench: this repo's bench does not import with $PY (see $OUT/import_error.txt)" >&2
     exit 3
 fi
@@ -59,7 +59,7 @@ failed=0
         echo "== adapter bench: $shape on $DEVICE =="
         timeout "$SHAPE_TIMEOUT" "$PY" - "$shape" <<EOF
 import sys
-from kernels.preft.bench import format_table, run_adapter_bench
+from preft.bench import format_table, run_adapter_bench
 shape = sys.argv[1]
 result = run_adapter_bench(adapters=[int(a) for a in "$ADAPTERS".split(",")], modes=["base", "preft", "all-token"],
                            rank=16, requests=$REQUESTS, prompt_len=$PROMPT_LEN, gen_len=$GEN_LEN, max_loras=$MAX_LORAS,

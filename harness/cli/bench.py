@@ -99,7 +99,7 @@ def bench_adapters(
 ) -> None:
     """Adapter serving: tokens/s, requests/s, TTFT/TPOT per mode and adapter count, base as ceiling.
     At least 2A requests per adapter count A, so every adapter is used."""
-    from kernels.preft.bench import format_table, run_adapter_bench
+    from preft.bench import format_table, run_adapter_bench
 
     mode_list = [m.strip() for m in modes.split(",") if m.strip()]
     if vllm_model and engine != "vllm":

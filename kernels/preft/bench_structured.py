@@ -74,13 +74,13 @@ def _one_run(engine: Any, requests: list[Any]) -> tuple[float, float, int]:
 def run_structured_bench(*, batches: list[int], max_tokens: int = 64, repeats: int = 3,
                          schema: dict[str, Any] | None = None, threads: int | None = None,
                          progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    from kernels.preft.engine import Engine, Request  # first: OpenMP's waiting is set before torch loads
+    from preft.engine import Engine, Request  # first: OpenMP's waiting is set before torch loads
     import torch
 
     from harness.providers.local import as_id_list, stop_token_ids
     from harness.providers.local_weights import load_model
-    from kernels.preft.constrain import Grammars
-    from kernels.preft.serving import apply_engine_threads
+    from preft.constrain import Grammars
+    from preft.serving import apply_engine_threads
 
     if max_tokens < 2 or repeats < 1 or not batches or min(batches) < 1:
         raise ValueError("max_tokens must be at least 2, repeats and every batch size at least 1")

@@ -30,7 +30,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
-from kernels.preft.bench_shared import host_cache_for, percentiles, slots_for
+from preft.bench_shared import host_cache_for, percentiles, slots_for
 
 MODE_ARGS = {"base": None, "preft": {"preft_mode": "prefill-only"}, "all-token": {"preft_mode": "all-token"}}
 
@@ -80,7 +80,7 @@ def adapter_dirs(model_path: str, count: int, rank: int, say: Callable[[str], No
     import torch
     from transformers import AutoConfig
 
-    from kernels.preft.adapters import random_lora, save_lora_peft_format
+    from preft.adapters import random_lora, save_lora_peft_format
 
     config = AutoConfig.from_pretrained(model_path)
     dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)

@@ -31,7 +31,7 @@ def train_cmd(
     """SFT on the built-in code-word task, prefill-only vs all-token, at each rank; loss curves and adapters."""
     import torch
 
-    from kernels.preft.train import compare, format_table
+    from preft.train import compare, format_table
 
     if threads:
         torch.set_num_threads(threads)
@@ -72,8 +72,8 @@ def check_rl_cmd(
     """GRPO-style RL, prefill-only vs all-token LoRA at ranks r and 4r: the paper's RL parity claim."""
     import torch
 
-    from kernels.preft.rl_check import CLAIM, CRITERION, run_check
-    from kernels.preft.train import format_table
+    from preft.rl_check import CLAIM, CRITERION, run_check
+    from preft.train import format_table
 
     if threads:
         torch.set_num_threads(threads)

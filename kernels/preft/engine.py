@@ -39,16 +39,16 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # after the setting above
 
 from harness.providers.sampling import pick_token
-from kernels.preft.adapters import Adapter, AdapterError, LoraAdapter, ReftAdapter
-from kernels.preft.model import KVPool, PreftModel, Span
-from kernels.preft.store import LoraStore, ReftStore
+from preft.adapters import Adapter, AdapterError, LoraAdapter, ReftAdapter
+from preft.model import KVPool, PreftModel, Span
+from preft.store import LoraStore, ReftStore
 
 MODES = ("base", "preft", "all-token")
 
 
 class TokenConstraint(Protocol):
     """What the engine asks of a request's output constraint (one instance per request; its state
-    advances with the request's tokens). `kernels.preft.constrain` implements it with xgrammar."""
+    advances with the request's tokens). `preft.constrain` implements it with xgrammar."""
 
     def mask(self, logits: torch.Tensor) -> None:
         """Set the logits of the tokens not allowed next to -inf, in place (one row [V])."""

@@ -209,7 +209,7 @@ def lora_delta(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Ten
     if backend == "reference":
         return lora_delta_reference(x, idx, A, B, scales)
     if backend == "triton":
-        from kernels.preft.triton_lora import lora_delta_sgmv, lora_delta_triton
+        from preft.triton_lora import lora_delta_sgmv, lora_delta_triton
 
         runs = adapter_runs(idx) if runs is None else runs
         if runs and max(end - start for start, end, _ in runs) >= 16:

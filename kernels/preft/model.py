@@ -21,9 +21,9 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from kernels.preft.lora_ops import (adapter_runs, lora_add_gathered_, lora_add_module_runs_, lora_add_runs_,
+from preft.lora_ops import (adapter_runs, lora_add_gathered_, lora_add_module_runs_, lora_add_runs_,
                                     lora_delta)
-from kernels.preft.reft_ops import reft_apply
+from preft.reft_ops import reft_apply
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 

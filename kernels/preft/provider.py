@@ -1,7 +1,7 @@
 """`local/smollm2-135m[@DIR[#all-token]]`: the embedded model, served by the PreFT engine.
 
 Every call, from any number of `LocalModel` instances and event loops, goes to the one engine of
-the process (`kernels.preft.serving`): a worker thread doing continuous batching over a KV pool,
+the process (`preft.serving`): a worker thread doing continuous batching over a KV pool,
 so a request joins the running batch at the next step and leaves it the step it finishes. Each
 request keeps its own sampling parameters and seeded generator, so its tokens do not depend on
 its batch-mates (up to float rounding in batched matmuls).
@@ -60,14 +60,14 @@ PROVIDER = LocalProvider()
 
 def recent_batch_sizes() -> list[int]:
     """Sequences in each recent engine step (the last 1000; for tests and diagnostics)."""
-    from kernels.preft.serving import server
+    from preft.serving import server
 
     return server().batch_sizes()
 
 
 def engine_steps() -> int:
     """Engine steps so far: the new steps since a moment are `recent_batch_sizes()[-(now - then):]`."""
-    from kernels.preft.serving import server
+    from preft.serving import server
 
     return server().steps()
 
@@ -75,7 +75,7 @@ def engine_steps() -> int:
 async def _load() -> tuple[Any, Any]:
     """The shared (model, tokenizer), loaded once per process. The engine module first: it sets
     OpenMP's passive waiting, which only counts before torch loads (engine.py)."""
-    import kernels.preft.engine  # noqa: F401
+    import preft.engine  # noqa: F401
 
     return await asyncio.to_thread(load_model)
 
@@ -89,8 +89,8 @@ class LocalModel:
         self.adapter_hash: str | None = None
         self.name = MODEL_NAME
         if adapter_dir is not None:
-            from kernels.preft.adapters import AdapterError, load_adapter
-            from kernels.preft.serving import adapter_key
+            from preft.adapters import AdapterError, load_adapter
+            from preft.serving import adapter_key
 
             try:
                 load_adapter(adapter_dir)  # fail now, with the reason, rather than on the first call
@@ -129,8 +129,8 @@ class LocalModel:
                                                          config, extra=extra), started)
 
     async def _run(self, ids: list[int], config: GenerateConfig, key: str, started: float) -> ModelOutput:
-        from kernels.preft.engine import Request
-        from kernels.preft.serving import server
+        from preft.engine import Request
+        from preft.serving import server
 
         model, tokenizer = load_model()  # the caller loaded it: this returns the shared pair
         if len(ids) >= CONTEXT_WINDOW:
@@ -195,7 +195,7 @@ def engine_constraint(config: GenerateConfig, model: Any, tokenizer: Any) -> Any
     form = output_form(config)
     if form is None:
         return None
-    from kernels.preft.constrain import shared_grammars
+    from preft.constrain import shared_grammars
 
     width = int(model.get_output_embeddings().weight.shape[0])  # the logits row, padding included
     return shared_grammars(tokenizer, width, stop_token_ids(model, tokenizer)).constraint(*form)

@@ -5,7 +5,7 @@ Throughput does not depend on the weights' values, only on the shapes, so the GP
 those of public models (from their config.json files); no tokenizer is written: the benchmark feeds
 token ids and never detokenizes.
 
-    python -m kernels.preft.random_llama --shape llama-3.2-1b --out /tmp/llama-1b-random
+    python -m preft.random_llama --shape llama-3.2-1b --out /tmp/llama-1b-random
 """
 
 from __future__ import annotations

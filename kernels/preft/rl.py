@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 import torch
 
-from kernels.preft.model import PreftModel
-from kernels.preft.train import DEFAULT_LR, TrainConfig, Trainable, make_trainable
+from preft.model import PreftModel
+from preft.train import DEFAULT_LR, TrainConfig, Trainable, make_trainable
 
 SHOTS = "2+3=5\n6+1=7\n4+4=8\n"  # the format, shown; the sums asked are two-digit
 

@@ -19,7 +19,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
-from kernels.preft.rl import RlConfig, RlResult, train_rl
+from preft.rl import RlConfig, RlResult, train_rl
 
 CLAIM = "On RL, prefill-only (PreFT) adapters approach parity with ordinary (all-token) ones."
 MARGIN = 0.10

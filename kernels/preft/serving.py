@@ -18,8 +18,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from kernels.preft.adapters import LORA_CONFIG, LORA_WEIGHTS, REFT_CONFIG, REFT_WEIGHTS, load_adapter
-from kernels.preft.engine import Engine, Request
+from preft.adapters import LORA_CONFIG, LORA_WEIGHTS, REFT_CONFIG, REFT_WEIGHTS, load_adapter
+from preft.engine import Engine, Request
 
 _STOP = object()
 THREADS_ENV = "HARNESS_THREADS"

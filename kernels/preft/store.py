@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from kernels.preft.adapters import AdapterError, LoraAdapter, ReftAdapter, _projection_dims
-from kernels.preft.model import PROJECTIONS, LoraWeights, ReftWeights
+from preft.adapters import AdapterError, LoraAdapter, ReftAdapter, _projection_dims
+from preft.model import PROJECTIONS, LoraWeights, ReftWeights
 
 
 @dataclass

@@ -26,10 +26,10 @@ from typing import Any, Sequence
 import torch
 import torch.nn.functional as F
 
-from kernels.preft.adapters import LoraAdapter, ReftAdapter, _projection_dims, save_lora_peft_format, save_reft
-from kernels.preft.model import PROJECTIONS, LoraWeights, PreftModel, ReftWeights
-from kernels.preft.reft_ops import orthonormal_rows
-from kernels.preft.task import Example, accuracy, adapter_index, encode, make_task, pad_batch
+from preft.adapters import LoraAdapter, ReftAdapter, _projection_dims, save_lora_peft_format, save_reft
+from preft.model import PROJECTIONS, LoraWeights, PreftModel, ReftWeights
+from preft.reft_ops import orthonormal_rows
+from preft.task import Example, accuracy, adapter_index, encode, make_task, pad_batch
 
 MODES = ("preft", "all-token")
 KINDS = ("lora", "loreft", "direft")

@@ -179,7 +179,7 @@ def _ready(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
     _check(x, idx, A, B, scales)
     if x.device.type == "cpu" and not _interpreted():
         raise RuntimeError("Triton kernels need a GPU; to run them on CPU tensors set TRITON_INTERPRET=1 "
-                           "before triton and kernels.preft.triton_lora are first imported")
+                           "before triton and preft.triton_lora are first imported")
 
 
 def lora_delta_triton(x: torch.Tensor, idx: torch.Tensor, A: torch.Tensor, B: torch.Tensor,

@@ -301,7 +301,7 @@ class ReftState:
     layer -> [(rows, kind, R, W, b)]."""
 
     def __init__(self, runner: Any) -> None:
-        from kernels.preft.adapters import ReftAdapter, load_adapter
+        from preft.adapters import ReftAdapter, load_adapter
 
         if not runner.vllm_config.model_config.enforce_eager:
             raise RuntimeError("PreFT ReFT in vLLM needs enforce_eager=True: its forward hooks cannot run "
@@ -328,7 +328,7 @@ class ReftState:
                 layer.register_forward_hook(self._hook(index))
 
     def _hook(self, index: int) -> Any:
-        from kernels.preft.reft_ops import reft_direct
+        from preft.reft_ops import reft_direct
 
         def hook(module: Any, args: Any, output: Any) -> Any:
             work = self.plan.get(index)

@@ -21,6 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
 PACKAGES = CONFIG["root_packages"]
+# Where a package's source lies when not under its own name (pyproject's packages.find `where`).
+SOURCE = {"preft": Path("kernels") / "preft"}
 CONTRACTS = [c["id"] for c in CONFIG["contracts"]]
 
 # Contracts the tree does not keep yet (id -> why); their check runs as xfail(strict=False).
@@ -28,16 +30,16 @@ NOT_YET: dict[str, str] = {}
 
 # contract id -> (the code planted, as (file in the copy, code appended to it); text the report must name)
 BITES: dict[str, tuple[list[tuple[str, str]], str]] = {
-    "core": ([("harness/errors.py", "def _lazy():\n    import kernels.preft.engine\n")],
-             "harness.errors -> kernels.preft.engine"),
+    "core": ([("harness/errors.py", "def _lazy():\n    import preft.engine\n")],
+             "harness.errors -> preft.engine"),
     "core-below-cli": ([("harness/errors.py", "def _lazy():\n    import harness.cli\n")],
                        "harness.errors -> harness.cli"),
     "agents": ([("agents/__init__.py", "import environments\n")], "agents -> environments"),
     "corpora": ([("corpora/__init__.py", "def _lazy():\n    import agents\n")], "corpora -> agents"),
-    "kernels": ([("kernels/__init__.py", "import leaderboards\n")], "kernels -> leaderboards"),
+    "preft": ([("preft/__init__.py", "import leaderboards\n")], "preft -> leaderboards"),
     "leaderboards": ([("leaderboards/__init__.py", "def _lazy():\n    import environments\n")],
                      "leaderboards -> environments"),
-    "environments": ([("environments/__init__.py", "def _lazy():\n    import kernels\n")], "environments -> kernels"),
+    "environments": ([("environments/__init__.py", "def _lazy():\n    import preft\n")], "environments -> preft"),
     # Two new sibling modules that import each other, one of them lazily.
     "acyclic": ([("leaderboards/_cycle_a.py", "def _lazy():\n    from leaderboards import _cycle_b\n"),
                  ("leaderboards/_cycle_b.py", "from leaderboards import _cycle_a\n")], "._cycle_"),
@@ -60,7 +62,7 @@ def tree(tmp_path: Path) -> Path:
     """The packages' Python files and pyproject.toml, copied. harness/ gets an empty __init__.py:
     as a namespace package it would merge with the installed tree's portion of `harness`."""
     for package in PACKAGES:
-        shutil.copytree(ROOT / package, tmp_path / package,
+        shutil.copytree(ROOT / SOURCE.get(package, Path(package)), tmp_path / package,
                         ignore=lambda _dir, names: [n for n in names if n == "__pycache__"
                                                     or (not n.endswith(".py") and "." in n)])
     (tmp_path / "harness" / "__init__.py").touch()

@@ -58,7 +58,7 @@ def _free_port() -> int:
 @needs_vllm
 def test_greedy_generation_equals_the_embedded_engine(engine, loop):
     """Same weights, same prompt ids: vLLM's greedy text equals the PreFT engine's (base mode)."""
-    from kernels.preft.provider import LocalModel
+    from preft.provider import LocalModel
 
     config = GenerateConfig(max_tokens=24)
     async def together():

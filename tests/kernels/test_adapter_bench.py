@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from harness.providers.vllm_provider import vllm_available
-from kernels.preft.adapters import random_lora
-from kernels.preft.bench import CSV_COLUMNS, HostAdapters, format_table, run_adapter_bench
-from kernels.preft.engine import Engine
+from preft.adapters import random_lora
+from preft.bench import CSV_COLUMNS, HostAdapters, format_table, run_adapter_bench
+from preft.engine import Engine
 
 pytestmark = pytest.mark.slow
 
@@ -158,7 +158,7 @@ def test_random_llama_has_the_named_shape_and_loads(tmp_path):
     """The GPU bench's base model: a Llama of a public model's shape with random weights."""
     from transformers import AutoConfig
 
-    from kernels.preft.random_llama import SHAPES, make_random_llama
+    from preft.random_llama import SHAPES, make_random_llama
 
     out = make_random_llama(tmp_path / "m", "smollm2-135m", dtype="bfloat16")
     config = AutoConfig.from_pretrained(out)

@@ -52,7 +52,7 @@ def base():
 
 @pytest.fixture(scope="module")
 def model():
-    from kernels.preft.provider import LocalModel
+    from preft.provider import LocalModel
 
     m = LocalModel()
     yield m
@@ -146,9 +146,9 @@ def test_constrained_request_leaves_batch_mates_unchanged(base):
     """Bare greedy, prefill-only and all-token adapted, and seeded-sampled requests give the same
     tokens with and without a constrained (adapted, sampled) request in their batch."""
     from harness.providers.local import stop_token_ids
-    from kernels.preft.adapters import random_lora
-    from kernels.preft.engine import Engine, Request
-    from kernels.preft.provider import engine_constraint
+    from preft.adapters import random_lora
+    from preft.engine import Engine, Request
+    from preft.provider import engine_constraint
 
     hf, tok = base
     stops = stop_token_ids(hf, tok)
@@ -237,7 +237,7 @@ def test_unenforceable_constraint_is_constraint_error(model, config, names):
 # -- tool-call parsing (our logic, no model) -------------------------------------------------
 
 def test_parse_tool_call_accepts_only_an_exact_valid_call():
-    from kernels.preft.provider import parse_tool_call
+    from preft.provider import parse_tool_call
 
     call = parse_tool_call('{"name": "add", "arguments": {"a": 1, "b": 2}}', [WEATHER, ADD])
     assert call == ToolCall(name="add", arguments={"a": 1, "b": 2})
@@ -250,7 +250,7 @@ def test_parse_tool_call_accepts_only_an_exact_valid_call():
 
 
 def test_auto_reply_becomes_a_tool_call_only_when_it_is_one():
-    from kernels.preft.provider import read_tool_call, with_tool_prompt
+    from preft.provider import read_tool_call, with_tool_prompt
 
     auto = GenerateConfig(tools=[WEATHER], tool_choice="auto")
     call = ModelOutput(text=' {"name": "get_weather", "arguments": {"city": "Oslo"}}\n', request_hash="ab" * 32)
@@ -352,7 +352,7 @@ def test_generate_local_constraints(base, tmp_path):
 
 @pytest.mark.slow
 def test_bench_structured_rows(base):
-    from kernels.preft.bench_structured import format_table, run_structured_bench
+    from preft.bench_structured import format_table, run_structured_bench
 
     result = run_structured_bench(batches=[2], max_tokens=4, repeats=1)
     rows = {r["mode"]: r for r in result["rows"]}
@@ -374,7 +374,7 @@ def test_bench_structured_bad_input_is_one_line():
 # -- threads and OpenMP waiting ---------------------------------------------------------------
 
 def test_engine_threads_setting(monkeypatch):
-    from kernels.preft.serving import engine_threads
+    from preft.serving import engine_threads
 
     monkeypatch.delenv("HARNESS_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -399,14 +399,14 @@ class Spy:
             print("at torch import:", os.environ.get("OMP_WAIT_POLICY"), flush=True)
             os._exit(0)
 sys.meta_path.insert(0, Spy())
-import harness.cli, harness.generate, kernels.preft.provider
+import harness.cli, harness.generate, preft.provider
 assert "torch" not in sys.modules, "the CLI or the provider module loaded torch"
 """
 
 
 @pytest.mark.parametrize("call", [
     "import asyncio; from harness.providers.base import GenerateConfig; "
-    "asyncio.run(kernels.preft.provider.LocalModel().complete('hi', GenerateConfig()))",
+    "asyncio.run(preft.provider.LocalModel().complete('hi', GenerateConfig()))",
     "harness.generate.generate_once(model='local/smollm2-135m', prompt='hi')",
 ])
 def test_openmp_waits_passively_before_torch_loads(call):

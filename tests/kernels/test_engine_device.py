@@ -15,12 +15,12 @@ os.environ["TRITON_INTERPRET"] = "1"  # before triton is first imported (see tes
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from kernels.preft.adapters import random_lora  # noqa: E402
-from kernels.preft.engine import Engine, Request, resolve_backend  # noqa: E402
-from kernels.preft.lora_ops import adapter_runs, lora_delta, lora_delta_reference  # noqa: E402
+from preft.adapters import random_lora  # noqa: E402
+from preft.engine import Engine, Request, resolve_backend  # noqa: E402
+from preft.lora_ops import adapter_runs, lora_delta, lora_delta_reference  # noqa: E402
 
 triton = pytest.importorskip("triton", reason="triton is not installed (pip install -e '.[kernels]')")
-from kernels.preft import triton_lora  # noqa: E402
+from preft import triton_lora  # noqa: E402
 
 GEN = 3
 
@@ -94,7 +94,7 @@ def test_backend_resolution():
 
 
 def test_bench_zipf_poisson_counts_touched_loads_and_evictions(model, tmp_path):
-    from kernels.preft.bench import run_adapter_bench
+    from preft.bench import run_adapter_bench
 
     result = run_adapter_bench(adapters=[4], requests=6, prompt_len=8, gen_len=2, max_loras=2, rank=4,
                                popularity="zipf", arrival="poisson", rate=400.0, out_dir=tmp_path, model=model,
@@ -116,7 +116,7 @@ def test_bench_zipf_poisson_counts_touched_loads_and_evictions(model, tmp_path):
 
 
 def test_random_llama_shapes_build_in_memory():
-    from kernels.preft.random_llama import SHAPES, build_random_llama
+    from preft.random_llama import SHAPES, build_random_llama
 
     m = build_random_llama("tiny", "float32", "cpu")
     assert m.config.num_hidden_layers == SHAPES["tiny"]["num_hidden_layers"] and not m.training
@@ -127,7 +127,7 @@ def test_random_llama_shapes_build_in_memory():
 
 GPU_SCRIPT = """
 import torch
-from kernels.preft import triton_lora  # first: compiled kernels (importing the test module sets TRITON_INTERPRET)
+from preft import triton_lora  # first: compiled kernels (importing the test module sets TRITON_INTERPRET)
 from tests.kernels.test_engine_device import micro_model, mixed_run
 assert not triton_lora._interpreted()
 cpu_engine, want = mixed_run(micro_model())

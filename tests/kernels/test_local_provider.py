@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.providers import local, local_weights
-from kernels.preft import provider
+from preft import provider
 from harness.providers.base import GenerateConfig, Model, ModelError, request_hash
 
 FRANCE = [{"role": "user", "content": "What is the capital of France?"}]

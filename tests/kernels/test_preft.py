@@ -9,12 +9,12 @@ import sys
 import pytest
 import torch
 
-from kernels.preft.adapters import load_adapter, random_reft, save_reft
-from kernels.preft.engine import Engine, Request
-from kernels.preft.lora_ops import (adapter_runs, lora_add_gathered_, lora_add_module_runs_, lora_add_runs_,
+from preft.adapters import load_adapter, random_reft, save_reft
+from preft.engine import Engine, Request
+from preft.lora_ops import (adapter_runs, lora_add_gathered_, lora_add_module_runs_, lora_add_runs_,
                                     lora_delta_reference, lora_delta_segmented)
-from kernels.preft.reft_ops import orthonormal_rows, reft_apply, reft_direct
-from kernels.preft.store import SlotTable, prefill_slots
+from preft.reft_ops import orthonormal_rows, reft_apply, reft_direct
+from preft.store import SlotTable, prefill_slots
 
 PROMPTS = ["The capital of France is", "Once upon a time, in a small village by the sea,", "def fibonacci(n):",
            "Three reasons to learn Python:"]
@@ -199,7 +199,7 @@ def peft_adapters(tmp_path_factory, base):
 
 @pytest.fixture(scope="module")
 def peft_models(peft_adapters):
-    from kernels.preft.reference import load_peft
+    from preft.reference import load_peft
 
     return {name: load_peft(path) for name, path in peft_adapters.items()}
 
@@ -211,7 +211,7 @@ def _ids(tokenizer, prompt):
 @pytest.mark.slow
 def test_mixed_batch_equals_peft_prefill_only_and_all_token(base, peft_adapters, peft_models):
     from harness.providers.local import stop_token_ids
-    from kernels.preft.reference import all_token_greedy, prefill_only_greedy
+    from preft.reference import all_token_greedy, prefill_only_greedy
 
     model, tok = base
     stops = stop_token_ids(model, tok)
@@ -288,7 +288,7 @@ def test_reft_prefill_only_equals_hooked_hf_model(base, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("prefill", [None, 4])
 def test_slot_pressure_all_token_waits_preft_releases(base, prefill):
-    from kernels.preft.adapters import random_lora
+    from preft.adapters import random_lora
 
     model, tok = base
     ids = _ids(tok, PROMPTS[0])
@@ -347,7 +347,7 @@ def _generate_cli(*args):
 @pytest.mark.slow
 def test_generate_cli_matches_peft_reference(base, peft_adapters, peft_models):
     from harness.providers.local import stop_token_ids
-    from kernels.preft.reference import all_token_greedy, prefill_only_greedy
+    from preft.reference import all_token_greedy, prefill_only_greedy
 
     model, tok = base
     stops = stop_token_ids(model, tok)
@@ -377,7 +377,7 @@ def test_adapter_provider_serves_through_harness(base, peft_adapters, peft_model
     from harness.providers import GenerateConfig, load_model
     from harness.providers.local import as_id_list, stop_token_ids
     from harness.spec import ModelSpec
-    from kernels.preft.reference import prefill_only_greedy
+    from preft.reference import prefill_only_greedy
 
     model, tok = base
     path = peft_adapters["attn"]
@@ -418,8 +418,8 @@ def test_cancelled_requests_leave_the_batch(base):
 def test_full_slots_refuse_the_rest_of_the_queue_but_admit_resident_and_other_kind():
     """Once every LoRA slot is held in a step, only requests whose adapter is resident (or that need
     a ReFT slot) are admitted; each refusal is still counted; every request still finishes."""
-    from kernels.preft.adapters import random_lora, random_reft
-    from kernels.preft.random_llama import build_random_llama
+    from preft.adapters import random_lora, random_reft
+    from preft.random_llama import build_random_llama
 
     model = build_random_llama("tiny", seed=0)
     engine = Engine(model, max_loras=2, max_lora_rank=4, max_refts=1)
@@ -442,8 +442,8 @@ def test_alias_slots_prefill_every_adapter_in_one_step_with_the_same_logits():
     step (2 slots, alias by default or copying: 2 per step), all-token still runs at most 2 adapters
     at a time, and the gathered op gives the logits of the copying store's per-run op; so does the
     default per-run alias path."""
-    from kernels.preft.adapters import random_lora
-    from kernels.preft.random_llama import build_random_llama
+    from preft.adapters import random_lora
+    from preft.random_llama import build_random_llama
 
     model = build_random_llama("tiny", seed=0)
     prompts = [[5 + i, 6, 7 + i, 8, 9] + [10 + i] * (i % 3) for i in range(8)]  # two lengths, side by side or not

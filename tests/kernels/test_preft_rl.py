@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import torch
 
-from kernels.preft.model import PreftModel
-from kernels.preft.random_llama import build_random_llama
-from kernels.preft.rl import RlConfig, _grouped_logits, completion_logprob, group_advantages, rl_step, sample
-from kernels.preft.rl_check import bootstrap_ci, verdict
-from kernels.preft.task import adapter_index, pad_batch
-from kernels.preft.train import TrainConfig, make_trainable
+from preft.model import PreftModel
+from preft.random_llama import build_random_llama
+from preft.rl import RlConfig, _grouped_logits, completion_logprob, group_advantages, rl_step, sample
+from preft.rl_check import bootstrap_ci, verdict
+from preft.task import adapter_index, pad_batch
+from preft.train import TrainConfig, make_trainable
 
 
 def tiny(seed: int = 0):
@@ -131,8 +131,8 @@ def test_grouped_batch_rejects_mixed_layout_and_prompt_lengths():
 def test_check_reuses_a_kept_run_with_the_same_settings_only(tmp_path):
     import json
 
-    from kernels.preft.rl import RlResult
-    from kernels.preft.rl_check import run_once
+    from preft.rl import RlResult
+    from preft.rl_check import run_once
 
     cfg = RlConfig(mode="preft", rank=2, steps=3, seed=1)
     kept = RlResult(config=vars(cfg).copy(), rewards=[0.1, 0.5, 0.9], seconds=4.0)

@@ -9,10 +9,10 @@ import json
 import pytest
 import torch
 
-from kernels.preft.adapters import LoraAdapter, ReftAdapter, load_adapter
-from kernels.preft.model import KVPool, LoraWeights, PreftModel, Span
-from kernels.preft.task import CODES, TEST_TEMPLATES, TRAIN_TEMPLATES, WORDS, accuracy, encode, make_task
-from kernels.preft.train import (TrainConfig, batch_loss, build_batch, compare, export, make_trainable,
+from preft.adapters import LoraAdapter, ReftAdapter, load_adapter
+from preft.model import KVPool, LoraWeights, PreftModel, Span
+from preft.task import CODES, TEST_TEMPLATES, TRAIN_TEMPLATES, WORDS, accuracy, encode, make_task
+from preft.train import (TrainConfig, batch_loss, build_batch, compare, export, make_trainable,
                                  reproject, train)
 
 

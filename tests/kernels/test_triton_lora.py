@@ -21,9 +21,9 @@ import torch  # noqa: E402
 
 pytest.importorskip("triton", reason="triton is not installed (pip install -e '.[kernels]')")
 
-from kernels.preft import triton_lora  # noqa: E402
-from kernels.preft.lora_ops import lora_delta, lora_delta_reference, lora_delta_segmented  # noqa: E402
-from kernels.preft.triton_lora import lora_delta_triton  # noqa: E402
+from preft import triton_lora  # noqa: E402
+from preft.lora_ops import lora_delta, lora_delta_reference, lora_delta_segmented  # noqa: E402
+from preft.triton_lora import lora_delta_triton  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -165,8 +165,8 @@ def test_missing_triton_raises_runtime_error_naming_the_fix(monkeypatch):
 
 GPU_SCRIPT = textwrap.dedent("""
     import torch
-    from kernels.preft.lora_ops import lora_delta_reference
-    from kernels.preft.triton_lora import lora_delta_triton, _interpreted
+    from preft.lora_ops import lora_delta_reference
+    from preft.triton_lora import lora_delta_triton, _interpreted
     assert not _interpreted()
     g = torch.Generator().manual_seed(0)
     n, d_in, d_out, r, S = 512, 576, 1536, 16, 6

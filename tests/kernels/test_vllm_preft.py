@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from harness.providers.vllm_provider import vllm_available
-from kernels.preft.vllm_plugin import sampled_lora_ids, token_lora_ids
+from preft.vllm_plugin import sampled_lora_ids, token_lora_ids
 
 pytestmark = pytest.mark.vllm
 needs_vllm = pytest.mark.skipif(not vllm_available(), reason="vllm not installed: `make vllm-install; make test-vllm`")
@@ -67,7 +67,7 @@ def test_cpu_lora_ops_give_no_adapter_tokens_exactly_zero():
     only tokens with a slot, and agree with the stock ops on those."""
     from vllm.lora.ops import torch_ops as stock
 
-    from kernels.preft import vllm_plugin as ours
+    from preft import vllm_plugin as ours
 
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(7, 16, generator=gen)
@@ -114,7 +114,7 @@ def adapters(tmp_path_factory):
                     p.normal_(0, 0.05)
         model.save_pretrained(str(root / name))
         out[name] = root / name
-    from kernels.preft.adapters import random_reft, save_reft
+    from preft.adapters import random_reft, save_reft
 
     for name, (kind, rank, layers, seed) in REFTS.items():
         out[name] = save_reft(random_reft(fresh.config, rank, seed, kind=kind, layers=layers, name=name), root / name)
@@ -131,9 +131,9 @@ def expected(adapters):
     """Greedy outputs of the local PreFT engine for PLAN and the chunked long prompt, and peft's
     all-token reference, computed before vLLM starts."""
     from harness.providers.local_weights import load_model
-    from kernels.preft.adapters import load_adapter
-    from kernels.preft.engine import Engine, Request
-    from kernels.preft.reference import all_token_greedy, load_peft
+    from preft.adapters import load_adapter
+    from preft.engine import Engine, Request
+    from preft.reference import all_token_greedy, load_peft
 
     model, tok = load_model()
     engine = Engine(model, max_loras=3)

@@ -8,7 +8,7 @@ import collections
 import numpy as np
 import pytest
 
-from kernels.preft.workload import draw_workload, popularity_weights
+from preft.workload import draw_workload, popularity_weights
 
 
 @pytest.mark.parametrize("popularity", ["uniform", "zipf"])

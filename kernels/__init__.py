@@ -1,1 +1,0 @@
-"""PreFT: prefill-only LoRA and ReFT adapters, the local multi-adapter engine and the vLLM plugin."""
