@@ -79,6 +79,9 @@ def bench_adapters(
     prompt_len: int = typer.Option(128, "--prompt-len", min=1),
     gen_len: int = typer.Option(32, "--gen-len", min=1),
     max_loras: Optional[int] = typer.Option(None, "--max-loras", min=1, help="Resident adapter slots (default min(A, 8))."),
+    prefill_loras: Optional[int] = typer.Option(
+        None, "--prefill-loras", min=1,
+        help="local engine, CPU: distinct adapters one prefill step may use (alias slots; default max_loras)."),
     max_num_seqs: int = typer.Option(64, "--max-num-seqs", min=1),
     popularity: str = typer.Option("uniform", "--popularity", help="uniform or zipf (adapter k has weight 1/(k+1)^s)."),
     zipf_s: float = typer.Option(1.1, "--zipf-s"),
@@ -108,7 +111,7 @@ def bench_adapters(
         result = run_adapter_bench(engine=engine, adapters=_int_list(adapters, "--adapters"), modes=mode_list,
                                    rank=rank, requests=requests, prompt_len=prompt_len, gen_len=gen_len,
                                    max_loras=max_loras, max_num_seqs=max_num_seqs, seed=seed, out_dir=out_dir,
-                                   threads=threads, progress=lambda msg: err.print(msg, highlight=False),
+                                   prefill_loras=prefill_loras, threads=threads, progress=lambda msg: err.print(msg, highlight=False),
                                    model=vllm_model if engine == "vllm" else None, popularity=popularity,
                                    zipf_s=zipf_s, arrival=arrival, rate=rate, max_cpu_loras=max_cpu_loras,
                                    device=device, dtype=dtype, model_shape=model_shape, lora_backend=lora_backend)

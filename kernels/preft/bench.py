@@ -27,8 +27,11 @@ A, as serving engines configure it (vLLM's `--max-loras` defaults to 1 and is ty
 handful; this engine's own default is 8). With A > max_loras, all-token requests hold slots for
 their whole generation and queue for them; PreFT requests give theirs back after prefill.
 A prefill step may use `max_loras` distinct adapters (`SLOT_RULE`, reported per row as
-`prefill_slots` / `slot_kind` / `lora_op`): alias slots could take more at no memory cost, but on
-this CPU that was measured slower (docs/preft.md, session 14).
+`prefill_slots` / `slot_kind` / `lora_op`): alias slots could take more at no memory cost
+(`prefill_loras`), but on this CPU that was measured slower (docs/preft.md, sessions 14 and 16).
+The engine admits an adapter's waiting requests together (one run, one load per adapter), and the
+KV pool is sized before the timed run in every mode (`Engine.reserve_kv`, max_num_seqs rows of
+prompt + gen positions), as a server sizes its KV cache at start.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ from preft.workload import Workload, draw_workload
 
 # The local engine's rule for adapter slots (`store.prefill_slots`), named in every result.
 SLOT_RULE = ("distinct adapters per prefill step (prefill_slots): max_loras; only alias slots (CPU) may be given "
-             "more (Engine max_prefill_loras, not set here); at most max_loras held through decoding (all-token)")
+             "more (--prefill-loras, Engine max_prefill_loras); at most max_loras held through decoding (all-token); "
+             "an adapter's waiting requests are admitted together")
 TOKEN_RANGE = (1000, 40000)  # prompt ids are drawn from here: clear of the special / control tokens
 ENGINES = ("local", "vllm")  # vllm: kernels/preft/bench_vllm.py, in vLLM's environment
 JSON_NAME, CSV_NAME, PNG_NAME = "adapters_bench.json", "adapters_bench.csv", "adapters_bench.png"
@@ -240,7 +244,7 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
                       threads: int | None = None, progress: Callable[[str], None] | None = None,
                       model: Any = None, popularity: str = "uniform", zipf_s: float = 1.1, arrival: str = "t0",
                       rate: float | None = None, device: str = "cpu", dtype: str | None = None,
-                      model_shape: str | None = None) -> dict:
+                      model_shape: str | None = None, prefill_loras: int | None = None) -> dict:
     """Run every (adapter count, mode) and write adapters_bench.{json,csv,png} into `out_dir`.
 
     `max_loras` None: min(A, 8) resident slots. `max_cpu_loras` None: min(distinct adapters used, 64)
@@ -248,6 +252,8 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
     leaves the process setting (on a machine shared with other busy processes, 1 thread can be many
     times faster than 2: OpenMP workers spin-wait for descheduled siblings). `model` defaults to the
     embedded base model; for the local engine it is a loaded HF model, for vLLM a path or hub id.
+    `prefill_loras` (local engine): distinct adapters one prefill step may use (`Engine`'s
+    `max_prefill_loras`; more than `max_loras` needs alias slots, i.e. the CPU); None: max_loras.
     `model_shape` (local engine): a random-weight Llama of that shape (`random_llama.SHAPES`) instead.
     `device` / `dtype`: where the local engine runs (model, KV pool, slots) and in what precision
     (default float32 on the CPU, bfloat16 on CUDA). Popularity/arrival: `workload.draw_workload`.
@@ -273,6 +279,8 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
         raise ValueError("max_loras must be at least 1")
     if threads is not None and threads < 1:
         raise ValueError("threads must be at least 1")
+    if prefill_loras is not None and (prefill_loras < 1 or engine != "local"):
+        raise ValueError(f"--prefill-loras {prefill_loras}: a positive count, for --engine local only")
     draw_workload(1, 2, popularity=popularity, zipf_s=zipf_s, arrival=arrival, rate=rate)  # checks the options
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
         raise ValueError(f"--device {device!r}: use cpu or cuda")
@@ -280,7 +288,7 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
         raise ValueError(f"--device {device}: no CUDA device is visible here; use --device cpu")
     draw = {"popularity": popularity, "zipf_s": zipf_s, "arrival": arrival, "rate": rate}
     place = {"device": device, "dtype": dtype or ("float32" if device == "cpu" else "bfloat16"),
-             "model_shape": model_shape}
+             "model_shape": model_shape, "prefill_loras": prefill_loras}
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -381,7 +389,10 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             setup_start = time.perf_counter()
             gc.collect()
             eng = Engine(model, max_num_seqs=max_num_seqs, max_loras=slots, max_lora_rank=rank,
-                         lora_backend=lora_backend, kv_cache_bytes=_kv_budget(place["device"]))
+                         lora_backend=lora_backend, kv_cache_bytes=_kv_budget(place["device"]),
+                         max_prefill_loras=place["prefill_loras"])
+            # the KV pool sized before timing, in every mode, as a server sizes its cache at start
+            eng.reserve_kv(max_num_seqs, prompt_len + gen_len)
             if mode != "base":
                 with host.registering():
                     for adapter in host.adapters:

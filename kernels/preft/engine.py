@@ -1,7 +1,8 @@
 """The local multi-adapter engine: continuous batching over one base model with a KV pool.
 
-Each `step()` admits waiting requests (KV rows, a prefill token budget and adapter slots allowing),
-runs ONE forward over the flat tokens of every new prompt and one token of every running request,
+Each `step()` admits waiting requests (KV rows, a prefill token budget and adapter slots allowing;
+first come, first served, with an adapter's later requests admitted right after its first one,
+`_grouped_by_adapter`), runs ONE forward over the flat tokens of every new prompt and one token of every running request,
 samples, and retires finished requests. Modes, per request:
 
 - `base`:      no adapter anywhere.
@@ -181,6 +182,19 @@ class Engine:
         self.waiting.append(req)
         return req
 
+    def reserve_kv(self, rows: int, tokens: int) -> None:
+        """Grow the KV pool now to `rows` sequences of `tokens` positions, the way a server sizes
+        its cache at start (vLLM allocates its whole KV cache up front), so serving does not pay
+        for growing it. Must fit `kv_cache_bytes`; the pool still grows on demand beyond it."""
+        rows = min(rows, self.max_num_seqs)
+        if rows < 1 or tokens < 1:
+            raise ValueError(f"reserve_kv({rows}, {tokens}): rows and tokens must be at least 1")
+        rows_after, capacity = self.pool.grown(tokens, rows)
+        if rows_after * capacity * self.pool.bytes_per_token() > self.kv_cache_bytes:
+            raise ValueError(f"reserve_kv: {rows_after} rows x {capacity} positions exceed kv_cache_bytes "
+                             f"{self.kv_cache_bytes}: reserve fewer, or give the engine more KV bytes")
+        self.pool.ensure(tokens, rows)
+
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
 
@@ -269,7 +283,7 @@ class Engine:
         waited = False
         # (store, through decode) pairs that refused a slot: holders only grow while admitting
         full: set[tuple[str, bool]] = set()
-        for req in self.waiting:
+        for req in _grouped_by_adapter(self.waiting):
             if req.cancelled:
                 req.finish_reason, req.finished_at = "cancelled", time.perf_counter()
                 self._dropped.append(req)
@@ -360,3 +374,23 @@ class Engine:
             self.pool.move(last.row, r.row, last.length)
             last.row = r.row
             self.running[r.row] = last
+
+
+def _grouped_by_adapter(waiting: list[Request]) -> list[Request]:
+    """The admission order: first come, first served, except that an adapter's later requests
+    follow its first waiting one. Admitted together, requests of one adapter form one run of one
+    LoRA op per projection and read the adapter's weights once (the cost that grows with distinct
+    adapters), instead of one run per request spread over several steps. No request waits behind
+    more than the groups that started before it; requests without an adapter keep their place."""
+    groups: dict[str, list[Request]] = {}
+    order: list[list[Request]] = []
+    for req in waiting:
+        if req.mode == "base" or req.adapter is None:
+            order.append([req])
+            continue
+        group = groups.get(req.adapter)
+        if group is None:
+            group = groups[req.adapter] = []
+            order.append(group)
+        group.append(req)
+    return [req for group in order for req in group]

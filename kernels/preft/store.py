@@ -153,8 +153,8 @@ def prefill_slots(max_loras: int, max_prefill_loras: int | None, alias: bool) ->
     `max_loras` of them and nothing more may be asked. Alias slots copy nothing (a slot refers to
     the host adapter), so `max_prefill_loras` may raise the count up to a batch's worth without
     memory cost. Its default is `max_loras` all the same: on this CPU prefill steps of 64 distinct
-    adapters were measured slower than steps capped at 8, in spite of 7 fewer steps (docs/preft.md,
-    session 14). Either way at most `max_loras` slots are held through decoding (all-token)."""
+    adapters were measured slower than steps capped at 8, in spite of fewer steps (docs/preft.md,
+    sessions 14 and 16). Either way at most `max_loras` slots are held through decoding (all-token)."""
     if max_prefill_loras is None or max_prefill_loras <= max_loras:
         return max_loras
     if not alias:

@@ -128,6 +128,8 @@ def test_other_engines_are_one_clear_error():
             run_adapter_bench(engine="vllm", adapters=[1])
     with pytest.raises(ValueError, match="modes"):
         run_adapter_bench(modes=["sideways"], adapters=[1], model=object())
+    with pytest.raises(ValueError, match="--prefill-loras"):
+        run_adapter_bench(adapters=[1], prefill_loras=0, model=object())
 
 
 @pytest.mark.vllm

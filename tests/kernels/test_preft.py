@@ -476,3 +476,59 @@ def test_alias_slots_prefill_every_adapter_in_one_step_with_the_same_logits():
     all_token, at_reqs, at_first = serve("all-token", alias=True, prefill=8)
     assert at_first == 2 and all_token.stats.max_running_adapters == 2
     assert all(len(r.output_ids) == 3 for r in at_reqs)
+
+
+def test_admission_groups_the_requests_of_one_adapter(monkeypatch):
+    """Waiting requests are admitted first come, first served, except that an adapter's later
+    requests follow its first one: with room for two sequences and the queue a0 a1 a2 a0 a1 a2,
+    each adapter is loaded once (first come, first served reloads evicted adapters); requests
+    without an adapter keep their place; every request's tokens equal those it gets alone."""
+    import preft.engine as engine_module
+    from preft.adapters import random_lora
+    from preft.random_llama import build_random_llama
+
+    base = Request([1], 1)
+    a, b = Request([1], 1, adapter="a"), Request([1], 1, adapter="b")
+    a2, b2 = Request([2], 1, adapter="a"), Request([2], 1, adapter="b")
+    assert engine_module._grouped_by_adapter([a, base, b, a2, b2]) == [a, a2, base, b, b2]
+
+    model = build_random_llama("tiny", seed=0)
+    names = ["a0", "a1", "a2", "a0", "a1", "a2"]
+
+    def serve():
+        engine = Engine(model, max_num_seqs=2, max_loras=2, max_lora_rank=4)
+        for i in range(3):
+            engine.register(random_lora(model.config, 4, seed=i, name=f"a{i}", std=0.5))
+        reqs = [engine.add(Request([5 + i, 6, 7, 8 + i], 3, adapter=n)) for i, n in enumerate(names)]
+        engine.step()
+        first = [n for n, r in zip(names, reqs) if r.output_ids]
+        while engine.has_work():
+            engine.step()
+        return engine, reqs, first
+
+    engine, reqs, first = serve()
+    assert first == ["a0", "a0"] and engine.loras.table.stats.loads == 3
+    for r in reqs:
+        alone = Engine(model, max_lora_rank=4)
+        alone.register(random_lora(model.config, 4, seed=int(r.adapter[1:]), name=r.adapter, std=0.5))
+        assert alone.run([Request(list(r.prompt_ids), 3, adapter=r.adapter)])[0].output_ids == r.output_ids
+    monkeypatch.setattr(engine_module, "_grouped_by_adapter", list)  # first come, first served
+    fifo, _, fifo_first = serve()
+    assert fifo_first == ["a0", "a1"] and fifo.loras.table.stats.loads > 3
+
+
+def test_reserve_kv_sizes_the_pool_within_the_budget():
+    """`reserve_kv` grows the pool before serving (rows capped at max_num_seqs), refuses a size over
+    the KV budget with one clear error, and the pool still grows on demand past the reservation."""
+    from preft.random_llama import build_random_llama
+
+    model = build_random_llama("tiny", seed=0)
+    engine = Engine(model, max_num_seqs=4)
+    engine.reserve_kv(8, 20)
+    assert (engine.pool.rows, engine.pool.capacity) == (4, 64)
+    long = engine.run([Request(list(range(5, 75)), 4)])[0]  # 74 positions > 64: the pool grows
+    assert engine.pool.capacity >= 74 and long.output_ids == Engine(model).run([Request(list(range(5, 75)), 4)])[0].output_ids
+    small = Engine(model, kv_cache_bytes=1 << 16)
+    with pytest.raises(ValueError, match="kv_cache_bytes"):
+        small.reserve_kv(4, 1000)
+    assert small.pool.rows == 1  # nothing was allocated by the refused reservation
