@@ -2,8 +2,8 @@
 
 Each `step()` admits waiting requests (KV rows, a prefill token budget and adapter slots allowing;
 first come, first served, with an adapter's later requests admitted right after its first one,
-`_grouped_by_adapter`), runs ONE forward over the flat tokens of every new prompt and one token of every running request,
-samples, and retires finished requests. Modes, per request:
+`_grouped_by_adapter`), runs ONE forward over the flat tokens of every new prompt and one token of
+every running request, samples, and retires finished requests. Modes, per request:
 
 - `base`:      no adapter anywhere.
 - `preft`:     the adapter acts on the prompt's tokens only (LoRA on every prompt token; ReFT on its
