@@ -189,9 +189,8 @@ class Engine:
         rows = min(rows, self.max_num_seqs)
         if rows < 1 or tokens < 1:
             raise ValueError(f"reserve_kv({rows}, {tokens}): rows and tokens must be at least 1")
-        rows_after, capacity = self.pool.grown(tokens, rows)
-        if rows_after * capacity * self.pool.bytes_per_token() > self.kv_cache_bytes:
-            raise ValueError(f"reserve_kv: {rows_after} rows x {capacity} positions exceed kv_cache_bytes "
+        if not self._grown_pool_fits(tokens, rows):
+            raise ValueError(f"reserve_kv: {rows} rows x {tokens} positions exceed kv_cache_bytes "
                              f"{self.kv_cache_bytes}: reserve fewer, or give the engine more KV bytes")
         self.pool.ensure(tokens, rows)
 
@@ -337,8 +336,12 @@ class Engine:
         The first running request is always admitted (a lone request larger than the budget runs)."""
         if not self.running:
             return True
-        rows, capacity = self.pool.grown(len(req.prompt_ids) + req.max_new_tokens, len(self.running) + 1)
-        return rows * capacity * self.pool.bytes_per_token() <= self.kv_cache_bytes
+        return self._grown_pool_fits(len(req.prompt_ids) + req.max_new_tokens, len(self.running) + 1)
+
+    def _grown_pool_fits(self, tokens: int, rows: int) -> bool:
+        """Would the pool after `ensure(tokens, rows)` stay within `kv_cache_bytes`?"""
+        rows_after, capacity = self.pool.grown(tokens, rows)
+        return rows_after * capacity * self.pool.bytes_per_token() <= self.kv_cache_bytes
 
     def _acquire_slots(self, r: _Running) -> bool:
         name = r.req.adapter
