@@ -10,6 +10,7 @@ all-token per request. The local PreFT engine's and peft's outputs are computed 
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 import uuid
 
@@ -167,6 +168,11 @@ def engine(expected, loop):
                                                 max_num_batched_tokens=TOKEN_BUDGET, **kwargs))
     yield llm
     llm.shutdown()
+    # shutdown() cancels the output-handler task on `loop`: let it finish, then finalise the engine
+    # now, not at interpreter exit when vLLM's globals are gone (its __del__ would fail there)
+    del llm
+    loop.run_until_complete(asyncio.sleep(0.05))
+    gc.collect()
 
 
 async def _generate(llm, ids, adapters, name, mode, max_tokens=GEN, finished=None):
