@@ -6,7 +6,9 @@ For every adapter count A and mode, a fresh `Engine` serves max(`requests`, 2A) 
 adapter each request uses and when it arrives come from `workload.draw_workload`: every one of the
 A adapters is used, the rest drawn uniformly or by a Zipf law; arrivals all at t=0 or a Poisson
 process (mode `base` serves the same prompts and arrivals without adapters). One warm-up request
-runs first and is not counted; every counter reported is the difference over the timed run.
+runs first and is not counted; every counter reported is the difference over the timed run,
+including the OS's (`ProcessUsage`: page faults, and involuntary context switches, which say how
+often a neighbour on a shared machine took the CPU).
 
 Adapter memory. A rank-16 LoRA on all seven projections of the 30-layer base model is ~20 MB fp32,
 so 512 materialised adapters would take ~10 GB. The adapters here are `LazyLora`s: each keeps only
@@ -75,7 +77,7 @@ CSV_COLUMNS = [
     "slot_hits", "slot_loads", "slot_evictions", "slot_waits",
     "host_misses", "host_materialize_s",
     "rss_before_mb", "peak_rss_mb", "peak_rss_delta_mb", "kv_pool_bytes", "lora_store_bytes", "host_cache_bytes",
-    "setup_s", "load_avg_1m",
+    "setup_s", "load_avg_1m", "page_faults_minor", "page_faults_major", "involuntary_switches",
 ]
 
 
@@ -201,6 +203,37 @@ class PeakRSS:
             self.peak = max(self.peak, self.rss())
         else:
             self.peak = _status_kb("VmHWM") * 1024
+
+
+class ProcessUsage:
+    """What the OS counted for this process over a region (`getrusage`; empty where there is none):
+    page faults (a fault-heavy run is allocating or touching fresh memory; major ones read from
+    disk) and involuntary context switches (how often a neighbour took the CPU: on a shared machine
+    a high count says the wall clock carries its load)."""
+
+    FIELDS = {"page_faults_minor": "ru_minflt", "page_faults_major": "ru_majflt",
+              "involuntary_switches": "ru_nivcsw"}
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int | None] = dict.fromkeys(self.FIELDS)
+        self._before: Any = None
+
+    @staticmethod
+    def _now() -> Any:
+        try:
+            import resource
+        except ImportError:  # not on this OS: the columns stay empty
+            return None
+        return resource.getrusage(resource.RUSAGE_SELF)
+
+    def __enter__(self) -> "ProcessUsage":
+        self._before = self._now()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        after = self._now()
+        if after is not None and self._before is not None:
+            self.counts = {name: getattr(after, f) - getattr(self._before, f) for name, f in self.FIELDS.items()}
 
 
 def _status_kb(field: str) -> int:
@@ -408,7 +441,7 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             eng.loras.table.touched.clear()  # the warm-up's adapter counts only if the run uses it
             host.misses, host.materialize_s = 0, 0.0
             say(f"A={count} mode={mode}: running {requests} requests")
-            with PeakRSS() as mem:
+            with PeakRSS() as mem, ProcessUsage() as usage:
                 start, cpu_start = time.perf_counter(), time.process_time()
                 serve(eng, reqs, work.arrivals)
                 total, cpu = time.perf_counter() - start, time.process_time() - cpu_start
@@ -448,7 +481,7 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
                    "lora_store_bytes": _tensor_bytes([*eng.loras.weights.A.values(), *eng.loras.weights.B.values(),
                                                       *eng.loras.weights.scales.values()]),
                    "host_cache_bytes": host.cache_bytes() if mode != "base" else 0,
-                   "setup_s": round(setup_s, 3),
+                   "setup_s": round(setup_s, 3), **usage.counts,
                    "all_requests_full_length": all(n == gen_len for n in n_out)}
             row["load_avg_1m"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
             rows.append(row)

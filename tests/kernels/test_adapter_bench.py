@@ -16,7 +16,7 @@ import torch
 
 from harness.providers.vllm_provider import vllm_available
 from preft.adapters import random_lora
-from preft.bench import CSV_COLUMNS, HostAdapters, format_table, run_adapter_bench
+from preft.bench import CSV_COLUMNS, HostAdapters, ProcessUsage, format_table, run_adapter_bench
 from preft.engine import Engine
 
 pytestmark = pytest.mark.slow
@@ -61,12 +61,33 @@ def test_writes_json_csv_png_with_expected_columns(tiny):
     assert (frame["cpu_s"] > 0).all()
     # tokens per CPU second: the same tokens over the process's CPU time of that row
     assert (abs(frame["output_tok_cpu_s"] - frame["output_tokens"] / frame["cpu_s"]) <= 0.01 * frame["output_tok_cpu_s"]).all()
+    for column in ProcessUsage.FIELDS:  # the OS's counts over each timed run
+        assert (frame[column] >= 0).all(), column
     assert result["environment"]["torch"] == torch.__version__ and result["environment"]["threads"] == 1
     assert set(result["preft_over_all_token"]) == set(result["preft_over_base"]) == {"1", "4"}
     assert set(result["preft_over_all_token_cpu"]) == set(result["preft_over_base_cpu"]) == {"1", "4"}
     assert messages, "progress was never called"
     table = format_table(result)
     assert table.count("\n| 4 | ") >= 3 and "preft / all-token" in table
+
+
+def test_process_usage_counts_the_pages_a_region_touches():
+    import mmap
+
+    page, pages = mmap.PAGESIZE, 16384
+    with ProcessUsage() as quiet:
+        pass
+    # a fresh anonymous mapping (not the allocator's free list, whose pages may be resident already)
+    # in small pages: writing one byte per page faults each page in
+    with mmap.mmap(-1, pages * page) as fresh:
+        if hasattr(mmap, "MADV_NOHUGEPAGE"):
+            fresh.madvise(mmap.MADV_NOHUGEPAGE)
+        with ProcessUsage() as touching:
+            for offset in range(0, pages * page, page):
+                fresh[offset] = 1
+    assert touching.counts["page_faults_minor"] + touching.counts["page_faults_major"] >= pages // 2
+    assert quiet.counts["page_faults_minor"] < pages // 16
+    assert all(v >= 0 for v in touching.counts.values())
 
 
 def test_every_request_generates_exactly_gen_len_tokens(tiny):
