@@ -5,10 +5,10 @@ For every adapter count A and mode, a fresh `Engine` serves max(`requests`, 2A) 
 `prompt_len` random token ids and exactly `gen_len` generated tokens each (no stop ids). Which
 adapter each request uses and when it arrives come from `workload.draw_workload`: every one of the
 A adapters is used, the rest drawn uniformly or by a Zipf law; arrivals all at t=0 or a Poisson
-process (mode `base` serves the same prompts and arrivals without adapters). One warm-up request
-runs first and is not counted; every counter reported is the difference over the timed run,
-including the OS's (`ProcessUsage`: page faults, and involuntary context switches, which say how
-often a neighbour on a shared machine took the CPU).
+process (mode `base` serves the same prompts and arrivals without adapters). A warm-up batch
+(min(max_num_seqs, requests) copies of one prompt) runs first and is not counted; every counter
+reported is the difference over the timed run, including the OS's (`ProcessUsage`: page faults,
+and involuntary context switches, which say how often a neighbour on a shared machine took the CPU).
 
 Adapter memory. A rank-16 LoRA on all seven projections of the 30-layer base model is ~20 MB fp32,
 so 512 materialised adapters would take ~10 GB. The adapters here are `LazyLora`s: each keeps only
@@ -348,7 +348,7 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
               "slot_rule": SLOT_RULE if engine == "local" else "vLLM: max_loras per step (prefill-only counted)",
               "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
               "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)", **draw, **place,
-              "warmup_requests": 1}
+              "warmup_requests": 1 if engine == "vllm" else min(max_num_seqs, requests)}
     if engine == "vllm":
         from preft.bench_vllm import vllm_rows
 
@@ -431,13 +431,16 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
                     for adapter in host.adapters:
                         eng.register(adapter)
                 host.prewarm(distinct)
-            warm = Request(prompt_ids=list(warm_prompt), max_new_tokens=gen_len,
-                           adapter=None if mode == "base" else "a0", mode=mode)
-            eng.run([warm])
+            # warm-up: one full batch of the warm prompt, so that the first timed row of a process
+            # does not pay for the batch shapes' first use (docs/preft.md, session 17)
+            eng.run([Request(prompt_ids=list(warm_prompt), max_new_tokens=gen_len,
+                             adapter=None if mode == "base" else "a0", mode=mode)
+                     for _ in range(min(max_num_seqs, min_requests))])
             setup_s = time.perf_counter() - setup_start
             reqs = [Request(prompt_ids=list(p), max_new_tokens=gen_len, mode=mode,
                             adapter=None if mode == "base" else used[i]) for i, p in enumerate(prompts)]
             stats0, slots0 = _counters(eng.stats), _counters(eng.loras.table.stats)
+            eng.stats.max_running = eng.stats.max_running_adapters = 0  # running maxima: the timed run's own
             eng.loras.table.touched.clear()  # the warm-up's adapter counts only if the run uses it
             host.misses, host.materialize_s = 0, 0.0
             say(f"A={count} mode={mode}: running {requests} requests")
