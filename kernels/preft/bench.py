@@ -264,6 +264,11 @@ def environment() -> dict[str, Any]:
 # The benchmark
 # --------------------------------------------------------------------------------------------
 
+def warmup_batch(max_num_seqs: int, requests: int) -> int:
+    """Requests in the local engine's untimed warm-up: one full batch (at most the run's own size)."""
+    return min(max_num_seqs, requests)
+
+
 def make_prompts(requests: int, prompt_len: int, seed: int) -> list[list[int]]:
     gen = torch.Generator().manual_seed(seed)
     return torch.randint(*TOKEN_RANGE, (requests, prompt_len), generator=gen).tolist()
@@ -348,7 +353,7 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
               "slot_rule": SLOT_RULE if engine == "local" else "vLLM: max_loras per step (prefill-only counted)",
               "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
               "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)", **draw, **place,
-              "warmup_requests": 1 if engine == "vllm" else min(max_num_seqs, requests)}
+              "warmup_requests": 1 if engine == "vllm" else warmup_batch(max_num_seqs, requests)}
     if engine == "vllm":
         from preft.bench_vllm import vllm_rows
 
@@ -435,7 +440,7 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             # does not pay for the batch shapes' first use (docs/preft.md, session 17)
             eng.run([Request(prompt_ids=list(warm_prompt), max_new_tokens=gen_len,
                              adapter=None if mode == "base" else "a0", mode=mode)
-                     for _ in range(min(max_num_seqs, min_requests))])
+                     for _ in range(warmup_batch(max_num_seqs, min_requests))])
             setup_s = time.perf_counter() - setup_start
             reqs = [Request(prompt_ids=list(p), max_new_tokens=gen_len, mode=mode,
                             adapter=None if mode == "base" else used[i]) for i, p in enumerate(prompts)]
