@@ -52,7 +52,9 @@ def test_viewer_lists_runs_and_opens_a_sample(viewer, loopback_runs, tmp_path):
         page.screenshot(path=str(tmp_path / "viewer-runs.png"), full_page=True)
 
         page.click(f"text={loopback_runs.ids['c']}")
-        assert page.locator("tr.sample").count() == 3
+        # click() returns once the click is sent, not when the next page is loaded; expect() retries
+        # until the run's table is there (a bare count() failed in a landing CI run on a busy machine).
+        playwright_api.expect(page.locator("tr.sample")).to_have_count(3)
         page.screenshot(path=str(tmp_path / "viewer-run.png"), full_page=True)
         page.locator("tr.sample a").first.click()
         page.wait_for_selector(".transcript")
