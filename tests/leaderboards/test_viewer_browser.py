@@ -53,7 +53,7 @@ def test_viewer_lists_runs_and_opens_a_sample(viewer, loopback_runs, tmp_path):
 
         page.click(f"text={loopback_runs.ids['c']}")
         # click() returns once the click is sent, not when the next page is loaded; expect() retries
-        # until the run's table is there (a bare count() failed in a landing CI run on a busy machine).
+        # until the run's table is there (a bare count() saw 0 rows once, in a landing CI run).
         playwright_api.expect(page.locator("tr.sample")).to_have_count(3)
         page.screenshot(path=str(tmp_path / "viewer-run.png"), full_page=True)
         page.locator("tr.sample a").first.click()
