@@ -81,6 +81,9 @@ class RunConfig(BaseModel):
     suite_options: dict[str, Any] = {}  # the suite's Options, validated and dumped (defaults included)
     scorer: str | None = None  # None: the suite's default scorer
     source_run: str | None = None  # set by `harness score`: the run whose transcripts are re-scored
+    # set by a claim check: "CLAIM_ID@CRITERION_HASH", the criterion this run was started under
+    # (hashed: a run registered under another criterion is another run; harness/claims/)
+    claim: str | None = None
     # execution only: these never change an answer, so they stay out of the hash
     max_connections: int = 8
     call_timeout_s: float = 600.0
@@ -101,7 +104,7 @@ class RunConfig(BaseModel):
 
     def result_fields(self) -> dict[str, Any]:
         # Fields added in format 2 enter the hash only when set, so a config hashes as it did before.
-        unset = {k for k in ("scorer", "source_run") if getattr(self, k) is None}
+        unset = {k for k in ("scorer", "source_run", "claim") if getattr(self, k) is None}
         return self.model_dump(exclude=self.EXECUTION_ONLY | unset)
 
 

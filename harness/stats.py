@@ -1,14 +1,25 @@
-"""Confidence intervals by bootstrap over the independent unit (e.g. the dialogue).
+"""Confidence intervals: the one home for every interval the harness prints.
 
-A suite hands over one row of counts per unit; a metric is a ratio of column sums (pooled, like
-the official figures), and the interval resamples units, not the items inside them.
+- Pooled ratios over many independent units (e.g. dialogues): a bootstrap that resamples units,
+  not the items inside them (`ratio_metric`, `summed_metric`, `quantile_metric`).
+- A mean over few units (a claim's seeds, paired differences): Student-t (`mean_interval`). A
+  percentile bootstrap over 3 seeds is the min-max range of three numbers and covers ~71% for a
+  nominal 95%; the t interval's coverage is measured by simulation in
+  `tests/harness/test_interval_coverage.py` (numbers and its known limit -- strongly skewed
+  differences at n <= 10 -- in `docs/claims.md`).
+- Proportions from counts: Wilson's score interval (`wilson_interval`, `wilson_metric`), and a
+  difference of two proportions by Newcombe's hybrid score interval (`newcombe_difference`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+import math
+from statistics import NormalDist
+
 import numpy as np
+from scipy import stats as scipy_stats
 
 from harness.records import Metric
 
@@ -112,13 +123,136 @@ def quantile_metric(values: np.ndarray, q: float = 0.5, *, seed: int = 0, resamp
     return Metric(value=float(np.quantile(values, q)), ci_low=float(lo), ci_high=float(hi), n=int(values.size))
 
 
-def wilson_metric(hits: int, n: int, z: float = 1.96) -> Metric:
-    """A proportion from counts alone with its Wilson score interval: unlike a bootstrap of the
-    counts it does not collapse to [1, 1] when every unit was a hit (a calibration with no false
-    positive still has an uncertain precision)."""
-    if n == 0:
+# A percentile bootstrap is acceptable, for a statistic that is not a mean, at this many units per
+# sample or more; below it the interval is the range of a handful of resampled values and under-covers.
+BOOTSTRAP_MIN_UNITS = 30
+
+
+def bootstrap_difference(a: np.ndarray | list[float], b: np.ndarray | list[float], statistic: Callable[[np.ndarray], float],
+                         level: float = 0.95, *, seed: int = 0,
+                         resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float, float, float]:
+    """(statistic(a) - statistic(b), low, high, se) for two independent samples of units (e.g.
+    episodes): the percentile bootstrap interval, each sample resampled on its own, and the
+    bootstrap standard error. Only for statistics that are not means (quantiles, the number of
+    distinct values), where no t interval applies, and only at `BOOTSTRAP_MIN_UNITS` (30) units
+    per sample or more: at the small unit counts quick checks have, a percentile interval's
+    coverage is unknown and often far below nominal (~71% at 3 units for a mean). A difference of
+    means: `welch_interval`. An empty sample gives NaNs."""
+    a, b = np.asarray(a), np.asarray(b)
+    if len(a) == 0 or len(b) == 0:
+        return float("nan"), float("nan"), float("nan"), float("nan")
+    d = float(statistic(a) - statistic(b))
+    rng = np.random.default_rng(seed)
+    reps = np.array([statistic(a[rng.integers(0, len(a), len(a))]) - statistic(b[rng.integers(0, len(b), len(b))])
+                     for _ in range(resamples)], dtype=float)
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(reps, [alpha, 1 - alpha])
+    return d, float(lo), float(hi), float(reps.std())
+
+
+def z_value(level: float = 0.95) -> float:
+    """The two-sided normal quantile of a confidence level (1.96 at 0.95)."""
+    return NormalDist().inv_cdf(1 - (1 - level) / 2)
+
+
+def mean_interval(values: np.ndarray | list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the Student-t interval of the mean of independent values (for a paired
+    comparison: of the per-unit differences). One value gives an unbounded interval: one seed says
+    nothing about the spread. Identical values give a zero-width interval (no sampling noise seen)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
+        raise ValueError("mean_interval: no values")
+    mean = float(v.mean())
+    if v.size == 1:
+        return mean, -math.inf, math.inf
+    half = float(scipy_stats.t.ppf(1 - (1 - level) / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return mean, mean - half, mean + half
+
+
+def welch_interval(a: np.ndarray | list[float], b: np.ndarray | list[float],
+                   level: float = 0.95) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high): Welch's t interval for the difference of the means of two
+    independent samples (arms), with Satterthwaite's degrees of freedom -- no equal-variance
+    assumption. Its coverage at small n is the t interval's (near nominal unless the data are
+    strongly skewed), where a percentile bootstrap of a difference of means under-covers. An arm
+    with one value gives an unbounded interval (its spread is unknown); two constant arms give a
+    zero-width one (no sampling noise seen)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0:
+        raise ValueError("welch_interval: an arm has no values")
+    d = float(x.mean() - y.mean())
+    if x.size < 2 or y.size < 2:
+        return d, -math.inf, math.inf
+    va, vb = float(x.var(ddof=1)) / x.size, float(y.var(ddof=1)) / y.size
+    if va + vb == 0.0:
+        return d, d, d
+    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
+    half = float(scipy_stats.t.ppf(1 - (1 - level) / 2, df)) * math.sqrt(va + vb)
+    return d, d - half, d + half
+
+
+def paired_ratio_interval(x: np.ndarray | list[float], y: np.ndarray | list[float],
+                          level: float = 0.95) -> tuple[float, float, float]:
+    """(mean(x) / mean(y), low, high) for pairs (x_i, y_i) measured on the same units, by Fieller's
+    method: the ratios R for which the Student-t interval of the paired differences x_i - R y_i
+    contains 0 (a t test inverted, so its coverage is `mean_interval`'s; and "ratio <= r" is
+    exactly "the t interval of x - r y lies at or below 0"). Unbounded (-inf, inf) when mean(y) is
+    not clearly away from 0 (the set of such R is then not an interval) or with fewer than two
+    pairs. A percentile bootstrap of a ratio over a handful of units has unknown coverage."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if xs.size == 0 or xs.size != ys.size:
+        raise ValueError("paired_ratio_interval: needs the same, non-zero number of x and y values")
+    mx, my = float(xs.mean()), float(ys.mean())
+    ratio = mx / my if my != 0.0 else math.nan
+    if xs.size < 2:
+        return ratio, -math.inf, math.inf
+    c = float(scipy_stats.t.ppf(1 - (1 - level) / 2, xs.size - 1)) ** 2 / xs.size
+    cov = np.cov(xs, ys, ddof=1)
+    sxx, sxy, syy = float(cov[0, 0]), float(cov[0, 1]), float(cov[1, 1])
+    # (mx - R my)^2 <= c (sxx - 2 R sxy + R^2 syy)  <=>  qa R^2 + qb R + qc <= 0
+    qa, qb, qc = my * my - c * syy, -2.0 * (mx * my - c * sxy), mx * mx - c * sxx
+    if qa <= 0.0:
+        return ratio, -math.inf, math.inf
+    root = math.sqrt(max(qb * qb - 4.0 * qa * qc, 0.0))
+    return ratio, (-qb - root) / (2.0 * qa), (-qb + root) / (2.0 * qa)
+
+
+def mean_metric(values: np.ndarray | list[float], level: float = 0.95) -> Metric:
+    """`mean_interval` as a `Metric` (None when there are no values; no interval from one value)."""
+    v = np.asarray(values, dtype=float)
+    if v.size == 0:
         return Metric(value=None, n=0)
+    mean, lo, hi = mean_interval(v, level)
+    if not math.isfinite(lo):
+        return Metric(value=mean, n=int(v.size))
+    return Metric(value=mean, ci_low=lo, ci_high=hi, n=int(v.size))
+
+
+def wilson_interval(hits: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of `hits` in `n` trials ((0, 1) when n = 0): unlike a bootstrap of
+    the counts it does not collapse to [1, 1] when every trial was a hit."""
+    if n == 0:
+        return 0.0, 1.0
+    z = z_value(level)
     p = hits / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return Metric(value=p, ci_low=float(max(0.0, centre - half)), ci_high=float(min(1.0, centre + half)), n=n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def wilson_metric(hits: int, n: int, level: float = 0.95) -> Metric:
+    """A proportion from counts alone with its Wilson score interval."""
+    if n == 0:
+        return Metric(value=None, n=0)
+    lo, hi = wilson_interval(hits, n, level)
+    return Metric(value=hits / n, ci_low=lo, ci_high=hi, n=n)
+
+
+def newcombe_difference(k1: int, n1: int, k2: int, n2: int, level: float = 0.95) -> tuple[float, float, float]:
+    """p1 - p2 with its interval by Newcombe's hybrid score method (1998, method 10: Wilson
+    intervals per arm), good at the small counts quick checks have."""
+    p1, p2 = k1 / max(n1, 1), k2 / max(n2, 1)
+    l1, u1 = wilson_interval(k1, n1, level)
+    l2, u2 = wilson_interval(k2, n2, level)
+    d = p1 - p2
+    return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)

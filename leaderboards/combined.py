@@ -19,6 +19,9 @@ from leaderboards.cells import fmt_metric
 from leaderboards.plots import adapter_throughput, load_bench, metric_bars, style_heatmap
 from leaderboards.prices import Price
 from leaderboards.report import all_metrics_table, figure, hook_html, leaderboard_tables, notes_html, page
+from harness.claims.table import summary_line as claims_summary
+from harness.claims.table import to_html as claims_html
+from harness.claims.verdict import load_verdicts
 from leaderboards.sections import Family, families, find_suites, hook_section
 
 BENCH_COLUMNS = ("adapters", "mode", "output_tok_s", "requests_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
@@ -99,6 +102,18 @@ def _bench_section(bench: list[Path]) -> tuple[str, list[str]]:
              f"{best['output_tok_s']} tok/s"])
 
 
+def _claims_section(run_dirs: list[Path]) -> tuple[str, list[str]] | None:
+    """Every family's saved claim verdicts (`RUN_DIR/claims/`) in one table: the core's, so this
+    package names no family."""
+    verdicts = sorted(load_verdicts(run_dirs), key=lambda v: v.claim)
+    if not verdicts:
+        return None
+    title = "Claims: the papers' sentences beside our verdicts"
+    html = (f'<section class="family" id="{_anchor("claims")}" data-family="claims"><h2>{escape(title)}</h2>'
+            f"{claims_html(verdicts)}</section>")
+    return html, [title, claims_summary(verdicts)]
+
+
 def _overview(cards: list[tuple[str, list[str]]]) -> str:
     links = "".join(f'<a href="#{_anchor(anchor)}"><b>{escape(lines[0])}</b>'
                     + "".join(f"<span>{escape(line)}</span><br>" for line in lines[1:]) + "</a>"
@@ -110,16 +125,20 @@ def combined_report(run_dirs: list[Path], *, bench: list[Path], group_by: tuple[
                     include_incomplete: bool = False, prices: dict[str, Price] | None = None) -> str:
     bench_html, bench_card = _bench_section(bench)  # first: a bad --bench path fails before any reading
     found = find_suites(run_dirs)
-    if not found:
+    claims = _claims_section(run_dirs)
+    if not found and claims is None:
         where = ", ".join(str(d) for d in run_dirs)
         raise HarnessError(f"nothing to report in {where}: no runs (`harness eval`) and no saved reports "
-                           "(e.g. `harness papers check --all --json RUN_DIR`); check --run-dir")
+                           "(e.g. `harness papers check --all --run-dir RUN_DIR`); check --run-dir")
     options = {"group_by": group_by, "include_incomplete": include_incomplete, "prices": prices}
     cards, bodies = [], []
     for family in families(list(found)):
         html, card = _family_section(family, found, run_dirs, options)
         bodies.append(html)
         cards.append((family.name, card))
+    if claims is not None:
+        bodies.append(claims[0])
+        cards.append(("claims", claims[1]))
     bodies.append(bench_html)
     cards.append(("serving", bench_card))
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")

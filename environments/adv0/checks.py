@@ -1,7 +1,9 @@
 """ADV-0's claim checks (`harness adv0 check NAME`, C1..C9): each check states the claim, the
-criterion it is judged by (fixed in code before any run; the README lists them and the one
-change made after a first run), the numbers with 95% CIs, and a verdict by the rules of
-`verdicts.py`: reproduced, not reproduced, or inconclusive with the sample size that would decide it.
+criterion it is judged by (fixed in code before any run; the README lists them and the changes
+made after a first run), the paper's sentence it tests and every departure from the paper
+(`paper.py`), the numbers with 95% CIs, and a verdict by the core's one rule (`verdicts.py` on
+`harness.claims.decide`): reproduced, not reproduced, or inconclusive with the sample size that
+would decide it. `claim_verdict` turns a finding into the core's `ClaimVerdict`.
 
 This module is the registry (`CHECKS`, `run_check`) and C1/C2, which wrap the toy world's exact
 checks (`toy_checks.py`). C3-C5 pit attackers against one fixed, under-cautious IDM/MOBIL planner
@@ -20,11 +22,11 @@ from typing import Any
 from environments.adv0.checks_exposure import check_c3, check_c4, check_c5
 from environments.adv0.checks_loops import check_c6, check_c7, check_c8, check_c9
 from environments.adv0.loop import cpu_seconds
-from environments.adv0.verdicts import Finding, Part, Verdict, fmt_metric, render, scaled_n
+from environments.adv0.verdicts import Finding, claim_verdict, fmt_metric, render
 from harness.errors import HarnessError
 from harness.records import Metric
 
-__all__ = ["CHECKS", "Finding", "render", "run_check"]
+__all__ = ["CHECKS", "Finding", "claim_verdict", "render", "run_check"]
 
 
 # ---------------------------------------------------------------- the toy checks (toy_checks.py), as findings
@@ -47,23 +49,10 @@ def check_c1(episodes: int | None = None, seeds: int | None = None, **_: object)
 
     n = seeds or len(toy_checks.C1_SEEDS)
     tc = toy_checks.check_c1(seeds=range(n))
-    ratio: Metric = tc.numbers["ratio"]  # type: ignore[assignment]
-    r = ratio.value if ratio.value is not None else float("nan")
-    notes = [tc.note]
-    needed = None
-    if tc.verdict == "inconclusive":
-        if r < toy_checks.C1_RATIO_MAX:
-            needed = scaled_n(n, ratio, toy_checks.C1_RATIO_MAX - r)
-        elif r >= 1.0:
-            needed = scaled_n(n, ratio, r - 1.0)
-        else:  # between the thresholds: more contexts narrow the CI but never decide
-            notes.append(f"the ratio {r:.3f} lies between {toy_checks.C1_RATIO_MAX} and 1: the criterion leaves that "
-                         "band inconclusive whatever the number of contexts")
-    part = Part(what="mean KL(q||q*) / mean KL(p0||q*) over contexts", value=ratio.value, ci_low=ratio.ci_low,
-                ci_high=ratio.ci_high, n=f"{n} contexts", verdict=tc.verdict, needed_n=needed, unit="contexts",
-                rule=f"CI upper end < {toy_checks.C1_RATIO_MAX}: reproduced; CI lower end >= 1: not reproduced")
-    return Finding.judge("C1", tc.claim, tc.criterion, [part], numbers=_toy_numbers(tc.numbers), notes=notes,
-                         wall_s=tc.wall_s)
+    return Finding.judge("C1", tc.claim, tc.criterion, tc.parts, numbers=_toy_numbers(tc.numbers), notes=[tc.note],
+                         wall_s=tc.wall_s, world="toy",
+                         setting=f"the toy world (two lanes, IDM followers, one attacker), {n} contexts enumerated "
+                                 f"exactly against a fixed default IDM defender, {toy_checks.C1_ROUNDS} rounds")
 
 
 def check_c2(episodes: int | None = None, seeds: int | None = None, **_: object) -> Finding:
@@ -72,20 +61,11 @@ def check_c2(episodes: int | None = None, seeds: int | None = None, **_: object)
     train = range(seeds or len(toy_checks.C2_TRAIN_SEEDS))
     test = range(100, 100 + (episodes or len(toy_checks.C2_TEST_SEEDS)))
     tc = toy_checks.check_c2(train_seeds=train, test_seeds=test)
-    rise: Metric = tc.numbers["rise"]  # type: ignore[assignment]
-    gap_max = float(tc.numbers["v_minus_ep0j_max"])  # type: ignore[arg-type]
-    bound = Part(what="max over contexts and defenders of V_tau - E_p0[J] (exact)", value=gap_max, ci_low=gap_max,
-                 ci_high=gap_max, n="every context, every round", verdict="reproduced" if gap_max <= 1e-9 else "not reproduced",
-                 rule="<= 0 (exact, by enumeration): reproduced")
-    rise_verdict: Verdict = ("reproduced" if (rise.ci_low or 0) > 0 else "not reproduced" if (rise.ci_high or 0) < 0
-                             else "inconclusive")
-    raise_part = Part(what="mean rise of V_tau on held-out contexts after min-max training", value=rise.value,
-                      ci_low=rise.ci_low, ci_high=rise.ci_high, n=f"{len(test)} contexts", verdict=rise_verdict,
-                      needed_n=scaled_n(len(test), rise, max(abs(rise.value or 0), 1e-3)) if rise_verdict == "inconclusive" else None,
-                      unit="held-out contexts", rule="CI > 0: reproduced; CI < 0: not reproduced")
-    return Finding.judge("C2", tc.claim, tc.criterion, [bound, raise_part], numbers=_toy_numbers(tc.numbers),
+    return Finding.judge("C2", tc.claim, tc.criterion, tc.parts, numbers=_toy_numbers(tc.numbers),
                          notes=[tc.note, "toy world only: V_tau needs J over the whole space, which highway-env cannot enumerate"],
-                         wall_s=tc.wall_s)
+                         wall_s=tc.wall_s, world="toy",
+                         setting=f"the toy world, {len(train)} training and {len(test)} held-out contexts, "
+                                 f"{toy_checks.C2_ROUNDS} attacker/defender rounds (IDM defender tuned by CEM)")
 
 
 CHECKS: dict[str, tuple[Callable[..., Finding], str]] = {

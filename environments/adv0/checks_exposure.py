@@ -16,9 +16,8 @@ from pydantic import BaseModel
 from environments.adv0.loop import Contexts, IdmDefender, LoopConfig, make_attacker, round_rng, seeds_for
 from environments.adv0.metrics import entropy, failure_cluster
 from environments.adv0.scenario import EpisodeResult
-from environments.adv0.verdicts import (
-    Finding, Part, fmt_metric, fmt_rate, mean_metric, rate_at_most, rate_higher, stat_higher, wilson,
-)
+from environments.adv0.verdicts import LEVEL, Finding, Part, fmt_metric, fmt_rate, rate_at_most, rate_higher, stat_higher
+from harness.stats import mean_metric, wilson_interval
 
 # ---------------------------------------------------------------- the experiments behind the checks
 class Arm(BaseModel):
@@ -94,7 +93,7 @@ def arm_numbers(arms: Sequence[Arm]) -> dict[str, str]:
         nums[f"{a.name}: distinct failure clusters / entropy (nats)"] = \
             f"{distinct_clusters(cl):.0f} / {cluster_entropy(cl):.3f}"
         nums[f"{a.name}: near-miss rate"] = fmt_rate(sum(r.near_miss for r in a.results), len(a.results))
-        nums[f"{a.name}: defender return J (what the attacker lowers)"] = fmt_metric(mean_metric([r.reward for r in a.results]))
+        nums[f"{a.name}: defender return J (what the attacker lowers)"] = fmt_metric(mean_metric([r.reward for r in a.results], LEVEL))
         nums[f"{a.name}: training rollouts against the defender"] = str(a.train_rollouts)
         if a.kl_to_prior is not None:
             nums[f"{a.name}: KL(q || p0) after training (nats)"] = f"{a.kl_to_prior:.4f}"
@@ -117,9 +116,11 @@ def check_c3(episodes: int | None = None, seeds: int | None = None, family: str 
     arms = exposure(["adv0", "random", "scripted", "cat"], fam, n, c, rounds, k)
     adv = arms[0]
     parts = [rate_higher(f"defender-failure rate: adv0 - {b.name}", *adv.count("defender_failure"),
-                         *b.count("defender_failure"), MIN_RATE_EFFECT) for b in arms[1:]]
+                         *b.count("defender_failure"), MIN_RATE_EFFECT, metric="defender-failure rate", arm="adv0",
+                         versus=b.name) for b in arms[1:]]
     parts.append(rate_at_most("adv0 attacker-at-fault share of its crashes", *adv.count("attacker_fault_of_crashes"),
-                              ATTACKER_FAULT_LIMIT, unit="adv0 crashes"))
+                              ATTACKER_FAULT_LIMIT, metric="attacker-at-fault share of crashes", arm="adv0",
+                              unit="adv0 crashes"))
     return Finding.judge(
         "C3", "ADV-0 exposes more defender-at-fault failures than random, scripted and CAT-like attackers at equal "
               "rollouts, with attacker-at-fault crashes <= 5%",
@@ -127,32 +128,40 @@ def check_c3(episodes: int | None = None, seeds: int | None = None, family: str 
         f"seeds: defender-failure rate of adv0 above each baseline's (Newcombe CI > 0; not reproduced when the CI's "
         f"upper end < {MIN_RATE_EFFECT}), and the Wilson CI of adv0's attacker-at-fault share of crashes <= "
         f"{ATTACKER_FAULT_LIMIT}; adv0 first trains {rounds} rounds x {c} contexts x (K={k} + 1 reference draw)",
-        parts, numbers=arm_numbers(arms))
+        parts, numbers=arm_numbers(arms), world=fam, setting=exposure_setting(fam, n, c, rounds, k))
 
 
 C4_MIN_FAILURES = 5  # added after the first run (see the README): fewer failures leave the bootstrap degenerate
 
 
+def exposure_setting(family: str, episodes: int, contexts: int, rounds: int, k: int) -> str:
+    return (f"{family}: attackers against one fixed, under-cautious default IDM/MOBIL planner, {episodes} evaluation "
+            f"episodes per attacker on the same seeds; adv0 trains {rounds} rounds x {contexts} contexts x K={k}")
+
+
 def failures_needed(k: int, n: int, want: int = C4_MIN_FAILURES) -> int:
     """Episodes to expect `want` failures at the observed rate (at zero failures: at the Wilson
     upper end, so a lower bound)."""
-    rate = k / n if k else wilson(0, n)[1]
+    rate = k / n if k else wilson_interval(0, n, LEVEL)[1]
     return math.ceil(want / rate)
 
 
 def diversity_parts(adv: Arm, others: Sequence[Arm]) -> list[Part]:
-    """C4's comparisons: distinct failure clusters of `adv` minus each other arm's. Until `adv` shows
-    C4_MIN_FAILURES failures a part cannot be "not reproduced" (the bootstrap of a handful of
-    failures, or none, has no width), only inconclusive, needing the episodes to expect that many."""
+    """C4's comparisons: distinct failure clusters of `adv` minus each other arm's (percentile
+    bootstrap over episodes, at >= 30 episodes per arm). Until `adv` shows C4_MIN_FAILURES failures
+    no interval is judged (the bootstrap of a handful of failures, or none, has no width): the part
+    is inconclusive, needing the episodes to expect that many."""
     clusters = np.array(adv.clusters(), dtype=object)
     parts = [stat_higher(f"distinct failure clusters: {adv.name} - {b.name}", clusters,
-                         np.array(b.clusters(), dtype=object), distinct_clusters, 1.0) for b in others]
+                         np.array(b.clusters(), dtype=object), distinct_clusters, 1.0,
+                         metric=f"distinct defender-failure clusters (judged at >= {C4_MIN_FAILURES} failures)",
+                         arm=adv.name, versus=b.name) for b in others]
     k, n = adv.count("defender_failure")
     if k >= C4_MIN_FAILURES:
         return parts
-    rule = f"; judged only once {adv.name} shows >= {C4_MIN_FAILURES} defender failures"
-    return [p if p.verdict == "reproduced" else
-            p.model_copy(update={"verdict": "inconclusive", "needed_n": failures_needed(k, n), "rule": p.rule + rule,
+    gate = f"judged only once {adv.name} shows >= {C4_MIN_FAILURES} defender failures ({k} so far: no interval)"
+    return [p.model_copy(update={"ci_low": None, "ci_high": None, "needed_n": failures_needed(k, n),
+                                 "note": f"{p.note}; {gate}",
                                  "unit": f"episodes per arm at least (to expect {C4_MIN_FAILURES} {adv.name} failures)"})
             for p in parts]
 
@@ -166,8 +175,9 @@ def check_c4(episodes: int | None = None, seeds: int | None = None, family: str 
         "C4", "ADV-0's failures are more diverse than those of random, scripted and CAT-like attackers",
         f"on the same {n} evaluation seeds per attacker ({fam}, the default IDM/MOBIL planner), the number of distinct "
         "defender-failure clusters (manoeuvre | slot | impact rule | impact-speed bin) adv0 finds exceeds each "
-        "baseline's (percentile bootstrap CI of the difference > 0; not reproduced when its upper end < 1 cluster)",
-        parts, numbers=arm_numbers(arms),
+        "baseline's (percentile bootstrap CI of the difference > 0; not reproduced when its upper end < 1 cluster; "
+        f"judged only at >= 30 episodes per arm and once adv0 shows >= {C4_MIN_FAILURES} defender failures)",
+        parts, numbers=arm_numbers(arms), world=fam, setting=exposure_setting(fam, n, c, rounds, k),
         notes=["clusters count only defender-at-fault failures: an attacker that crashes into the ego finds no failure"])
 
 
@@ -176,11 +186,12 @@ def check_c5(episodes: int | None = None, seeds: int | None = None, family: str 
     n, c, fam = check_sizes(episodes, seeds, family, 30, 6)
     arms = exposure(["adv0", "sage"], fam, n, c, rounds, k)
     parts = [rate_higher("defender-failure rate: adv0 (aligned utility) - sage (open-loop surrogate)",
-                         *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT)]
+                         *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT,
+                         metric="defender-failure rate", arm="adv0", versus="sage")]
     return Finding.judge(
         "C5", "an attacker whose utility is the defender's own (fault-gated) return finds more defender failures than "
               "the same learner on an open-loop collision surrogate",
         f"adv0 and SAGE-like (same policy, prior and DPO; utility: the open-loop surrogate) each train {rounds} rounds "
         f"x {c} contexts, then draw on the same {n} seeds ({fam}, default IDM/MOBIL): adv0's defender-failure rate "
         f"above SAGE-like's (Newcombe CI > 0; not reproduced when the CI's upper end < {MIN_RATE_EFFECT})",
-        parts, numbers=arm_numbers(arms))
+        parts, numbers=arm_numbers(arms), world=fam, setting=exposure_setting(fam, n, c, rounds, k))

@@ -21,10 +21,9 @@ from environments.adv0.loop import (
     Contexts, LoopConfig, held_out_jobs, make_attacker, make_defender, seeds_for, train_round,
 )
 from environments.adv0.scenario import HELD_OUT_FAMILIES, EpisodeResult, ScenarioParams
-from environments.adv0.verdicts import (
-    Finding, Part, fmt_metric, fmt_rate, mean_metric, rate_higher, relative_not_below,
-)
+from environments.adv0.verdicts import LEVEL, Finding, Part, fmt_metric, fmt_rate, rate_higher, relative_not_below
 from harness.errors import HarnessError
+from harness.stats import mean_metric
 
 class Trained(BaseModel):
     """What one trained loop of `two_loops` leaves: its final attacker and defender, the defender
@@ -82,9 +81,12 @@ def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds
     k_adv, n_adv = sum(r.defender_failure for r in held["adv0"]), len(held["adv0"])
     parts = [
         rate_higher("held-out defender-failure rate: normally trained - adv0-trained", k_none, n_none, k_adv, n_adv,
-                    MIN_RATE_EFFECT),
+                    MIN_RATE_EFFECT, metric="held-out defender-failure rate", arm="normally-trained",
+                    versus="adv0-trained"),
         relative_not_below("normal-traffic return: adv0-trained relative to normally trained",
-                           [r.reward for r in normal["adv0"]], [r.reward for r in normal["none"]], NORMAL_RETURN_LOSS),
+                           [r.reward for r in normal["adv0"]], [r.reward for r in normal["none"]], NORMAL_RETURN_LOSS,
+                           metric="normal-traffic return, relative change", arm="adv0-trained",
+                           versus="normally-trained"),
     ]
     numbers = {}
     for name in ("adv0", "none"):
@@ -92,7 +94,7 @@ def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds
         numbers[f"{name}-trained: held-out defender-failure rate"] = fmt_rate(sum(r.defender_failure for r in hr), len(hr))
         numbers[f"{name}-trained: held-out crash rate"] = fmt_rate(sum(r.crashed for r in hr), len(hr))
         numbers[f"{name}-trained: normal-traffic crash rate"] = fmt_rate(sum(r.crashed for r in nr), len(nr))
-        numbers[f"{name}-trained: normal-traffic return"] = fmt_metric(mean_metric([r.reward for r in nr]))
+        numbers[f"{name}-trained: normal-traffic return"] = fmt_metric(mean_metric([r.reward for r in nr], LEVEL))
         numbers[f"{name}-trained: attacker rollouts in training"] = str(spent[name])
         fams: dict[str, list[bool]] = {}
         for r in hr:
@@ -115,9 +117,11 @@ def check_c6(episodes: int | None = None, seeds: int | None = None, family: str 
               "by more than 5%",
         f"IDM/MOBIL tuned by CEM for {rounds} rounds against adv0's scenarios vs tuned the same way on normal traffic "
         f"only: held-out defender-failure rate lower (Newcombe CI of normal-trained - adv0-trained > 0; not reproduced "
-        f"when its upper end < {MIN_RATE_EFFECT}) and normal-traffic return not more than 5% lower (bootstrap CI of "
+        f"when its upper end < {MIN_RATE_EFFECT}) and normal-traffic return not more than 5% lower (Welch CI of "
         f"the relative change >= {NORMAL_RETURN_LOSS})",
-        parts, numbers=numbers, notes=notes)
+        parts, numbers=numbers, notes=notes, world=fam,
+        setting=f"{fam}: IDM/MOBIL tuned by CEM, {rounds} rounds, {s} training seed(s), {n} normal-traffic episodes "
+                "per arm and the held-out conditions")
 
 
 C7_DQN_STEPS = 3000  # fine-tuning steps per round at C7's default size
@@ -144,8 +148,10 @@ def check_c7(episodes: int | None = None, seeds: int | None = None, family: str 
               "traffic, without losing normal return by more than 5%",
         f"the cached DQN fine-tuned {r} rounds x {steps} steps with half its episodes attacked by adv0's scenarios vs "
         f"the same fine-tuning on normal traffic, {s} seeds pooled: held-out defender-failure rate lower (Newcombe CI > "
-        f"0; not reproduced when its upper end < {MIN_RATE_EFFECT}) and normal return not more than 5% lower",
-        parts, numbers=numbers, notes=notes + [f"run at {size}; the default is a long command: about 1.5 CPU-hours"])
+        f"0; not reproduced when its upper end < {MIN_RATE_EFFECT}) and normal return not more than 5% lower (Welch CI "
+        f"of the relative change >= {NORMAL_RETURN_LOSS})",
+        parts, numbers=numbers, notes=notes + [f"run at {size}; the default is a long command: about 1.5 CPU-hours"],
+        world=fam, setting=f"{fam}: SB3 DQN fine-tuned {r} rounds x {steps} steps, {s} seed(s), {n} episodes")
 
 
 def check_c8(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
@@ -162,7 +168,9 @@ def check_c8(episodes: int | None = None, seeds: int | None = None, family: str 
         arms.append(Arm(name=name, results=t.defender.run(jobs), train_rollouts=t.used,
                         kl_to_prior=t.attacker.kl_to_prior([ctx(fam, s) for s in eval_seeds])))
     parts = [rate_higher("defender-failure rate against its own final defender: iterated - frozen",
-                         *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT)]
+                         *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT,
+                         metric="defender-failure rate against its own final defender", arm="iterated",
+                         versus="frozen")]
     return Finding.judge(
         "C8", "an attacker iterated every round keeps finding failures of the adapting defender that an attacker frozen "
               "after round 1 no longer finds",
@@ -170,7 +178,9 @@ def check_c8(episodes: int | None = None, seeds: int | None = None, family: str 
         f"round 1; after the last round each attacker draws on the same {n} seeds against its own loop's defender: "
         f"iterated defender-failure rate above frozen's (Newcombe CI > 0; not reproduced when its upper end < "
         f"{MIN_RATE_EFFECT})",
-        parts, numbers=arm_numbers(arms))
+        parts, numbers=arm_numbers(arms), world=fam,
+        setting=f"{fam}: two min-max loops (CEM-tuned IDM/MOBIL), {rounds} rounds, {c} contexts, {n} evaluation "
+                "episodes per arm")
 
 
 C9_K = 2  # ADV-0's candidates per context in C9: each is a whole driver episode, every step a model call
@@ -201,7 +211,7 @@ def check_c9(episodes: int | None = None, seeds: int | None = None, family: str 
         driver.close()
     k_wo, k_w = sum(r.crashed for r in without), sum(r.crashed for r in with_memory)
     parts = [rate_higher("crash rate: without reflections - with ADV-0's reflections", k_wo, n, k_w, n,
-                         MIN_RATE_EFFECT)]
+                         MIN_RATE_EFFECT, metric="crash rate", arm="without-reflections", versus="with-reflections")]
     reports = trained.defender_reports
     steps = sum(x.steps for x in with_memory + without)
     numbers = {
@@ -235,4 +245,5 @@ def check_c9(episodes: int | None = None, seeds: int | None = None, family: str 
         f"crash not the attacker's fault); then adv0's draws on the same {n} evaluation seeds with that memory vs an "
         f"empty one: crash rate lower with it (Newcombe CI > 0; not reproduced when its upper end < "
         f"{MIN_RATE_EFFECT})",
-        parts, numbers=numbers, notes=notes)
+        parts, numbers=numbers, notes=notes, world=fam,
+        setting=f"{fam}: the LLM driver ({model}), {r} round(s), {c} contexts, {n} evaluation episodes per arm")

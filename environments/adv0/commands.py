@@ -1,6 +1,6 @@
 """ADV-0's commands, added to `harness` through the entry-point group `harness.commands`:
 `harness adv0 train` (the closed min-max loop, resumable), `harness adv0 check NAME` (the claim
-checks C1-C9) and `harness adv0 pretrain-dqn --steps N` (the cached DQN checkpoint). Bad input is
+checks C1-C9; each verdict saved for `harness claims table`) and `harness adv0 pretrain-dqn --steps N` (the cached DQN checkpoint). Bad input is
 one error line naming the input and the fix (`harness.cli.kit.fail`), never a traceback."""
 
 from __future__ import annotations
@@ -133,9 +133,13 @@ def check_cmd(
     dqn_steps: int | None = typer.Option(None, "--dqn-steps", min=1, help="C7: DQN fine-tuning steps per round (default 3000)."),
     dqn_checkpoint: str | None = typer.Option(None, "--dqn-checkpoint", help="C7: the DQN to start from (default: the cached pretraining)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the finding as JSON here."),
+    run_dir: Path = RUN_DIR,
 ) -> None:
-    """Run one claim check and print the claim, the criterion, the numbers with CIs and the verdict."""
+    """Run one claim check and print the paper's sentence, the claim, the criterion, the numbers with CIs, the
+    departures and the verdict; the verdict is saved as RUN_DIR/claims/adv0.CN.json (`harness claims table`)."""
     from environments.adv0 import checks
+    from harness.claims.verdict import save_verdict
+    from harness.cli.kit import check_run_dir
 
     key = name.upper()
     if key not in checks.CHECKS:
@@ -145,11 +149,13 @@ def check_cmd(
     if key == "C9":
         _check_model(model)
     try:
+        check_run_dir(run_dir)
         finding = checks.run_check(key, episodes=episodes, seeds=seeds, family=family, model=model, rounds=rounds,
                                    dqn_steps=dqn_steps, dqn_checkpoint=dqn_checkpoint)
     except HarnessError as exc:
         _fail(str(exc))
-    out.print(checks.render(finding), highlight=False, soft_wrap=True)
+    out.print(checks.render(finding), highlight=False, soft_wrap=True, markup=False)
+    out.print(f"saved: {save_verdict(run_dir, checks.claim_verdict(finding))}", highlight=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(finding.model_dump(), indent=1), encoding="utf-8")

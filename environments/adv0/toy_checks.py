@@ -1,16 +1,25 @@
 """Claim checks on the toy world, exact by enumeration of the attacker's whole space (the lead
 wires them to `harness adv0 check`). Each returns a `ToyCheck`: the claim, the criterion (fixed
-before the first run, in the constants below), the numbers with bootstrap CIs over contexts
-(initial states), a verdict and its wall time.
+before the first run, in the constants below), the numbers with Student-t CIs over contexts
+(initial states), the judged parts (`verdicts.Part`: each verdict the core's `decide` on the
+interval printed beside it), the verdict (the core's `combine`) and its wall time.
 
 C1 -- preference learning approaches the optimal adversary. The ADV-0 attacker (default
 `AttackerConfig`: soft Bradley-Terry targets, beta = tau) is iterated against a fixed default IDM
 defender on `C1_SEEDS` contexts; then KL(q || q*) is computed exactly over every z of every
 context, q* = p0 exp(-J_gated / tau) / Z. Reproduced when the mean KL(q || q*) is at most
 `C1_RATIO_MAX` (one half) of the reference's KL(p0 || q*) -- the 95% CI's upper end of that ratio
-of means below it; not reproduced when the CI's lower end is >= 1 (no closer than the prior);
-inconclusive otherwise. Beside it: KL_floor, the best any factorised policy can reach
-(`exact.factorised_projection`): q* is not factorised, so KL(q || q*) cannot go to 0.
+of means at or below it; not reproduced when the CI's lower end is above it; inconclusive
+otherwise. The CI is Fieller's over the paired contexts (`harness.stats.paired_ratio_interval`: a
+t test of KL(q||q*) - r KL(p0||q*) inverted). Beside it: KL_floor, the best any factorised policy
+can reach (`exact.factorised_projection`): q* is not factorised, so KL(q || q*) cannot go to 0.
+
+Until session 19 the refutation point was 1 ("no closer than the prior"), not the threshold: the
+band between 0.5 and 1 was inconclusive whatever the interval, so the printed 0.946 [0.759, 0.976]
+(a percentile bootstrap over 8 contexts) lay wholly above its threshold with the verdict
+"inconclusive" -- the rule disagreed with its own interval. The verdict is now the one rule's
+(`harness.claims.decide`) on the interval printed, and that interval is Fieller's, not a percentile
+bootstrap over 8 units (whose coverage there is unknown).
 
 History (kept so the verdict can be audited): the first run (Adam, 100 steps a round, ties
 dropped) gave ratio 1.83 [1.14, 4.13]: not reproduced; the policy random-walked. Diagnosis on
@@ -22,17 +31,18 @@ contexts with a defender-at-fault crash, sits on z the prior gives < 1% mass, a 
 learner started at p0 reaches (the global factorised floor there is ~0). Hence C1b, stated after
 the dev-seed diagnosis and before the run on C1_SEEDS: mean KL(q || q*) - KL(p0-started
 projection || q*) <= C1B_EXCESS_MAX nats (95% CI upper end) -- the learner reaches what its class
-and its start allow. C1's verdict is C1a's; C1b is reported beside it.
+and its start allow. C1's verdict is C1a's; C1b is reported beside it (its verdict, too, by
+`decide` on its t interval).
 
 C2 -- the soft value is a lower bound that min-max training raises. (a) V_tau = -tau log
 E_p0[exp(-J/tau)] <= E_p0[J] on every context and defender (exact; Jensen, a check of the
 reconstruction's arithmetic). (b) Alternating rounds -- the attacker iterated against the current
 defender, then the defender's IdmParams tuned by CEM (`planner.tune_cem` with the toy world's vectorised `population_scores`) against draws of the
 attacker's q mixed with normal traffic -- raise V_tau on held-out contexts: reproduced when the 95%
-CI of the mean rise V_tau(theta_final) - V_tau(theta_0) is above 0, not reproduced when below 0,
-inconclusive when it straddles 0.
+Student-t CI of the mean rise V_tau(theta_final) - V_tau(theta_0) (paired by context) is above 0,
+not reproduced when below 0, inconclusive when it straddles 0.
 
-May import: numpy, pydantic, `harness`, `environments.adv0` (scenario, toy, toy_sim, attacker).
+May import: numpy, pydantic, `harness`, `environments.adv0` (scenario, toy, toy_sim, attacker, verdicts).
 """
 
 from __future__ import annotations
@@ -43,17 +53,17 @@ from dataclasses import fields
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, computed_field
 
 from environments.adv0 import toy, toy_sim
 from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, Rollout, factor_sizes, fit_reference, iterate
 from environments.adv0.exact import factorised_projection, gated_return, kl_divergence, optimal_log_q, soft_value
 from environments.adv0.planner import tune_cem
 from environments.adv0.scenario import EpisodeResult, IdmParams, ScenarioParams, all_scenarios
+from environments.adv0.verdicts import LEVEL, VERDICT_OF, Part, judged, mean_above, ratio_at_most
+from harness.claims import Verdict, combine, decide
 from harness.records import Metric
-from harness.stats import ratio_metric
-
-Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
+from harness.stats import mean_metric
 C1_SEEDS = tuple(range(8))
 C1_ROUNDS = 60
 C1_RATIO_MAX = 0.5  # KL(q || q*) must at least halve the reference's KL(p0 || q*)
@@ -63,6 +73,7 @@ C2_TEST_SEEDS = tuple(range(100, 116))
 C2_ROUNDS = 2  # attacker then defender, twice
 C2_ATTACKER_ROUNDS = 15
 C2_DRAWS = 64  # attacker draws per training context the defender is tuned against
+C2_BOUND_TOL = 1e-9  # V_tau - E_p0[J] <= 0 up to float rounding
 C2_CEM_GENERATIONS, C2_CEM_POPULATION = 4, 12  # the defender's CEM per round (`planner.tune_cem`, 3 elites)
 
 
@@ -70,10 +81,15 @@ class ToyCheck(BaseModel):
     name: str
     claim: str
     criterion: str
-    numbers: dict[str, float | Metric | list[float]]
-    verdict: Verdict
+    numbers: dict[str, float | str | Metric | list[float]]
+    parts: list[Part] = Field(min_length=1)
     wall_s: float
     note: str = ""
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        return combine(p.outcome for p in self.parts)
 
 
 def toy_reference(samples: int = 20_000, seed: int = 0) -> ReferencePrior:
@@ -106,11 +122,6 @@ def _exact(table: toy.ToyOutcome, reference: ReferencePrior, tau: float) -> tupl
     return J, optimal_log_q(J, reference.joint_log_probs(), tau)
 
 
-def _mean_metric(values: np.ndarray) -> Metric:
-    counts = np.stack([np.asarray(values, float), np.ones(len(values))], axis=1)
-    return ratio_metric(counts, lambda t: t[0], lambda t: t[1])
-
-
 def check_c1(seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: AttackerConfig | None = None,
              seed: int = 0) -> ToyCheck:
     t0 = time.perf_counter()
@@ -131,22 +142,24 @@ def check_c1(seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: A
     kl_p0 = kl_divergence(log_p0, log_qstar)
     kl_floor = kl_divergence(np.array([factorised_projection(x) for x in log_qstar]), log_qstar)
     kl_local = kl_divergence(np.array([factorised_projection(x, start=reference.log_p) for x in log_qstar]), log_qstar)
-    excess = _mean_metric(kl_q - kl_local)
-    ratio = ratio_metric(np.stack([kl_q, kl_p0], axis=1), lambda t: t[0], lambda t: t[1])
-    hi = ratio.ci_high if ratio.ci_high is not None else np.inf
-    lo = ratio.ci_low if ratio.ci_low is not None else 0.0
-    verdict: Verdict = "reproduced" if hi < C1_RATIO_MAX else "not reproduced" if lo >= 1.0 else "inconclusive"
+    excess = mean_metric(kl_q - kl_local, LEVEL)
+    c1b = (VERDICT_OF[decide(excess.ci_low, excess.ci_high, "<=", C1B_EXCESS_MAX)]
+           if excess.ci_low is not None and excess.ci_high is not None else "inconclusive")
+    part = ratio_at_most("mean KL(q||q*) / mean KL(p0||q*) over contexts", kl_q, kl_p0, C1_RATIO_MAX,
+                         metric="KL(q||q*) / KL(p0||q*), ratio of means over contexts", arm="adv0", unit="contexts")
+    ratio = Metric(value=part.value, ci_low=part.ci_low, ci_high=part.ci_high, n=len(seeds))
     return ToyCheck(
         name="C1", claim="preference learning (DPO on group-wise pairs against p0) approaches q* ~ p0 exp(-J/tau)",
-        criterion=f"95% CI of mean KL(q||q*) / mean KL(p0||q*) over {len(seeds)} contexts entirely below {C1_RATIO_MAX}",
-        numbers={"kl_q_qstar": _mean_metric(kl_q), "kl_p0_qstar": _mean_metric(kl_p0),
-                 "kl_floor_factorised": _mean_metric(kl_floor), "ratio": ratio,
-                 "kl_local_projection": _mean_metric(kl_local), "c1b_excess": excess,
-                 "c1b_reproduced": float(excess.ci_high is not None and excess.ci_high <= C1B_EXCESS_MAX),
+        criterion=(f"95% Fieller CI of mean KL(q||q*) / mean KL(p0||q*) over {len(seeds)} paired contexts at or below "
+                   f"{C1_RATIO_MAX} (not reproduced when wholly above it)"),
+        numbers={"kl_q_qstar": mean_metric(kl_q, LEVEL), "kl_p0_qstar": mean_metric(kl_p0, LEVEL),
+                 "kl_floor_factorised": mean_metric(kl_floor, LEVEL), "ratio": ratio,
+                 "kl_local_projection": mean_metric(kl_local, LEVEL), "c1b_excess": excess,
+                 "c1b_verdict": f"{c1b} (t CI of the excess <= {C1B_EXCESS_MAX} nats)",
                  "kl_q_p0": float(attacker.policy.kl_to(reference, np.array(list(contexts.values()))).mean()),
                  "rollouts": float(rounds * len(seeds) * (config.k + config.reference_draws)),
                  "per_context_kl_q": kl_q.round(4).tolist(), "per_context_kl_p0": kl_p0.round(4).tolist()},
-        verdict=verdict, wall_s=time.perf_counter() - t0,
+        parts=[part], wall_s=time.perf_counter() - t0,
         note=f"tau={config.tau}, K={config.k}+{config.reference_draws}, {rounds} rounds, labels={config.labels}")
 
 
@@ -190,20 +203,22 @@ def check_c2(train_seeds: Sequence[int] = C2_TRAIN_SEEDS, test_seeds: Sequence[i
                             seed=seed + r, init_sigma=0.2, batched=True)
         thetas.append(theta)
     rise = values[-1] - values[0]
-    rise_m = _mean_metric(rise)
-    lo = rise_m.ci_low if rise_m.ci_low is not None else -np.inf
-    hi = rise_m.ci_high if rise_m.ci_high is not None else np.inf
-    verdict: Verdict = "reproduced" if lo > 0 else "not reproduced" if hi < 0 else "inconclusive"
-    if max(gaps) > 1e-9:
-        verdict = "not reproduced"
+    gap_max = max(gaps)
+    bound = judged("max over contexts and defenders of V_tau - E_p0[J] (exact)", gap_max, gap_max, gap_max, op="<=",
+                   threshold=C2_BOUND_TOL, method="exact value (by enumeration)", n="every context, every round",
+                   size=len(test), metric="max V_tau - E_p0[J] over contexts and rounds", arm="adv0", unit="contexts",
+                   note="the interval is the exact value (no sampling); the threshold is 0 up to float rounding")
+    rise_part = mean_above("mean rise of V_tau on held-out contexts after min-max training", rise, 0.0,
+                           metric="V_tau(final) - V_tau(start), held-out contexts", arm="adv0",
+                           unit="held-out contexts")
     normal = [float(toy.evaluate(test, None, th).J.mean()) for th in thetas]
     return ToyCheck(
         name="C2", claim="V_tau <= E_p0[J] and min-max training (attacker DPO, defender CEM) raises V_tau",
-        criterion=(f"max(V_tau - E_p0[J]) <= 0 on every context and defender, and the 95% CI of the mean rise of V_tau "
+        criterion=(f"max(V_tau - E_p0[J]) <= 0 on every context and defender, and the 95% Student-t CI of the mean rise of V_tau "
                    f"over {len(test)} held-out contexts after {rounds} rounds entirely above 0"),
         numbers={"v_tau_per_round": [float(v.mean()) for v in values], "v_tau_train_per_round": train_values,
-                 "v_minus_ep0j_max": max(gaps),
-                 "rise": rise_m, "normal_traffic_J_per_round": normal,
+                 "v_minus_ep0j_max": gap_max,
+                 "rise": mean_metric(rise, LEVEL), "normal_traffic_J_per_round": normal,
                  "theta_final": [float(x) for x in thetas[-1].vector()]},
-        verdict=verdict, wall_s=time.perf_counter() - t0,
+        parts=[bound, rise_part], wall_s=time.perf_counter() - t0,
         note=f"attacker={attacker_kind}, tau={config.tau}; IdmParams fields {list(IdmParams.model_fields)}")

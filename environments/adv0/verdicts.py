@@ -1,22 +1,27 @@
-"""How ADV-0's claim checks reach a verdict (reproduced, not reproduced, inconclusive -- then with
-the sample size that would decide it), and how a finding is printed. The same rules for every
-comparison of every check (`checks.py`):
-- A claim "A is higher than B" is reproduced when the 95% CI of A - B lies above 0; it is not
-  reproduced when the CI's upper end is below the smallest effect the claim would need to matter
-  (`min_effect`, stated per check): the data then rule out an effect of that size; otherwise it is
-  inconclusive, and the sample size per arm that would detect the larger of the observed effect
-  and `min_effect` at alpha 0.05 / power 0.8 is printed (the two-proportion formula for rates; for
-  other statistics the current n scaled by the squared ratio of the needed to the observed
-  standard error).
-- A bound "rate <= limit" is reproduced when the Wilson CI lies at or below the limit, not
-  reproduced when it lies above it, else inconclusive with the one-sample size that would settle it.
-- A check with several parts is reproduced when every part is, not reproduced when any part is
-  not, else inconclusive (the needed size is the largest of its parts').
+"""How ADV-0's claim checks reach a verdict -- on the core's one rule, `harness.claims.decide` -- and
+how a finding is printed and saved.
 
-Rate differences use Newcombe's hybrid score interval (method 10: Wilson intervals per arm), good
-at the small counts quick checks have; other differences a percentile bootstrap over episodes.
+Every judged comparison of a check is a `Part`: an estimate, its interval, and the rule it is
+judged by -- an op (`>=` or `<=`), a threshold (strictly passed for "higher"/"lower" claims) and,
+where the claim has a smallest effect that would matter, `refute_at`. The part's verdict is not
+stored: it is computed from the interval it prints by `harness.claims.decide` (holds ->
+reproduced, fails -> not reproduced, undecided -> inconclusive), so the two cannot disagree. A
+part with no interval (none computed, or an unbounded one) is inconclusive. A check's verdict is
+`harness.claims.combine` of its parts' outcomes. An inconclusive part prints the sample size that
+would decide it at alpha 0.05 / power 0.8 (ADV-0's planning figures, kept here: the two-proportion
+formula for rates, the one-proportion formula for a bound, the core's `seeds_to_decide` for means,
+the current n scaled by the squared ratio of the needed to the observed standard error otherwise).
 
-May import: the standard library, numpy, pydantic and `harness`.
+The intervals are all `harness.stats`': a rate difference by Newcombe's hybrid score interval, a
+bound on a rate by Wilson's, a mean over units by Student t, a difference of the means of two
+independent arms by Welch's t, a ratio of paired means by Fieller's (a t test inverted), and a
+statistic that is not a mean (C4's count of distinct clusters) by a percentile bootstrap over
+episodes -- only at >= 30 episodes per arm, where that is acceptable; below, no interval.
+
+Each finding also becomes a core `ClaimVerdict` (`claim_verdict`, claim id `adv0.C1`...), saved by
+`harness adv0 check --run-dir DIR` for the cross-family claims table.
+
+May import: the standard library, numpy, pydantic and `harness`, `environments.adv0.paper`.
 """
 
 from __future__ import annotations
@@ -24,42 +29,34 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
-from typing import Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
+from environments.adv0.paper import departures_for, sentence_for
+from harness.claims import (
+    Claim, ClaimVerdict, Condition, ConditionResult, Departure, Look, Op, Outcome, SeedPlan, Verdict, combine, decide,
+    seeds_to_decide,
+)
 from harness.records import Metric
-from harness.stats import ratio_metric
+from harness.stats import (
+    BOOTSTRAP_MIN_UNITS, bootstrap_difference, mean_interval, newcombe_difference, paired_ratio_interval,
+    welch_interval, wilson_interval, z_value,
+)
 
-Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
+__all__ = ["ALPHA", "Finding", "LEVEL", "Part", "Verdict", "claim_of", "claim_verdict", "fmt_metric", "fmt_rate",
+           "judged", "mean_above", "one_proportion_n", "rate_at_most", "rate_higher", "ratio_at_most",
+           "relative_not_below", "render", "scaled_n", "stat_higher", "two_proportion_n"]
+
 ALPHA, POWER = 0.05, 0.8
-Z_ALPHA = NormalDist().inv_cdf(1 - ALPHA / 2)  # 1.96
+LEVEL = 1 - ALPHA  # every interval a check prints is at this level
+Z_ALPHA = z_value(LEVEL)  # 1.96
 Z_POWER = NormalDist().inv_cdf(POWER)  # 0.84
+VERDICT_OF: dict[Outcome, Verdict] = {"holds": "reproduced", "fails": "not reproduced", "undecided": "inconclusive"}
 
 
-# ---------------------------------------------------------------- statistics
-def wilson(k: int, n: int, z: float = Z_ALPHA) -> tuple[float, float]:
-    """Wilson score interval of k successes in n trials ((0, 1) when n = 0)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
-def newcombe_diff(k1: int, n1: int, k2: int, n2: int) -> tuple[float, float, float]:
-    """p1 - p2 and its 95% CI (Newcombe 1998, method 10)."""
-    p1, p2 = k1 / max(n1, 1), k2 / max(n2, 1)
-    l1, u1 = wilson(k1, n1)
-    l2, u2 = wilson(k2, n2)
-    d = p1 - p2
-    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
-    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-    return d, lo, hi
-
-
+# ---------------------------------------------------------------- planning figures (ADV-0's own)
 def two_proportion_n(p1: float, p2: float, alpha: float = ALPHA, power: float = POWER) -> int | None:
     """Episodes per arm to detect p1 != p2 (two-sided, pooled-variance normal approximation);
     None when p1 == p2. 0.35 vs 0.25 at 0.05 / 0.8 needs 329 per arm."""
@@ -83,103 +80,231 @@ def one_proportion_n(p: float, limit: float, alpha: float = ALPHA, power: float 
     return math.ceil((num / (p - limit)) ** 2)
 
 
+def scaled_n(n: int, m: Metric, gap: float) -> int | None:
+    """Units needed to bring a CI's half-width below `gap` with power 0.8 (se scaled by sqrt(n))."""
+    if m.ci_low is None or m.ci_high is None or gap <= 0:
+        return None
+    se = (m.ci_high - m.ci_low) / (2 * Z_ALPHA)
+    return math.ceil(n * ((Z_ALPHA + Z_POWER) * se / gap) ** 2) if se > 0 else None
+
+
+# ---------------------------------------------------------------- a judged comparison
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not math.isfinite(x) else float(x)
+
+
 class Part(BaseModel):
-    """One judged comparison of a check."""
+    """One judged comparison of a check. Its verdict is a property: the core's `decide` on the
+    interval [ci_low, ci_high] it prints, against `threshold` by `op` (a `strict` claim, "A higher
+    than B", needs the interval strictly beyond it: an end exactly on the threshold does not show
+    the difference), failing only beyond `refute_at` when the claim has a smallest effect that
+    would matter (default: the threshold). No interval: inconclusive."""
 
     what: str  # e.g. "defender-failure rate: adv0 - random"
+    metric: str  # the quantity, as the claim's condition names it
+    arm: str
+    versus: str | None = None
     value: float | None
     ci_low: float | None
     ci_high: float | None
-    n: str  # the sample behind it, e.g. "40 vs 40 episodes"
-    verdict: Verdict
+    n: str  # the sample behind it, e.g. "4/30 vs 2/30"
+    size: int  # units per arm behind it (the smaller arm's)
+    op: Op
+    threshold: float
+    strict: bool = False
+    refute_at: float | None = None
+    method: str  # how the interval was computed
     needed_n: int | None = None  # when inconclusive: `unit`s that would decide it
     unit: str = "episodes per arm"
-    rule: str = ""
+    note: str = ""  # a gate or caveat, printed with the rule
+
+    def decide_args(self) -> tuple[Op, float, float]:
+        """(op, threshold, refute point) exactly as `decide` receives them: a strict claim's
+        threshold is the next float beyond it; the refute point is `refute_at`, else the threshold."""
+        t = self.threshold
+        if self.strict:
+            t = math.nextafter(t, math.inf if self.op == ">=" else -math.inf)
+        return self.op, t, self.refute_at if self.refute_at is not None else self.threshold
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def outcome(self) -> Outcome:
+        if self.ci_low is None or self.ci_high is None:
+            return "undecided"
+        op, threshold, refute = self.decide_args()
+        return decide(self.ci_low, self.ci_high, op, threshold, refute)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> Verdict:
+        return VERDICT_OF[self.outcome]
+
+    def claim_text(self) -> str:
+        """The claimed side, e.g. "> 0" or "<= 0.5"."""
+        sign = (">" if self.op == ">=" else "<") if self.strict else self.op
+        return f"{sign} {self.threshold:g}"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rule(self) -> str:
+        t, r = f"{self.threshold:g}", f"{self.refute_at if self.refute_at is not None else self.threshold:g}"
+        if self.op == ">=":
+            holds = f"its lower end {'>' if self.strict else '>='} {t}"
+            fails = f"its upper end < {r}"
+        else:
+            holds = f"its upper end {'<' if self.strict else '<='} {t}"
+            fails = f"its lower end > {r}"
+        text = f"{self.method}: reproduced when {holds}, not reproduced when {fails}, else inconclusive"
+        return text + (f"; {self.note}" if self.note else "")
+
+    def condition_text(self) -> str:
+        beyond = f" (refuted below {self.refute_at:g})" if self.refute_at is not None and self.op == ">=" else \
+            f" (refuted above {self.refute_at:g})" if self.refute_at is not None else ""
+        return f"{self.what} {self.claim_text()}{beyond}"
 
 
-def rate_higher(what: str, k1: int, n1: int, k2: int, n2: int, min_effect: float) -> Part:
-    """Claim: rate 1 (k1 of n1) is higher than rate 2 (k2 of n2)."""
-    d, lo, hi = newcombe_diff(k1, n1, k2, n2)
-    rule = f"CI of the difference > 0: reproduced; CI upper end < {min_effect:g}: not reproduced"
+def judged(what: str, value: float | None, lo: float | None, hi: float | None, *, op: Op, threshold: float,
+           method: str, n: str, size: int, metric: str, arm: str, versus: str | None = None, strict: bool = False,
+           refute_at: float | None = None, unit: str = "episodes per arm", note: str = "") -> Part:
+    """A part from an estimate and its interval (non-finite ends: no interval)."""
+    lo, hi = _finite(lo), _finite(hi)
+    if lo is None or hi is None:
+        lo = hi = None
+    return Part(what=what, metric=metric, arm=arm, versus=versus, value=_finite(value), ci_low=lo, ci_high=hi, n=n,
+                size=size, op=op, threshold=threshold, strict=strict, refute_at=refute_at, method=method, unit=unit,
+                note=note)
+
+
+def _needing(part: Part, needed: Callable[[], int | None]) -> Part:
+    return part.model_copy(update={"needed_n": needed()}) if part.outcome == "undecided" else part
+
+
+def rate_higher(what: str, k1: int, n1: int, k2: int, n2: int, min_effect: float, *, metric: str, arm: str,
+                versus: str) -> Part:
+    """Claim: rate 1 (k1 of n1) is higher than rate 2 (k2 of n2). Newcombe CI of the difference >
+    0: reproduced; its upper end < `min_effect`: not reproduced (an effect that large is ruled out)."""
     if n1 == 0 or n2 == 0:
-        return Part(what=what, value=None, ci_low=None, ci_high=None, n=f"{n1} vs {n2}", verdict="inconclusive",
-                    needed_n=two_proportion_n(min_effect, 0.0), rule=rule)
-    verdict: Verdict = "reproduced" if lo > 0 else "not reproduced" if hi < min_effect else "inconclusive"
-    needed = None
-    if verdict == "inconclusive":
+        d = lo = hi = None
+    else:
+        d, lo, hi = newcombe_difference(k1, n1, k2, n2, LEVEL)
+    part = judged(what, d, lo, hi, op=">=", threshold=0.0, strict=True, refute_at=min_effect, method="Newcombe CI",
+                  n=f"{k1}/{n1} vs {k2}/{n2}", size=min(n1, n2), metric=metric, arm=arm, versus=versus)
+
+    def needed() -> int | None:
+        if d is None:
+            return two_proportion_n(min_effect, 0.0)
         p2 = k2 / n2
-        needed = two_proportion_n(min(p2 + max(d, min_effect), 1.0), p2)
-    return Part(what=what, value=d, ci_low=lo, ci_high=hi, n=f"{k1}/{n1} vs {k2}/{n2}", verdict=verdict,
-                needed_n=needed, rule=rule)
+        return two_proportion_n(min(p2 + max(d, min_effect), 1.0), p2)
+
+    return _needing(part, needed)
 
 
-def rate_at_most(what: str, k: int, n: int, limit: float, unit: str = "episodes") -> Part:
-    """Claim: the rate k/n is at most `limit` (n counts `unit`s)."""
-    rule = f"Wilson CI <= {limit:g}: reproduced; CI lower end > {limit:g}: not reproduced"
-    lo, hi = wilson(k, n)
+def rate_at_most(what: str, k: int, n: int, limit: float, *, metric: str, arm: str, unit: str = "episodes") -> Part:
+    """Claim: the rate k/n is at most `limit` (n counts `unit`s). Wilson CI <= limit: reproduced;
+    its lower end > limit: not reproduced. n = 0: the interval is [0, 1], inconclusive."""
+    lo, hi = wilson_interval(k, n, LEVEL)
     p = k / n if n else None
-    verdict: Verdict = ("reproduced" if n and hi <= limit else "not reproduced" if n and lo > limit
-                        else "inconclusive")
-    needed = None
-    if verdict == "inconclusive":
-        zero_events = math.ceil(Z_ALPHA**2 * (1 - limit) / limit)  # Wilson's upper end z^2/(n+z^2) <= limit at k = 0
-        needed = zero_events if not p else one_proportion_n(p, limit)
-    return Part(what=what, value=p, ci_low=lo, ci_high=hi, n=f"{k}/{n}", verdict=verdict, needed_n=needed, unit=unit,
-                rule=rule)
+    part = judged(what, p, lo, hi, op="<=", threshold=limit, method="Wilson CI", n=f"{k}/{n}", size=n, metric=metric,
+                  arm=arm, unit=unit)
+
+    def needed() -> int | None:
+        if not p:  # Wilson's upper end at k = 0 is z^2 / (n + z^2): <= limit from this n
+            return math.ceil(Z_ALPHA**2 * (1 - limit) / limit)
+        return one_proportion_n(p, limit)
+
+    return _needing(part, needed)
 
 
-def bootstrap_diff(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
-                   stat: Callable[[np.ndarray], float], resamples: int = 2000, seed: int = 0) -> tuple[float, float, float, float]:
-    """stat(a) - stat(b), its 95% percentile-bootstrap CI (episodes of each arm resampled
-    independently) and the bootstrap standard error."""
-    a, b = np.asarray(a), np.asarray(b)
-    rng = np.random.default_rng(seed)
-    d = stat(a) - stat(b)
-    if len(a) == 0 or len(b) == 0:
-        return d, float("nan"), float("nan"), float("nan")
-    reps = np.array([stat(a[rng.integers(0, len(a), len(a))]) - stat(b[rng.integers(0, len(b), len(b))])
-                     for _ in range(resamples)])
-    lo, hi = np.quantile(reps, [ALPHA / 2, 1 - ALPHA / 2])
-    return float(d), float(lo), float(hi), float(reps.std())
+def mean_above(what: str, values: Sequence[float] | np.ndarray, threshold: float, *, metric: str, arm: str,
+               unit: str, strict: bool = True) -> Part:
+    """Claim: the mean of per-unit values (paired differences, one per unit) is above `threshold`
+    (Student-t interval); refuted when the interval lies below it."""
+    v = np.asarray(values, dtype=float)
+    mean, lo, hi = mean_interval(v, LEVEL) if v.size else (None, None, None)
+    part = judged(what, mean, lo, hi, op=">=", threshold=threshold, strict=strict, method="Student-t CI",
+                  n=f"{v.size} {unit}", size=int(v.size),
+                  metric=metric, arm=arm, unit=unit)
+    return _needing(part, lambda: seeds_to_decide(v, threshold, LEVEL) if v.size else None)
 
 
-def stat_higher(what: str, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
-                stat: Callable[[np.ndarray], float], min_effect: float, seed: int = 0) -> Part:
-    """Claim: stat over the episodes `a` is higher than over `b` (bootstrap CI of the difference)."""
-    d, lo, hi, se = bootstrap_diff(a, b, stat, seed=seed)
-    rule = f"bootstrap CI of the difference > 0: reproduced; CI upper end < {min_effect:g}: not reproduced"
-    n = min(len(a), len(b))
-    if not np.isfinite(lo):
-        return Part(what=what, value=None, ci_low=None, ci_high=None, n=f"{len(a)} vs {len(b)}",
-                    verdict="inconclusive", rule=rule)
-    verdict: Verdict = "reproduced" if lo > 0 else "not reproduced" if hi < min_effect else "inconclusive"
-    needed = None
-    if verdict == "inconclusive":
+def ratio_at_most(what: str, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, limit: float, *,
+                  metric: str, arm: str, unit: str) -> Part:
+    """Claim: mean(x) / mean(y) <= limit over paired units (Fieller's interval). "Ratio <= limit"
+    is "the t interval of x - limit * y lies at or below 0", so the units that would decide it are
+    the core's `seeds_to_decide` of x - limit * y."""
+    xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ratio, lo, hi = paired_ratio_interval(xs, ys, LEVEL)
+    part = judged(what, ratio, lo, hi, op="<=", threshold=limit, method="Fieller CI (paired Student t)",
+                  n=f"{xs.size} {unit}", size=int(xs.size), metric=metric, arm=arm, unit=unit,
+                  note="no interval when mean(denominator) is not clearly away from 0 at this n")
+    return _needing(part, lambda: seeds_to_decide(xs - limit * ys, 0.0, LEVEL))
+
+
+def stat_higher(what: str, a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray,
+                stat: Callable[[np.ndarray], float], min_effect: float, *, metric: str, arm: str, versus: str,
+                seed: int = 0) -> Part:
+    """Claim: a statistic that is not a mean (e.g. distinct clusters) is higher over the episodes
+    `a` than over `b`: percentile bootstrap over episodes (`harness.stats.bootstrap_difference`),
+    judged only at >= BOOTSTRAP_MIN_UNITS (30) episodes per arm -- below, no interval."""
+    a_, b_ = np.asarray(a), np.asarray(b)
+    n = min(len(a_), len(b_))
+    size_note = f"judged only at >= {BOOTSTRAP_MIN_UNITS} episodes per arm (a percentile bootstrap below that has unknown coverage)"
+    if n < BOOTSTRAP_MIN_UNITS:
+        d = float(stat(a_) - stat(b_)) if n else None
+        part = judged(what, d, None, None, op=">=", threshold=0.0, strict=True, refute_at=min_effect,
+                      method="percentile bootstrap CI over episodes", n=f"{len(a_)} vs {len(b_)} episodes", size=n,
+                      metric=metric, arm=arm, versus=versus, note=size_note)
+        return part.model_copy(update={"needed_n": BOOTSTRAP_MIN_UNITS})
+    d, lo, hi, se = bootstrap_difference(a_, b_, stat, LEVEL, seed=seed)
+    part = judged(what, d, lo, hi, op=">=", threshold=0.0, strict=True, refute_at=min_effect,
+                  method="percentile bootstrap CI over episodes", n=f"{len(a_)} vs {len(b_)} episodes", size=n,
+                  metric=metric, arm=arm, versus=versus, note=size_note)
+
+    def needed() -> int | None:
         effect = max(d, min_effect)
-        needed = math.ceil(n * ((Z_ALPHA + Z_POWER) * se / effect) ** 2) if se > 0 else None
-    return Part(what=what, value=d, ci_low=lo, ci_high=hi, n=f"{len(a)} vs {len(b)} episodes", verdict=verdict,
-                needed_n=needed, rule=rule)
+        return math.ceil(n * ((Z_ALPHA + Z_POWER) * se / effect) ** 2) if se > 0 else None
+
+    return _needing(part, needed)
 
 
-def combine(parts: Sequence[Part]) -> tuple[Verdict, int | None, str]:
-    """All parts reproduced -> reproduced; any not -> not reproduced; else inconclusive, needing
-    the largest size any inconclusive part needs."""
-    if any(p.verdict == "not reproduced" for p in parts):
-        return "not reproduced", None, ""
-    if parts and all(p.verdict == "reproduced" for p in parts):
-        return "reproduced", None, ""
-    needs = [p for p in parts if p.verdict == "inconclusive" and p.needed_n is not None]
-    if not needs:
-        return "inconclusive", None, ""
-    top = max(needs, key=lambda p: p.needed_n or 0)
-    return "inconclusive", top.needed_n, top.unit
+def relative_not_below(what: str, a: Sequence[float], b: Sequence[float], limit: float, *, metric: str, arm: str,
+                       versus: str) -> Part:
+    """Claim: mean(a) / mean(b) - 1 >= limit (e.g. -0.05: a loses at most 5% of b), a and b two
+    independent arms. The interval is Welch's for mean(a) - mean(b), divided by |mean(b)| (the
+    base taken as fixed, as before: its own spread is not in the interval). mean(b) = 0: no
+    relative change, no interval."""
+    a_, b_ = np.asarray(a, float), np.asarray(b, float)
+    base = float(b_.mean()) if b_.size else 0.0
+    n = f"{len(a_)} vs {len(b_)} episodes"
+    if base == 0.0 or a_.size == 0:
+        return judged(what, None, None, None, op=">=", threshold=limit, method="Welch t CI", n=n,
+                      size=min(len(a_), len(b_)), metric=metric, arm=arm, versus=versus,
+                      note="the base mean is 0: no relative change")
+    d, lo, hi = welch_interval(a_, b_, LEVEL)
+    scale = abs(base)
+    rel, lo, hi = d / scale, lo / scale, hi / scale
+    part = judged(what, rel, lo, hi, op=">=", threshold=limit, method="Welch t CI (scaled by |mean(b)|)", n=n,
+                  size=min(len(a_), len(b_)), metric=metric, arm=arm, versus=versus)
+
+    def needed() -> int | None:
+        if a_.size < 2 or b_.size < 2:
+            return None
+        se = math.sqrt(a_.var(ddof=1) / a_.size + b_.var(ddof=1) / b_.size) / scale
+        gap = max(abs(rel - limit), 0.01)
+        return math.ceil(min(a_.size, b_.size) * ((Z_ALPHA + Z_POWER) * se / gap) ** 2) if se > 0 else None
+
+    return _needing(part, needed)
 
 
+# ---------------------------------------------------------------- a check's finding
 class Finding(BaseModel):
-    """What a check prints (and `--json` writes)."""
+    """What a check prints (and `--json` writes); `claim_verdict` makes it a core `ClaimVerdict`."""
 
     check: str
-    claim: str
+    claim: str  # the claim as we test it
+    sentence: str = ""  # the paper's sentence it tests (`paper.py`)
+    setting: str = ""  # ours: the world and sizes that stand in for the paper's
+    world: str = "highway"  # the family the check ran on (toy or highway)
     criterion: str
     parts: list[Part]
     numbers: dict[str, str] = Field(default_factory=dict)  # context figures, each "value [lo, hi] (n)"
@@ -187,22 +312,59 @@ class Finding(BaseModel):
     needed_n: int | None = None
     needed_unit: str = "episodes per arm"
     notes: list[str] = Field(default_factory=list)
+    departures: list[Departure] = Field(default_factory=list)
     wall_s: float = 0.0
     cpu_s: float = 0.0
 
     @classmethod
-    def judge(cls, check: str, claim: str, criterion: str, parts: list[Part], **kw: object) -> "Finding":
-        verdict, needed, unit = combine(parts)
-        return cls(check=check, claim=claim, criterion=criterion, parts=parts, verdict=verdict, needed_n=needed,
-                   needed_unit=unit or "episodes per arm", **kw)  # type: ignore[arg-type]
+    def judge(cls, check: str, claim: str, criterion: str, parts: list[Part], **kw: Any) -> Finding:
+        """The verdict is the core's `combine` of the parts' outcomes; an inconclusive finding needs
+        the largest size any of its inconclusive parts needs. The paper's sentence and the
+        departures come from `paper.py` unless given."""
+        verdict = combine(p.outcome for p in parts)
+        needs = [p for p in parts if p.outcome == "undecided" and p.needed_n is not None]
+        top = max(needs, key=lambda p: p.needed_n or 0) if verdict == "inconclusive" and needs else None
+        kw.setdefault("sentence", sentence_for(check))
+        kw.setdefault("departures", departures_for(check))
+        return cls(check=check, claim=claim, criterion=criterion, parts=parts, verdict=verdict,
+                   needed_n=top.needed_n if top else None, needed_unit=top.unit if top else "episodes per arm", **kw)
 
 
-def mean_metric(values: Sequence[float]) -> Metric:
-    """A mean with its bootstrap CI over the units."""
-    v = np.asarray(values, dtype=float)
-    return ratio_metric(np.stack([v, np.ones(len(v))], axis=1), lambda t: t[0], lambda t: t[1])
+def claim_of(f: Finding) -> Claim:
+    """The finding's criterion as a core `Claim` (its hash is the one printed and saved): one
+    condition per part with exactly what `decide` receives, and the size it ran at as the plan's
+    one look (another size is another criterion, as `harness claims check --seeds` makes one)."""
+    arms = tuple(dict.fromkeys(a for p in f.parts for a in (p.arm, p.versus) if a))
+    conditions = []
+    for p in f.parts:
+        op, threshold, refute = p.decide_args()
+        conditions.append(Condition(metric=p.metric, setting=f.world, arm=p.arm, versus=p.versus, op=op,
+                                    threshold=threshold, refute_at=None if refute == p.threshold and not p.strict
+                                    else refute))
+    return Claim(id=f"adv0.{f.check}", sentence=f.sentence or f.claim, setting=f.setting or f.world, arms=arms,
+                 settings=(f.world,), conditions=conditions,
+                 plan=SeedPlan(looks=(max(1, f.parts[0].size if f.parts else 1),), level=LEVEL),
+                 departures=f.departures)
 
 
+def claim_verdict(f: Finding) -> ClaimVerdict:
+    """The finding as the core saves a verdict (`RUN_DIR/claims/adv0.CN.json`): one condition per
+    part, one look at the size the check ran, `seeds` = that size (episodes per arm or contexts)."""
+    claim = claim_of(f)
+    conditions = [ConditionResult(condition=p.condition_text(), estimate=p.value, ci_low=p.ci_low, ci_high=p.ci_high,
+                                  n=p.size, level=LEVEL, outcome=p.outcome,
+                                  seeds_needed=p.needed_n if p.outcome == "undecided" else None) for p in f.parts]
+    size = claim.plan.looks[0]
+    return ClaimVerdict(claim=claim.id, sentence=claim.sentence, setting=claim.setting,
+                        criterion=f"{f.criterion} [{f.parts[0].unit if f.parts else ''}: {size}]",
+                        criterion_hash=claim.criterion_hash(), registered=None, verdict=f.verdict, seeds=size,
+                        conditions=conditions, looks=[Look(seeds=size, level=LEVEL, verdict=f.verdict,
+                                                           conditions=conditions)],
+                        departures=f.departures, seeds_to_decide=f.needed_n, wall_s=f.wall_s,
+                        note="; ".join([f"ours: {f.claim}", *f.notes])[:2000])
+
+
+# ---------------------------------------------------------------- printing
 def fmt_metric(m: Metric | None) -> str:
     if m is None or m.value is None:
         return "n/a"
@@ -212,49 +374,38 @@ def fmt_metric(m: Metric | None) -> str:
 
 
 def fmt_rate(k: int, n: int) -> str:
-    lo, hi = wilson(k, n)
+    lo, hi = wilson_interval(k, n, LEVEL)
     return f"{k / n if n else float('nan'):.3f} [{lo:.3f}, {hi:.3f}] ({k}/{n})"
+
+
+def fmt_part(p: Part) -> str:
+    """'value [lo, hi]' exactly as judged (the interval the verdict was computed from)."""
+    val = "n/a" if p.value is None else f"{p.value:+.3f}"
+    ci = " (no interval)" if p.ci_low is None or p.ci_high is None else f" [{p.ci_low:+.3f}, {p.ci_high:+.3f}]"
+    return val + ci
 
 
 def render(f: Finding) -> str:
     """The finding as the command prints it."""
-    lines = [f"{f.check} -- claim: {f.claim}", f"criterion: {f.criterion}", "numbers (95% CIs):"]
+    claim = claim_of(f)
+    lines = [f"{f.check} ({claim.id}) -- the paper: {f.sentence or '(not stated)'}",
+             f"claim (as we test it): {f.claim}"]
+    if f.setting:
+        lines.append(f"setting (ours): {f.setting}")
+    lines += [f"criterion {claim.criterion_hash()} (not registered): {f.criterion}", "numbers (95% CIs):"]
     lines += [f"  {k}: {v}" for k, v in f.numbers.items()]
     lines.append("judged:")
     for p in f.parts:
-        val = "n/a" if p.value is None else f"{p.value:+.3f} [{p.ci_low:+.3f}, {p.ci_high:+.3f}]"
-        need = f"; deciding it needs ~{p.needed_n} {p.unit}" if p.needed_n else ""
-        lines.append(f"  {p.what}: {val} ({p.n}) -> {p.verdict}{need}")
+        need = f"; deciding it needs ~{p.needed_n} {p.unit}" if p.needed_n and p.outcome == "undecided" else ""
+        lines.append(f"  {p.what}: {fmt_part(p)} ({p.n}) -> {p.verdict}{need}")
         lines.append(f"    rule: {p.rule}")
     lines += [f"note: {n}" for n in f.notes]
+    for i, d in enumerate(f.departures, 1):
+        lines.append(f"departure {i}: the paper: {d.paper} | ours: {d.ours} | why: {d.why} | effect: {d.effect}")
     verdict = f.verdict.upper()
     if f.verdict == "inconclusive":
         verdict += (f" -- deciding it needs ~{f.needed_n} {f.needed_unit}" if f.needed_n
-                    else " -- no sample size decides it (see the notes)")
+                    else " -- no sample size estimate (see the parts)")
     lines.append(f"verdict: {verdict}")
     lines.append(f"wall {f.wall_s:.1f} s, CPU {f.cpu_s:.1f} s")
     return "\n".join(lines)
-
-
-def relative_not_below(what: str, a: Sequence[float], b: Sequence[float], limit: float) -> Part:
-    """Claim: mean(a) / mean(b) - 1 >= limit (e.g. -0.05: a loses at most 5% of b)."""
-    a_, b_ = np.asarray(a, float), np.asarray(b, float)
-    rel = lambda x: float(x.mean())  # noqa: E731
-    base = rel(b_)
-    d, lo, hi, se = bootstrap_diff(a_ / abs(base) if base else a_, b_ / abs(base) if base else b_, rel)
-    rule = f"bootstrap CI of the relative change >= {limit:+g}: reproduced; CI upper end < {limit:+g}: not reproduced"
-    verdict: Verdict = "reproduced" if lo >= limit else "not reproduced" if hi < limit else "inconclusive"
-    needed = None
-    if verdict == "inconclusive" and se > 0:
-        gap = max(abs(d - limit), 0.01)
-        needed = math.ceil(min(len(a_), len(b_)) * ((Z_ALPHA + Z_POWER) * se / gap) ** 2)
-    return Part(what=what, value=d, ci_low=lo, ci_high=hi, n=f"{len(a_)} vs {len(b_)} episodes", verdict=verdict,
-                needed_n=needed, rule=rule)
-
-
-def scaled_n(n: int, m: Metric, gap: float) -> int | None:
-    """Units needed to bring a CI's half-width below `gap` with power 0.8 (se scaled by sqrt(n))."""
-    if m.ci_low is None or m.ci_high is None or gap <= 0:
-        return None
-    se = (m.ci_high - m.ci_low) / (2 * Z_ALPHA)
-    return math.ceil(n * ((Z_ALPHA + Z_POWER) * se / gap) ** 2) if se > 0 else None

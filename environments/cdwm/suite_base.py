@@ -4,6 +4,7 @@ behind the CDWM protocol, and scoring it with the CDWM metrics and composite rew
 
 A concrete suite says where its tasks come from (`load_samples`), how to build its environment
 (`make_env`, called on the environment's own thread) and which action mask its action space has.
+Its `description` is its own sentence followed by CDWM's departures from the paper (`departures.py`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
 
+from environments.cdwm.departures import describe_departures
 from environments.cdwm.metrics import cdwm_counts, cdwm_metrics, episode_scores, failure_scores
 from environments.cdwm.reward import composite_reward
 from harness.agents_registry import AgentConfig, available_agents, load_agent
@@ -72,6 +74,14 @@ class CdwmSuite(Suite):
     uses_judge = False  # True when the environment's evaluator may ask a judge model (role `judge`)
     Options: ClassVar[type[SuiteOptions]] = CdwmOptions
     options: CdwmOptions
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Every suite's own description ends with how CDWM here departs from the paper
+        # (`departures.py`), so `harness describe` and `harness list` say it beside the suite.
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__.get("description")
+        if own and describe_departures() not in own:
+            cls.description = own + describe_departures()
 
     def __init__(self, options: CdwmOptions | None = None) -> None:
         super().__init__(options)

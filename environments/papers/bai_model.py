@@ -1,5 +1,5 @@
 """Bernoulli best-arm identification: the oracle allocation, the GLR stopping statistic and the
-four sampling rules, batched so R independent runs advance in lockstep (numpy over runs x arms).
+five sampling rules, batched so R independent runs advance in lockstep (numpy over runs x arms).
 
 Oracle (Garivier & Kaufmann's characterisation): with arm 1 the best, x_a(y) solves
 g_a(x) = d(mu_1, m) + x d(mu_a, m) = y, m = (mu_1 + x mu_a) / (1 + x); y* solves
@@ -148,7 +148,15 @@ class Rewards:
         return self.table[idx, arms, count]
 
 
-SAMPLING_RULES = ("posterior_tracking", "track_and_stop", "t3c", "uniform")
+SAMPLING_RULES = ("posterior_tracking", "posterior_c_tracking", "track_and_stop", "t3c", "uniform")
+
+
+def draw_arms(w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """One arm per row of the allocations w (R, K), drawn from Categorical(w_r) by inverse CDF with
+    the row's uniform u_r in [0, 1): the number of cumulative weights <= u_r * sum(w_r). An arm of
+    zero weight is never drawn, and the result is at most K - 1 whatever the round-off."""
+    cw = np.cumsum(w, axis=1)
+    return np.minimum((cw <= (u * cw[:, -1])[:, None]).sum(axis=1), w.shape[1] - 1)
 
 
 def run_bandit(mu: np.ndarray, deltas: tuple[float, ...], runs: int, seed: int, rule: str,
@@ -165,7 +173,7 @@ def run_bandit(mu: np.ndarray, deltas: tuple[float, ...], runs: int, seed: int, 
     n = np.ones((runs, k), dtype=np.int64)  # every rule starts by pulling each arm once
     s = rewards.pull(np.repeat(np.arange(runs), k), np.tile(np.arange(k), runs),
                      np.zeros(runs * k, dtype=np.int64)).reshape(runs, k).astype(np.int64)
-    cum_w = np.ones((runs, k))  # posterior tracking: the sum of the sampled oracle weights (init pulls count once)
+    cum_w = np.ones((runs, k))  # C-tracking ablation: the sum of the sampled oracle weights (init pulls count once)
     tau = np.full((runs, len(deltas)), -1, dtype=np.int64)
     rec = np.full((runs, len(deltas)), -1, dtype=np.int64)
     deltas_arr = np.asarray(deltas)
@@ -203,7 +211,10 @@ def choose(rule: str, n: np.ndarray, s: np.ndarray, cum_w: np.ndarray, idx: np.n
         tracked = (t * w - n).argmax(axis=1)
         return np.where(starved.any(axis=1), n.argmin(axis=1), tracked)
     theta = rng.beta(1 + s, 1 + n - s)  # a bandit instance from the Beta(1, 1)-prior posterior
-    if rule == "posterior_tracking":  # C-tracking of the summed oracle weights of posterior samples, no forcing
+    if rule == "posterior_tracking":  # the paper's rule: an arm drawn from the sample's oracle allocation, no forcing
+        w, _ = oracle(theta)
+        return draw_arms(w, rng.random(runs))  # one uniform per run, after its posterior sample
+    if rule == "posterior_c_tracking":  # ablation: C-tracking of the summed oracle weights of posterior samples
         w, _ = oracle(theta)
         cum_w[idx] += w
         return (cum_w[idx] - n).argmax(axis=1)

@@ -1,6 +1,7 @@
 """Task `bai_posterior_tracking`: best-arm identification by posterior tracking (the paper's
-method: sample an instance from the posterior, track its oracle allocation, stop by a GLR test;
-no forced exploration) against Track-and-Stop (forced exploration), T3C and uniform sampling, on a
+method: sample an instance from the posterior, draw the next arm at random from its oracle
+allocation, stop by a GLR test; no forced exploration) against an ablation that C-tracks the summed
+sampled allocations instead, Track-and-Stop (forced exploration), T3C and uniform sampling, on a
 4-armed Bernoulli bandit (ours).
 
 A cell is (instance, seed): `runs` independent runs of one sampling rule, advanced in lockstep,
@@ -20,18 +21,20 @@ import numpy as np
 from pydantic import Field
 
 from environments.papers.bai_model import SAMPLING_RULES, oracle, run_bandit
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 
 INSTANCES = {"four_arms": (0.7, 0.5, 0.4, 0.3)}
 DELTAS = (0.1, 0.01, 0.001)
 TAGS = tuple(f"d{d:.0e}".replace("e-0", "e-") for d in DELTAS)  # d1e-1, d1e-2, d1e-3
 HORIZON = 20_000
-Solver = Literal["posterior_tracking", "track_and_stop", "t3c", "uniform"]
+Solver = Literal["posterior_tracking", "posterior_c_tracking", "track_and_stop", "t3c", "uniform"]
 
 
 class Options(PaperOptions):
     solver: Solver = Field("posterior_tracking",
-                           description="posterior_tracking (the paper's method), track_and_stop, t3c, uniform (baselines)")
+                           description="posterior_tracking (the paper's method: an arm drawn from the sampled instance's "
+                                       "oracle allocation), posterior_c_tracking (ablation: C-tracking of the "
+                                       "summed sampled allocations), track_and_stop, t3c, uniform (baselines)")
     runs: int = Field(100, ge=1, le=2000, description="independent bandit runs per (instance, seed) cell")
 
 
@@ -47,7 +50,7 @@ def characteristic_time(mu: np.ndarray) -> float:
 class BAITrackingTask(PaperTask):
     task = "bai_posterior_tracking"
     name = "papers.bai_posterior_tracking"
-    version = "0.1.0"
+    version = "0.2.0"
     headline_metric = "ratio_d1e-3@four_arms"
     Options = Options
     solvers = SAMPLING_RULES
@@ -56,20 +59,38 @@ class BAITrackingTask(PaperTask):
                     + ("log_ratio_d1e-3", "ratio_drop", "truncated"))
     lower_is_better = frozenset(n for n in metric_names if n.startswith(("ratio_d", "error_", "log_ratio")))
     claim: ClassVar[Claim] = Claim(
-        paper="posterior tracking (sample an instance from the posterior, play its oracle allocation, stop by "
+        id=name, arms=solvers, settings=settings,
+        sentence="posterior tracking (sample an instance from the posterior, play its oracle allocation, stop by "
               "a GLR test) is delta-correct and asymptotically optimal with no forced exploration",
         setting="Bernoulli arms mu = (.7, .5, .4, .3) (T* = 57.8); per cell 100 runs (option `runs`) of each "
                 "sampling rule on shared reward stacks; GLR stopping with beta(t, delta) = log((1 + log t) / "
-                "delta) at delta = .1, .01, .001 on the same sample path; Beta(1, 1) posterior; C-tracking of the "
-                "summed sampled oracle weights (the method), D-tracking with forced exploration (Track-and-Stop), "
-                "T3C with beta = 1/2, round robin",
-        criterion=[Condition(metric=f"error_{t}", setting="four_arms", solver="posterior_tracking", op="<=",
+                "delta) at delta = .1, .01, .001 on the same sample path; Beta(1, 1) posterior; the next arm drawn "
+                "from the sampled instance's oracle allocation (the method), C-tracking of the summed sampled "
+                "oracle weights (ablation), D-tracking with forced exploration (Track-and-Stop), T3C with "
+                "beta = 1/2, round robin",
+        conditions=[Condition(metric=f"error_{t}", setting="four_arms", solver="posterior_tracking", op="<=",
                              threshold=d) for t, d in zip(TAGS, DELTAS)]
         + [Condition(metric="ratio_drop", setting="four_arms", solver="posterior_tracking", op=">=", threshold=0.0),
            Condition(metric="log_ratio_d1e-3", setting="four_arms", solver="posterior_tracking",
                      versus="track_and_stop", op="<=", threshold=math.log(1.1))],
         note="ratio = E[tau] / (T* log(1/delta)); ratio_drop = ratio at .1 minus ratio at .001 (falls toward 1); "
              "log_ratio(PT) - log_ratio(TaS) <= log 1.1 is 'within 10% of Track-and-Stop at delta = .001'",
+        departures=[
+            Departure(paper="proves delta-correctness and asymptotic optimality for general instances",
+                      ours="checks one 4-armed Bernoulli instance at delta = .1, .01, .001 with 100 runs per cell",
+                      why="a finite check of an asymptotic theorem on this machine's budget",
+                      effect="asymptotic optimality is read from the ratio's fall toward 1 and a 10% margin to "
+                             "Track-and-Stop at delta = .001 (ours); far from the asymptote the method may lose "
+                             "without the theorem being wrong"),
+            Departure(paper="states its GLR threshold for the theory",
+                      ours="uses beta(t, delta) = log((1 + log t) / delta), a common practical threshold",
+                      why="the theoretical thresholds are very conservative at these deltas",
+                      effect="error rates are measured, not guaranteed; a violation would still be a real miss"),
+            Departure(paper="compares with its own baselines",
+                      ours="compares with Track-and-Stop (D-tracking, forced exploration), T3C and uniform sampling",
+                      why="the standard baselines of the literature, available without the paper's code",
+                      effect="a stronger or weaker baseline set changes the 10% condition only"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

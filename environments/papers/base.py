@@ -6,9 +6,10 @@ claim check compares them paired by seed. `solve` runs the solver on one cell an
 chose; the scorer recomputes the paper's metric from that record and the cell alone (a re-score
 needs no solver). No model is called: `solver_roles` is empty.
 
-Each task states its claim (the paper's), its setting (ours) and its criterion (ours, written in
-code before any run: `Claim.criterion`); `harness describe` prints them, and `claims.py` decides
-reproduced / not reproduced / inconclusive from them.
+Each task states its claim as data (`harness.claims.Claim`: the paper's sentence, our setting, the
+criterion -- conditions and seed plan, pre-registered in `criteria_log.toml` -- and every
+departure from the paper); `harness describe` prints it, and `harness papers check` runs each arm
+as an ordinary run and decides the verdict from the records (`harness/claims/`).
 """
 
 from __future__ import annotations
@@ -16,15 +17,18 @@ from __future__ import annotations
 import asyncio
 from abc import abstractmethod
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-import numpy as np
 from pydantic import BaseModel, Field
 
+from harness.claims import Claim, Condition, Departure, SeedPlan
+from harness.claims.model import cell_id
 from harness.records import Metric, SampleRecord
-from harness.stats import ratio_metric
-from harness.suite import (FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Suite,
+from harness.stats import mean_metric
+from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
                            SuiteOptions, Transcript)
+
+__all__ = ["CellResult", "Claim", "Condition", "Departure", "PaperOptions", "PaperTask", "SeedPlan", "describe_claim"]
 
 VERSIONED_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch")
 
@@ -32,41 +36,8 @@ VERSIONED_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch")
 class PaperOptions(SuiteOptions):
     """Every task's options; a task adds `solver: Literal[method, baselines...]`."""
 
-    seeds: int = Field(5, ge=1, le=500, description="seeds per setting (samples = settings x seeds, seeds 0..N-1)")
-
-
-class Condition(BaseModel):
-    """One part of a criterion: `stat` of `metric` for `solver` in `setting` (minus `versus`'s,
-    paired by seed, when `versus` is set) compared with `threshold`. With `versus_setting`, the
-    same quantity in that setting is subtracted, paired by seed: "the gain is larger at R8 than
-    at R4" is `setting="R8", versus_setting="R4"`."""
-
-    metric: str
-    setting: str
-    solver: str
-    op: Literal[">=", "<="]
-    threshold: float
-    versus: str | None = None
-    versus_setting: str | None = None
-    stat: Literal["mean", "min", "max"] = "mean"  # min/max: the worst seed decides, no CI
-
-    def text(self) -> str:
-        left = f"{self.stat} {self.metric}({self.solver})"
-        if self.versus:
-            left = f"{self.metric}({self.solver}) - {self.metric}({self.versus})"
-        if self.versus_setting:
-            quantity = f"[{left}]" if self.versus else f"{self.metric}({self.solver})"
-            per_seed = "" if self.stat == "mean" else f"{self.stat} over seeds of "
-            return (f"{per_seed}{quantity} @ {self.setting} - {quantity} @ {self.versus_setting} "
-                    f"{self.op} {self.threshold:g}")
-        return f"{left} {self.op} {self.threshold:g} @ {self.setting}"
-
-
-class Claim(BaseModel):
-    paper: str = Field(description="the paper's claim, in its words as summarised")
-    setting: str = Field(description="ours: the small setting that stands in for the paper's")
-    criterion: list[Condition] = Field(description="ours: all must hold for 'reproduced'")
-    note: str = ""
+    seeds: int = Field(5, ge=1, le=500, description="seeds per setting (samples = settings x seeds)")
+    first_seed: int = Field(0, ge=0, le=100_000, description="the first seed (a claim check's later look runs only its new seeds)")
 
 
 def package_versions() -> dict[str, str]:
@@ -116,8 +87,9 @@ class PaperTask(Suite):
         return int(self.options.seeds)
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
-        return [Sample(id=f"{setting}/seed{seed:03d}", data={"setting": setting, "seed": seed})
-                for setting in self.settings for seed in range(self.seeds)]
+        first = int(self.options.first_seed)
+        return [Sample(id=cell_id(setting, seed), data={"setting": setting, "seed": seed})
+                for setting in self.settings for seed in range(first, first + self.seeds)]
 
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         # In a thread: the work is CPU-bound, and the runner's per-sample timeout must still fire.
@@ -145,34 +117,29 @@ class PaperTask(Suite):
         return "the paper's metrics: " + ", ".join(self.metric_names)
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        """Each metric per setting (`metric@setting`): the mean over seeds, bootstrap CI over seeds."""
+        """Each metric per setting (`metric@setting`): the mean over seeds, Student-t CI over seeds
+        (the interval the claim check uses: `harness/stats.py` says why not a bootstrap)."""
         out: dict[str, Metric] = {}
         for setting in self.settings:
             cell = [r for r in records if r.sample_id.startswith(setting + "/")]
             for name in self.metric_names:
-                values = [r.scores.get(name) for r in cell]
-                present = np.array([[v, 1.0] for v in values if v is not None], dtype=float).reshape(-1, 2)
-                out[f"{name}@{setting}"] = ratio_metric(present, lambda c: c[0], lambda c: c[1], seed=seed)
+                values = [float(v) for v in (r.scores.get(name) for r in cell) if v is not None]
+                out[f"{name}@{setting}"] = mean_metric(values)
         return out
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         return {"seeds": len({r.sample_id.split("/")[-1] for r in records})}
 
-    # One section for the whole family in the HTML report: the claims table of the saved checks.
-    report_family: ClassVar[str] = "papers"
-
-    @classmethod
-    def report_section(cls, found: ReportInput) -> ReportSection | None:
-        from environments.papers.report import claims_section  # report.py imports this module
-
-        return claims_section(found)
 
 
 def describe_claim(task: str, claim: Claim, solvers: tuple[str, ...]) -> str:
-    """The suite description `harness describe` prints: claim, ours, criterion, solvers."""
-    parts = [f"paper {task}. CLAIM (the paper's): {claim.paper}", f"SETTING (ours): {claim.setting}",
-             "CRITERION (ours, fixed before any run): " + "; ".join(c.text() for c in claim.criterion),
-             f"SOLVERS: {solvers[0]} (method), " + ", ".join(solvers[1:]) + " (baselines)"]
+    """The suite description `harness describe` prints: the paper's sentence, ours, the criterion
+    with its hash, the arms, and every departure from the paper."""
+    parts = [f"paper {task}. CLAIM (the paper's): {claim.sentence}", f"SETTING (ours): {claim.setting}",
+             f"CRITERION (ours, pre-registered, hash {claim.criterion_hash()}): {claim.criterion_text()}",
+             f"ARMS: {solvers[0]} (method), " + ", ".join(solvers[1:]) + " (baselines, ablations, controls)"]
     if claim.note:
         parts.append(f"NOTE: {claim.note}")
+    parts += [f"DEPARTURE {i}: the paper {d.paper}; we {d.ours} ({d.why}); effect on the verdict: {d.effect}"
+              for i, d in enumerate(claim.departures, 1)]
     return " | ".join(parts)

@@ -22,7 +22,8 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import (CellResult, Claim, Condition, Departure, PaperOptions, PaperTask,
+                                        SeedPlan, describe_claim)
 
 DIM = 10
 WEIGHTS = np.linspace(1.0, 0.1, DIM) * (2.5 / np.linalg.norm(np.linspace(1.0, 0.1, DIM)))  # ||w|| = 2.5
@@ -123,18 +124,49 @@ class PluginThresholdTask(PaperTask):
                     + tuple(f"threshold_{s}" for s in SIZES) + ("f1_drop_small", "f1_drop_large", "oracle_threshold"))
     lower_is_better = frozenset(n for n in metric_names if n.startswith("excess_"))
     claim: ClassVar[Claim] = Claim(
-        paper="the F-score / Jaccard optimal classifier thresholds the regression function at a fixed point "
-              "(delta = F(delta)/2) that is estimable from unlabelled data",
+        id=name, arms=solvers, settings=settings, plan=SeedPlan(looks=(20,)),
+        sentence="Plug-in classifiers for F-score/Jaccard: the optimal classifier thresholds the regression "
+                 "function; the threshold is a fixed point computable from unlabeled data",
         setting=f"x ~ N(0, I_{DIM}), eta = sigmoid(w.x - 2), ||w|| = 2.5 (~22% positives); logistic regression "
                 f"fitted on n_l = 200/1000/5000 labelled points (nested), {N_UNLABELLED} unlabelled for the fixed "
                 f"point, {N_TEST} test points scored with the true eta as soft labels; validation = best F1 on "
                 f"{FOLDS}-fold out-of-fold probabilities; half = 0.5; 20 seeds",
-        criterion=[Condition(metric=f"excess_f1_{s}", setting="logistic", solver="fixed_point", versus="validation",
+        conditions=[Condition(metric=f"excess_f1_{s}", setting="logistic", solver="fixed_point", versus="validation",
                              op="<=", threshold=0.0) for s in SIZES]
         + [Condition(metric=m, setting="logistic", solver="fixed_point", op=">=", threshold=0.0)
            for m in ("f1_drop_small", "f1_drop_large")],
         note="excess = Bayes F1 - the solver's F1 (lower is better); f1_drop_small = excess at 200 - at 1000, "
              "f1_drop_large = excess at 1000 - at 5000 (excess falls with n)",
+        departures=[
+            Departure(paper="states a characterisation of the optimal classifier and that its threshold is "
+                            "computable from unlabelled data (no comparison in the summary)",
+                      ours="test PAPER_TASKS.md's reading: the plug-in fixed point has lower excess F1 than a "
+                           "validation-tuned threshold at every labelled size n_l (paired by seed, interval below "
+                           "0), and its excess falls with n_l",
+                      why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
+                      effect="a theory claim is checked as a finite-sample comparison with one baseline: "
+                             "'reproduced' means the fixed point wins here, not that the paper's consistency or "
+                             "rates hold"),
+            Departure(paper="states its result for any distribution and any regression estimate the theory allows",
+                      ours="use one synthetic model: x ~ N(0, I_10), eta = sigmoid(w.x - 2) with ||w|| = 2.5 (~22% "
+                           "positives), estimated by L2-penalised logistic regression (well specified); 20000 "
+                           "unlabelled and 100000 test points",
+                      why="exact Bayes F1 needs the true eta",
+                      effect="a well-specified, calibrated eta_hat favours any plug-in rule; with a misspecified or "
+                             "miscalibrated eta_hat the fixed point inherits the error and the validation threshold, "
+                             "which reads labels, may win"),
+            Departure(paper="covers both the F-score and the Jaccard index",
+                      ours="score the expected F1 on the test points with the true eta as soft labels and decide on "
+                           "F1 only; Jaccard is reported, and its optimum is the same point (delta = J / (1 + J))",
+                      why="soft labels remove label noise from the comparison; the two optima coincide",
+                      effect="Jaccard adds no separate test; soft-label scoring lowers the variance, so small "
+                             "differences decide"),
+            Departure(paper="compares with baselines the summary does not name",
+                      ours="compare with a 5-fold validation-tuned threshold and 0.5 only (no cost-sensitive or "
+                           "ERM-based F-measure methods)",
+                      why="PAPER_TASKS.md's baselines",
+                      effect="the verdict is relative to validation tuning only"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

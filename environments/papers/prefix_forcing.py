@@ -22,7 +22,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 
 VOCAB, D_MODEL, HEADS, D_HEAD, LAYERS, SEQ = 32, 16, 4, 4, 2, 8
 FORCED = 3  # the last T positions' logits are the target
@@ -155,18 +155,56 @@ class PrefixForcingTask(PaperTask):
     metric_names = ("forced_rate", "max_logit_error", "flag_rate", "false_flag_rate", "max_seconds")
     lower_is_better = frozenset({"max_logit_error", "false_flag_rate", "max_seconds"})
     claim: ClassVar[Claim] = Claim(
-        paper="if a target output is in the model's range, a prefix that forces it exists and is computed "
-              "by solving linear systems",
+        id=name, arms=solvers, settings=settings,
+        sentence="Prefix expressiveness: if a target output is in the model's range, a prefix that forces it exists "
+                 "and is computed by solving linear systems",
         setting=f"random toy decoder (vocab {VOCAB}, d {D_MODEL}, {LAYERS} attention-only layers x {HEADS} heads, "
                 f"no LayerNorm/MLP), sequences of {SEQ}, the last {FORCED} positions' logits forced; fixed random "
                 f"prefix keys and layer-1 prefix, layer-2 prefix values solved; {TARGETS} reachable (teacher prefix) "
                 f"and {TARGETS} unreachable (orthogonal to the range) targets per seed; prefix lengths 8 and 2",
-        criterion=[c for s in PREFIX_LENGTHS for c in (
+        conditions=[c for s in PREFIX_LENGTHS for c in (
             Condition(metric="forced_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
             Condition(metric="max_logit_error", setting=s, solver="linear", op="<=", threshold=FORCE_TOL, stat="max"),
             Condition(metric="max_seconds", setting=s, solver="linear", op="<=", threshold=1.0, stat="max"),
             Condition(metric="flag_rate", setting=s, solver="linear", op=">=", threshold=0.95))],
         note="the gradient baseline is context: the paper's claim is existence and the linear solve, not a margin",
+        departures=[
+            Departure(paper="is about prefixes of transformer models (the summary names none)",
+                      ours="use a random, untrained toy decoder: vocabulary 32, width 16, 2 attention-only layers of "
+                           "4 heads, residual stream, no LayerNorm and no MLP -- not a real transformer stack",
+                      why="without LayerNorm or MLPs after layer 2 the logits are exactly affine in layer 2's prefix "
+                          "values, so the linear solve is exact and checkable to 1e-10 with the real forward pass",
+                      effect="the linear structure holds by construction, so 'reproduced' shows that the algebra and "
+                             "our solver are right, not that a real stack (LayerNorm, MLPs, later layers reading the "
+                             "forced values) is forced by linear systems: there the map is not affine and the result "
+                             "rests on the paper's own reduction"),
+            Departure(paper="computes the prefix by solving linear systems (the summary does not say which parts of "
+                            "the prefix are unknowns)",
+                      ours="fix the prefix keys of both layers and layer 1's prefix at random and solve only for "
+                           "layer 2's prefix values (one least-squares system per input; prefix lengths 8 and 2)",
+                      why="that is what makes the forced logits affine",
+                      effect="the range tested is that of one layer's values under fixed keys, smaller than a whole "
+                             "prefix's; 'in range' is defined by our system, not by the paper's notion of "
+                             "reachability"),
+            Departure(paper="forces targets that are in the model's range",
+                      ours="take reachable targets as the outputs of a hidden teacher prefix with the same fixed "
+                           "keys (in range by construction) and unreachable ones as a teacher output plus a "
+                           "component orthogonal to the system's range; 10 of each per seed, the logits of the last "
+                           "3 of 8 positions",
+                      why="exact ground truth for reachability",
+                      effect="every reachable target is exactly solvable and every unreachable one leaves a residual "
+                             "far above the 1e-6 flag, so the conditions test numerical exactness and the flag, not "
+                             "hard or natural targets (text continuations, near the range's boundary)"),
+            Departure(paper="gives no sizes or timings in the summary",
+                      ours="bound the slowest solve at 1 s per target at this toy size",
+                      why="PAPER_TASKS.md's bound",
+                      effect="the timing condition says nothing about the cost at real model sizes"),
+            Departure(paper="compares with no baseline in the summary",
+                      ours="run gradient prefix tuning (300 Adam steps, lr 0.05) as context, outside the criterion",
+                      why="PAPER_TASKS.md's baseline; the claim is existence and the linear solve, not a margin",
+                      effect="none on the verdict; the baseline's failure (0% forced) depends on our step budget and "
+                             "learning rate"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

@@ -4,8 +4,8 @@ against the same diffusion model without prototypes, KNN imputation, linear inte
 mean, under random (MCAR 50%) and attribute-wise (3 of 6 channels missing) missingness (ours).
 
 The series are synthetic (`procti_model.regime_series`: 5 regime templates, 6 channels, 48 steps).
-The paper's claim is that the prototypes help most under attribute-wise missingness, where whole
-channels are gone and only the regime, recognised from the other channels, says what they held.
+The abstract's claim: ProCTI outperforms under random missingness and stays competitive under
+attribute-wise missingness (the first criterion had this reversed; see criteria_log.toml).
 Every solver sees a test series only through `(observed, mask)` with NaN behind the mask; the
 scorer recomputes the error on the hidden entries from the cell alone.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from environments.papers import procti_model as pm
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 
 SETTINGS = ("random", "attribute")
 KNN_NEIGHBOURS = 5
@@ -104,21 +104,43 @@ class ProCTITask(PaperTask):
     metric_names = ("mae", "rmse", "log_mae")
     lower_is_better = frozenset({"mae", "rmse", "log_mae"})
     claim: ClassVar[Claim] = Claim(
-        paper="global prototypes retrieved from a learned bank improve diffusion imputation of time series, "
-              "most under attribute-wise missingness",
+        id=name, arms=solvers, settings=settings,
+        sentence="ProCTI (diffusion imputation conditioned on local observations plus global prototypes retrieved "
+                 "from a learned bank) outperforms under random missingness and stays competitive under "
+                 "attribute-wise missingness",
         setting=f"synthetic series: {pm.REGIMES} regime templates, {pm.CHANNELS} channels, L={pm.LENGTH}, "
                 f"{pm.N_TRAIN} complete training / {pm.N_TEST} test series per seed; missingness random (MCAR, exactly "
                 f"50% of each series) or attribute-wise (exactly {pm.ATTR_MISSING} of {pm.CHANNELS} channels); CSDI-trained "
                 f"DDPM ({pm.DIFF_STEPS} steps, residual-MLP x0 predictor, {pm.TRAIN_STEPS} training steps, median of "
                 f"{pm.N_SAMPLES} samples) with / without a k-means bank of M={pm.BANK_SIZE} training prototypes and "
                 f"top-{pm.TOP_K} attention on the observed entries",
-        criterion=[Condition(metric="log_mae", setting="attribute", solver="procti", versus="ddpm", op="<=",
-                             threshold=math.log(0.90)),
-                   Condition(metric="mae", setting="attribute", solver="procti", versus="knn", op="<=", threshold=0.0),
-                   Condition(metric="log_mae", setting="random", solver="procti", versus="ddpm", op="<=",
-                             threshold=math.log(1.02))],
-        note="ratios as paired log differences: log MAE(procti) - log MAE(ddpm) <= log 0.90 (attribute-wise) and "
-             "<= log 1.02 (random), i.e. the geometric-mean MAE ratio over seeds; MAE(procti) < MAE(knn) at attribute",
+        conditions=[
+            # "outperforms under random missingness": better than every baseline, paired by seed
+            *(Condition(metric="log_mae", setting="random", solver="procti", versus=b, op="<=", threshold=0.0)
+              for b in ("ddpm", "knn", "linear", "mean")),
+            # "stays competitive under attribute-wise missingness": within 10% of every baseline's
+            # geometric-mean MAE (the margin is ours: the abstract gives none)
+            *(Condition(metric="log_mae", setting="attribute", solver="procti", versus=b, op="<=",
+                        threshold=math.log(1.10)) for b in ("ddpm", "knn", "linear", "mean"))],
+        note="ratios as paired log differences: log MAE(procti) - log MAE(b) <= 0 at random (outperforms every "
+             "baseline b) and <= log 1.10 at attribute (competitive: the geometric-mean MAE ratio over seeds within "
+             "10%). Amended 2026-12-06 (criteria_log.toml): the first criterion asked for the biggest gain under "
+             "attribute-wise missingness, the reverse of the abstract",
+        departures=[
+            Departure(paper="evaluates on real multivariate time-series benchmarks",
+                      ours="uses synthetic regime series (5 sine templates, 6 channels, L = 48)",
+                      why="no data downloads on this machine; a regime structure that prototypes can exploit is "
+                          "known by construction",
+                      effect="the synthetic regimes may favour (or starve) retrieval more than real data would"),
+            Departure(paper="uses a CSDI-style transformer denoiser",
+                      ours="uses a residual-MLP x0 predictor trained 600 steps",
+                      why="CPU budget; an eps-predicting MLP diverged in sampling (README)",
+                      effect="a weaker denoiser can make the prototype input matter more or less than in the paper"),
+            Departure(paper="learns the prototype bank",
+                      ours="builds the bank by k-means (M = 16) of the standardised training series",
+                      why="a fixed, testable bank (a k-means fixed point)",
+                      effect="a learned bank could retrieve better; a miss may understate the method"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import Field
 
 from environments.papers import qec_bb
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 
 DISTANCE, ROUNDS, NOISE = 3, 3, 0.006
 SETTINGS = ("d3_p006",)
@@ -56,7 +56,7 @@ Params = list[tuple[np.ndarray, np.ndarray]]
 class Options(PaperOptions):
     solver: Solver = Field("pyramid", description="pyramid (the paper's method), mwpm, float, int1, int2, int8 "
                                                    "(baselines); bposd, relay_bp, minsum_bp (BB-code decoders)")
-    seeds: int = Field(3, ge=1, le=500, description="seeds per setting (each trains five neural decoders)")
+    seeds: int = Field(5, ge=1, le=500, description="seeds per setting (each trains five neural decoders)")
 
 
 def memory_circuit() -> Any:
@@ -248,8 +248,9 @@ class QECPyramidTask(PaperTask):
     metric_names = ("ler", "ler_over_mwpm", "ler_low", "ler_high", "mwpm_ler", "ler_over_bposd", "unsatisfied")
     lower_is_better = frozenset(metric_names)
     claim: ClassVar[Claim] = Claim(
-        paper="a weight-binarised neural decoder with activation precision rising toward the output matches or "
-              "beats MWPM, where uniform low-bit activations collapse",
+        id=name, arms=solvers, settings=settings,
+        sentence="Precision Pyramid: a weight-binarised neural decoder for quantum error correction with activation "
+                 "precision rising toward the output; compared with MWPM and Relay-BP",
         setting=f"stim rotated surface-code memory d={DISTANCE}, {ROUNDS} rounds, circuit-level depolarising p={NOISE}; "
                 f"numpy MLP 24-{'-'.join(map(str, HIDDEN))}-1, {N_TRAIN} training and {N_TEST} test shots per seed; "
                 "binarised weights, hidden activation bits 2/4/8 (pyramid) vs 1/1/1, 2/2/2, 8/8/8 and float; MWPM "
@@ -257,7 +258,7 @@ class QECPyramidTask(PaperTask):
                 f"BB [[72,12,6]] code, code-capacity depolarising p = {', '.join(map(str, BB_SETTINGS.values()))}, "
                 f"{BB_SHOTS} shots per seed: Relay-BP (numpy, ours) vs BP-OSD-CS-{qec_bb.OSD_ORDER} (ldpc) and "
                 "plain min-sum BP",
-        criterion=[Condition(metric="ler_over_mwpm", setting="d3_p006", solver="pyramid", op="<=", threshold=1.02),
+        conditions=[Condition(metric="ler_over_mwpm", setting="d3_p006", solver="pyramid", op="<=", threshold=1.02),
                    Condition(metric="ler", setting="d3_p006", solver="pyramid", versus="int8", op="<=", threshold=2 * SIGMA),
                    Condition(metric="ler", setting="d3_p006", solver="int1", versus="pyramid", op=">=", threshold=4 * SIGMA),
                    # The BB half (PAPER_TASKS.md row 9 names the comparison, not a bound; these two were
@@ -266,6 +267,56 @@ class QECPyramidTask(PaperTask):
                    Condition(metric="ler", setting="bb72_p03", solver="minsum_bp", versus="relay_bp", op=">=", threshold=0.0)],
         note="on the BB settings the neural decoders and MWPM score None (not applicable), as do the BB decoders "
              "on the surface code",
+        departures=[
+            Departure(paper="is compared with MWPM and Relay-BP (the summary gives no numbers); PAPER_TASKS.md "
+                            "states the claim as: matches or beats MWPM where uniform low-bit activations collapse",
+                      ours="test pyramid LER <= 1.02 x MWPM and <= INT8 + 2 sigma, and INT1 >= pyramid + 4 sigma "
+                           "(sigma = 1.53e-4, one cell's binomial s.e. at LER 0.024), plus two Relay-BP conditions "
+                           "on a BB code",
+                      why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
+                      effect="the margins are ours; 1.02 x MWPM is a tight bar that a small training budget (below) "
+                             "can miss"),
+            Departure(paper="decodes surface codes at distances and noise rates the summary does not give",
+                      ours="decode only the d = 3 rotated surface-code memory, 3 rounds, one noise rate p = 0.006 "
+                           "(stim's uniform circuit-level depolarising)",
+                      why="training budget: five neural decoders per seed on 1e6 shots",
+                      effect="at d = 3 the float MLP already beats MWPM (0.0225 vs 0.0238), so matching MWPM is "
+                             "reachable in principle; how the pyramid fares at larger distance, where neural "
+                             "decoders are harder to train and MWPM relatively stronger, is untested"),
+            Departure(paper="compares the pyramid with Relay-BP (on bivariate-bicycle codes, by PAPER_TASKS.md's "
+                            "reading)",
+                      ours="never run the pyramid or any neural decoder on a BB code: the BB half compares our "
+                           "Relay-BP with BP-OSD and plain min-sum BP only, on the [[72,12,6]] code under "
+                           "code-capacity noise",
+                      why="a neural decoder for the BB code's syndromes did not fit the time budget",
+                      effect="the two BB conditions test our Relay-BP, not the pyramid: they can keep the verdict "
+                             "from 'reproduced' for reasons unrelated to the paper's decoder, and nothing here says "
+                             "how the pyramid compares with Relay-BP"),
+            Departure(paper="uses Relay-BP as published (its noise model for BB codes is not in the summary)",
+                      ours="write Relay-BP here from its description (30 legs at most, messages restarting on each "
+                           "leg, saturation at |64|) and decode code-capacity depolarising noise at p = "
+                           "0.02/0.03/0.05, 4000 shots per seed",
+                      why="no Relay-BP package; CPU budget",
+                      effect="a shortfall of our implementation counts against the BB conditions; code-capacity "
+                             "noise is easier than circuit-level noise, so the Relay-BP/BP-OSD ratio may differ from "
+                             "the paper's"),
+            Departure(paper="builds its decoder for hardware (the reason to binarise weights and lower activation "
+                            "precision)",
+                      ours="simulate the quantisers in float numpy and account no latency, throughput, memory, area "
+                           "or energy",
+                      why="no hardware model here",
+                      effect="the verdict covers accuracy only; the accuracy-per-hardware-cost trade-off the pyramid "
+                             "exists for is not measured, so even 'reproduced' would not show it"),
+            Departure(paper="trains its decoders with an architecture and budget the summary does not give",
+                      ours="train a numpy MLP 24-128-128-128-1 on 1e6 shots per seed: the float decoder 2 epochs, "
+                           "each quantised one fine-tuned quantisation-aware for 1 epoch from it; activation bits "
+                           "2/4/8 (ours)",
+                      why="time budget; the recipe was chosen on a scratch prototype before the criterion was in "
+                          "code",
+                      effect="short quantisation-aware training likely leaves the binarised decoders under-trained "
+                             "(pyramid 0.0290 vs float 0.0225 vs MWPM 0.0238), so the failed MWPM and INT8 "
+                             "conditions may understate the method"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

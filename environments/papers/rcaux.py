@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 from environments.papers.rcaux_model import (
     DOOR, GOAL_TOL, MAX_STEPS, OBS_DIM, STEP, geodesic, plan_with_model, step, trained_model,
 )
@@ -113,15 +113,62 @@ class RCAuxTask(PaperTask):
     metric_names = ("success", "final_distance")
     lower_is_better = frozenset({"final_distance"})
     claim: ClassVar[Claim] = Claim(
-        paper="latent world models trained with multi-horizon open-loop prediction and a budget-conditioned "
-              "reachability head (temporal hard negatives) plan better",
+        id=name, arms=solvers, settings=settings,
+        sentence="RC-aux: latent world models trained with multi-horizon open-loop prediction and a "
+                 "budget-conditioned reachability head (temporal hard negatives) plan better",
         setting=f"two-room point mass (wall at x=0, door |y|<={DOOR}, step {STEP}), observed only through {OBS_DIM} "
                 f"seeded random Fourier features; world models trained per seed on exploratory trajectories; "
                 f"CEM-MPC, {EPISODES} episodes per cell, at most {MAX_STEPS} steps, success = within one step of the goal",
-        criterion=[Condition(metric="success", setting="across_wall", solver="rcaux", versus="one_step",
+        conditions=[Condition(metric="success", setting="across_wall", solver="rcaux", versus="one_step",
                              op=">=", threshold=0.20)],
         note="true_model is a positive control (true dynamics and true path cost), not a baseline to beat; "
              "multi_horizon is an ablation (context)",
+        departures=[
+            Departure(paper="is about reconstruction-free latent world models: no observation decoder, so the "
+                            "auxiliary losses are what shape the latent space",
+                      ours="give every learned model (rcaux, multi_horizon and the one_step baseline) an observation "
+                           "decoder and a reconstruction loss; the multi-horizon loss also compares decoded "
+                           "open-loop predictions with the observations",
+                      why="a design choice of the task's first version, not recorded further (the PAPERS.md summary "
+                          "does not say 'reconstruction-free'); it keeps every variant's latent from collapsing",
+                      effect="the verdict measures the auxiliary losses on top of reconstruction, not in the models "
+                             "the paper is about. Reconstruction already structures the latent, so the losses have "
+                             "less to add, and the one_step baseline is spared the collapse a reconstruction-free "
+                             "one-step model risks: both shrink the gap the paper would see (against the claim); the "
+                             "decoded multi-horizon terms give our method a signal the paper's lacks (for it). A "
+                             "'reproduced' here would not show the losses work without reconstruction, nor a miss "
+                             "that they fail there"),
+            Departure(paper="plans with the reachability head (the reachability-aware planner the abstract "
+                            "describes)",
+                      ours="plan every learned model with the same CEM-MPC on the squared latent distance to the "
+                           "goal's encoding; the reachability head is trained (its gradient shapes the encoder) but "
+                           "never read at planning time",
+                      why="dropped after a pilot (seed 0, 1200 training steps) in which rcaux planning by the head's "
+                          "cost-to-go lost: across the wall rcaux 0.25 vs multi_horizon 0.44, same room 0.25 vs 0.88 "
+                          "(the head was too coarse near the goal to plan at one-step resolution); changed after "
+                          "seeing that result, criterion untouched",
+                      effect="the verdict tests the head only as an auxiliary loss on the representation, not the "
+                             "method as described: since the head-reading planner did worse in the pilot, the "
+                             "paper's planner would likely score lower here, so our check is more favourable to the "
+                             "claim than the described method (a 'reproduced' would overstate it); choosing the "
+                             "planner after a pilot result is a degree of freedom the criterion does not price. The "
+                             "head's own share of the gain is rcaux - multi_horizon, +0.06 [-0.03, 0.16] across the "
+                             "wall"),
+            Departure(paper="plans in environments the summary does not name",
+                      ours="use a 2-D two-room point mass seen through 32 random Fourier features; 256 exploratory "
+                           "trajectories of 64 steps per seed, 400 training steps, 16 episodes per cell of at most "
+                           "40 steps",
+                      why="CPU budget (400 steps instead of the pilot's 1200: time)",
+                      effect="a small world whose only long-horizon difficulty is the wall; under-trained models "
+                             "(one_step 0.16 across the wall vs the true-model control 0.96) leave room for either "
+                             "loss to matter more or less than in the paper's tasks"),
+            Departure(paper="claims the models plan better, with no margin in the summary",
+                      ours="require success(rcaux) - success(one_step) >= 0.20 across the wall, paired by seed",
+                      why="PAPER_TASKS.md's margin; only the abstract is known (PAPERS.md), and a check needs a "
+                          "comparison and a margin",
+                      effect="the estimate +0.225 [0.113, 0.350] straddles our margin: with a margin of 0 it would "
+                             "hold, so the 'inconclusive' is about the margin, not about whether the losses help"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

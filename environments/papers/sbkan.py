@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 
 SMOOTHNESS = (1.0, 3.0)
 EFFECTIVE = 1 / sum(1 / s for s in SMOOTHNESS)  # 0.75
@@ -36,7 +36,7 @@ Solver = Literal["sbkan", "kan", "mlp"]
 
 class Options(PaperOptions):
     solver: Solver = Field("sbkan", description="sbkan (the paper's method), kan, mlp (baselines)")
-    seeds: int = Field(3, ge=1, le=500, description="seeds (each fits 5 sample sizes; ~1 min per seed and solver here)")
+    seeds: int = Field(5, ge=1, le=500, description="seeds (each fits 5 sample sizes; ~1 min per seed and solver here)")
 
 
 def weierstrass(t: np.ndarray, s: float) -> np.ndarray:
@@ -165,16 +165,52 @@ class SBKANTask(PaperTask):
     metric_names = ("slope", "slope_gap") + tuple(f"l2_n{n}" for n in SIZES) + ("edges_kept",)
     lower_is_better = frozenset(f"l2_n{n}" for n in SIZES)
     claim: ClassVar[Claim] = Claim(
-        paper="sparse Bayesian KANs (spike-and-slab priors) contract at near-minimax rates over anisotropic "
-              "Besov spaces with fixed depth; the rate is set by the anisotropic smoothness",
+        id=name, arms=solvers, settings=settings,
+        sentence="Sparse Bayesian KANs: near-minimax posterior contraction over anisotropic Besov spaces with "
+                 "spike-and-slab priors; rate set by the anisotropic smoothness",
         setting=f"f = W_1(x1) W_3(x2) (Weierstrass-type, Hoelder smoothness {SMOOTHNESS}, s~ = {EFFECTIVE:g}), "
                 f"unit variance, noise sd {NOISE}; n = {SIZES}; KAN 2-{HIDDEN}-1 with {GRID}-point RBF edges; "
                 f"{STEPS} full-batch Adam steps (lr {LR}); L2 error on {N_TEST} test points; theory slope "
                 f"{THEORY_SLOPE:.2f}",
-        criterion=[Condition(metric="slope", setting="weierstrass", solver="sbkan", op=">=", threshold=THEORY_SLOPE - BAND),
+        conditions=[Condition(metric="slope", setting="weierstrass", solver="sbkan", op=">=", threshold=THEORY_SLOPE - BAND),
                    Condition(metric="slope", setting="weierstrass", solver="sbkan", op="<=", threshold=THEORY_SLOPE + BAND)],
         note=f"slope = fitted log-log slope of the test L2 error against n; band = theory +- {BAND}. "
              "Pre-asymptotic sizes: a miss is a legitimate result",
+        departures=[
+            Departure(paper="builds KANs from B-spline edge functions",
+                      ours="use 10 Gaussian RBFs on a fixed grid plus b silu(t) per edge (KAN 2-6-1, hidden outputs "
+                           "through tanh), the same at every n",
+                      why="a simpler basis to write and fit in torch on CPU (our choice)",
+                      effect="the rate depends on the basis' approximation power and on refining it as n grows; a "
+                             "fixed 10-point RBF grid has an approximation floor that flattens the error curve at "
+                             "large n (sbkan's error flattens at ~0.13 from n = 1024) and pushes the slope toward 0: "
+                             "against the claim"),
+            Departure(paper="proves posterior contraction: the posterior's mass concentrates around the truth at the "
+                            "rate",
+                      ours="fit a mean-field variational posterior (relaxed-Bernoulli gates, Gaussian coefficients) "
+                           "and measure the log-log slope of the test L2 error of one point estimate (the "
+                           "median-probability model with coefficient means) over n = 256..4096",
+                      why="sampling the exact posterior is beyond the CPU budget; an error slope is measurable",
+                      effect="a point estimate's error rate need not equal the posterior's contraction rate, a "
+                             "variational posterior may contract at another rate than the exact one, and "
+                             "optimisation error (600 Adam steps at every n) enters the slope: a miss says little "
+                             "about the theorem and a pass would not prove it"),
+            Departure(paper="relies on spike-and-slab priors whose sparsity adapts to the anisotropic smoothness",
+                      ours="put a spike-and-slab prior on whole edges (inclusion Bernoulli(0.3)), but the fitted "
+                           "posterior keeps every edge: the sparsity prior prunes nothing (edges_kept = 1.0 at n = "
+                           "4096)",
+                      why="the ELBO at these n prefers every edge (not tuned)",
+                      effect="the method acts as a regularised dense KAN; the mechanism the paper credits for the "
+                             "rate is inactive, so no measured rate can be attributed to sparsity"),
+            Departure(paper="proves rates over anisotropic Besov spaces, set by the anisotropic smoothness",
+                      ours="use one target, f = W_1(x1) W_3(x2) (Weierstrass-type, Hoelder smoothness 1 and 3), one "
+                           "theory slope -0.3, band +- 0.1 (ours), n up to 4096, 3 seeds",
+                      why="CPU budget; PAPER_TASKS.md gives no band",
+                      effect="'set by the anisotropic smoothness' needs several smoothness pairs to test, so only "
+                             "one slope is checked; 'near-minimax' allows log factors the band ignores; at these n "
+                             "the slope is pre-asymptotic (the least-squares KAN's -0.50 is faster than the minimax "
+                             "rate), so the band can be hit or missed by the range of n alone"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

@@ -4,6 +4,8 @@ an entry point, and its section in README.md."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from environments.papers.alibi_lsh import AlibiLSHTask
 from environments.papers.bai_tracking import BAITrackingTask
 from environments.papers.base import PaperTask
@@ -19,5 +21,14 @@ from environments.papers.rcaux import RCAuxTask
 from environments.papers.sbkan import SBKANTask
 from environments.papers.tpoe_eib import TPoEEIBTask
 from environments.papers.ts_faithful import TSFaithfulTask
+from harness.claims.registry import ClaimFamily
 
 TASKS: dict[str, type[PaperTask]] = {cls.task: cls for cls in (PtqPricedTask, PrefixForcingTask, FedForestTask, ProDGTask, ProCTITask, GGTDDIPTask, RCAuxTask, BAITrackingTask, PluginThresholdTask, AlibiLSHTask, SBKANTask, QECPyramidTask, TSFaithfulTask, TPoEEIBTask)}
+
+CRITERIA_LOG = Path(__file__).with_name("criteria_log.toml")
+
+
+def claim_family() -> ClaimFamily:
+    """The family's claims and their criterion log (entry point `papers` under `harness.claims`)."""
+    return ClaimFamily(name="papers", log=CRITERIA_LOG, claims=tuple(cls.claim for cls in TASKS.values()),
+                       suite_of=lambda claim: claim.id, arm_option="solver")

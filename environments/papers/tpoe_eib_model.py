@@ -144,17 +144,23 @@ def penalty_weight(step: int, steps: int) -> float:
     return float(min(1.0, max(0.0, (step - start) / ramp)))
 
 
-def eib_forward(net: Any, readout: Any, x: Any, generator: Any | None) -> dict[str, Any]:
-    """The EIB head: experts, gates, posterior, KL rate and the class-1 logit."""
+def eib_forward(net: Any, readout: Any, x: Any, generator: Any | None, *, gate: Any | None = None,
+                posterior: tuple[Any, Any] | None = None) -> dict[str, Any]:
+    """The EIB head: experts, gates, posterior, KL rate and the class-1 logit.
+
+    The audits intervene through the keywords, so that they act on this very forward pass: `gate`
+    (n, E) replaces the gates the head computes (do(g)); `posterior` (mean, precision), each (n, K),
+    replaces the tempered product before the read-out (do(posterior))."""
     torch = torch_single_thread()
     h = net(tokens(x)).flatten(1, 2)  # (n, E, 2K+1)
     mu, lam = h[..., :K], torch.nn.functional.softplus(h[..., K:2 * K]) + 1e-3
     log_alpha = h[..., 2 * K]
-    gate = hard_concrete(log_alpha, generator)
-    mean, precision = tempered_poe(mu, lam, gate)
+    if gate is None:
+        gate = hard_concrete(log_alpha, generator)
+    mean, precision = tempered_poe(mu, lam, gate) if posterior is None else posterior
     z = mean if generator is None else mean + torch.randn(mean.shape, generator=generator) / precision.sqrt()
-    return {"logit": readout(z)[..., 0], "kl": kl_rate(mean, precision), "gate": gate, "lam": lam,
-            "open": open_probability(log_alpha)}
+    return {"logit": readout(z)[..., 0], "kl": kl_rate(mean, precision), "gate": gate, "mu": mu, "lam": lam,
+            "mean": mean, "precision": precision, "open": open_probability(log_alpha)}
 
 
 def plain_forward(net: Any, readout: Any, x: Any) -> Any:
@@ -188,6 +194,28 @@ def trained_head(seed: int, kind: str) -> tuple[Any, Any]:
         opt.zero_grad()
         loss.backward()
         opt.step()
+    for p in [*net.parameters(), *readout.parameters()]:
+        p.requires_grad_(False)
+    return net, readout
+
+
+def head_state(net: Any, readout: Any) -> dict[str, dict[str, Any]]:
+    """The EIB head's parameters as nested lists (float32 values, exact through JSON): ~1.9k numbers."""
+    return {"net": {k: v.tolist() for k, v in net.state_dict().items()},
+            "readout": {k: v.tolist() for k, v in readout.state_dict().items()}}
+
+
+def head_from_state(state: Any) -> tuple[Any, Any]:
+    """(token network, read-out) of an EIB head rebuilt, frozen, from `head_state`'s record; ValueError
+    when the record does not fit the architecture."""
+    torch = torch_single_thread()
+    with torch.random.fork_rng(devices=[]):  # building initialises weights: leave the global RNG as it was
+        net, readout = build(torch, 2 * K + 1), torch.nn.Linear(K, 1)
+    try:
+        for module, key in ((net, "net"), (readout, "readout")):
+            module.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in state[key].items()})
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as err:
+        raise ValueError(f"the recorded EIB head does not fit the architecture: {err}") from err
     for p in [*net.parameters(), *readout.parameters()]:
         p.requires_grad_(False)
     return net, readout

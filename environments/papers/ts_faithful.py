@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
+from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 from environments.papers.ts_surface import (
     MINIMA, SADDLES, Surface, climbing_image_neb, connects, egh, faithful_check, irc_ends, negative_modes,
     newton_stationary,
@@ -180,19 +180,61 @@ class TSFaithfulTask(PaperTask):
     metric_names = ("validity", "rmsd", "true_distance", "implausible_flagged", "clean_accepted")
     lower_is_better = frozenset({"rmsd", "true_distance"})
     claim: ClassVar[Claim] = Claim(
-        paper="standard TS-prediction metrics (RMSD to a reference TS) reward invalid transition states; a valid TS "
-              "is a first-order saddle whose IRC connects the intended reactant and product",
+        id=name, arms=solvers, settings=settings,
+        sentence="Faithful transition-state evaluation (position paper): a valid TS is a first-order saddle (one "
+                 "imaginary frequency) connecting the intended reactant and product; geometric metrics reward "
+                 "plausible but wrong predictions",
         setting=f"Mueller-Brown + {BUMPS} random Gaussian bumps (|h| <= {BUMP_HEIGHT}, width {BUMP_WIDTH}) per entry; "
                 f"reactions A<->C and C<->B; {ENTRIES} test entries per seed, {TRAIN_ENTRIES} fixed training entries; "
                 f"{IMPLAUSIBLE_SHARE:.0%} of labels implausible (a minimum, the other saddle, or {OFF_SADDLE} off the saddle); "
                 "validity: Newton-refines within 0.02 to a point with one negative Hessian eigenvalue whose "
                 "steepest-descent paths end at the entry's reactant and product",
-        criterion=[Condition(metric="rmsd", setting="mb_bumps", solver="mlp", versus="cineb", op="<=", threshold=0.0),
+        conditions=[Condition(metric="rmsd", setting="mb_bumps", solver="mlp", versus="cineb", op="<=", threshold=0.0),
                    Condition(metric="validity", setting="mb_bumps", solver="mlp", op="<=", threshold=0.5),
                    Condition(metric="validity", setting="mb_bumps", solver="cineb", op=">=", threshold=0.9),
                    Condition(metric="implausible_flagged", setting="mb_bumps", solver="cineb", op=">=", threshold=0.95)],
         note="the solver listed first (mlp) is the learned predictor the claim is about, not the paper's method; "
              "the paper's method is the checker, scored by implausible_flagged",
+        departures=[
+            Departure(paper="is about molecular TS benchmarks and learned TS predictors (the summary names none)",
+                      ours="use the 2-D Mueller-Brown surface plus 4 random Gaussian bumps per entry; 30 test "
+                           "entries per seed and 150 fixed training entries",
+                      why="exact Hessians and cheap descent paths on CPU; no quantum chemistry here",
+                      effect="in 2-D a regressor's guess almost never refines within 0.02 to a saddle, so 'invalid' "
+                             "is near-guaranteed (MLP validity 0); molecular predictors could be valid more often; "
+                             "the failing RMSD part depends on our label model (next)"),
+            Departure(paper="says benchmark metrics (RMSD to a reference TS) reward plausible but wrong predictions",
+                      ours="make 30% of the reference labels implausible by construction (a minimum, the other "
+                           "reaction's saddle, or a point 0.15 off the saddle along its stable direction)",
+                      why="a known ground truth of which labels are wrong; the share and the kinds are ours",
+                      effect="CI-NEB's RMSD comes only from those labels, so the share decides the RMSD condition: "
+                             "with fewer implausible labels CI-NEB wins more easily (the condition fails harder), "
+                             "with more a learned predictor could win; the 'not reproduced' rests on 30%"),
+            Departure(paper="criticises learned TS predictors from the literature",
+                      ours="use midpoint, kNN and a 64-64 MLP on the reactant and product coordinates (the "
+                           "criterion's 'predictor' fixed as the MLP before any run), with CI-NEB as the "
+                           "physics-based reference",
+                      why="PAPER_TASKS.md's predictors",
+                      effect="our MLP is weak (0.10 from the true saddle) and its RMSD is above CI-NEB's; a stronger "
+                             "learner fitting the recorded labels could get below CI-NEB and satisfy the condition "
+                             "that failed"),
+            Departure(paper="defines validity by one imaginary frequency and an IRC that connects reactant and "
+                            "product",
+                      ours="check a 2-D analogue: Newton refinement within 0.02 to a stationary point (|grad| < "
+                           "1e-4) with exactly one negative Hessian eigenvalue whose steepest-descent paths end at "
+                           "the entry's minima (no mass weighting, no frequencies)",
+                      why="the same test on a 2-D surface; the tolerances are ours",
+                      effect="a looser refinement radius would accept more predictions as valid; the checker's 100% "
+                             "flagging of implausible labels is partly by construction (each kind fails a different "
+                             "part of the test)"),
+            Departure(paper="is a position paper with no numeric thresholds in the summary",
+                      ours="require validity(mlp) <= 0.5, validity(CI-NEB) >= 0.9, >= 95% of implausible labels "
+                           "flagged, and the MLP's RMSD below CI-NEB's",
+                      why="PAPER_TASKS.md's thresholds; only the abstract is known (PAPERS.md), and a check needs a "
+                          "comparison and a margin",
+                      effect="the verdict is on these thresholds and on the RMSD ordering, which our label model "
+                             "decides"),
+        ],
     )
     description = describe_claim(task, claim, solvers)
 

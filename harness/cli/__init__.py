@@ -16,12 +16,13 @@ from typing import Any
 
 import typer
 
-from harness.cli import bench, info_cmds, model_cmds, run_cmds
+from harness.cli import bench, claims_cmds, info_cmds, model_cmds, run_cmds
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Evaluate LLM agents on benchmark suites.")
 for _module in (run_cmds, info_cmds, model_cmds):
     app.registered_commands += _module.app.registered_commands
 app.add_typer(bench.bench_app, name="bench")
+app.add_typer(claims_cmds.claims_app, name="claims")
 
 ENV_PREFIX = "HARNESS"
 

@@ -5,11 +5,13 @@ run-and-report for anything that runs a suite. Plugin command modules import onl
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.errors import HarnessError
@@ -85,3 +87,104 @@ def print_summary(summary: Any, path: Path) -> None:
     out.print(f"records: {path}", highlight=False)
 
 
+
+
+# The claim commands' bodies, shared by `harness claims` and the families' own groups.
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.4g}"
+
+
+def print_verdict(v: Any, details: bool = False) -> None:
+    """A verdict as the commands print it: the paper's sentence, the criterion with its hash and
+    registration, each condition's estimate and interval, the looks, the departures."""
+    wall = f"{v.wall_s:.1f} s wall" if v.wall_s is not None else f"{v.cells_s:.1f} s of cells (recomputed from records)"
+    out.print(f"[bold]{escape(v.claim)}[/] -- {v.seeds} seeds, {wall}", highlight=False)
+    out.print(f"claim (the paper's): {escape(v.sentence)}", highlight=False)
+    out.print(f"setting (ours): {escape(v.setting)}", highlight=False)
+    out.print(f"criterion {v.criterion_hash}, registered {v.registered or 'NOT COMMITTED'}: {escape(v.criterion)}",
+              highlight=False)
+    table = Table(title=f"conditions ({v.conditions[0].level:.2%} Student-t intervals over seeds)")
+    for col in ("condition", "estimate", "CI", "n", "outcome", "seeds to decide"):
+        table.add_column(col, overflow="fold")
+    for c in v.conditions:
+        ci = "" if c.ci_low is None or c.ci_high is None else f"[{c.ci_low:.4g}, {c.ci_high:.4g}]"
+        table.add_row(escape(c.condition), _num(c.estimate), ci, str(c.n), c.outcome,
+                      "" if c.outcome != "undecided" else str(c.seeds_needed or "unbounded"))
+    out.print(table)
+    if len(v.looks) > 1:
+        out.print("looks: " + "; ".join(f"{lk.seeds} seeds -> {lk.verdict}" for lk in v.looks), highlight=False)
+    if details:
+        sides = Table(title="arms side by side (mean over seeds, t interval)")
+        for col in ("setting", "arm", "metric", "mean", "CI", "n"):
+            sides.add_column(col)
+        for s in v.summaries:
+            m = s.value
+            ci = "" if m.ci_low is None else f"[{m.ci_low:.4g}, {m.ci_high:.4g}]"
+            sides.add_row(s.setting, s.arm, s.metric, _num(m.value), ci, str(m.n))
+        out.print(sides)
+    for i, d in enumerate(v.departures, 1):
+        out.print(f"departure {i}: the paper {escape(d.paper)}; we {escape(d.ours)} -- why: {escape(d.why)} -- "
+                  f"effect: {escape(d.effect)}", highlight=False)
+    more = f" (about {v.seeds_to_decide} seeds would decide it)" if v.seeds_to_decide else ""
+    out.print(f"verdict: [bold]{v.verdict}[/]{more}", highlight=False)
+
+
+def check_claims(claim_ids: Sequence[str], run_dir: Path, *, seeds: int | None = None, executor: str = "asyncio",
+                 ray_address: str | None = None, options: dict[str, Any] | None = None, progress: bool = False,
+                 details: bool = False) -> list[Any]:
+    """Check each claim (its arms as runs in `run_dir`), print and save each verdict."""
+    from harness.claims.model import SeedPlan
+    from harness.claims.registry import find_claim
+    from harness.claims.runs import ClaimSuite, run_check
+    from harness.claims.verdict import save_verdict
+    from harness.executors import make_executor
+
+    check_run_dir(run_dir)
+    verdicts = []
+    for claim_id in claim_ids:
+        try:
+            family, claim = find_claim(claim_id)
+            if family.suite_of is None:
+                raise HarnessError(f"claim {claim.id}: family {family.name}'s checks do not run as suite runs yet; "
+                                   f"use `harness {family.name} check`")
+            make_executor(executor, ray_address=ray_address)  # bad flags fail before anything runs
+            plan = SeedPlan(looks=(seeds,), level=claim.plan.level) if seeds else None
+            if plan is not None and plan != claim.plan:
+                out.print(f"[yellow]{claim.id}: --seeds {seeds} is not the registered seed plan "
+                          f"({claim.plan.text()}): an exploratory check, its criterion hash is not registered[/]")
+            cs = ClaimSuite(claim=claim, suite=family.suite_of(claim), arm_option=family.arm_option,
+                            options=options or {})
+            verdict = run_check(cs, run_dir, lambda: make_executor(executor, ray_address=ray_address), plan=plan,
+                                registered=family.registered(claim) if plan is None or plan == claim.plan else None,
+                                progress=progress, log=lambda line: out.print(escape(line), highlight=False))
+        except HarnessError as exc:
+            fail(str(exc), code=1)
+        print_verdict(verdict, details)
+        out.print(f"saved: {save_verdict(run_dir, verdict)}", highlight=False)
+        verdicts.append(verdict)
+    return verdicts
+
+
+def recompute_verdict(run_ids: Sequence[str], run_dir: Path, details: bool = False) -> Any:
+    """The verdict of a claim from its runs' records alone (no cell is recomputed)."""
+    from harness.claims.registry import find_claim
+    from harness.claims.runs import claim_of_runs, load_runs, verdict_from_runs
+
+    try:
+        runs = load_runs(run_dir, run_ids)
+        stamps = {r.manifest.config.claim for r in runs}
+        if None in stamps:
+            bare = next(r.run_id for r in runs if r.manifest.config.claim is None)
+            raise HarnessError(f"run {bare}: not started by a claim check (it records no claim); give a check's runs")
+        claim_id = str(next(iter(stamps))).split("@", 1)[0]
+        family, registered_claim = find_claim(claim_id)
+        claim, registered = claim_of_runs(registered_claim, runs)
+        if not registered:
+            out.print(f"[yellow]{claim.id}: these runs are an exploratory check ({claim.plan.text()}), not the "
+                      f"registered plan ({registered_claim.plan.text()})[/]")
+        verdict = verdict_from_runs(claim, runs, arm_option=family.arm_option,
+                                    registered=family.registered(claim) if registered else None)
+    except HarnessError as exc:
+        fail(str(exc), code=1)
+    print_verdict(verdict, details)
+    return verdict

@@ -105,32 +105,19 @@ def prograf_run(run_dir: Path) -> str:
 
 
 def papers_reports(run_dir: Path) -> None:
-    """Saved claim checks, one per verdict, the way `harness papers check --json RUN_DIR` saves them."""
-    from environments.papers.outcomes import CheckReport, ConditionResult, Summary
-    from environments.papers.report import save_reports
+    """Saved claim verdicts, one per verdict, the way `harness papers check` saves them (RUN_DIR/claims/)."""
+    from harness.claims import ClaimVerdict, ConditionResult, Departure, Look, save_verdict
 
-    def cond(text: str, est: float, lo: float, hi: float, outcome: str, needed: int | None = None) -> ConditionResult:
-        return ConditionResult(condition=text, estimate=est, ci_low=lo, ci_high=hi, n=3, outcome=outcome,
-                               seeds_needed=needed)
-
-    reports = []
-    plans = {  # task -> (method, baselines, metric, setting)
-        "prefix_linear_forcing": ("linear", ["gradient"], "forced_rate", "prefix8"),
-        "ptq_priced_bitalloc": ("priced", ["uniform", "weight_mse", "diag_hessian"], "accuracy", "2.5bits"),
-        "made_up_task": ("ours", ["theirs"], "score", "small"),
-    }
     for task, verdict in PAPERS.items():
-        method, baselines, metric, setting = plans[task]
         outcome = {"reproduced": "holds", "not reproduced": "fails", "inconclusive": "undecided"}[verdict]
-        conditions = [cond(f"mean {metric}({method}) >= 0.5 @ {setting}", 0.4, 0.3, 0.6, outcome, 12)]
-        summaries = [Summary(solver=s, setting=setting, metric=metric, mean=0.9 - 0.1 * i, ci_low=0.8 - 0.1 * i,
-                             ci_high=0.95 - 0.1 * i, n=3) for i, s in enumerate([method, *baselines])]
-        paired = [cond(f"{metric}({method}) - {metric}({b}) >= 0 @ {setting}", 0.1 * (i + 1), 0.05, 0.2, "holds")
-                  for i, b in enumerate(baselines)]
-        reports.append(CheckReport(task=task, claim=f"the claim of {task} {HOSTILE}", setting="ours", seeds=3,
-                                   verdict=verdict, conditions=conditions, summaries=summaries, paired=paired,
-                                   seeds_to_decide=12 if verdict == "inconclusive" else None, wall_s=12.5))
-    save_reports(reports, run_dir)
+        cond = ConditionResult(condition=f"mean score({task}) >= 0.5 @ small", estimate=0.4, ci_low=0.3, ci_high=0.6,
+                               n=5, level=0.95, outcome=outcome, seeds_needed=12 if outcome == "undecided" else None)
+        save_verdict(run_dir, ClaimVerdict(
+            claim=f"papers.{task}", sentence=f"the claim of {task} {HOSTILE}", setting="ours", criterion="c (5 seeds)",
+            criterion_hash="0123456789abcdef", registered="2026-12-06", verdict=verdict, seeds=5, conditions=[cond],
+            looks=[Look(seeds=5, level=0.95, verdict=verdict, conditions=[cond])],
+            departures=[Departure(paper="uses real data", ours="use synthetic data", why="offline", effect="may favour it")],
+            seeds_to_decide=12 if verdict == "inconclusive" else None, cells_s=10.0, wall_s=12.5))
 
 
 def make_report_runs(run_dir: Path) -> Path:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 
 import pytest
@@ -29,31 +28,28 @@ def _section(html: str, family: str) -> str:
 
 def test_every_suite_has_its_section_and_a_card(report):
     families = re.findall(r'<section class="family" id="[^"]+" data-family="([^"]+)"', report)
-    assert families == ["adv0", "papers.made_up_task", "papers", "prograf", "serving"]
+    assert families == ["adv0", "prograf", "claims", "serving"]
     assert 'id="s-serving"' in report and "none given" in report  # no --bench: the section says how to add one
     overview = report[report.index('<nav class="overview">'):report.index("</nav>")]
-    for anchor in ("#s-adv0", "#s-papers", "#s-prograf", "#s-serving"):
+    for anchor in ("#s-adv0", "#s-claims", "#s-prograf", "#s-serving"):
         assert f'href="{anchor}"' in overview
     assert "3 claims: 1 reproduced, 1 not reproduced, 1 inconclusive" in overview
     assert "2 crashes in 3 episodes, 2 with a filmstrip" in overview
-    # a saved check of a task not installed here: a note, and its row still in the claims table
-    assert "&#x27;papers.made_up_task&#x27; is not installed here" in _section(report, "papers.made_up_task")
+    # a saved verdict of a task not installed here still has its row: the table needs only the verdict
+    assert "papers.made_up_task" in _section(report, "claims")
 
 
 def test_claims_table_says_each_verdict_plainly(report):
-    claims = _section(report, "papers")
+    claims = _section(report, "claims")
     rows = re.findall(r'<tr data-verdict="([^"]+)">(.*?)</tr>', claims)
-    assert [v for v, _ in rows] == ["inconclusive", "not reproduced", "reproduced"]  # task name order
+    assert [v for v, _ in rows] == ["inconclusive", "not reproduced", "reproduced"]  # claim id order
     by_verdict = dict(rows)
-    assert '<span class="bad">NOT REPRODUCED: the claim did not hold here (mean forced_rate(linear) &gt;= 0.5 @ ' \
-           "prefix8: 0.4 [0.3, 0.6] -&gt; fails)" in by_verdict["not reproduced"]
-    assert "reproduced: every condition held" in by_verdict["reproduced"]
+    assert '<span class="bad">not reproduced</span>' in by_verdict["not reproduced"]
+    assert "mean score(prefix_linear_forcing) &gt;= 0.5 @ small: 0.4 [0.3, 0.6]" in by_verdict["not reproduced"]
     assert "about 12 seeds would decide it" in by_verdict["inconclusive"]
-    # method vs the best of the baselines the criterion names (ptq: uniform 0.8 beats weight_mse 0.7),
-    # with the check's own paired difference against that baseline
-    assert "priced 0.9 [0.8, 0.95]" in by_verdict["reproduced"] and "uniform 0.8 [0.7, 0.85]" in by_verdict["reproduced"]
-    assert "0.1 [0.05, 0.2] (n=3)" in by_verdict["reproduced"] and "accuracy @ 2.5bits" in by_verdict["reproduced"]
-    assert "12.5" in by_verdict["reproduced"]  # wall time
+    assert "0123456789abcdef (2026-12-06)" in by_verdict["reproduced"]  # criterion hash and registration date
+    assert "<th>what it can do to the verdict</th>" in claims and "use synthetic data" in claims  # the departures
+    assert "12" in by_verdict["reproduced"]  # wall time
     assert "<script>" not in report and "&lt;script&gt;alert(&quot;x&quot;)" in claims
 
 
@@ -101,40 +97,30 @@ def test_a_section_that_would_fetch_or_run_is_left_out(tmp_path):
 def test_claims_table_as_csv_and_markdown(report_run_dir, tmp_path):
     from typer.testing import CliRunner
 
-    from environments.papers.commands import papers_app
+    from harness.cli.claims_cmds import claims_app
 
-    def table(*args: str) -> CliRunner:
-        return CliRunner().invoke(papers_app, ["table", *args])
+    def table(*args: str):
+        return CliRunner().invoke(claims_app, ["table", *args])
 
     made = table("--format", "csv", "--run-dir", str(report_run_dir))
     assert made.exit_code == 0, made.output
     rows = list(csv.DictReader(io.StringIO(made.stdout)))
-    assert [r["task"] for r in rows] == ["made_up_task", "prefix_linear_forcing", "ptq_priced_bitalloc"]
+    assert [r["claim"] for r in rows] == ["papers.made_up_task", "papers.prefix_linear_forcing", "papers.ptq_priced_bitalloc"]
     prefix = rows[1]
-    assert prefix["verdict_code"] == "not reproduced" and prefix["verdict"].startswith("NOT REPRODUCED: the claim did not hold")
-    assert float(prefix["method_mean"]) == 0.9 and float(prefix["baseline_mean"]) == 0.8
-    assert float(prefix["difference_ci_low"]) == 0.05 and prefix["wall s"] == "12.5"
+    assert prefix["verdict_code"] == "not reproduced" and prefix["departures"] == "1" and prefix["wall s"] == "12"
     md = table("--format", "md", "--run-dir", str(report_run_dir)).stdout.splitlines()
-    assert len(md) == 2 + 3 and "NOT REPRODUCED" in md[3] and md[0].startswith("| task | claim | criterion |")
+    assert len(md) == 2 + 3 and "not reproduced" in md[3] and md[0].startswith("| claim | paper's sentence | verdict |")
     empty = table("--run-dir", str(tmp_path))
-    assert empty.exit_code != 0 and "harness papers check --all --json RUN_DIR" in empty.output
+    assert empty.exit_code != 0 and "harness claims check CLAIM" in empty.output
 
 
-def test_saved_reports_newest_wins_and_a_bad_file_is_named(tmp_path, report_run_dir):
-    from environments.papers.outcomes import CheckReport
-    from environments.papers.report import load_reports, save_reports, saved_files
+def test_a_bad_saved_verdict_is_named(tmp_path):
+    from harness.claims.verdict import load_verdicts
 
-    [old] = [f for f in saved_files([report_run_dir]) if "ptq" in str(f)]
-    report = CheckReport.model_validate_json(old.read_text())
-    newer = report.model_copy(update={"verdict": "not reproduced", "wall_s": 99.0})
-    [listed] = save_reports([newer], tmp_path / "list.json")  # a .json path: one file holding a list
-    assert isinstance(json.loads(listed.read_text()), list)
-    loaded = {r.task: r for r in load_reports([old, listed])}
-    assert loaded["ptq_priced_bitalloc"].wall_s == 99.0  # the newer file
-    bad = tmp_path / "bad.json"
-    bad.write_text('{"task": 1}')
-    with pytest.raises(HarnessError, match=r"bad\.json: not a `harness papers check` report"):
-        load_reports([bad])
+    (tmp_path / "claims").mkdir()
+    (tmp_path / "claims" / "bad.json").write_text('{"claim": 1}')
+    with pytest.raises(HarnessError, match=r"bad\.json: not a saved claim verdict"):
+        load_verdicts([tmp_path])
 
 
 def test_whole_report_bad_input_is_one_clear_line(tmp_path):
@@ -148,4 +134,4 @@ def test_whole_report_bad_input_is_one_clear_line(tmp_path):
     no_suite = export("--format", "csv")
     assert no_suite.exit_code == 2 and "--suite is needed for csv" in no_suite.output
     empty = export("--format", "html")
-    assert empty.exit_code == 2 and "nothing to report in" in empty.output and "papers check --all --json" in empty.output
+    assert empty.exit_code == 2 and "nothing to report in" in empty.output and "papers check --all --run-dir" in empty.output

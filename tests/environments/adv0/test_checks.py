@@ -1,6 +1,7 @@
-"""The claim checks' verdict logic (`verdicts.py`) on fixed numbers (reproduced / not reproduced / inconclusive and
-the sample size it would need), one real exposure experiment on the toy world, and the commands'
-bad input: one error line, never a traceback."""
+"""The claim checks' verdict logic (`verdicts.py`, on the core's `decide`) on fixed numbers (reproduced / not
+reproduced / inconclusive and the sample size it would need), one real exposure experiment on the toy world, and
+the commands' bad input: one error line, never a traceback. The C1 case, the property that a verdict is what its
+printed interval says, and the saved `ClaimVerdict`s: `test_verdicts.py`."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from environments.adv0 import checks, checks_exposure, checks_loops, verdicts
 from environments.adv0.checks_exposure import Arm, diversity_parts
 from environments.adv0.commands import adv0_app
 from environments.adv0.scenario import Collision, EpisodeResult, ScenarioParams
+import harness.claims
+from harness.stats import newcombe_difference, welch_interval, wilson_interval
 
 
 # ---------------------------------------------------------------- statistics on fixed numbers
@@ -22,61 +25,87 @@ def test_two_proportion_sample_size_matches_the_textbook_figure():
     assert verdicts.two_proportion_n(0.2, 0.2) is None
 
 
-def test_wilson_and_newcombe_intervals():
-    lo, hi = verdicts.wilson(0, 20)
+def test_wilson_and_newcombe_come_from_harness_stats():
+    for gone in ("wilson", "newcombe_diff", "bootstrap_diff", "mean_metric"):
+        assert not hasattr(verdicts, gone), gone  # the copies are deleted: one home for intervals
+    assert verdicts.combine is harness.claims.combine and verdicts.decide is harness.claims.decide  # and for the rule
+    lo, hi = wilson_interval(0, 20)
     assert lo == pytest.approx(0.0, abs=1e-12) and hi == pytest.approx(0.1611, abs=1e-3)
-    d, lo, hi = verdicts.newcombe_diff(56, 70, 48, 80)  # Newcombe (1998) table II, example (a)
+    d, lo, hi = newcombe_difference(56, 70, 48, 80)  # Newcombe (1998) table II, example (a)
     assert d == pytest.approx(0.2, abs=1e-9)
     assert lo == pytest.approx(0.0524, abs=1e-3) and hi == pytest.approx(0.3339, abs=1e-3)
 
 
+def higher(k1: int, n1: int, k2: int, n2: int, min_effect: float = 0.05) -> verdicts.Part:
+    return verdicts.rate_higher("a - b", k1, n1, k2, n2, min_effect, metric="rate", arm="a", versus="b")
+
+
 def test_rate_higher_reaches_each_verdict():
-    clear = verdicts.rate_higher("a - b", 40, 100, 10, 100, 0.05)
+    clear = higher(40, 100, 10, 100)
     assert clear.verdict == "reproduced" and clear.ci_low > 0 and clear.needed_n is None
-    reversed_ = verdicts.rate_higher("a - b", 5, 200, 40, 200, 0.05)
+    reversed_ = higher(5, 200, 40, 200)
     assert reversed_.verdict == "not reproduced" and reversed_.ci_high < 0.05
-    small = verdicts.rate_higher("a - b", 4, 30, 2, 30, 0.05)
+    small = higher(4, 30, 2, 30)
     assert small.verdict == "inconclusive"
     # The needed size is the two-proportion n for the observed effect (larger than min_effect here).
     assert small.needed_n == verdicts.two_proportion_n(2 / 30 + (4 / 30 - 2 / 30), 2 / 30)
     # No effect observed: sized for the smallest effect that matters.
-    none_seen = verdicts.rate_higher("a - b", 1, 30, 1, 30, 0.05)
+    none_seen = higher(1, 30, 1, 30)
     assert none_seen.verdict == "inconclusive"
     assert none_seen.needed_n == verdicts.two_proportion_n(1 / 30 + 0.05, 1 / 30)
+    empty = higher(0, 0, 1, 30)
+    assert empty.verdict == "inconclusive" and empty.ci_low is None
+
+
+def at_most(k: int, n: int, limit: float = 0.05) -> verdicts.Part:
+    return verdicts.rate_at_most("share", k, n, limit, metric="share", arm="a")
 
 
 def test_rate_at_most_reaches_each_verdict():
-    assert verdicts.rate_at_most("share", 0, 200, 0.05).verdict == "reproduced"
-    assert verdicts.rate_at_most("share", 30, 100, 0.05).verdict == "not reproduced"
-    few = verdicts.rate_at_most("share", 0, 10, 0.05)
+    assert at_most(0, 200).verdict == "reproduced"
+    assert at_most(30, 100).verdict == "not reproduced"
+    few = at_most(0, 10)
     assert few.verdict == "inconclusive"
     assert few.needed_n == math.ceil(verdicts.Z_ALPHA**2 * 0.95 / 0.05) == 73  # Wilson's upper end at k = 0
-    assert verdicts.rate_at_most("share", 0, 0, 0.05).needed_n == 73  # nothing seen yet: at least that many
-    assert verdicts.rate_at_most("share", 0, few.needed_n, 0.05).verdict == "reproduced"
-    some = verdicts.rate_at_most("share", 1, 30, 0.05)
+    assert at_most(0, 0).needed_n == 73  # nothing seen yet: at least that many
+    assert at_most(0, 0).ci_low == 0.0 and at_most(0, 0).ci_high == 1.0  # Wilson's [0, 1]: undecided by its interval
+    assert at_most(0, few.needed_n).verdict == "reproduced"
+    some = at_most(1, 30)
     assert some.verdict == "inconclusive" and some.needed_n == verdicts.one_proportion_n(1 / 30, 0.05)
 
 
-def test_bootstrap_comparison_and_combination():
+def test_bootstrap_comparison_needs_30_episodes_per_arm_and_combination_is_the_cores():
     a, b = [1.0] * 30 + [0.0] * 10, [0.0] * 30 + [1.0] * 10
     mean = lambda x: float(x.mean())  # noqa: E731
-    assert verdicts.stat_higher("mean", a, b, mean, 0.1).verdict == "reproduced"
-    assert verdicts.stat_higher("mean", b, a, mean, 0.1).verdict == "not reproduced"
-    flat = verdicts.stat_higher("mean", [0.0, 1.0] * 5, [1.0, 0.0] * 5, mean, 0.1)
-    assert flat.verdict == "inconclusive" and flat.needed_n and flat.needed_n > 10
-    rep = verdicts.Part(what="x", value=1, ci_low=1, ci_high=1, n="1", verdict="reproduced")
-    inc = rep.model_copy(update={"verdict": "inconclusive", "needed_n": 400})
-    inc2 = rep.model_copy(update={"verdict": "inconclusive", "needed_n": 90, "unit": "contexts"})
-    nope = rep.model_copy(update={"verdict": "not reproduced"})
-    assert verdicts.combine([rep, rep]) == ("reproduced", None, "")
-    assert verdicts.combine([rep, inc, inc2]) == ("inconclusive", 400, "episodes per arm")
-    assert verdicts.combine([inc, nope]) == ("not reproduced", None, "")
+    kw = dict(metric="m", arm="a", versus="b")
+    assert verdicts.stat_higher("mean", a, b, mean, 0.1, **kw).verdict == "reproduced"
+    assert verdicts.stat_higher("mean", b, a, mean, 0.1, **kw).verdict == "not reproduced"
+    flat = verdicts.stat_higher("mean", [0.0, 1.0] * 20, [1.0, 0.0] * 20, mean, 0.1, **kw)
+    assert flat.verdict == "inconclusive" and flat.needed_n and flat.needed_n > 40
+    few = verdicts.stat_higher("mean", a[:20], b[:20], mean, 0.1, **kw)  # < 30 per arm: no interval judged
+    assert few.verdict == "inconclusive" and few.ci_low is None and few.needed_n == 30 and few.value == 1.0
+    rep = verdicts.judged("x", 1, 1, 1, op=">=", threshold=0, strict=True, method="m", n="1", size=1, metric="x",
+                          arm="a")
+    inc = verdicts.judged("x", 0, -1, 1, op=">=", threshold=0, strict=True, method="m", n="1", size=1, metric="x",
+                          arm="a").model_copy(update={"needed_n": 400})
+    inc2 = inc.model_copy(update={"needed_n": 90, "unit": "contexts"})
+    nope = verdicts.judged("x", -1, -2, -1, op=">=", threshold=0, method="m", n="1", size=1, metric="x", arm="a")
+    judge = lambda parts: verdicts.Finding.judge("CX", "c", "k", parts)  # noqa: E731
+    assert (judge([rep, rep]).verdict, judge([rep, rep]).needed_n) == ("reproduced", None)
+    f = judge([rep, inc, inc2])
+    assert (f.verdict, f.needed_n, f.needed_unit) == ("inconclusive", 400, "episodes per arm")
+    assert judge([inc, nope]).verdict == "not reproduced" and judge([inc, nope]).needed_n is None
 
 
-def test_relative_return_bound():
+def test_relative_return_bound_uses_welch():
     base = [0.8] * 20 + [0.7] * 20
-    assert verdicts.relative_not_below("r", [0.79] * 20 + [0.69] * 20, base, -0.05).verdict == "reproduced"
-    assert verdicts.relative_not_below("r", [0.5] * 40, base, -0.05).verdict == "not reproduced"
+    kw = dict(metric="r", arm="a", versus="b")
+    ok = verdicts.relative_not_below("r", [0.79] * 20 + [0.69] * 20, base, -0.05, **kw)
+    assert ok.verdict == "reproduced" and ok.method.startswith("Welch")
+    d, lo, hi = welch_interval([0.79] * 20 + [0.69] * 20, base)
+    assert (ok.value, ok.ci_low, ok.ci_high) == pytest.approx((d / 0.75, lo / 0.75, hi / 0.75))
+    assert verdicts.relative_not_below("r", [0.5] * 40, base, -0.05, **kw).verdict == "not reproduced"
+    assert verdicts.relative_not_below("r", [0.5] * 40, [0.0] * 40, -0.05, **kw).verdict == "inconclusive"
 
 
 def failure(seed: int, manoeuvre: str | None, slot: int = 0) -> EpisodeResult:
@@ -93,7 +122,8 @@ def test_diversity_needs_enough_failures_before_it_can_say_not_reproduced():
     quiet = [failure(i, None) for i in range(30)]
     none_seen = diversity_parts(Arm(name="adv0", results=quiet), [Arm(name="b", results=quiet)])
     assert [p.verdict for p in none_seen] == ["inconclusive"]  # the bootstrap of nothing is [0, 0]: no verdict
-    assert none_seen[0].needed_n == math.ceil(5 / verdicts.wilson(0, 30)[1])
+    assert none_seen[0].ci_low is None and none_seen[0].ci_high is None  # no interval judged below 5 failures
+    assert none_seen[0].needed_n == math.ceil(5 / wilson_interval(0, 30)[1])
     mans = ["cut_in", "cut_in_brake", "brake_check", "tailgate", "swerve_return"]
     diverse = [failure(i, mans[i % 5], slot=i % 3) for i in range(12)] + quiet[:18]
     same = [failure(i, "cut_in_brake") for i in range(12)] + quiet[:18]
@@ -110,7 +140,8 @@ def test_exposure_on_the_toy_world_counts_rollouts_and_renders_a_verdict():
     assert [a.train_rollouts for a in arms] == [2 * (3 + 1), 0, 0]  # K + 1 reference draw per context; SAGE open loop
     assert all(len(a.results) == 8 for a in arms)
     assert [r.seed for r in arms[0].results] == [r.seed for r in arms[1].results]  # the same evaluation seeds
-    parts = [verdicts.rate_higher("dfr", *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), 0.05)]
+    parts = [verdicts.rate_higher("dfr", *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), 0.05,
+                                  metric="defender-failure rate", arm="adv0", versus="scripted")]
     f = verdicts.Finding.judge("CX", "claim", "criterion", parts, numbers=checks_exposure.arm_numbers(arms))
     text = verdicts.render(f)
     assert "verdict: " in text and "scripted: defender-failure rate" in text and f.verdict in text.lower()

@@ -1,138 +1,102 @@
-"""The claim check's decisions (holds / fails / undecided, the verdict, the seeds it would take),
-`harness papers check` through typer, and a task with no model role through the real runner."""
+"""The claims framework end to end on a labelled toy task: each arm an ordinary run, the verdict a
+pure function of the records, looks replayed, bad input named; and `harness papers check`."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+import json
 
-import numpy as np
-from pydantic import Field
+import pytest
 from typer.testing import CliRunner
 
-from environments.papers import tasks
-from environments.papers.base import CellResult, Claim, Condition, PaperOptions, PaperTask, describe_claim
-from environments.papers.claims import check, decide, evaluate, seeds_needed
 from environments.papers.commands import papers_app
-from harness.records import RunConfig
-from harness.runner import plan_run, run_eval
+from harness.claims.model import SeedPlan
+from harness.claims.runs import ClaimSuite, load_runs, run_check, verdict_from_runs
+from harness.cli.claims_cmds import claims_app
+from harness.errors import HarnessError
+from harness.executors import make_executor
+from harness.records import RunIndex
+from tests.environments.papers.toy_task import ToyTask, toy_suite  # noqa: F401 - a fixture
+
+pytestmark = pytest.mark.usefixtures("toy_suite")
 
 
-class ToyOptions(PaperOptions):
-    solver: Literal["method", "baseline"] = Field("method", description="which solver")
+def check(tmp_path, claim=None, **kw):
+    cs = ClaimSuite(claim=claim or ToyTask.claim, suite="papers.toy")
+    return run_check(cs, tmp_path, lambda: make_executor("asyncio"), log=lambda _: None, **kw)
 
 
-class ToyTask(PaperTask):
-    """The method scores 0.5 + a small seed-dependent wobble, the baseline 0.4 + another."""
-
-    task = "toy"
-    name = "papers.toy"
-    version = "0.0.1"
-    headline_metric = "score@easy"
-    Options = ToyOptions
-    solvers = ("method", "baseline")
-    settings = ("easy",)
-    metric_names = ("score",)
-    margin: ClassVar[float] = 0.05
-    claim: ClassVar[Claim] = Claim(paper="the method beats the baseline", setting="arithmetic",
-                                   criterion=[Condition(metric="score", setting="easy", solver="method",
-                                                        versus="baseline", op=">=", threshold=0.05)])
-    description = describe_claim(task, claim, solvers)
-
-    def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
-        wobble = np.random.default_rng([seed, solver == "method"]).normal(scale=0.02)
-        value = (0.5 if solver == "method" else 0.4) + wobble
-        return CellResult(solver=solver, setting=setting, seed=seed, answer={"value": value}, wall_s=0.0)
-
-    def score_cell(self, result: CellResult) -> dict[str, float | None]:
-        return {"score": result.answer["value"]}
+def test_each_arm_is_a_run_and_the_verdict_is_recomputed_from_records(tmp_path):
+    verdict = check(tmp_path)
+    assert verdict.verdict == "reproduced" and verdict.seeds == 5
+    assert set(verdict.runs) == {"method", "baseline"}
+    index = RunIndex(tmp_path)
+    rows = index.runs("papers.toy")
+    index.close()
+    assert len(rows) == 2 and {r["status"] for r in rows} == {"complete"}  # in `harness runs` and the leaderboard
+    run_ids = [r for ids in verdict.runs.values() for r in ids]
+    again = verdict_from_runs(ToyTask.claim, load_runs(tmp_path, run_ids))
+    assert again.model_dump(exclude={"wall_s"}) == verdict.model_dump(exclude={"wall_s"})
+    assert check(tmp_path).runs == verdict.runs  # a second check reuses the finished runs
 
 
-def table(method: list[float], baseline: list[float]) -> dict[tuple[str, str, int], dict[str, float | None]]:
-    out = {("method", "easy", i): {"score": v} for i, v in enumerate(method)}
-    return out | {("baseline", "easy", i): {"score": v} for i, v in enumerate(baseline)}
+def test_a_missed_claim_is_not_reproduced_and_the_interval_agrees(tmp_path):
+    strict = ToyTask.claim.model_copy(update={"conditions": [ToyTask.claim.conditions[0].model_copy(update={"threshold": 0.3})]})
+    verdict = check(tmp_path, strict)
+    c = verdict.conditions[0]
+    assert verdict.verdict == "not reproduced" and c.outcome == "fails" and c.ci_high < 0.3
 
 
-PAIRED = Condition(metric="score", setting="easy", solver="method", versus="baseline", op=">=", threshold=0.05)
+def test_looks_run_only_new_seeds_and_stop_at_the_first_decision(tmp_path):
+    # Threshold 0.1 sits at the true difference: the first look cannot decide, the plan goes on.
+    near = ToyTask.claim.conditions[0].model_copy(update={"threshold": 0.1})
+    claim = ToyTask.claim.model_copy(update={"conditions": [near], "plan": SeedPlan(looks=(3, 6))})
+    verdict = check(tmp_path, claim)
+    assert [lk.seeds for lk in verdict.looks] == [3, 6]
+    assert verdict.looks[0].level == pytest.approx(0.975)  # Bonferroni over two looks
+    assert all(len(ids) == 2 for ids in verdict.runs.values())  # seeds 0-2, then 3-5
+    records = [r for run in load_runs(tmp_path, verdict.runs["method"]) for r in run.records]
+    assert sorted(r.sample_id for r in records) == [f"easy/seed{s:03d}" for s in range(6)]
+    decided = check(tmp_path / "b", ToyTask.claim.model_copy(update={"plan": SeedPlan(looks=(3, 6))}))
+    assert [lk.seeds for lk in decided.looks] == [3] and decided.verdict == "reproduced"
 
 
-def test_decide_by_where_the_interval_lies():
-    assert decide(0.2, 0.1, 0.3, ">=", 0.05) == "holds"
-    assert decide(0.0, -0.1, 0.04, ">=", 0.05) == "fails"
-    assert decide(0.05, 0.0, 0.1, ">=", 0.05) == "undecided"
-    assert decide(1e-9, 1e-9, 1e-9, "<=", 1e-4) == "holds"
-    assert decide(1.0, 0.5, 2.0, "<=", 1e-4) == "fails"
+def test_bad_run_sets_are_named(tmp_path):
+    verdict = check(tmp_path)
+    method, baseline = verdict.runs["method"], verdict.runs["baseline"]
+    with pytest.raises(HarnessError, match="lack arm 'baseline'"):
+        verdict_from_runs(ToyTask.claim, load_runs(tmp_path, method))
+    with pytest.raises(HarnessError, match="more than one of the runs"):
+        verdict_from_runs(ToyTask.claim, load_runs(tmp_path, method + method + baseline))
+    other = ToyTask.claim.model_copy(update={"conditions": [ToyTask.claim.conditions[0].model_copy(update={"threshold": 0.0})]})
+    with pytest.raises(HarnessError, match="started under criterion"):
+        verdict_from_runs(other, load_runs(tmp_path, method + baseline))
+    check(tmp_path, other)
+    mixed = load_runs(tmp_path, method) + load_runs(tmp_path, check(tmp_path, other).runs["baseline"])
+    with pytest.raises(HarnessError, match="different criteria"):
+        verdict_from_runs(ToyTask.claim, mixed)
+    with pytest.raises(HarnessError, match="not found"):
+        load_runs(tmp_path, ["no-such-run"])
+    three = ToyTask.claim.model_copy(update={"plan": SeedPlan(looks=(3,))})
+    with pytest.raises(HarnessError, match="cover 5 seeds, but the seed plan looks only at 3"):
+        verdict_from_runs(three, load_runs(tmp_path, method + baseline))
 
 
-def test_paired_condition_uses_the_per_seed_differences():
-    # Large spread between seeds but a constant paired difference of 0.1: decided, with a zero-width CI.
-    base = [0.1, 0.5, 0.9, 0.3, 0.7]
-    result = evaluate(PAIRED, table([b + 0.1 for b in base], base), seeds=5)
-    assert result.outcome == "holds" and abs(result.estimate - 0.1) < 1e-12
-    assert abs(result.ci_low - 0.1) < 1e-12 and abs(result.ci_high - 0.1) < 1e-12
-    result = evaluate(PAIRED, table(base, [b + 0.01 for b in base]), seeds=5)
-    assert result.outcome == "fails"
+def test_papers_check_and_verdict_commands(tmp_path, monkeypatch):
+    from environments.papers import tasks
 
-
-def test_cross_setting_condition_pairs_each_seed_across_both_settings():
-    # Gain (method - baseline) is 0.1 at "easy" and 0.3 at "hard" for every seed, under a large
-    # spread between seeds: the difference of gains is exactly 0.2, a zero-width interval.
-    base = [0.1, 0.5, 0.9, 0.3, 0.7]
-    rows = {("method", "easy", i): {"score": b + 0.1} for i, b in enumerate(base)}
-    rows |= {("baseline", "easy", i): {"score": b} for i, b in enumerate(base)}
-    rows |= {("method", "hard", i): {"score": 2 * b + 0.3} for i, b in enumerate(base)}
-    rows |= {("baseline", "hard", i): {"score": 2 * b} for i, b in enumerate(base)}
-    larger = Condition(metric="score", setting="hard", versus_setting="easy", solver="method", versus="baseline",
-                       op=">=", threshold=0.15)
-    result = evaluate(larger, rows, seeds=5)
-    assert result.outcome == "holds" and abs(result.estimate - 0.2) < 1e-12 and result.ci_high - result.ci_low < 1e-12
-    assert larger.text() == "[score(method) - score(baseline)] @ hard - [score(method) - score(baseline)] @ easy >= 0.15"
-    reverse = larger.model_copy(update={"setting": "easy", "versus_setting": "hard", "threshold": 0.0})
-    assert evaluate(reverse, rows, seeds=5).outcome == "fails"
-    plain = Condition(metric="score", setting="hard", versus_setting="easy", solver="method", op=">=", threshold=0.0)
-    assert plain.text() == "score(method) @ hard - score(method) @ easy >= 0"
-    assert evaluate(plain, rows, seeds=5).estimate > 0.5
-
-
-def test_undecided_condition_says_how_many_seeds_would_decide_it():
-    diffs = np.array([0.2, -0.05, 0.15, 0.0, 0.1])
-    result = evaluate(PAIRED, table(list(diffs), [0.0] * 5), seeds=5)
-    assert result.outcome == "undecided"
-    expected = int(np.ceil((1.96 * diffs.std(ddof=1) / (diffs.mean() - 0.05)) ** 2))
-    assert result.seeds_needed == max(6, expected) == seeds_needed(diffs, 0.05)
-    assert seeds_needed(np.array([0.05, 0.05]), 0.05) is None  # on the threshold: no number of seeds decides
-
-
-def test_check_runs_every_solver_on_shared_seeds_and_reports_a_verdict():
-    report = check(ToyTask, seeds=6)
-    assert report.verdict == "reproduced" and report.conditions[0].outcome == "holds"
-    assert {(s.solver, s.n) for s in report.summaries} == {("method", 6), ("baseline", 6)}
-    assert report.paired[0].estimate > 0.05
-    assert check(ToyTask, seeds=6).model_dump(exclude={"wall_s"}) == report.model_dump(exclude={"wall_s"})
-
-
-def test_a_missed_claim_is_reported_as_not_reproduced(monkeypatch):
-    strict = [PAIRED.model_copy(update={"threshold": 0.3})]
-    monkeypatch.setattr(ToyTask, "claim", ToyTask.claim.model_copy(update={"criterion": strict}))
-    assert check(ToyTask, seeds=6).verdict == "not reproduced"
-
-
-def test_papers_check_command(monkeypatch):
     monkeypatch.setitem(tasks.TASKS, "toy", ToyTask)
     runner = CliRunner()
-    result = runner.invoke(papers_app, ["check", "toy", "--seeds", "4"])
+    result = runner.invoke(papers_app, ["check", "toy", "--run-dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "verdict: reproduced" in result.output and "score(method) - score(baseline)" in result.output
-    result = runner.invoke(papers_app, ["check", "nope"])
-    assert result.exit_code == 2 and "unknown task 'nope'" in result.output
-    result = runner.invoke(papers_app, ["check"])
-    assert result.exit_code == 2 and "give one TASK or --all" in result.output
-
-
-def test_a_task_with_no_model_role_runs_through_the_runner(tmp_path):
-    suite = ToyTask(ToyTask.Options(solver="baseline", seeds=3))
-    assert suite.roles == ()
-    config = RunConfig(suite=suite.name, models={}, suite_options={"solver": "baseline", "seeds": 3})
-    plan = plan_run(config, tmp_path, suite=suite)
-    summary = run_eval(plan, show_progress=False)
-    metric = summary.metrics["score@easy"]
-    assert metric.n == 3 and 0.3 < metric.value < 0.5 and summary.counts["sample_errors"] == 0
+    assert f"criterion {ToyTask.claim.criterion_hash()}" in result.output
+    saved = json.loads((tmp_path / "claims" / "papers.toy.json").read_text())
+    run_ids = [r for ids in saved["runs"].values() for r in ids]
+    again = runner.invoke(papers_app, ["verdict", *run_ids, "--run-dir", str(tmp_path)])
+    assert again.exit_code == 0 and "verdict: reproduced" in again.output and "recomputed from records" in again.output
+    table = runner.invoke(claims_app, ["table", "--run-dir", str(tmp_path)])
+    assert table.exit_code == 0 and "| papers.toy | the method beats the baseline | reproduced |" in table.output
+    assert runner.invoke(papers_app, ["check", "nope"]).exit_code == 2
+    assert "give one TASK or --all" in runner.invoke(papers_app, ["check"]).output
+    bad = runner.invoke(claims_app, ["check", "papers.nope", "--run-dir", str(tmp_path)])
+    assert bad.exit_code == 1 and "unknown claim 'papers.nope'" in bad.output

@@ -1,0 +1,88 @@
+"""What a claim check leaves: the verdict with everything it was computed from and everything a
+reader needs beside it (the paper's sentence, the criterion and its hash and registration date,
+each look, the departures), saved as `RUN_DIR/claims/CLAIM_ID.json` for the tables and reports.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from harness.claims.decide import ConditionResult
+from harness.claims.model import Departure, Verdict
+from harness.errors import HarnessError
+from harness.records import Metric, write_json_atomic
+
+
+class Look(BaseModel):
+    seeds: int
+    level: float
+    verdict: Verdict
+    conditions: list[ConditionResult]
+
+
+class Summary(BaseModel):
+    """One arm's metric in one setting: mean over seeds with its t interval."""
+
+    arm: str
+    setting: str
+    metric: str
+    value: Metric
+
+
+class ClaimVerdict(BaseModel):
+    claim: str
+    sentence: str = Field(description="the paper's claim, in the abstract's words")
+    setting: str
+    criterion: str
+    criterion_hash: str
+    registered: str | None = Field(None, description="the date the criterion's hash first appeared in git (None: not committed)")
+    verdict: Verdict
+    seeds: int = Field(description="the seeds of the deciding (or last) look")
+    conditions: list[ConditionResult]
+    looks: list[Look]
+    departures: list[Departure]
+    seeds_to_decide: int | None = None
+    summaries: list[Summary] = Field(default_factory=list)
+    runs: dict[str, list[str]] = Field(default_factory=dict, description="arm -> the run ids its cells came from")
+    cells_s: float = Field(0.0, description="the cells' summed duration, from the records")
+    wall_s: float | None = Field(None, description="the check's wall time (None: recomputed from records)")
+    note: str = ""
+
+    @property
+    def family(self) -> str:
+        return self.claim.split(".", 1)[0]
+
+    def estimate_text(self) -> str:
+        """The first condition that decided the verdict (else the first), as 'estimate [lo, hi]'."""
+        order = {"not reproduced": "fails", "reproduced": "holds", "inconclusive": "undecided"}[self.verdict]
+        c = next((c for c in self.conditions if c.outcome == order), self.conditions[0])
+        if c.estimate is None:
+            return f"{c.condition}: n/a"
+        ci = "" if c.ci_low is None or c.ci_high is None else f" [{c.ci_low:.4g}, {c.ci_high:.4g}]"
+        return f"{c.condition}: {c.estimate:.4g}{ci}"
+
+
+def verdict_path(run_dir: Path, claim: str) -> Path:
+    return run_dir / "claims" / f"{claim}.json"
+
+
+def save_verdict(run_dir: Path, verdict: ClaimVerdict) -> Path:
+    path = verdict_path(run_dir, verdict.claim)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, verdict)
+    return path
+
+
+def load_verdicts(run_dirs: list[Path]) -> list[ClaimVerdict]:
+    """Every saved verdict under the run dirs (a later dir wins for the same claim)."""
+    found: dict[str, ClaimVerdict] = {}
+    for run_dir in run_dirs:
+        for path in sorted((run_dir / "claims").glob("*.json")):
+            try:
+                v = ClaimVerdict.model_validate_json(path.read_text())
+            except ValueError as exc:
+                raise HarnessError(f"{path}: not a saved claim verdict ({str(exc)[:200]}); delete it or re-run the check") from None
+            found[v.claim] = v
+    return list(found.values())
