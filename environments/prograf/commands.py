@@ -113,17 +113,23 @@ def check_cmd(
     max_passes: int = typer.Option(0, "--max-passes", min=0, help="Subset: tasks passed in at most N of the k samples (0 = pass@k = 0)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON here."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Generator calls at once."),
+    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="The verdict is saved as RUN_DIR/claims/prograf.recovery.json "
+                                 "(`harness claims table` reads it)."),
 ) -> None:
-    """The ProGraf claim on the generator's hardest subset with fresh seeds: recovery per method with
-    bootstrap CIs, paired differences (loop minus each) with paired CIs and McNemar tests; reproduced
-    iff the loop beats fixed-step, the Reflexion-style agent and best-of-B (paired CIs above 0) and
-    its no-profile ablation; and where its recovery lands against the paper's 43.7-77.8%."""
+    """The ProGraf claim (`prograf.recovery`) on the generator's hardest subset with fresh seeds:
+    recovery per method with bootstrap CIs, paired differences (loop minus each) with paired t
+    intervals over tasks and McNemar tests; reproduced iff the loop beats fixed-step, the
+    Reflexion-style agent, best-of-B and its no-profile ablation (every interval above 0), not
+    reproduced iff one lies at or below 0, else inconclusive; and where its recovery lands against
+    the paper's 43.7-77.8%. The verdict is saved under RUN_DIR/claims/."""
     import asyncio
     import hashlib
     import tempfile
+    import time
 
     from environments.prograf.build import CORPUS
-    from environments.prograf.claim import check_claim, format_report
+    from environments.prograf.claim import check_claim, claim_verdict, format_report
+    from harness.claims import save_verdict
     from environments.prograf.profile import build_profile, load_profile
     from environments.prograf.task import load_tasks
     from harness.calls import CallPolicy, ManagedModel
@@ -133,6 +139,7 @@ def check_cmd(
 
     if checker not in ("prompt", "oracle"):
         fail(f"--checker {checker}: choose prompt or oracle")
+    t0 = time.perf_counter()
     try:
         model = ManagedModel(load_model(ModelSpec.parse(generator, flag="--generator")), max_connections=concurrency,
                              policy=CallPolicy())
@@ -156,6 +163,8 @@ def check_cmd(
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(report.model_dump_json(indent=1) + "\n", encoding="utf-8")
+    saved = save_verdict(run_dir, claim_verdict(report, wall_s=round(time.perf_counter() - t0, 2)))
+    out.print(f"verdict saved: {saved}", highlight=False, markup=False)
 
 
 @prograf_app.command("prompt-checks")

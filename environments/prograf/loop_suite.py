@@ -9,7 +9,8 @@ the task's prompt alone (`prompt_checks.py`); `checker=oracle` uses the hidden V
 (every output records `checker`; it is a suite option, so part of the run's setup, and a
 leaderboard never pools the two). Score: the final
 code against every hidden point (the `prograf` verifier). Metric `recovery`: the pass rate over the
-subset, bootstrap CI over tasks; paired differences between methods come from `paired_difference`.
+subset, bootstrap CI over tasks; paired differences between methods come from `paired_difference`
+(Student-t over tasks).
 
 `StepMock` (in `mock.py`, re-exported here) is the synthetic mock generator made step-aware, for tests only.
 """
@@ -39,7 +40,7 @@ from environments.prograf.verify import verify
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
-from harness.stats import ratio_metric
+from harness.stats import mean_metric, ratio_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
 
 FRESH_SEED = 1000  # the loop's generator seeds start here, away from the profile's 0..k-1
@@ -284,11 +285,12 @@ def _share(rows: list[list[float]], seed: int) -> Metric:
     return ratio_metric(arr, lambda c: c[0], lambda c: c[1], seed=seed)
 
 
-def paired_difference(a: dict[str, bool], b: dict[str, bool], seed: int = 0) -> Metric:
-    """Recovery of A minus recovery of B over the tasks both ran (task id -> passed), with a paired
-    bootstrap CI over tasks."""
+def paired_difference(a: dict[str, bool], b: dict[str, bool], level: float = 0.95) -> Metric:
+    """Recovery of A minus recovery of B over the tasks both ran (task id -> passed): the mean of
+    the per-task differences (each -1, 0 or +1) with its Student-t interval over tasks
+    (`harness.stats.mean_interval`; why t suits these differences: `environments/prograf/claim.py`).
+    One task gives no interval; tasks all tied give the zero-width interval [0, 0]."""
     common = sorted(set(a) & set(b))
     if not common:
         raise HarnessError("paired_difference: the two runs share no task")
-    arr = np.asarray([[float(a[t]), float(b[t]), 1.0] for t in common])
-    return ratio_metric(arr, lambda c: c[0] - c[1], lambda c: c[2], seed=seed)
+    return mean_metric([float(a[t]) - float(b[t]) for t in common], level)

@@ -59,26 +59,33 @@ preft_app.add_typer(check_app, name="check")
 
 @check_app.command("rl")
 def check_rl_cmd(
-    out: Path = typer.Option(Path("preft-rl"), "--out", help="Folder for rl_check.json and rl_curves.csv."),
-    rank: int = typer.Option(2, "--rank", min=1, help="Base rank r: LoRA at r and 4r."),
+    out: Path = typer.Option(Path("preft-rl"), "--out", help="Folder for rl_check.json, rl_curves.csv and the kept runs."),
+    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="The verdict is saved as RUN_DIR/claims/preft.rl_parity.json "
+                                 "(`harness claims table` reads it)."),
+    rank: int = typer.Option(2, "--rank", min=1, help="Base rank r: LoRA at r and 4r (the registered criterion: r = 2)."),
     steps: int = typer.Option(30, "--steps", min=1),
-    seeds: int = typer.Option(4, "--seeds", min=1),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=1, help="Default: the registered seed plan, look by look "
+                                        "(4, 11, 20, 40 seeds), stopping at the first look that decides. A planned look "
+                                        "N: the looks up to N. Any other N: an exploratory one-look plan (not registered)."),
     lr: float = typer.Option(1e-3, "--lr", min=0.0, help="AdamW learning rate of the LoRA weights."),
     prompts: int = typer.Option(4, "--prompts", min=1, help="Prompts per step."),
     group: int = typer.Option(6, "--group", min=2, help="Completions sampled per prompt (GRPO group)."),
     std_norm: bool = typer.Option(False, "--std-norm", help="Divide advantages by the group std."),
     threads: Optional[int] = typer.Option(None, "--threads", min=1),
 ) -> None:
-    """GRPO-style RL, prefill-only vs all-token LoRA at ranks r and 4r: the paper's RL parity claim."""
+    """GRPO-style RL, prefill-only vs all-token LoRA at ranks r and 4r: the paper's RL parity claim
+    (`preft.rl_parity`, criterion in kernels/preft/rl_check.py, registered in criteria_log.toml)."""
     import torch
 
-    from preft.rl_check import CLAIM, CRITERION, run_check
+    from preft.rl_check import criterion_text, plan_for, rl_claim, run_check
     from preft.train import format_table
 
     if threads:
         torch.set_num_threads(threads)
-    typer.echo(f"claim: {CLAIM}\ncriterion (fixed in code): {CRITERION}")
-    payload = run_check([rank, 4 * rank], list(range(seeds)), out, log=typer.echo, steps=steps, prompts=prompts,
+    claim, exploratory = plan_for(rl_claim([rank, 4 * rank]), seeds) if seeds else (rl_claim([rank, 4 * rank]), "")
+    typer.echo(f"claim {claim.id}: {claim.sentence}\n{exploratory}criterion {claim.criterion_hash()}: {criterion_text(claim)}")
+    payload = run_check([rank, 4 * rank], seeds, out, run_dir, log=typer.echo, steps=steps, prompts=prompts,
                         group=group, std_norm=std_norm, lr=lr)
     typer.echo(format_table(payload["rows"]))
-    typer.echo(f"verdict: {payload['verdict']}\nwrote {out / 'rl_check.json'}, {out / 'rl_curves.csv'}")
+    typer.echo(f"verdict: {payload['verdict']} (criterion {payload['criterion_hash']})\n"
+               f"wrote {out / 'rl_check.json'}, {out / 'rl_curves.csv'}; verdict saved: {payload['claim_verdict']}")

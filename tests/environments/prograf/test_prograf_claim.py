@@ -1,4 +1,5 @@
-"""`harness prograf check`: the claim's verdict rule, the McNemar test and a tiny run with the mock."""
+"""`harness prograf check`: the claim's verdict rule (the core's decide/combine on paired t
+intervals over tasks), its registration, the McNemar test and a tiny run with the mock."""
 
 from __future__ import annotations
 
@@ -9,12 +10,16 @@ import pytest
 from typer.testing import CliRunner
 
 from environments.prograf.build import CORPUS
-from environments.prograf.claim import check_claim, judge, mcnemar_p
+from environments.prograf.claim import CLAIM, CRITERIA_LOG, check_claim, claim_verdict, judge, mcnemar_p
 from environments.prograf.commands import prograf_app
 from environments.prograf.loop_suite import cached_tasks
 from environments.prograf.mock import StepMock
 from environments.prograf.profile import build_profile
 from harness.calls import CallPolicy, ManagedModel
+from harness.claims import load_verdicts
+from harness.claims.prereg import load_log, unregistered
+from harness.claims.table import to_markdown
+from harness.stats import mean_interval
 
 
 def test_mcnemar_exact_values():
@@ -31,14 +36,73 @@ def results(loop: int, others: dict[str, int], n: int = 40) -> dict[str, dict[st
     return {name: {t: i < k for i, t in enumerate(ids)} for name, k in ({"loop": loop} | others).items()}
 
 
-def test_verdict_rule():
-    strong = {"no-profile": 25, "fixed-step": 10, "reflexion": 15, "best-of": 5, "single-shot": 0}
-    _, ok, why = judge(results(35, strong))
-    assert ok and why == "every condition holds"
-    _, ok, why = judge(results(35, strong | {"best-of": 34}))
-    assert not ok and "best-of" in why and "fixed-step" not in why  # 1 task apart: the CI reaches 0
-    _, ok, why = judge(results(35, strong | {"no-profile": 35}))
-    assert not ok and "no-profile" in why
+STRONG = {"no-profile": 25, "fixed-step": 10, "reflexion": 15, "best-of": 5, "single-shot": 0}
+
+
+def test_verdict_reproduced_when_every_interval_lies_above_zero():
+    j = judge(results(35, STRONG))
+    assert j.verdict == "reproduced" and j.why == "every condition holds"
+    assert [c.outcome for c in j.conditions] == ["holds"] * 4
+    assert len(j.conditions) == len(CLAIM.conditions) == 4
+
+
+def test_verdict_interval_is_the_t_interval_of_the_per_task_differences():
+    r = results(35, STRONG)
+    j = judge(r)
+    diffs = [float(r["loop"][t]) - float(r["best-of"][t]) for t in sorted(r["loop"])]
+    mean, lo, hi = mean_interval(diffs, 0.95)
+    best_of = next(c for c in j.conditions if "best-of" in c.condition)
+    assert (best_of.estimate, best_of.ci_low, best_of.ci_high, best_of.n) == pytest.approx((mean, lo, hi, 40))
+    assert next(c for c in j.comparisons if c.against == "best-of").difference.ci_low == pytest.approx(lo)
+
+
+def test_verdict_inconclusive_where_the_old_rule_said_not_reproduced():
+    # 1 task apart: the interval straddles 0. The bool verdict printed NOT reproduced here.
+    j = judge(results(35, STRONG | {"best-of": 34}))
+    assert j.verdict == "inconclusive" and "best-of" in j.why and "reaches 0" in j.why and "fixed-step" not in j.why
+    # no-profile recovers as many tasks as the loop, but other ones (3 each way): the old rule read
+    # the point estimate (0, not above 0) as NOT reproduced; the interval straddles 0
+    r = results(35, STRONG)
+    r["no-profile"] = {t: (v if i not in (0, 1, 2) else False) or i in (36, 37, 38) for i, (t, v) in
+                       enumerate(r["loop"].items())}
+    j = judge(r)
+    np_cond = next(c for c in j.conditions if "no-profile" in c.condition)
+    assert np_cond.estimate == 0 and np_cond.ci_low < 0 < np_cond.ci_high and np_cond.outcome == "undecided"
+    assert j.verdict == "inconclusive"
+
+
+def test_verdict_not_reproduced_when_an_interval_lies_below_zero():
+    j = judge(results(25, STRONG | {"best-of": 40, "no-profile": 10}))  # best-of recovers 15 tasks more
+    assert j.verdict == "not reproduced" and "best-of" in j.why and "lies below 0" in j.why
+
+
+def test_verdict_every_task_tied_beats_nothing_and_refutes_nothing():
+    # the t interval of all-zero differences is [0, 0]: it must not "beat" (threshold above 0), and
+    # a collapsed interval is no evidence against the loop either (it fails only below 0)
+    j = judge(results(35, STRONG | {"no-profile": 35}))
+    tied = next(c for c in j.conditions if "no-profile" in c.condition)
+    assert (tied.ci_low, tied.ci_high, tied.outcome) == (0.0, 0.0, "undecided") and j.verdict == "inconclusive"
+
+
+def test_verdict_one_task_has_no_interval_and_decides_nothing():
+    j = judge(results(1, {k: 0 for k in STRONG}, n=1))
+    assert all(c.ci_low is None and c.outcome == "undecided" for c in j.conditions) and j.verdict == "inconclusive"
+
+
+def test_judge_needs_every_compared_method():
+    from harness.errors import HarnessError
+
+    with pytest.raises(HarnessError, match="no results of reflexion"):
+        judge({k: v for k, v in results(35, STRONG).items() if k != "reflexion"})
+
+
+def test_criterion_is_registered_in_the_log():
+    log = load_log(CRITERIA_LOG)
+    assert unregistered([CLAIM], log) == []
+    assert CLAIM.criterion_hash() in CRITERIA_LOG.read_text()
+    moved = CLAIM.model_copy(update={"conditions": CLAIM.conditions[:3]})  # no-profile dropped: a new criterion
+    assert unregistered([moved], log)
+    assert CLAIM.departures and CLAIM.sentence.startswith("Recovers 43.7-77.8% of tasks")
 
 
 @pytest.fixture(scope="module")
@@ -61,19 +125,31 @@ def test_check_claim_runs_every_method_on_the_subset_deterministically(circuit_p
 
     report = once()
     assert report.tasks == 3 and report.synthetic and report.checker == "prompt" and not report.errors
+    assert report.verdict in ("reproduced", "not reproduced", "inconclusive") and len(report.conditions) == 4
+    assert report.criterion_hash == CLAIM.criterion_hash()
     assert set(report.recovery) == {"loop", "no-profile", "fixed-step", "reflexion", "best-of", "single-shot"}
     assert all(m.n == 3 for m in report.recovery.values())
     assert report.where in ("below", "inside", "above")
     assert once().model_dump() == report.model_dump()
+    saved = claim_verdict(report, wall_s=1.0)
+    assert saved.claim == "prograf.recovery" and saved.verdict == report.verdict and saved.seeds == 1
+    assert saved.setting.startswith("SYNTHETIC") and len(saved.looks) == 1 and saved.departures == CLAIM.departures
 
 
 def test_check_command(circuit_profile, tmp_path):
     _, path = circuit_profile
     out = tmp_path / "report.json"
+    runs = tmp_path / "runs"
     result = CliRunner().invoke(prograf_app, ["check", "--generator", "synthetic/prograf-weak-circuits", "--profile",
-                                              str(path), "--limit", "2", "--budget", "2", "--out", str(out)])
+                                              str(path), "--limit", "2", "--budget", "2", "--out", str(out),
+                                              "--run-dir", str(runs)])
     assert result.exit_code == 0, result.output
     assert "SYNTHETIC" in result.output and "paper's 43.7%-77.8%" in result.output
-    assert json.loads(out.read_text())["tasks"] == 2
+    assert f"criterion {CLAIM.criterion_hash()}" in result.output
+    report = json.loads(out.read_text())
+    assert report["tasks"] == 2
+    [saved] = load_verdicts([runs])  # what `harness claims table` reads
+    assert saved.claim == "prograf.recovery" and saved.verdict == report["verdict"]
+    assert "| prograf.recovery |" in to_markdown([saved])
     bad = CliRunner().invoke(prograf_app, ["check", "--generator", "synthetic/prograf-uniform", "--profile", str(path)])
     assert bad.exit_code != 0 and "not synthetic/prograf-uniform" in bad.output
