@@ -166,7 +166,7 @@ class RCAuxTask(PaperTask):
                       ours="require success(rcaux) - success(one_step) >= 0.20 across the wall, paired by seed",
                       why="PAPER_TASKS.md's margin; only the abstract is known (PAPERS.md), and a check needs a "
                           "comparison and a margin",
-                      effect="the estimate +0.225 [0.113, 0.350] straddles our margin: with a margin of 0 it would "
+                      effect="the estimate +0.225 straddles our margin (bootstrap [0.113, 0.350] in session 10; Student-t [0.038, 0.412] in session 19): with a margin of 0 it would "
                              "hold, so the 'inconclusive' is about the margin, not about whether the losses help"),
         ],
     )
