@@ -361,6 +361,7 @@ def claim_verdict(f: Finding) -> ClaimVerdict:
                         conditions=conditions, looks=[Look(seeds=size, level=LEVEL, verdict=f.verdict,
                                                            conditions=conditions)],
                         departures=f.departures, seeds_to_decide=f.needed_n, wall_s=f.wall_s,
+                        unit=f.needed_unit if f.needed_n else (f.parts[0].unit if f.parts else "episodes per arm"),
                         note="; ".join([f"ours: {f.claim}", *f.notes])[:2000])
 
 

@@ -13,7 +13,7 @@ from html import escape
 from harness.claims.verdict import ClaimVerdict
 from harness.claims.decide import ConditionResult
 
-COLUMNS = ("claim", "paper's sentence", "verdict", "deciding condition: estimate [CI]", "seeds",
+COLUMNS = ("claim", "paper's sentence", "verdict", "deciding condition: estimate [CI]", "n",
            "criterion hash (registered)", "departures", "wall s")
 VERDICT_CLASS = {"reproduced": "good", "not reproduced": "bad", "inconclusive": "unsure"}
 
@@ -29,14 +29,14 @@ def condition_text(c: ConditionResult) -> str:
 
 def verdict_text(v: ClaimVerdict) -> str:
     if v.verdict == "inconclusive":
-        more = f"; about {v.seeds_to_decide} seeds would decide it" if v.seeds_to_decide else ""
+        more = f"; about {v.seeds_to_decide} {v.unit} would decide it" if v.seeds_to_decide else ""
         return f"inconclusive{more}"
     return v.verdict
 
 
 def row_cells(v: ClaimVerdict) -> list[str]:
     wall = v.wall_s if v.wall_s is not None else v.cells_s
-    return [v.claim, v.sentence, verdict_text(v), v.estimate_text(), str(v.seeds),
+    return [v.claim, v.sentence, verdict_text(v), v.estimate_text(), f"{v.seeds} {v.unit}",
             f"{v.criterion_hash} ({v.registered or 'not committed'})", str(len(v.departures)), f"{wall:.0f}"]
 
 

@@ -39,7 +39,8 @@ class ClaimVerdict(BaseModel):
     criterion_hash: str
     registered: str | None = Field(None, description="the date the criterion's hash first appeared in git (None: not committed)")
     verdict: Verdict
-    seeds: int = Field(description="the seeds of the deciding (or last) look")
+    seeds: int = Field(description="the seeds (or `unit`s) of the deciding (or last) look")
+    unit: str = Field("seeds", description="what `seeds` and `seeds_to_decide` count (ADV-0: episodes per arm, contexts)")
     conditions: list[ConditionResult]
     looks: list[Look]
     departures: list[Departure]
