@@ -3,7 +3,7 @@ paper's own experiment (`harness.claims.Departure`: what the paper does, what we
 it can do to the verdict). Printed with each check (`verdicts.render`) and saved in its verdict.
 
 Only the abstract is public (arXiv 2603.15221; no code): the sentences are the abstract's claims
-as /work/shared/PAPERS.md and ADV0_DESIGN.md record them, and whatever the paper does beyond them
+as ../shared/PAPERS.md and ADV0_DESIGN.md record them, and whatever the paper does beyond them
 is marked "not public".
 
 May import: `harness`.
