@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from harness.cli.kit import RUN_DIR, check_claims, fail, out, recompute_verdict
+from harness.cli.kit import RUN_DIR, check_claims, fail, out, print_claims_table, recompute_verdict
 
 papers_app = typer.Typer(no_args_is_help=True, help="The method papers as scored tasks: check their claims.")
 
@@ -71,16 +71,4 @@ def table_cmd(
     run_dir: list[Path] = typer.Option([Path("runs")], "--run-dir", help="Where `papers check` saved (repeatable)."),
 ) -> None:
     """This family's claims table (the paper's sentence, verdict, estimate, hash, departures, wall time)."""
-    from harness.claims.table import to_csv, to_html, to_markdown
-    from harness.claims.verdict import load_verdicts
-    from harness.errors import HarnessError
-
-    if fmt not in ("md", "csv", "html"):
-        fail(f"--format {fmt!r}: use md, csv or html")
-    try:
-        verdicts = sorted((v for v in load_verdicts(list(run_dir)) if v.family == "papers"), key=lambda v: v.claim)
-    except HarnessError as exc:
-        fail(str(exc))
-    if not verdicts:
-        fail(f"no saved claim checks in {', '.join(map(str, run_dir))}/claims: run `harness papers check --all`")
-    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](verdicts), end="")
+    print_claims_table(fmt, run_dir, "papers", "run `harness papers check --all`")

@@ -12,8 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from harness.cli.kit import RUN_DIR, check_claims, fail, out, recompute_verdict
-from harness.errors import HarnessError
+from harness.cli.kit import RUN_DIR, check_claims, out, print_claims_table, recompute_verdict
 
 claims_app = typer.Typer(no_args_is_help=True, help="Papers' claims, every family: list, check, verdict, table.")
 
@@ -64,15 +63,4 @@ def table_cmd(fmt: str = typer.Option("md", "--format", help="md, csv or html.")
               run_dir: list[Path] = typer.Option([Path("runs")], "--run-dir", help="Where checks saved (repeatable)."),
               family: Optional[str] = typer.Option(None, "--family", help="Only this family's claims.")) -> None:
     """The one claims table across families, from the saved verdicts."""
-    from harness.claims.table import to_csv, to_html, to_markdown
-    from harness.claims.verdict import load_verdicts
-
-    if fmt not in ("md", "csv", "html"):
-        fail(f"--format {fmt!r}: use md, csv or html")
-    try:
-        verdicts = [v for v in load_verdicts(list(run_dir)) if family is None or v.family == family]
-    except HarnessError as exc:
-        fail(str(exc))
-    if not verdicts:
-        fail(f"no saved claim verdicts in {', '.join(map(str, run_dir))}/claims: run `harness claims check CLAIM`")
-    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](sorted(verdicts, key=lambda v: v.claim)), end="")
+    print_claims_table(fmt, run_dir, family, "run `harness claims check CLAIM`")

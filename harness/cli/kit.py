@@ -188,3 +188,20 @@ def recompute_verdict(run_ids: Sequence[str], run_dir: Path, details: bool = Fal
         fail(str(exc), code=1)
     print_verdict(verdict, details)
     return verdict
+
+
+def print_claims_table(fmt: str, run_dirs: Sequence[Path], family: str | None, hint: str) -> None:
+    """The claims table of the saved verdicts (every family, or one), for `harness claims table` and
+    the families' own `table` commands; `hint` says how to make a verdict when there is none."""
+    from harness.claims.table import to_csv, to_html, to_markdown
+    from harness.claims.verdict import load_verdicts
+
+    if fmt not in ("md", "csv", "html"):
+        fail(f"--format {fmt!r}: use md, csv or html")
+    try:
+        verdicts = [v for v in load_verdicts(list(run_dirs)) if family is None or v.family == family]
+    except HarnessError as exc:
+        fail(str(exc))
+    if not verdicts:
+        fail(f"no saved claim verdicts in {', '.join(map(str, run_dirs))}/claims: {hint}")
+    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](sorted(verdicts, key=lambda v: v.claim)), end="")
