@@ -253,7 +253,7 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
         if manifest.config_hash != chash:
             raise HarnessError(f"run {resume}: its corpus changed since it started (hash differs): start a new run")
     else:
-        unfinished = _unfinished_run_with(run_dir, chash)
+        unfinished = latest_run_with(run_dir, chash, ("running", "interrupted"))
         if unfinished:
             folder = RunFolder(run_dir, unfinished)
             manifest = folder.read_manifest()
@@ -322,13 +322,15 @@ def _rescore_inputs(suite: Suite, config: RunConfig,
     return [s for s in samples if s.id in scored], sorted(lines.items())
 
 
-def _unfinished_run_with(run_dir: Path, chash: str) -> str | None:
+def latest_run_with(run_dir: Path, chash: str, statuses: tuple[str, ...]) -> str | None:
+    """The newest run of this config hash whose status is one of `statuses` and whose folder
+    still exists (None: no such run)."""
     if not (run_dir / "index.sqlite").exists():
         return None
     index = RunIndex(run_dir)
     try:
         for row in reversed(index.runs()):
-            if row["config_hash"] == chash and row["status"] in ("running", "interrupted"):
+            if row["config_hash"] == chash and row["status"] in statuses:
                 if RunFolder(run_dir, row["run_id"]).exists():
                     return str(row["run_id"])
     finally:

@@ -105,7 +105,7 @@ def _bench_section(bench: list[Path]) -> tuple[str, list[str]]:
 def _claims_section(run_dirs: list[Path]) -> tuple[str, list[str]] | None:
     """Every family's saved claim verdicts (`RUN_DIR/claims/`) in one table: the core's, so this
     package names no family."""
-    verdicts = sorted(load_verdicts(run_dirs), key=lambda v: v.claim)
+    verdicts = sorted(load_verdicts(run_dirs), key=lambda v: v.label)
     if not verdicts:
         return None
     title = "Claims: the papers' sentences beside our verdicts"

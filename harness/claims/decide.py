@@ -37,11 +37,15 @@ class ConditionResult(BaseModel):
 
 
 def decide(lo: float, hi: float, op: Op, threshold: float, refute_at: float | None = None) -> Outcome:
-    """The one rule: where the interval [lo, hi] lies against the threshold."""
+    """The one rule: where the interval [lo, hi] lies against the threshold. A strict op needs the
+    interval strictly beyond the threshold to hold; either way it fails only when the interval lies
+    wholly, strictly, on the other side of the refute point (an interval touching it is undecided)."""
     other = threshold if refute_at is None else refute_at
-    if op == ">=":
-        return "holds" if lo >= threshold else "fails" if hi < other else "undecided"
-    return "holds" if hi <= threshold else "fails" if lo > other else "undecided"
+    if op in (">=", ">"):
+        above = lo > threshold if op == ">" else lo >= threshold
+        return "holds" if above else "fails" if hi < other else "undecided"
+    below = hi < threshold if op == "<" else hi <= threshold
+    return "holds" if below else "fails" if lo > other else "undecided"
 
 
 def combine(outcomes: Iterable[Outcome]) -> Verdict:

@@ -1,7 +1,7 @@
 """A claim as data: the paper's sentence, the arms and settings it compares, the criterion (its
 conditions and the seed plan), and every departure of our setting from the paper's.
 
-The criterion -- conditions and seed plan, nothing else -- is what is pre-registered: its hash
+The criterion -- conditions, seed plan and protocol, nothing else -- is what is pre-registered: its hash
 (`Claim.criterion_hash`) is printed beside every verdict and must appear in the family's
 criterion log (`prereg.py`). The sentence, the setting and the departures are prose that may be
 reworded without an amendment.
@@ -18,7 +18,10 @@ from pydantic import AliasChoices, BaseModel, Field, model_validator
 
 Verdict = Literal["reproduced", "not reproduced", "inconclusive"]
 Outcome = Literal["holds", "fails", "undecided"]
-Op = Literal[">=", "<="]
+# ">=" / "<=": the interval must reach the threshold; ">" / "<": it must lie strictly beyond it
+# ("A beats B" is "> 0": an interval ending exactly on 0 does not show the difference).
+Op = Literal[">=", "<=", ">", "<"]
+Scalar = str | int | float | bool
 
 # A claim's cells are samples named SETTING/seedNNN.
 CELL_ID = re.compile(r"^(?P<setting>.+)/seed(?P<seed>\d+)$")
@@ -106,6 +109,9 @@ class Claim(BaseModel):
     settings: tuple[str, ...]
     conditions: list[Condition] = Field(min_length=1, description="all must hold for 'reproduced'")
     plan: SeedPlan = SeedPlan()
+    protocol: dict[str, Scalar] = Field(default_factory=dict, description=(
+        "fixed settings the criterion is judged at and gates outside its conditions (training steps, a "
+        "learn gate's minimum): pre-registered with the conditions, so changing one is an amendment"))
     departures: list[Departure] = Field(default_factory=list)
     note: str = ""
 
@@ -127,15 +133,24 @@ class Claim(BaseModel):
     def criterion(self) -> dict[str, object]:
         """What is pre-registered: the conditions and the seed plan."""
         # Defaults left out, so that a field added later does not change an existing criterion's hash.
-        return {"conditions": [c.model_dump(mode="json", exclude_defaults=True) for c in self.conditions],
-                "plan": self.plan.model_dump(mode="json", exclude_defaults=True)}
+        criterion: dict[str, object] = {
+            "conditions": [c.model_dump(mode="json", exclude_defaults=True) for c in self.conditions],
+            "plan": self.plan.model_dump(mode="json", exclude_defaults=True)}
+        if self.protocol:
+            criterion["protocol"] = dict(sorted(self.protocol.items()))
+        return criterion
 
     def criterion_hash(self) -> str:
         blob = json.dumps(self.criterion(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    def stamp(self) -> str:
+        """What each run of a check records as the criterion it was started under."""
+        return f"{self.id}@{self.criterion_hash()}"
+
     def criterion_text(self) -> str:
-        return "; ".join(c.text() for c in self.conditions) + f" ({self.plan.text()})"
+        protocol = "".join(f"; {k} = {v}" for k, v in sorted(self.protocol.items()))
+        return "; ".join(c.text() for c in self.conditions) + f" ({self.plan.text()}{protocol})"
 
     def arms_needed(self) -> tuple[str, ...]:
         """The arms the conditions read (a check runs all `arms`; a verdict needs these)."""

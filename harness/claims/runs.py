@@ -21,8 +21,8 @@ from harness.claims.decide import CellTable, combine, evaluate
 from harness.claims.model import CELL_ID, Claim, SeedPlan
 from harness.claims.verdict import ClaimVerdict, Look, Summary
 from harness.errors import HarnessError
-from harness.records import RunConfig, RunFolder, RunIndex, RunManifest, SampleRecord
-from harness.runner import Executor, plan_run, run_eval
+from harness.records import RunConfig, RunFolder, RunManifest, SampleRecord
+from harness.runner import Executor, latest_run_with, plan_run, run_eval
 from harness.stats import mean_metric
 from harness.suite import get_suite
 
@@ -34,11 +34,6 @@ class ClaimSuite:
     suite: str
     arm_option: str = "solver"
     options: Mapping[str, Any] = field(default_factory=dict)  # every arm's other suite options
-
-    def stamp(self, plan: SeedPlan | None = None) -> str:
-        """What each run records as the criterion it was started under."""
-        claim = self.claim if plan is None else self.claim.model_copy(update={"plan": plan})
-        return f"{claim.id}@{claim.criterion_hash()}"
 
     def config(self, arm: str, first_seed: int, seeds: int, stamp: str, max_connections: int = 1) -> RunConfig:
         options = dict(self.options) | {self.arm_option: arm, "seeds": seeds, "first_seed": first_seed}
@@ -134,7 +129,7 @@ def verdict_from_runs(claim: Claim, runs: Sequence[ArmRun], *, arm_option: str =
     the first look that decides, so a later look never overrides an earlier decision."""
     table = cell_table(claim, runs, arm_option)
     n = seeds_covered(claim, table)
-    expected = f"{claim.id}@{claim.criterion_hash()}"
+    expected = claim.stamp()
     if runs[0].manifest.config.claim != expected:
         raise HarnessError(f"claim {claim.id}: the runs were started under criterion {runs[0].manifest.config.claim}, "
                            f"the claim's is now {expected}: run the check again under the current criterion")
@@ -164,26 +159,13 @@ def claim_of_runs(claim: Claim, runs: Sequence[ArmRun]) -> tuple[Claim, bool]:
     check (`--seeds N`) -- the same conditions with a one-look plan of the seeds the runs cover.
     Returns (claim, registered?)."""
     stamp = runs[0].manifest.config.claim if runs else None
-    if stamp == f"{claim.id}@{claim.criterion_hash()}":
+    if stamp == claim.stamp():
         return claim, True
     seeds = {int(m["seed"]) for run in runs for r in run.records if (m := CELL_ID.match(r.sample_id))}
     exploratory = claim.model_copy(update={"plan": SeedPlan(looks=(max(len(seeds), 1),), level=claim.plan.level)})
-    if stamp == f"{claim.id}@{exploratory.criterion_hash()}":
+    if stamp == exploratory.stamp():
         return exploratory, False
     return claim, True  # verdict_from_runs names the mismatch
-
-
-def complete_run_with(run_dir: Path, config_hash: str) -> str | None:
-    if not (run_dir / "index.sqlite").exists():
-        return None
-    index = RunIndex(run_dir)
-    try:
-        for row in reversed(index.runs()):
-            if row["config_hash"] == config_hash and row["status"] == "complete" and RunFolder(run_dir, row["run_id"]).exists():
-                return str(row["run_id"])
-    finally:
-        index.close()
-    return None
 
 
 def run_arm(config: RunConfig, run_dir: Path, executor: Callable[[], Executor], progress: bool,
@@ -191,7 +173,7 @@ def run_arm(config: RunConfig, run_dir: Path, executor: Callable[[], Executor], 
     """The arm's run: a finished run of the same config is reused, an unfinished one resumed
     (the runner finds it by its config hash), else a new one is started."""
     plan = plan_run(config, run_dir, command=["harness", "claim-check", config.claim or "", config.suite])
-    done = complete_run_with(run_dir, plan.manifest.config_hash)
+    done = latest_run_with(run_dir, plan.manifest.config_hash, ("complete",))
     if done is not None:
         log(f"  {config.suite} {config.suite_options}: reusing finished run {done}")
         return done
@@ -207,7 +189,7 @@ def run_check(cs: ClaimSuite, run_dir: Path, executor: Callable[[], Executor], *
     """Run the claim's arms look by look (only the new seeds at each look) until a look decides."""
     t0 = time.perf_counter()
     claim = cs.claim if plan is None else cs.claim.model_copy(update={"plan": plan})
-    stamp = f"{claim.id}@{claim.criterion_hash()}"
+    stamp = claim.stamp()
     run_ids: list[str] = []
     previous = 0
     verdict: ClaimVerdict | None = None

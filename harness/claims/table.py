@@ -36,7 +36,7 @@ def verdict_text(v: ClaimVerdict) -> str:
 
 def row_cells(v: ClaimVerdict) -> list[str]:
     wall = v.wall_s if v.wall_s is not None else v.cells_s
-    return [v.claim, v.sentence, verdict_text(v), v.estimate_text(), f"{v.seeds} {v.unit}",
+    return [v.label, v.sentence, verdict_text(v), v.estimate_text(), f"{v.seeds} {v.unit}",
             f"{v.criterion_hash} ({v.registered or 'not committed'})", str(len(v.departures)), f"{wall:.0f}"]
 
 
@@ -72,7 +72,7 @@ def _details(v: ClaimVerdict) -> str:
     deps = ("<table class=\"departures\"><thead><tr><th>the paper does</th><th>we do</th><th>why</th>"
             f"<th>what it can do to the verdict</th></tr></thead><tbody>{rows}</tbody></table>" if rows
             else "<p>No departure listed.</p>")
-    return (f"<details><summary>criterion, looks and departures of <code>{escape(v.claim)}</code></summary>"
+    return (f"<details><summary>criterion, looks and departures of <code>{escape(v.label)}</code></summary>"
             f"<p>Criterion (hash <code>{escape(v.criterion_hash)}</code>): {escape(v.criterion)}</p><ul>{conds}</ul>"
             f"<p>Looks: {escape(looks)}</p><p>Setting (ours): {escape(v.setting)}</p>{deps}</details>")
 

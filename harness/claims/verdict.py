@@ -1,10 +1,13 @@
 """What a claim check leaves: the verdict with everything it was computed from and everything a
 reader needs beside it (the paper's sentence, the criterion and its hash and registration date,
-each look, the departures), saved as `RUN_DIR/claims/CLAIM_ID.json` for the tables and reports.
+each look, the departures), saved as `RUN_DIR/claims/CLAIM_ID.json` for the tables and reports --
+`CLAIM_ID--SUBJECT.json` for a claim checked once per subject (ProGraf's, once per generator), so a
+second subject's verdict does not replace the first's.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -33,6 +36,8 @@ class Summary(BaseModel):
 
 class ClaimVerdict(BaseModel):
     claim: str
+    subject: str | None = Field(None, description="what the claim was checked on, where it is checked once per "
+                                "subject (a generator, a model); None: the claim's one check")
     sentence: str = Field(description="the paper's claim, in the abstract's words")
     setting: str
     criterion: str
@@ -55,6 +60,11 @@ class ClaimVerdict(BaseModel):
     def family(self) -> str:
         return self.claim.split(".", 1)[0]
 
+    @property
+    def label(self) -> str:
+        """The claim id, with the subject when it has one."""
+        return self.claim if self.subject is None else f"{self.claim} [{self.subject}]"
+
     def estimate_text(self) -> str:
         """The first condition that decided the verdict (else the first), as 'estimate [lo, hi]'."""
         order = {"not reproduced": "fails", "reproduced": "holds", "inconclusive": "undecided"}[self.verdict]
@@ -65,25 +75,28 @@ class ClaimVerdict(BaseModel):
         return f"{c.condition}: {c.estimate:.4g}{ci}"
 
 
-def verdict_path(run_dir: Path, claim: str) -> Path:
-    return run_dir / "claims" / f"{claim}.json"
+def verdict_path(run_dir: Path, claim: str, subject: str | None = None) -> Path:
+    # A subject is a model spec or a generator name: anything outside [A-Za-z0-9._-] becomes "_",
+    # so it can never name another folder.
+    tail = "" if subject is None else "--" + re.sub(r"[^A-Za-z0-9._-]", "_", subject)
+    return run_dir / "claims" / f"{claim}{tail}.json"
 
 
 def save_verdict(run_dir: Path, verdict: ClaimVerdict) -> Path:
-    path = verdict_path(run_dir, verdict.claim)
+    path = verdict_path(run_dir, verdict.claim, verdict.subject)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, verdict)
     return path
 
 
 def load_verdicts(run_dirs: list[Path]) -> list[ClaimVerdict]:
-    """Every saved verdict under the run dirs (a later dir wins for the same claim)."""
-    found: dict[str, ClaimVerdict] = {}
+    """Every saved verdict under the run dirs (a later dir wins for the same claim and subject)."""
+    found: dict[tuple[str, str | None], ClaimVerdict] = {}
     for run_dir in run_dirs:
         for path in sorted((run_dir / "claims").glob("*.json")):
             try:
                 v = ClaimVerdict.model_validate_json(path.read_text())
             except ValueError as exc:
                 raise HarnessError(f"{path}: not a saved claim verdict ({str(exc)[:200]}); delete it or re-run the check") from None
-            found[v.claim] = v
+            found[(v.claim, v.subject)] = v
     return list(found.values())

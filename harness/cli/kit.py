@@ -98,7 +98,7 @@ def print_verdict(v: Any, details: bool = False) -> None:
     """A verdict as the commands print it: the paper's sentence, the criterion with its hash and
     registration, each condition's estimate and interval, the looks, the departures."""
     wall = f"{v.wall_s:.1f} s wall" if v.wall_s is not None else f"{v.cells_s:.1f} s of cells (recomputed from records)"
-    out.print(f"[bold]{escape(v.claim)}[/] -- {v.seeds} seeds, {wall}", highlight=False)
+    out.print(f"[bold]{escape(v.label)}[/] -- {v.seeds} seeds, {wall}", highlight=False)
     out.print(f"claim (the paper's): {escape(v.sentence)}", highlight=False)
     out.print(f"setting (ours): {escape(v.setting)}", highlight=False)
     out.print(f"criterion {v.criterion_hash}, registered {v.registered or 'NOT COMMITTED'}: {escape(v.criterion)}",
@@ -204,4 +204,4 @@ def print_claims_table(fmt: str, run_dirs: Sequence[Path], family: str | None, h
         fail(str(exc))
     if not verdicts:
         fail(f"no saved claim verdicts in {', '.join(map(str, run_dirs))}/claims: {hint}")
-    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](sorted(verdicts, key=lambda v: v.claim)), end="")
+    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](sorted(verdicts, key=lambda v: v.label)), end="")

@@ -99,3 +99,34 @@ def test_claims_and_plans_reject_what_cannot_be_checked():
         TOY.model_copy(update={}).model_validate(TOY.model_dump() | {"conditions": [
             {"metric": "m", "setting": "s", "arm": "c", "op": ">=", "threshold": 0}]})
     assert SeedPlan(looks=(5, 10)).look_level == pytest.approx(0.975)
+
+
+def test_strict_ops_need_the_interval_strictly_beyond_the_threshold():
+    assert decide(0.0, 0.3, ">=", 0.0) == "holds" and decide(0.0, 0.3, ">", 0.0) == "undecided"
+    assert decide(0.0, 0.0, ">", 0.0) == "undecided"  # all tied: shows no difference, refutes nothing
+    assert decide(-0.3, 0.0, "<=", 0.0) == "holds" and decide(-0.3, 0.0, "<", 0.0) == "undecided"
+    assert decide(-0.3, -0.1, ">", 0.0) == "fails" and decide(0.1, 0.3, "<", 0.0) == "fails"
+    assert decide(-0.02, 0.04, ">", 0.0, refute_at=0.05) == "fails"
+
+
+def test_the_protocol_is_part_of_the_criterion():
+    gated = TOY.model_copy(update={"protocol": {"learn_min": 0.1, "steps": 60}})
+    assert gated.criterion_hash() != TOY.criterion_hash()  # a protocol is registered with the conditions
+    moved = gated.model_copy(update={"protocol": {"learn_min": 0.2, "steps": 60}})
+    assert moved.criterion_hash() != gated.criterion_hash() and "learn_min = 0.2" in moved.criterion_text()
+    reordered = TOY.model_copy(update={"protocol": {"steps": 60, "learn_min": 0.1}})
+    assert reordered.criterion_hash() == gated.criterion_hash()
+
+
+def test_a_verdict_per_subject_is_kept_beside_the_others(tmp_path):
+    from harness.claims import ClaimVerdict, load_verdicts, save_verdict
+
+    def verdict(subject: str | None) -> ClaimVerdict:
+        return ClaimVerdict(claim=TOY.id, subject=subject, sentence="s", setting="x", criterion="c",
+                            criterion_hash=TOY.criterion_hash(), verdict="inconclusive", seeds=5, conditions=[],
+                            looks=[], departures=[])
+
+    paths = [save_verdict(tmp_path, verdict(s)) for s in (None, "openai/gpt-4o", "../../etc")]
+    assert len(set(paths)) == 3 and all(p.parent == tmp_path / "claims" for p in paths)
+    assert sorted(v.label for v in load_verdicts([tmp_path])) == ["toy.claim", "toy.claim [../../etc]",
+                                                                  "toy.claim [openai/gpt-4o]"]
