@@ -19,10 +19,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from environments.adv0.claims import SIZES
 from environments.adv0.checks_exposure import check_c3, check_c4, check_c5
 from environments.adv0.checks_loops import check_c6, check_c7, check_c8, check_c9
 from environments.adv0.loop import cpu_seconds
 from environments.adv0.verdicts import Finding, claim_verdict, fmt_metric, render
+from harness.claims.model import Scalar
 from harness.errors import HarnessError
 from harness.records import Metric
 
@@ -95,4 +97,18 @@ def run_check(name: str, *, episodes: int | None = None, seeds: int | None = Non
                                                ("dqn_checkpoint", dqn_checkpoint)) if v is not None}
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
     finding = CHECKS[key][0](episodes=episodes, seeds=seeds, family=family, model=model, **sizes)
-    return finding.model_copy(update={"wall_s": time.perf_counter() - wall0, "cpu_s": cpu_seconds() - cpu0})
+    given = {"episodes": episodes, "seeds": seeds, "family": family, "model": model if key == "C9" else None, **sizes}
+    return finding.model_copy(update={"wall_s": time.perf_counter() - wall0, "cpu_s": cpu_seconds() - cpu0,
+                                      "overrides": overrides(key, given, finding.world)})
+
+
+# What `--seeds` and `--episodes` count in each check (the names of its default sizes).
+SEEDS_COUNT = {"C1": "contexts", "C2": "train_contexts", "C6": "seeds", "C7": "seeds"}
+EPISODES_COUNT = {"C1": "episodes", "C2": "test_contexts"}
+
+
+def overrides(check: str, given: dict[str, Any], world: str) -> dict[str, Scalar]:
+    """The flags that moved the check off its default size (a flag equal to the default does not)."""
+    default = SIZES[check] | {"family": world if check in ("C1", "C2") else "highway"}
+    named = {"seeds": SEEDS_COUNT.get(check, "contexts"), "episodes": EPISODES_COUNT.get(check, "episodes")}
+    return {k: v for k, v in given.items() if v is not None and default.get(named.get(k, k)) != v}

@@ -2,7 +2,7 @@
 pitted against one fixed, under-cautious IDM/MOBIL planner on the same evaluation seeds (`exposure`),
 each arm's failures counted and clustered (`Arm`, `arm_numbers`). C8 (`checks_loops.py`) reuses the arms.
 
-May import: numpy, pydantic, `harness`, `environments.adv0` (loop, metrics, scenario, verdicts).
+May import: numpy, pydantic, `harness`, `environments.adv0` (claims, loop, metrics, scenario, verdicts).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
+from environments.adv0.claims import ATTACKER_FAULT_LIMIT, C4_MIN_FAILURES, MIN_RATE_EFFECT, size
 from environments.adv0.loop import Contexts, IdmDefender, LoopConfig, make_attacker, round_rng, seeds_for
 from environments.adv0.metrics import entropy, failure_cluster
 from environments.adv0.scenario import EpisodeResult
@@ -100,19 +101,19 @@ def arm_numbers(arms: Sequence[Arm]) -> dict[str, str]:
     return nums
 
 
-def check_sizes(episodes: int | None, seeds: int | None, family: str | None, default_episodes: int, default_seeds: int,
-                default_family: str = "highway") -> tuple[int, int, str]:
-    """A check's (episodes, seeds or contexts, family): the flags given, else the check's defaults."""
-    return episodes or default_episodes, seeds or default_seeds, family or default_family
+def check_sizes(episodes: int | None, seeds: int | None, family: str | None, check: str,
+                seeds_key: str = "contexts") -> tuple[int, int, str]:
+    """A check's (episodes, seeds or contexts, family): the flags given, else the check's default
+    size (`claims.SIZES`, the size its registered criterion is judged at)."""
+    return episodes or size(check, "episodes"), seeds or size(check, seeds_key), family or "highway"
 
 
-MIN_RATE_EFFECT = 0.05  # a failure-rate difference smaller than 5 points is not the effect the claims are about
-ATTACKER_FAULT_LIMIT = 0.05  # C3: the attacker-at-fault share of ADV-0's crashes
 
 
-def check_c3(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
-             k: int = 6, **_: object) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, 30, 6)
+def check_c3(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, k: int | None = None, **_: object) -> Finding:
+    n, c, fam = check_sizes(episodes, seeds, family, "C3")
+    rounds, k = rounds or size("C3", "rounds"), k or size("C3", "k")
     arms = exposure(["adv0", "random", "scripted", "cat"], fam, n, c, rounds, k)
     adv = arms[0]
     parts = [rate_higher(f"defender-failure rate: adv0 - {b.name}", *adv.count("defender_failure"),
@@ -129,9 +130,6 @@ def check_c3(episodes: int | None = None, seeds: int | None = None, family: str 
         f"upper end < {MIN_RATE_EFFECT}), and the Wilson CI of adv0's attacker-at-fault share of crashes <= "
         f"{ATTACKER_FAULT_LIMIT}; adv0 first trains {rounds} rounds x {c} contexts x (K={k} + 1 reference draw)",
         parts, numbers=arm_numbers(arms), world=fam, setting=exposure_setting(fam, n, c, rounds, k))
-
-
-C4_MIN_FAILURES = 5  # added after the first run (see the README): fewer failures leave the bootstrap degenerate
 
 
 def exposure_setting(family: str, episodes: int, contexts: int, rounds: int, k: int) -> str:
@@ -166,9 +164,10 @@ def diversity_parts(adv: Arm, others: Sequence[Arm]) -> list[Part]:
             for p in parts]
 
 
-def check_c4(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
-             k: int = 6, **_: object) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, 30, 6)
+def check_c4(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, k: int | None = None, **_: object) -> Finding:
+    n, c, fam = check_sizes(episodes, seeds, family, "C4")
+    rounds, k = rounds or size("C4", "rounds"), k or size("C4", "k")
     arms = exposure(["adv0", "random", "scripted", "cat"], fam, n, c, rounds, k)
     parts = diversity_parts(arms[0], arms[1:])
     return Finding.judge(
@@ -181,9 +180,10 @@ def check_c4(episodes: int | None = None, seeds: int | None = None, family: str 
         notes=["clusters count only defender-at-fault failures: an attacker that crashes into the ego finds no failure"])
 
 
-def check_c5(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
-             k: int = 6, **_: object) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, 30, 6)
+def check_c5(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, k: int | None = None, **_: object) -> Finding:
+    n, c, fam = check_sizes(episodes, seeds, family, "C5")
+    rounds, k = rounds or size("C5", "rounds"), k or size("C5", "k")
     arms = exposure(["adv0", "sage"], fam, n, c, rounds, k)
     parts = [rate_higher("defender-failure rate: adv0 (aligned utility) - sage (open-loop surrogate)",
                          *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT,

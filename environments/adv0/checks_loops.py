@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from environments.adv0.checks_exposure import MIN_RATE_EFFECT, Arm, arm_numbers, check_sizes
+from environments.adv0.checks_exposure import Arm, arm_numbers, check_sizes
+from environments.adv0.claims import MIN_RATE_EFFECT, NORMAL_RETURN_LOSS, size
 from environments.adv0.loop import (
     Contexts, LoopConfig, held_out_jobs, make_attacker, make_defender, seeds_for, train_round,
 )
@@ -57,9 +58,6 @@ def held_out_results(cfg: LoopConfig, defender: Any) -> list[EpisodeResult]:
     for fam, job in held_out_jobs(cfg):
         by_family.setdefault(fam, []).append(job)
     return [r for fam, jobs in by_family.items() for r in defender.run(jobs, fam)]
-
-
-NORMAL_RETURN_LOSS = -0.05  # C6/C7: the adversarially trained defender may lose at most 5% of normal return
 
 
 def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds: int, **sizes: Any) -> tuple[
@@ -107,9 +105,10 @@ def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds
     return parts, numbers, notes
 
 
-def check_c6(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 2,
-             **_: object) -> Finding:
-    n, s, fam = check_sizes(episodes, seeds, family, 16, 1)
+def check_c6(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, **_: object) -> Finding:
+    n, s, fam = check_sizes(episodes, seeds, family, "C6", seeds_key="seeds")
+    rounds = rounds or size("C6", "rounds")
     parts, numbers, notes = generalisation("idm", n, s, fam, rounds, contexts=4, k=4, scenarios=4,
                                            cem_generations=2, cem_population=6)
     return Finding.judge(
@@ -124,14 +123,14 @@ def check_c6(episodes: int | None = None, seeds: int | None = None, family: str 
                 "per arm and the held-out conditions")
 
 
-C7_DQN_STEPS = 3000  # fine-tuning steps per round at C7's default size
+C7_DQN_STEPS = size("C7", "dqn_steps")  # fine-tuning steps per round at C7's default size
 
 
 def check_c7(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
              rounds: int | None = None, dqn_steps: int | None = None, dqn_checkpoint: str | None = None,
              **_: object) -> Finding:
-    n, s, fam = check_sizes(episodes, seeds, family, 30, 3)
-    r, steps = rounds or 3, dqn_steps or C7_DQN_STEPS
+    n, s, fam = check_sizes(episodes, seeds, family, "C7", seeds_key="seeds")
+    r, steps = rounds or size("C7", "rounds"), dqn_steps or C7_DQN_STEPS
     if fam != "highway":
         raise HarnessError("check C7 (DQN) runs on --family highway only (the toy world has no Kinematics observation)")
     from environments.adv0 import dqn
@@ -141,7 +140,8 @@ def check_c7(episodes: int | None = None, seeds: int | None = None, family: str 
         dqn.load_checkpoint(target)
     parts, numbers, notes = generalisation("dqn", n, s, fam, r, contexts=6, k=6, scenarios=16, dqn_steps=steps,
                                            dqn_checkpoint=dqn_checkpoint)
-    size = "the default size" if (n, s, r, steps) == (30, 3, 3, C7_DQN_STEPS) else \
+    at = "the default size" if (n, s, r, steps) == (size("C7", "episodes"), size("C7", "seeds"), size("C7", "rounds"),
+                                                    C7_DQN_STEPS) else \
         f"a reduced size ({s} seed(s), {r} round(s) x {steps} steps, {n} episodes) -- not the check's default"
     return Finding.judge(
         "C7", "the DQN fine-tuned against ADV-0 generalises to held-out families better than one fine-tuned on normal "
@@ -150,13 +150,14 @@ def check_c7(episodes: int | None = None, seeds: int | None = None, family: str 
         f"the same fine-tuning on normal traffic, {s} seeds pooled: held-out defender-failure rate lower (Newcombe CI > "
         f"0; not reproduced when its upper end < {MIN_RATE_EFFECT}) and normal return not more than 5% lower (Welch CI "
         f"of the relative change >= {NORMAL_RETURN_LOSS})",
-        parts, numbers=numbers, notes=notes + [f"run at {size}; the default is a long command: about 1.5 CPU-hours"],
+        parts, numbers=numbers, notes=notes + [f"run at {at}; the default is a long command: about 1.5 CPU-hours"],
         world=fam, setting=f"{fam}: SB3 DQN fine-tuned {r} rounds x {steps} steps, {s} seed(s), {n} episodes")
 
 
-def check_c8(episodes: int | None = None, seeds: int | None = None, family: str | None = None, rounds: int = 3,
-             **_: object) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, 30, 4)
+def check_c8(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
+             rounds: int | None = None, **_: object) -> Finding:
+    n, c, fam = check_sizes(episodes, seeds, family, "C8")
+    rounds = rounds or size("C8", "rounds")
     base = LoopConfig(defender="idm", attacker="adv0", family=fam, rounds=rounds, contexts=c, k=4,  # type: ignore[arg-type]
                       scenarios=4, cem_generations=1, cem_population=6)
     trained = two_loops([("iterated", {"ablation": "none"}), ("frozen", {"ablation": "frozen"})], base)
@@ -194,8 +195,8 @@ def c9_driver_episodes(episodes: int, contexts: int, rounds: int) -> int:
 
 def check_c9(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
              rounds: int | None = None, model: str = "local/smollm2-135m", **_: object) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, 20, 4)
-    r = rounds or 2
+    n, c, fam = check_sizes(episodes, seeds, family, "C9")
+    r = rounds or size("C9", "rounds")
     cfg = LoopConfig(defender="llm", attacker="adv0", family=fam, rounds=r, contexts=c, k=C9_K,  # type: ignore[arg-type]
                      scenarios=2 * c, model=model, held_out_episodes=0, episodes=n)
     trained = two_loops([("adv0", {})], cfg)["adv0"]

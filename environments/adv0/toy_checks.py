@@ -56,6 +56,7 @@ import numpy as np
 from pydantic import BaseModel, Field, computed_field
 
 from environments.adv0 import toy, toy_sim
+from environments.adv0.claims import C1_RATIO_MAX, C2_BOUND_TOL, size
 from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, Rollout, factor_sizes, fit_reference, iterate
 from environments.adv0.exact import factorised_projection, gated_return, kl_divergence, optimal_log_q, soft_value
 from environments.adv0.planner import tune_cem
@@ -64,16 +65,15 @@ from environments.adv0.verdicts import LEVEL, VERDICT_OF, Part, judged, mean_abo
 from harness.claims import Verdict, combine, decide
 from harness.records import Metric
 from harness.stats import mean_metric
-C1_SEEDS = tuple(range(8))
-C1_ROUNDS = 60
-C1_RATIO_MAX = 0.5  # KL(q || q*) must at least halve the reference's KL(p0 || q*)
+
+C1_SEEDS = tuple(range(size("C1", "contexts")))
+C1_ROUNDS = size("C1", "rounds")
 C1B_EXCESS_MAX = 0.1  # nats over the factorised projection of q* reachable from p0
-C2_TRAIN_SEEDS = tuple(range(8))
-C2_TEST_SEEDS = tuple(range(100, 116))
-C2_ROUNDS = 2  # attacker then defender, twice
-C2_ATTACKER_ROUNDS = 15
+C2_TRAIN_SEEDS = tuple(range(size("C2", "train_contexts")))
+C2_TEST_SEEDS = tuple(range(100, 100 + size("C2", "test_contexts")))
+C2_ROUNDS = size("C2", "rounds")  # attacker then defender, twice
+C2_ATTACKER_ROUNDS = size("C2", "attacker_rounds")
 C2_DRAWS = 64  # attacker draws per training context the defender is tuned against
-C2_BOUND_TOL = 1e-9  # V_tau - E_p0[J] <= 0 up to float rounding
 C2_CEM_GENERATIONS, C2_CEM_POPULATION = 4, 12  # the defender's CEM per round (`planner.tune_cem`, 3 elites)
 
 

@@ -2,7 +2,7 @@
 how a finding is printed and saved.
 
 Every judged comparison of a check is a `Part`: an estimate, its interval, and the rule it is
-judged by -- an op (`>=` or `<=`), a threshold (strictly passed for "higher"/"lower" claims) and,
+judged by -- an op (`>=`, `<=`, or strict `>` / `<` for "higher"/"lower" claims), a threshold and,
 where the claim has a smallest effect that would matter, `refute_at`. The part's verdict is not
 stored: it is computed from the interval it prints by `harness.claims.decide` (holds ->
 reproduced, fails -> not reproduced, undecided -> inconclusive), so the two cannot disagree. A
@@ -19,9 +19,12 @@ statistic that is not a mean (C4's count of distinct clusters) by a percentile b
 episodes -- only at >= 30 episodes per arm, where that is acceptable; below, no interval.
 
 Each finding also becomes a core `ClaimVerdict` (`claim_verdict`, claim id `adv0.C1`...), saved by
-`harness adv0 check --run-dir DIR` for the cross-family claims table.
+`harness adv0 check --run-dir DIR` for the cross-family claims table. A check run at its default size
+is judged by its registered criterion (`claims.py`): `claim_of` checks that its parts are exactly the
+registered conditions; at any other size it is exploratory and says so.
 
-May import: the standard library, numpy, pydantic and `harness`, `environments.adv0.paper`.
+May import: the standard library, numpy, pydantic and `harness`, `environments.adv0.paper`,
+`environments.adv0.claims`.
 """
 
 from __future__ import annotations
@@ -34,11 +37,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, computed_field
 
+from environments.adv0.claims import CRITERIA_LOG, SIZES, registered_claim
 from environments.adv0.paper import departures_for, sentence_for
 from harness.claims import (
     Claim, ClaimVerdict, Condition, ConditionResult, Departure, Look, Op, Outcome, SeedPlan, Verdict, combine, decide,
     seeds_to_decide,
 )
+from harness.claims.model import Scalar
+from harness.claims.prereg import first_committed
+from harness.errors import HarnessError
 from harness.records import Metric
 from harness.stats import (
     BOOTSTRAP_MIN_UNITS, bootstrap_difference, mean_interval, newcombe_difference, paired_ratio_interval,
@@ -95,9 +102,9 @@ def _finite(x: float | None) -> float | None:
 
 class Part(BaseModel):
     """One judged comparison of a check. Its verdict is a property: the core's `decide` on the
-    interval [ci_low, ci_high] it prints, against `threshold` by `op` (a `strict` claim, "A higher
-    than B", needs the interval strictly beyond it: an end exactly on the threshold does not show
-    the difference), failing only beyond `refute_at` when the claim has a smallest effect that
+    interval [ci_low, ci_high] it prints, against `threshold` by `op` (a strict claim, "A higher
+    than B" (`>`), needs the interval strictly beyond it: an end exactly on the threshold does not
+    show the difference), failing only beyond `refute_at` when the claim has a smallest effect that
     would matter (default: the threshold). No interval: inconclusive."""
 
     what: str  # e.g. "defender-failure rate: adv0 - random"
@@ -111,28 +118,27 @@ class Part(BaseModel):
     size: int  # units per arm behind it (the smaller arm's)
     op: Op
     threshold: float
-    strict: bool = False
     refute_at: float | None = None
     method: str  # how the interval was computed
     needed_n: int | None = None  # when inconclusive: `unit`s that would decide it
     unit: str = "episodes per arm"
     note: str = ""  # a gate or caveat, printed with the rule
 
-    def decide_args(self) -> tuple[Op, float, float]:
-        """(op, threshold, refute point) exactly as `decide` receives them: a strict claim's
-        threshold is the next float beyond it; the refute point is `refute_at`, else the threshold."""
-        t = self.threshold
-        if self.strict:
-            t = math.nextafter(t, math.inf if self.op == ">=" else -math.inf)
-        return self.op, t, self.refute_at if self.refute_at is not None else self.threshold
+    @property
+    def upward(self) -> bool:
+        return self.op in (">=", ">")
+
+    def condition(self, setting: str) -> Condition:
+        """The core condition this part is judged by."""
+        return Condition(metric=self.metric, setting=setting, arm=self.arm, versus=self.versus, op=self.op,
+                         threshold=self.threshold, refute_at=self.refute_at)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def outcome(self) -> Outcome:
         if self.ci_low is None or self.ci_high is None:
             return "undecided"
-        op, threshold, refute = self.decide_args()
-        return decide(self.ci_low, self.ci_high, op, threshold, refute)
+        return decide(self.ci_low, self.ci_high, self.op, self.threshold, self.refute_at)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -141,37 +147,36 @@ class Part(BaseModel):
 
     def claim_text(self) -> str:
         """The claimed side, e.g. "> 0" or "<= 0.5"."""
-        sign = (">" if self.op == ">=" else "<") if self.strict else self.op
-        return f"{sign} {self.threshold:g}"
+        return f"{self.op} {self.threshold:g}"
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def rule(self) -> str:
         t, r = f"{self.threshold:g}", f"{self.refute_at if self.refute_at is not None else self.threshold:g}"
-        if self.op == ">=":
-            holds = f"its lower end {'>' if self.strict else '>='} {t}"
+        if self.upward:
+            holds = f"its lower end {self.op} {t}"
             fails = f"its upper end < {r}"
         else:
-            holds = f"its upper end {'<' if self.strict else '<='} {t}"
+            holds = f"its upper end {self.op} {t}"
             fails = f"its lower end > {r}"
         text = f"{self.method}: reproduced when {holds}, not reproduced when {fails}, else inconclusive"
         return text + (f"; {self.note}" if self.note else "")
 
     def condition_text(self) -> str:
-        beyond = f" (refuted below {self.refute_at:g})" if self.refute_at is not None and self.op == ">=" else \
+        beyond = f" (refuted below {self.refute_at:g})" if self.refute_at is not None and self.upward else \
             f" (refuted above {self.refute_at:g})" if self.refute_at is not None else ""
         return f"{self.what} {self.claim_text()}{beyond}"
 
 
 def judged(what: str, value: float | None, lo: float | None, hi: float | None, *, op: Op, threshold: float,
-           method: str, n: str, size: int, metric: str, arm: str, versus: str | None = None, strict: bool = False,
+           method: str, n: str, size: int, metric: str, arm: str, versus: str | None = None,
            refute_at: float | None = None, unit: str = "episodes per arm", note: str = "") -> Part:
     """A part from an estimate and its interval (non-finite ends: no interval)."""
     lo, hi = _finite(lo), _finite(hi)
     if lo is None or hi is None:
         lo = hi = None
     return Part(what=what, metric=metric, arm=arm, versus=versus, value=_finite(value), ci_low=lo, ci_high=hi, n=n,
-                size=size, op=op, threshold=threshold, strict=strict, refute_at=refute_at, method=method, unit=unit,
+                size=size, op=op, threshold=threshold, refute_at=refute_at, method=method, unit=unit,
                 note=note)
 
 
@@ -187,7 +192,7 @@ def rate_higher(what: str, k1: int, n1: int, k2: int, n2: int, min_effect: float
         d = lo = hi = None
     else:
         d, lo, hi = newcombe_difference(k1, n1, k2, n2, LEVEL)
-    part = judged(what, d, lo, hi, op=">=", threshold=0.0, strict=True, refute_at=min_effect, method="Newcombe CI",
+    part = judged(what, d, lo, hi, op=">", threshold=0.0, refute_at=min_effect, method="Newcombe CI",
                   n=f"{k1}/{n1} vs {k2}/{n2}", size=min(n1, n2), metric=metric, arm=arm, versus=versus)
 
     def needed() -> int | None:
@@ -221,7 +226,7 @@ def mean_above(what: str, values: Sequence[float] | np.ndarray, threshold: float
     (Student-t interval); refuted when the interval lies below it."""
     v = np.asarray(values, dtype=float)
     mean, lo, hi = mean_interval(v, LEVEL) if v.size else (None, None, None)
-    part = judged(what, mean, lo, hi, op=">=", threshold=threshold, strict=strict, method="Student-t CI",
+    part = judged(what, mean, lo, hi, op=">" if strict else ">=", threshold=threshold, method="Student-t CI",
                   n=f"{v.size} {unit}", size=int(v.size),
                   metric=metric, arm=arm, unit=unit)
     return _needing(part, lambda: seeds_to_decide(v, threshold, LEVEL) if v.size else None)
@@ -251,12 +256,12 @@ def stat_higher(what: str, a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.
     size_note = f"judged only at >= {BOOTSTRAP_MIN_UNITS} episodes per arm (a percentile bootstrap below that has unknown coverage)"
     if n < BOOTSTRAP_MIN_UNITS:
         d = float(stat(a_) - stat(b_)) if n else None
-        part = judged(what, d, None, None, op=">=", threshold=0.0, strict=True, refute_at=min_effect,
+        part = judged(what, d, None, None, op=">", threshold=0.0, refute_at=min_effect,
                       method="percentile bootstrap CI over episodes", n=f"{len(a_)} vs {len(b_)} episodes", size=n,
                       metric=metric, arm=arm, versus=versus, note=size_note)
         return part.model_copy(update={"needed_n": BOOTSTRAP_MIN_UNITS})
     d, lo, hi, se = bootstrap_difference(a_, b_, stat, LEVEL, seed=seed)
-    part = judged(what, d, lo, hi, op=">=", threshold=0.0, strict=True, refute_at=min_effect,
+    part = judged(what, d, lo, hi, op=">", threshold=0.0, refute_at=min_effect,
                   method="percentile bootstrap CI over episodes", n=f"{len(a_)} vs {len(b_)} episodes", size=n,
                   metric=metric, arm=arm, versus=versus, note=size_note)
 
@@ -315,6 +320,9 @@ class Finding(BaseModel):
     departures: list[Departure] = Field(default_factory=list)
     wall_s: float = 0.0
     cpu_s: float = 0.0
+    # What the check ran at beyond its default size: {} = the default size (the registered criterion
+    # judges it); None = not known (a finding built outside `checks.run_check`): exploratory.
+    overrides: dict[str, Scalar] | None = None
 
     @classmethod
     def judge(cls, check: str, claim: str, criterion: str, parts: list[Part], **kw: Any) -> Finding:
@@ -330,39 +338,57 @@ class Finding(BaseModel):
                    needed_n=top.needed_n if top else None, needed_unit=top.unit if top else "episodes per arm", **kw)
 
 
-def claim_of(f: Finding) -> Claim:
-    """The finding's criterion as a core `Claim` (its hash is the one printed and saved): one
-    condition per part with exactly what `decide` receives, and the size it ran at as the plan's
-    one look (another size is another criterion, as `harness claims check --seeds` makes one)."""
+def claim_of(f: Finding) -> tuple[Claim, bool]:
+    """The criterion the finding is judged by, and whether it is the registered one. At the check's
+    default size (`overrides == {}`) that is the registered claim (`claims.py`), and the finding's
+    parts must be exactly its conditions -- a check whose thresholds moved without an amendment is
+    an error here, at its first run. At any other size: the same conditions with the size it ran
+    as the plan's one look and its overrides in the protocol (an exploratory criterion, not
+    registered)."""
+    conditions = [p.condition(f.world) for p in f.parts]
     arms = tuple(dict.fromkeys(a for p in f.parts for a in (p.arm, p.versus) if a))
-    conditions = []
-    for p in f.parts:
-        op, threshold, refute = p.decide_args()
-        conditions.append(Condition(metric=p.metric, setting=f.world, arm=p.arm, versus=p.versus, op=op,
-                                    threshold=threshold, refute_at=None if refute == p.threshold and not p.strict
-                                    else refute))
-    return Claim(id=f"adv0.{f.check}", sentence=f.sentence or f.claim, setting=f.setting or f.world, arms=arms,
-                 settings=(f.world,), conditions=conditions,
-                 plan=SeedPlan(looks=(max(1, f.parts[0].size if f.parts else 1),), level=LEVEL),
-                 departures=f.departures)
+    if f.overrides == {} and f.check in SIZES:
+        registered = registered_claim(f.check)
+        if conditions != registered.conditions:
+            ran = "; ".join(c.text() for c in conditions)
+            raise HarnessError(f"check {f.check} judged by {ran!r}, which is not its registered criterion "
+                               f"({registered.criterion_text()}): register the change in environments/adv0/"
+                               "criteria_log.toml and environments/adv0/claims.py, or restore the threshold")
+        return registered, True
+    protocol: dict[str, Scalar] = dict(SIZES.get(f.check, {})) | (f.overrides or {})
+    claim = Claim(id=f"adv0.{f.check}", sentence=f.sentence or f.claim, setting=f.setting or f.world, arms=arms,
+                  settings=(f.world,), conditions=conditions,
+                  plan=SeedPlan(looks=(max(1, f.parts[0].size if f.parts else 1),), level=LEVEL,
+                                unit=f.parts[0].unit if f.parts else "episodes per arm"),
+                  protocol=protocol, departures=f.departures)
+    return claim, False
+
+
+def registration(claim: Claim, registered: bool) -> str | None:
+    """The date the registered criterion entered git (None: exploratory or not committed)."""
+    return first_committed(CRITERIA_LOG, claim.criterion_hash()) if registered else None
+
+
+EXPLORATORY = "exploratory: not the check's default size, so not its registered criterion"
 
 
 def claim_verdict(f: Finding) -> ClaimVerdict:
     """The finding as the core saves a verdict (`RUN_DIR/claims/adv0.CN.json`): one condition per
     part, one look at the size the check ran, `seeds` = that size (episodes per arm or contexts)."""
-    claim = claim_of(f)
+    claim, registered = claim_of(f)
     conditions = [ConditionResult(condition=p.condition_text(), estimate=p.value, ci_low=p.ci_low, ci_high=p.ci_high,
                                   n=p.size, level=LEVEL, outcome=p.outcome,
                                   seeds_needed=p.needed_n if p.outcome == "undecided" else None) for p in f.parts]
     size = claim.plan.looks[0]
     return ClaimVerdict(claim=claim.id, sentence=claim.sentence, setting=claim.setting,
                         criterion=f"{f.criterion} [{f.parts[0].unit if f.parts else ''}: {size}]",
-                        criterion_hash=claim.criterion_hash(), registered=None, verdict=f.verdict, seeds=size,
+                        criterion_hash=claim.criterion_hash(), registered=registration(claim, registered),
+                        verdict=f.verdict, seeds=size, subject=f.overrides.get("model") if f.overrides else None,
                         conditions=conditions, looks=[Look(seeds=size, level=LEVEL, verdict=f.verdict,
                                                            conditions=conditions)],
                         departures=f.departures, seeds_to_decide=f.needed_n, wall_s=f.wall_s,
                         unit=f.needed_unit if f.needed_n else (f.parts[0].unit if f.parts else "episodes per arm"),
-                        note="; ".join([f"ours: {f.claim}", *f.notes])[:2000])
+                        note="; ".join([f"ours: {f.claim}", *([] if registered else [EXPLORATORY]), *f.notes])[:2000])
 
 
 # ---------------------------------------------------------------- printing
@@ -388,12 +414,16 @@ def fmt_part(p: Part) -> str:
 
 def render(f: Finding) -> str:
     """The finding as the command prints it."""
-    claim = claim_of(f)
+    claim, registered = claim_of(f)
     lines = [f"{f.check} ({claim.id}) -- the paper: {f.sentence or '(not stated)'}",
              f"claim (as we test it): {f.claim}"]
     if f.setting:
         lines.append(f"setting (ours): {f.setting}")
-    lines += [f"criterion {claim.criterion_hash()} (not registered): {f.criterion}", "numbers (95% CIs):"]
+    if registered:
+        status = f"registered {registration(claim, registered) or 'in the log, not committed yet'}"
+    else:
+        status = f"{EXPLORATORY}: {', '.join(f'{k}={v}' for k, v in (f.overrides or {}).items()) or 'size unknown'}"
+    lines += [f"criterion {claim.criterion_hash()} ({status}): {f.criterion}", "numbers (95% CIs):"]
     lines += [f"  {k}: {v}" for k, v in f.numbers.items()]
     lines.append("judged:")
     for p in f.parts:

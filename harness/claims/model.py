@@ -57,8 +57,13 @@ class Condition(BaseModel):
             quantity = f"[{left}]" if self.versus else f"{self.metric}({self.arm})"
             per_seed = "" if self.stat == "mean" else f"{self.stat} over seeds of "
             return (f"{per_seed}{quantity} @ {self.setting} - {quantity} @ {self.versus_setting} "
-                    f"{self.op} {self.threshold:g}")
-        return f"{left} {self.op} {self.threshold:g} @ {self.setting}"
+                    f"{self.op} {self.threshold:g}{self.refute_text()}")
+        return f"{left} {self.op} {self.threshold:g}{self.refute_text()} @ {self.setting}"
+
+    def refute_text(self) -> str:
+        if self.refute_at is None:
+            return ""
+        return f" (refuted {'below' if self.op in ('>=', '>') else 'above'} {self.refute_at:g})"
 
 
 class SeedPlan(BaseModel):
@@ -71,6 +76,7 @@ class SeedPlan(BaseModel):
 
     looks: tuple[int, ...] = Field((5,), min_length=1)
     level: float = Field(0.95, gt=0.5, lt=1.0)
+    unit: str = Field("seeds", description="what a look counts (ADV-0: episodes per arm, contexts)")
 
     @model_validator(mode="after")
     def _ascending(self) -> SeedPlan:
@@ -85,8 +91,8 @@ class SeedPlan(BaseModel):
 
     def text(self) -> str:
         if len(self.looks) == 1:
-            return f"{self.looks[0]} seeds, {self.level:.0%} intervals"
-        return (f"looks at {', '.join(map(str, self.looks))} seeds, stop at the first that decides; "
+            return f"{self.looks[0]} {self.unit}, {self.level:.0%} intervals"
+        return (f"looks at {', '.join(map(str, self.looks))} {self.unit}, stop at the first that decides; "
                 f"{self.look_level:.2%} intervals at each look (Bonferroni over {len(self.looks)} looks)")
 
 

@@ -84,9 +84,9 @@ def test_bootstrap_comparison_needs_30_episodes_per_arm_and_combination_is_the_c
     assert flat.verdict == "inconclusive" and flat.needed_n and flat.needed_n > 40
     few = verdicts.stat_higher("mean", a[:20], b[:20], mean, 0.1, **kw)  # < 30 per arm: no interval judged
     assert few.verdict == "inconclusive" and few.ci_low is None and few.needed_n == 30 and few.value == 1.0
-    rep = verdicts.judged("x", 1, 1, 1, op=">=", threshold=0, strict=True, method="m", n="1", size=1, metric="x",
+    rep = verdicts.judged("x", 1, 1, 1, op=">", threshold=0, method="m", n="1", size=1, metric="x",
                           arm="a")
-    inc = verdicts.judged("x", 0, -1, 1, op=">=", threshold=0, strict=True, method="m", n="1", size=1, metric="x",
+    inc = verdicts.judged("x", 0, -1, 1, op=">", threshold=0, method="m", n="1", size=1, metric="x",
                           arm="a").model_copy(update={"needed_n": 400})
     inc2 = inc.model_copy(update={"needed_n": 90, "unit": "contexts"})
     nope = verdicts.judged("x", -1, -2, -1, op=">=", threshold=0, method="m", n="1", size=1, metric="x", arm="a")

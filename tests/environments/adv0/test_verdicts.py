@@ -11,6 +11,7 @@ import re
 
 import numpy as np
 import pytest
+
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
@@ -19,6 +20,7 @@ from environments.adv0.commands import adv0_app
 from harness.claims import decide
 from harness.claims.table import to_markdown
 from harness.claims.verdict import load_verdicts, save_verdict
+from harness.errors import HarnessError
 from harness.stats import (
     BOOTSTRAP_MIN_UNITS, bootstrap_difference, mean_interval, paired_ratio_interval, welch_interval,
 )
@@ -110,9 +112,9 @@ def test_property_every_parts_verdict_is_what_its_printed_interval_says():
     parts = []
     for _ in range(3000):
         lo, hi = sorted((grid(), grid()))
-        op = str(rng.choice([">=", "<="]))
+        op = str(rng.choice([">=", "<=", ">", "<"]))
         refute = None if rng.random() < 0.4 else grid()
-        parts.append(verdicts.judged("q", (lo + hi) / 2, lo, hi, op=op, threshold=grid(), strict=bool(rng.random() < 0.5),
+        parts.append(verdicts.judged("q", (lo + hi) / 2, lo, hi, op=op, threshold=grid(),  # type: ignore[arg-type]
                                      refute_at=refute, method="m", n="n", size=1, metric="q", arm="a"))
     parts.append(verdicts.judged("q", 0.1, None, None, op=">=", threshold=0.0, method="m", n="n", size=1, metric="q",
                                  arm="a"))
@@ -151,7 +153,7 @@ def test_property_each_rule_builder_agrees_with_its_interval():
 
 def test_a_strict_claim_is_not_shown_by_an_interval_ending_on_its_threshold():
     # "A higher than B": [0, 2] (an integer-valued bootstrap, a zero rise) does not show A > B.
-    p = verdicts.judged("d", 1.0, 0.0, 2.0, op=">=", threshold=0.0, strict=True, refute_at=1.0, method="m", n="n",
+    p = verdicts.judged("d", 1.0, 0.0, 2.0, op=">", threshold=0.0, refute_at=1.0, method="m", n="n",
                         size=1, metric="d", arm="a")
     assert p.verdict == "inconclusive" and "lower end > 0" in p.rule
     zero = verdicts.mean_above("rise", [0.0, 0.0, 0.0], 0.0, metric="rise", arm="a", unit="u")
@@ -209,6 +211,7 @@ def test_every_check_names_the_papers_sentence_and_its_departures():
 
 
 def test_a_finding_is_a_core_claim_verdict_in_the_claims_table(tmp_path):
+    """A finding of unknown size (built here, not by `run_check`): exploratory, hashed by its parts."""
     parts = [verdicts.rate_higher("defender-failure rate: adv0 - random", 9, 30, 2, 30, 0.05,
                                   metric="defender-failure rate", arm="adv0", versus="random"),
              verdicts.rate_at_most("adv0 attacker-at-fault share of its crashes", 0, 9, 0.05,
@@ -219,15 +222,17 @@ def test_a_finding_is_a_core_claim_verdict_in_the_claims_table(tmp_path):
     assert v.verdict == f.verdict == "inconclusive" and v.seeds == 30 and len(v.looks) == 1
     assert [c.outcome for c in v.conditions] == [p.outcome for p in parts] == ["holds", "undecided"]
     assert v.conditions[0].ci_low == parts[0].ci_low and v.conditions[1].seeds_needed == parts[1].needed_n
-    assert v.criterion_hash == verdicts.claim_of(f).criterion_hash() and len(v.criterion_hash) == 16
+    claim, registered = verdicts.claim_of(f)
+    assert not registered and v.registered is None and verdicts.EXPLORATORY in v.note
+    assert v.criterion_hash == claim.criterion_hash() and len(v.criterion_hash) == 16
     assert len(v.departures) == len(paper.departures_for("C3"))
     # The hash moves with the rule and the size, not with the numbers.
     other = verdicts.Finding.judge("C3", "claim", "criterion text", [
         verdicts.rate_higher("x", 1, 30, 2, 30, 0.05, metric="defender-failure rate", arm="adv0", versus="random"),
         parts[1]], world="toy")
-    assert verdicts.claim_of(other).criterion_hash() == v.criterion_hash
+    assert verdicts.claim_of(other)[0].criterion_hash() == v.criterion_hash
     looser = f.model_copy(update={"parts": [parts[0].model_copy(update={"refute_at": 0.1}), parts[1]]})
-    assert verdicts.claim_of(looser).criterion_hash() != v.criterion_hash
+    assert verdicts.claim_of(looser)[0].criterion_hash() != v.criterion_hash
     save_verdict(tmp_path, v)
     [loaded] = load_verdicts([tmp_path])
     assert loaded == v and "| adv0.C3 |" in to_markdown([loaded])
@@ -242,3 +247,20 @@ def test_check_command_saves_the_verdict_under_run_dir(tmp_path):
     [v] = load_verdicts([tmp_path])
     assert v.claim == "adv0.C1" and v.seeds == 3 and f"saved: {tmp_path}/claims/adv0.C1.json" in text
     assert v.verdict in text.lower()
+    assert "exploratory" in text and "seeds=3" in text and v.registered is None  # 3 contexts: not the registered 8
+
+
+def test_a_check_at_its_default_size_is_judged_by_its_registered_criterion(tmp_path):
+    from environments.adv0 import checks
+    from environments.adv0.claims import registered_claim
+
+    f = checks.run_check("C1")
+    claim, registered = verdicts.claim_of(f)
+    assert registered and f.overrides == {} and claim == registered_claim("C1")
+    v = verdicts.claim_verdict(f)
+    assert v.criterion_hash == registered_claim("C1").criterion_hash() and verdicts.EXPLORATORY not in v.note
+    assert checks.overrides("C1", {"seeds": 8, "episodes": None}, "toy") == {}  # the default given: still registered
+    # A threshold moved in the check without an amendment is an error at its first run, naming the fix.
+    moved = f.model_copy(update={"parts": [f.parts[0].model_copy(update={"threshold": 0.6})]})
+    with pytest.raises(HarnessError, match="not its registered criterion.*criteria_log.toml"):
+        verdicts.claim_of(moved)

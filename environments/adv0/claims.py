@@ -1,0 +1,126 @@
+"""ADV-0's claims as the core registers them (`harness claims list`, the pre-registration test): one
+`Claim` per check C1..C9, with the paper's sentence and departures (`paper.py`), the conditions the
+check judges by, the size it is judged at (the seed plan's one look, in the check's unit) and the
+rest of its default size as the protocol. This module is the one home of every threshold the checks
+judge by: the check modules import them from here.
+
+A check run at its default size is judged by its registered criterion (its hash and the date it
+entered `criteria_log.toml` print beside the verdict); one run at another size, family or model is
+exploratory -- the same conditions at the size it ran, a hash that is not registered, said so
+beside the verdict (`verdicts.claim_of`). A check whose parts no longer match its registered
+conditions is an error at its first run (`verdicts.claim_of`), so a threshold cannot move without an
+amendment.
+
+ADV-0's checks are not suite runs: each trains attackers and defenders in-process (`checks.py`).
+
+May import: `harness`, `environments.adv0.paper`, `environments.adv0.scenario`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from environments.adv0.paper import departures_for, sentence_for
+from environments.adv0.scenario import HELD_OUT_FAMILIES
+from harness.claims import Claim, Condition, SeedPlan
+from harness.claims.model import Scalar
+from harness.claims.registry import ClaimFamily
+
+CRITERIA_LOG = Path(__file__).with_name("criteria_log.toml")
+LEVEL = 0.95
+
+# ---------------------------------------------------------------- the thresholds the checks judge by
+MIN_RATE_EFFECT = 0.05  # a failure-rate difference smaller than 5 points is not the effect the claims are about
+ATTACKER_FAULT_LIMIT = 0.05  # C3: the attacker-at-fault share of ADV-0's crashes
+C4_MIN_FAILURES = 5  # added after the first run (see the README): fewer failures leave the bootstrap degenerate
+NORMAL_RETURN_LOSS = -0.05  # C6/C7: the adversarially trained defender may lose at most 5% of normal return
+C1_RATIO_MAX = 0.5  # KL(q || q*) must at least halve the reference's KL(p0 || q*)
+C2_BOUND_TOL = 1e-9  # V_tau - E_p0[J] <= 0 up to float rounding
+
+# ---------------------------------------------------------------- the default sizes (the protocol)
+SIZES: dict[str, dict[str, Scalar]] = {
+    "C1": {"contexts": 8, "rounds": 60},
+    "C2": {"train_contexts": 8, "test_contexts": 16, "rounds": 2, "attacker_rounds": 15},
+    "C3": {"episodes": 30, "contexts": 6, "rounds": 3, "k": 6},
+    "C4": {"episodes": 30, "contexts": 6, "rounds": 3, "k": 6},
+    "C5": {"episodes": 30, "contexts": 6, "rounds": 3, "k": 6},
+    "C6": {"episodes": 16, "seeds": 1, "rounds": 2},
+    "C7": {"episodes": 30, "seeds": 3, "rounds": 3, "dqn_steps": 3000},
+    "C8": {"episodes": 30, "contexts": 4, "rounds": 3},
+    "C9": {"episodes": 20, "contexts": 4, "rounds": 2, "model": "local/smollm2-135m"},
+}
+
+
+def size(check: str, name: str) -> int:
+    """One default size of a check (an int)."""
+    value = SIZES[check][name]
+    assert isinstance(value, int)
+    return value
+
+
+def held_out_episodes(episodes: int, seeds: int) -> int:
+    """Held-out episodes per arm in C6/C7: half the normal-traffic episodes in each held-out
+    condition (the training map under held-out manoeuvres and each held-out family), per seed."""
+    return (1 + len(HELD_OUT_FAMILIES)) * max(1, episodes // 2) * seeds
+
+
+# ---------------------------------------------------------------- the conditions
+def _rate_higher(metric: str, arm: str, versus: str, setting: str = "highway") -> Condition:
+    """A rate difference arm - versus above 0 (Newcombe), refuted when it cannot reach MIN_RATE_EFFECT."""
+    return Condition(metric=metric, setting=setting, arm=arm, versus=versus, op=">", threshold=0.0,
+                     refute_at=MIN_RATE_EFFECT)
+
+
+DFR = "defender-failure rate"
+CONDITIONS: dict[str, list[Condition]] = {
+    "C1": [Condition(metric="KL(q||q*) / KL(p0||q*), ratio of means over contexts", setting="toy", arm="adv0",
+                     op="<=", threshold=C1_RATIO_MAX)],
+    "C2": [Condition(metric="max V_tau - E_p0[J] over contexts and rounds", setting="toy", arm="adv0", op="<=",
+                     threshold=C2_BOUND_TOL),
+           Condition(metric="V_tau(final) - V_tau(start), held-out contexts", setting="toy", arm="adv0", op=">",
+                     threshold=0.0)],
+    "C3": [*(_rate_higher(DFR, "adv0", b) for b in ("random", "scripted", "cat")),
+           Condition(metric="attacker-at-fault share of crashes", setting="highway", arm="adv0", op="<=",
+                     threshold=ATTACKER_FAULT_LIMIT)],
+    "C4": [Condition(metric=f"distinct defender-failure clusters (judged at >= {C4_MIN_FAILURES} failures)",
+                     setting="highway", arm="adv0", versus=b, op=">", threshold=0.0, refute_at=1.0)
+           for b in ("random", "scripted", "cat")],
+    "C5": [_rate_higher(DFR, "adv0", "sage")],
+    "C6": [_rate_higher(f"held-out {DFR}", "normally-trained", "adv0-trained"),
+           Condition(metric="normal-traffic return, relative change", setting="highway", arm="adv0-trained",
+                     versus="normally-trained", op=">=", threshold=NORMAL_RETURN_LOSS)],
+    "C8": [_rate_higher(f"{DFR} against its own final defender", "iterated", "frozen")],
+    "C9": [_rate_higher("crash rate", "without-reflections", "with-reflections")],
+}
+CONDITIONS["C7"] = [c.model_copy() for c in CONDITIONS["C6"]]
+
+# The plan's one look: the check's default size in its unit (what `seeds` counts in its verdict).
+LOOKS: dict[str, int] = {
+    "C1": size("C1", "contexts"), "C2": size("C2", "test_contexts"),
+    "C3": size("C3", "episodes"), "C4": size("C4", "episodes"), "C5": size("C5", "episodes"),
+    "C6": held_out_episodes(size("C6", "episodes"), size("C6", "seeds")),
+    "C7": held_out_episodes(size("C7", "episodes"), size("C7", "seeds")),
+    "C8": size("C8", "episodes"), "C9": size("C9", "episodes"),
+}
+UNITS = {"C1": "contexts", "C2": "held-out contexts", "C6": "held-out episodes per arm",
+         "C7": "held-out episodes per arm"}
+SETTINGS = {"C1": "the toy world, exact q*", "C2": "the toy world, exact V_tau"}
+
+
+def registered_claim(check: str) -> Claim:
+    conditions = CONDITIONS[check]
+    arms = tuple(dict.fromkeys(a for c in conditions for a in (c.arm, c.versus) if a))
+    world = conditions[0].setting
+    return Claim(id=f"adv0.{check}", sentence=sentence_for(check),
+                 setting=SETTINGS.get(check, f"{world}, the check's default size"), arms=arms, settings=(world,),
+                 conditions=conditions, plan=SeedPlan(looks=(LOOKS[check],), level=LEVEL, unit=UNITS.get(check, "episodes per arm")),
+                 protocol=dict(SIZES[check]), departures=departures_for(check))
+
+
+CLAIMS: tuple[Claim, ...] = tuple(registered_claim(c) for c in CONDITIONS if c in SIZES)
+
+
+def claim_family() -> ClaimFamily:
+    """ADV-0's claims and their criterion log, for the core's registry (entry point `adv0` under
+    `harness.claims`; its checks are `harness adv0 check`, not suite runs)."""
+    return ClaimFamily(name="adv0", log=CRITERIA_LOG, claims=tuple(sorted(CLAIMS, key=lambda c: c.id)), suite_of=None)
