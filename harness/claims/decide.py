@@ -11,17 +11,21 @@ it, the two cannot disagree.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 from pydantic import BaseModel
 from scipy import stats as scipy_stats
 
-from harness.claims.model import Condition, Op, Outcome, Verdict
+from harness.claims.model import Claim, Condition, Op, Outcome, Verdict
 from harness.stats import mean_interval
 
 # (arm, setting, seed) -> the cell's scores (None: the metric is not defined for that arm)
 CellTable = Mapping[tuple[str, str, int], Mapping[str, float | None]]
+# A family's gate: why a look cannot decide whatever its intervals say (None: it may decide), from
+# the claim (its `protocol` holds the gate's settings), the cells and the look's seeds. A gated look
+# is inconclusive -- a gate never makes a claim fail. PreFT's: the baseline arm must have learned.
+Gate = Callable[[Claim, CellTable, Sequence[int]], str | None]
 MAX_SEEDS = 100_000
 
 

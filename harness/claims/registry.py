@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from harness.claims.decide import Gate
 from harness.claims.model import Claim
 from harness.claims.prereg import first_committed
 from harness.errors import HarnessError
@@ -26,6 +27,9 @@ class ClaimFamily:
     # as suite runs yet) and the suite option that picks the arm.
     suite_of: Callable[[Claim], str] | None = None
     arm_option: str = "solver"
+    # A precondition outside the conditions, applied at every look when the verdict is computed
+    # (during a check and from records alone): a gated look is inconclusive (decide.Gate).
+    gate: Gate | None = None
 
     def claim(self, claim_id: str) -> Claim:
         for c in self.claims:

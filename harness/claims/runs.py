@@ -6,7 +6,8 @@ without recomputing a cell.
 
 A suite that serves claims names its cells `SETTING/seedNNN` and takes the options `seeds` (how
 many) and `first_seed` (from which), besides the option that picks the arm. Each look of the seed
-plan runs only the seeds the earlier looks did not.
+plan runs only the seeds the earlier looks did not. A family's gate (`decide.Gate`, e.g. "the
+baseline must have learned") is applied at every look, in a check and from records alike.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.claims.decide import CellTable, combine, evaluate
+from harness.claims.decide import CellTable, Gate, combine, evaluate
 from harness.claims.model import CELL_ID, Claim, SeedPlan
 from harness.claims.verdict import ClaimVerdict, Look, Summary
 from harness.errors import HarnessError
@@ -34,6 +35,7 @@ class ClaimSuite:
     suite: str
     arm_option: str = "solver"
     options: Mapping[str, Any] = field(default_factory=dict)  # every arm's other suite options
+    gate: Gate | None = None  # the family's gate (registry.ClaimFamily.gate), applied at every look
 
     def config(self, arm: str, first_seed: int, seeds: int, stamp: str, max_connections: int = 1) -> RunConfig:
         options = dict(self.options) | {self.arm_option: arm, "seeds": seeds, "first_seed": first_seed}
@@ -123,35 +125,47 @@ def summaries(claim: Claim, table: CellTable, seeds: int, level: float) -> list[
     return out
 
 
-def verdict_from_runs(claim: Claim, runs: Sequence[ArmRun], *, arm_option: str = "solver",
-                      registered: str | None = None, wall_s: float | None = None) -> ClaimVerdict:
-    """The verdict, from the records alone. The looks are replayed in order: the check stops at
-    the first look that decides, so a later look never overrides an earlier decision."""
-    table = cell_table(claim, runs, arm_option)
+def verdict_from_table(claim: Claim, table: CellTable, *, gate: Gate | None = None, registered: str | None = None,
+                       runs: Mapping[str, list[str]] | None = None, cells_s: float = 0.0,
+                       wall_s: float | None = None) -> ClaimVerdict:
+    """The verdict of a table of cells. The looks are replayed in order: the check stops at the
+    first look that decides, so a later look never overrides an earlier decision. A look the gate
+    stops is inconclusive, whatever its intervals say, and names why."""
     n = seeds_covered(claim, table)
-    expected = claim.stamp()
-    if runs[0].manifest.config.claim != expected:
-        raise HarnessError(f"claim {claim.id}: the runs were started under criterion {runs[0].manifest.config.claim}, "
-                           f"the claim's is now {expected}: run the check again under the current criterion")
     level = claim.plan.look_level
     looks = []
     for size in [s for s in claim.plan.looks if s <= n]:
         results = [evaluate(c, table, range(size), level) for c in claim.conditions]
-        looks.append(Look(seeds=size, level=level, verdict=combine(r.outcome for r in results), conditions=results))
+        why = gate(claim, table, range(size)) if gate is not None else None
+        verdict = "inconclusive" if why else combine(r.outcome for r in results)
+        looks.append(Look(seeds=size, level=level, verdict=verdict, conditions=results, gate=why))
         if looks[-1].verdict != "inconclusive":
             break
     final = looks[-1]
     needed = [c.seeds_needed for c in final.conditions if c.outcome == "undecided" and c.seeds_needed]
-    arms: dict[str, list[str]] = {}
-    for run in runs:
-        arms.setdefault(arm_of(run, arm_option), []).append(run.run_id)
     return ClaimVerdict(
         claim=claim.id, sentence=claim.sentence, setting=claim.setting, criterion=claim.criterion_text(),
         criterion_hash=claim.criterion_hash(), registered=registered, verdict=final.verdict, seeds=final.seeds,
         conditions=final.conditions, looks=looks, departures=claim.departures,
-        seeds_to_decide=max(needed) if final.verdict == "inconclusive" and needed else None,
-        summaries=summaries(claim, table, final.seeds, level), runs=arms,
-        cells_s=round(sum(r.duration_s for run in runs for r in run.records), 2), wall_s=wall_s)
+        seeds_to_decide=max(needed) if final.verdict == "inconclusive" and needed and not final.gate else None,
+        summaries=summaries(claim, table, final.seeds, level), runs=dict(runs or {}), cells_s=round(cells_s, 2),
+        wall_s=wall_s, note=f"inconclusive by the gate: {final.gate}" if final.gate else "")
+
+
+def verdict_from_runs(claim: Claim, runs: Sequence[ArmRun], *, arm_option: str = "solver", gate: Gate | None = None,
+                      registered: str | None = None, wall_s: float | None = None) -> ClaimVerdict:
+    """The verdict, from the records alone (`verdict_from_table` of the runs' cells)."""
+    table = cell_table(claim, runs, arm_option)
+    seeds_covered(claim, table)  # a missing arm or part of a look is named before a mismatched criterion
+    expected = claim.stamp()
+    if runs[0].manifest.config.claim != expected:
+        raise HarnessError(f"claim {claim.id}: the runs were started under criterion {runs[0].manifest.config.claim}, "
+                           f"the claim's is now {expected}: run the check again under the current criterion")
+    arms: dict[str, list[str]] = {}
+    for run in runs:
+        arms.setdefault(arm_of(run, arm_option), []).append(run.run_id)
+    return verdict_from_table(claim, table, gate=gate, registered=registered, runs=arms,
+                              cells_s=sum(r.duration_s for run in runs for r in run.records), wall_s=wall_s)
 
 
 def claim_of_runs(claim: Claim, runs: Sequence[ArmRun]) -> tuple[Claim, bool]:
@@ -199,7 +213,7 @@ def run_check(cs: ClaimSuite, run_dir: Path, executor: Callable[[], Executor], *
             config = cs.config(arm, first_seed=previous, seeds=size - previous, stamp=stamp)
             run_ids.append(run_arm(config, run_dir, executor, progress, log))
         previous = size
-        verdict = verdict_from_runs(claim, load_runs(run_dir, run_ids), arm_option=cs.arm_option,
+        verdict = verdict_from_runs(claim, load_runs(run_dir, run_ids), arm_option=cs.arm_option, gate=cs.gate,
                                     registered=registered, wall_s=round(time.perf_counter() - t0, 2))
         if verdict.verdict != "inconclusive":
             break

@@ -23,6 +23,8 @@ class Look(BaseModel):
     level: float
     verdict: Verdict
     conditions: list[ConditionResult]
+    gate: str | None = Field(None, description="why this look was inconclusive whatever its intervals said "
+                             "(the family's gate, `harness.claims.decide.Gate`); None: not gated")
 
 
 class Summary(BaseModel):

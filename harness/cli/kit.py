@@ -113,6 +113,8 @@ def print_verdict(v: Any, details: bool = False) -> None:
     out.print(table)
     if len(v.looks) > 1:
         out.print("looks: " + "; ".join(f"{lk.seeds} seeds -> {lk.verdict}" for lk in v.looks), highlight=False)
+    if v.note:
+        out.print(f"note: {escape(v.note)}", highlight=False)
     if details:
         sides = Table(title="arms side by side (mean over seeds, t interval)")
         for col in ("setting", "arm", "metric", "mean", "CI", "n"):
@@ -153,7 +155,7 @@ def check_claims(claim_ids: Sequence[str], run_dir: Path, *, seeds: int | None =
                 out.print(f"[yellow]{claim.id}: --seeds {seeds} is not the registered seed plan "
                           f"({claim.plan.text()}): an exploratory check, its criterion hash is not registered[/]")
             cs = ClaimSuite(claim=claim, suite=family.suite_of(claim), arm_option=family.arm_option,
-                            options=options or {})
+                            options=options or {}, gate=family.gate)
             verdict = run_check(cs, run_dir, lambda: make_executor(executor, ray_address=ray_address), plan=plan,
                                 registered=family.registered(claim) if plan is None or plan == claim.plan else None,
                                 progress=progress, log=lambda line: out.print(escape(line), highlight=False))
@@ -182,7 +184,7 @@ def recompute_verdict(run_ids: Sequence[str], run_dir: Path, details: bool = Fal
         if not registered:
             out.print(f"[yellow]{claim.id}: these runs are an exploratory check ({claim.plan.text()}), not the "
                       f"registered plan ({registered_claim.plan.text()})[/]")
-        verdict = verdict_from_runs(claim, runs, arm_option=family.arm_option,
+        verdict = verdict_from_runs(claim, runs, arm_option=family.arm_option, gate=family.gate,
                                     registered=family.registered(claim) if registered else None)
     except HarnessError as exc:
         fail(str(exc), code=1)

@@ -7,6 +7,9 @@ from typing import Optional
 
 import typer
 
+from harness.cli.kit import RUN_DIR, check_claims, fail, print_verdict
+from harness.errors import HarnessError
+
 preft_app = typer.Typer(no_args_is_help=True, help="PreFT: prefill-only adapter training.")
 
 
@@ -59,33 +62,35 @@ preft_app.add_typer(check_app, name="check")
 
 @check_app.command("rl")
 def check_rl_cmd(
-    out: Path = typer.Option(Path("preft-rl"), "--out", help="Folder for rl_check.json, rl_curves.csv and the kept runs."),
-    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="The verdict is saved as RUN_DIR/claims/preft.rl_parity.json "
-                                 "(`harness claims table` reads it)."),
-    rank: int = typer.Option(2, "--rank", min=1, help="Base rank r: LoRA at r and 4r (the registered criterion: r = 2)."),
-    steps: int = typer.Option(30, "--steps", min=1),
-    seeds: Optional[int] = typer.Option(None, "--seeds", min=1, help="Default: the registered seed plan, look by look "
-                                        "(4, 11, 20, 40 seeds), stopping at the first look that decides. A planned look "
-                                        "N: the looks up to N. Any other N: an exploratory one-look plan (not registered)."),
-    lr: float = typer.Option(1e-3, "--lr", min=0.0, help="AdamW learning rate of the LoRA weights."),
-    prompts: int = typer.Option(4, "--prompts", min=1, help="Prompts per step."),
-    group: int = typer.Option(6, "--group", min=2, help="Completions sampled per prompt (GRPO group)."),
-    std_norm: bool = typer.Option(False, "--std-norm", help="Divide advantages by the group std."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1),
+    seeds: Optional[int] = typer.Option(None, "--seeds", min=1, max=500, help="Default: the registered seed plan, look "
+                                        "by look (4, 11, 20, 40 seeds), stopping at the first look that decides. "
+                                        "N: an exploratory one-look plan of N seeds (its hash is not registered)."),
+    run_dir: Path = RUN_DIR,
+    executor: str = typer.Option("asyncio", "--executor", help="asyncio or ray."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: HOST:PORT."),
+    details: bool = typer.Option(False, "--details", help="Also print every arm's scores side by side."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1,
+                                          help="torch CPU threads in this process (asyncio executor)."),
+    kept: Optional[Path] = typer.Option(None, "--kept", help="Train nothing: recompute the verdict of RL runs kept "
+                                        "before the check ran through the runner (docs/data/preft-rl/rl_check.json)."),
 ) -> None:
-    """GRPO-style RL, prefill-only vs all-token LoRA at ranks r and 4r: the paper's RL parity claim
-    (`preft.rl_parity`, criterion in kernels/preft/rl_check.py, registered in criteria_log.toml)."""
-    import torch
+    """GRPO-style RL, prefill-only vs all-token LoRA at ranks 2 and 8: the paper's RL parity claim
+    (`preft.rl_parity`, kernels/preft/rl_check.py, registered in criteria_log.toml). The same as
+    `harness claims check preft.rl_parity`: each arm at each look is a run of the suite `preft.rl`
+    (one RL training per cell), resumed or reused as any run; `harness claims verdict RUN...`
+    recomputes the verdict. The training settings are the criterion's protocol (the suite's
+    defaults): other settings are runs of `harness eval preft.rl --suite-option ...`, not this check."""
+    if kept is not None:
+        from preft.rl_check import kept_verdict
 
-    from preft.rl_check import criterion_text, plan_for, rl_claim, run_check
-    from preft.train import format_table
-
+        try:
+            verdict = kept_verdict(kept)
+        except HarnessError as exc:
+            fail(str(exc), code=1)
+        print_verdict(verdict, details)
+        return
     if threads:
+        import torch
+
         torch.set_num_threads(threads)
-    claim, exploratory = plan_for(rl_claim([rank, 4 * rank]), seeds) if seeds else (rl_claim([rank, 4 * rank]), "")
-    typer.echo(f"claim {claim.id}: {claim.sentence}\n{exploratory}criterion {claim.criterion_hash()}: {criterion_text(claim)}")
-    payload = run_check([rank, 4 * rank], seeds, out, run_dir, log=typer.echo, steps=steps, prompts=prompts,
-                        group=group, std_norm=std_norm, lr=lr)
-    typer.echo(format_table(payload["rows"]))
-    typer.echo(f"verdict: {payload['verdict']} (criterion {payload['criterion_hash']})\n"
-               f"wrote {out / 'rl_check.json'}, {out / 'rl_curves.csv'}; verdict saved: {payload['claim_verdict']}")
+    check_claims(["preft.rl_parity"], run_dir, seeds=seeds, executor=executor, ray_address=ray_address, details=details)

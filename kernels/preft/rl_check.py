@@ -1,51 +1,58 @@
-"""`harness preft check rl`: does prefill-only LoRA approach all-token LoRA under RL?
+"""PreFT's RL claim, `preft.rl_parity`: does prefill-only LoRA approach all-token LoRA under RL?
 
-The claim as data: `rl_claim(ranks)` (id `preft.rl_parity`); `CLAIM`, at the default ranks 2 and 8,
-is the criterion registered in `criteria_log.toml` (the log says when it was written and which
-results had been seen: the seeds were raised after inconclusive looks, 4 -> 11 -> 20 -> 40).
-- final reward of a run = its mean sampled reward over the last quarter of steps;
-- per rank, the paired difference d = final(preft) - final(all-token) at each seed (same seed:
-  same init, same prompt order), with the Student-t interval of the mean of d over seeds
-  (`harness.stats.mean_interval`, through the core's `evaluate`);
-- each rank is decided by the core's one rule, `decide(lo, hi, ">=", -MARGIN)`: holds if the
-  interval's lower end >= -MARGIN, fails if its upper end < -MARGIN, else undecided; `combine`:
-  reproduced if every rank holds, not reproduced if any fails, else inconclusive;
-- the learn gate: inconclusive, whatever the intervals say, if all-token did not learn (its mean
-  over seeds of final reward minus first-step reward < LEARN_MIN at every rank): parity with no
-  learning says nothing about the claim. The gate is outside the core's conditions (a gate never
-  makes a claim fail), so `CLAIM.criterion_hash()` does not cover LEARN_MIN; `criterion_text`
-  states it;
+The claim as data: `rl_claim(ranks, plan, **train)`; `CLAIM` (ranks 2 and 8, the seed plan below,
+the suite's default training settings) is the criterion registered in `criteria_log.toml` (the log
+says when each version was written and which results had been seen: the seeds were raised after
+inconclusive looks, 4 -> 11 -> 20 -> 40).
+- The check is ordinary runs of the suite `preft.rl` (`rl_suite.py`): each arm (`solver` preft or
+  all-token) at each look is one run whose cells `r{rank}/seed{NNN}` are RL trainings.
+  `harness claims check preft.rl_parity` (or `harness preft check rl`) runs them through the core's
+  `run_check` -- a finished run is reused, an unfinished one resumed, `--executor ray` spreads the
+  cells -- and `harness claims verdict RUN...` recomputes the verdict from the records alone.
+- final reward of a run = its mean sampled reward over the last quarter of steps (the suite's scorer);
+- per rank, the paired difference d = final(preft) - final(all-token) at each seed (same seed: same
+  init, same prompt order), with the Student-t interval of the mean of d over seeds; each rank
+  decided by the core's one rule, `decide(lo, hi, ">=", -MARGIN)`; `combine`: reproduced if every
+  rank holds, not reproduced if any fails, else inconclusive;
+- the learn gate (`learn_gate`, the family's `ClaimFamily.gate`, applied by the core at every look,
+  in a check and from records alike): inconclusive, whatever the intervals say, if all-token did not
+  learn (its mean over seeds of final reward minus first-step reward < `learn_min` at every rank):
+  parity with no learning says nothing about the claim;
+- the protocol (`Claim.protocol`, in the criterion hash): `learn_min` and the training settings the
+  runs are judged at (model, steps, prompts, group, lr, temperature, std_norm) -- the suite's
+  defaults, so a check started with no options trains at them and changing a default is an
+  amendment;
 - seed plan: looks at 4, 11, 20 and 40 seeds (the looks that were taken), each at
   1 - 0.05 / 4 = 98.75% (Bonferroni over the looks), stopping at the first look that decides.
-A seed count that is not a look of the plan is an exploratory one-look plan: its hash is not the
-registered one, and the saved verdict says so.
+`--seeds N` is an exploratory one-look plan: its hash is not the registered one.
+
+The 160 runs kept before the check ran through the runner (`docs/data/preft-rl/rl_check.json`: each
+run's settings and reward curve; no run records, so `harness claims verdict` cannot read them) stay
+recomputable: `kept_verdict` scores them with the suite's scorer (`cell_scores`) and decides them
+with the core's `verdict_from_table` and the same gate (`harness preft check rl --kept FILE`).
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import time
-from dataclasses import asdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from harness.claims import (CellTable, Claim, ClaimVerdict, Condition, Departure, Look, Outcome, SeedPlan, Summary,
-                            Verdict, combine, evaluate, save_verdict)
-from harness.claims.prereg import first_committed
+from harness.claims import CellTable, Claim, ClaimVerdict, Condition, Departure, SeedPlan
+from harness.claims.model import Scalar
 from harness.claims.registry import ClaimFamily
-from harness.stats import mean_metric
-
-if TYPE_CHECKING:  # torch is imported only to train: the claim and its verdict load without it
-    from preft.rl import RlConfig, RlResult
+from harness.errors import HarnessError
+from preft.rl_suite import ARMS, EMBEDDED, RlOptions, cell_scores, training
 
 MARGIN = 0.10
 LEARN_MIN = 0.10
-RANKS = (2, 8)  # the registered ranks: r = 2 and 4r (the command's default --rank 2)
-ARMS = ("preft", "all-token")
+RANKS = (2, 8)  # the registered ranks: r = 2 and 4r
+SUITE = "preft.rl"
 CRITERIA_LOG = Path(__file__).with_name("criteria_log.toml")
+KEPT = Path(__file__).resolve().parents[2] / "docs" / "data" / "preft-rl" / "rl_check.json"
 SENTENCE = "on RL prefill-only adapters nearly match ordinary ones"
 PLAN = SeedPlan(looks=(4, 11, 20, 40), level=0.95)
+TRAINING = training(RlOptions())  # the suite's defaults: the settings the criterion is judged at
 DEPARTURES = [
     Departure(paper="RL of adapters on the paper's models (its serving results are on Llama 3.1 70B)",
               ours="SmolLM2-135M-Instruct, the harness's embedded model (its GGUF dequantized to fp32), on the CPU",
@@ -79,207 +86,80 @@ DEPARTURES = [
 ]
 
 
-def rl_claim(ranks: Sequence[int] = RANKS, plan: SeedPlan = PLAN) -> Claim:
-    """The claim at these ranks: one condition per rank (settings `r2`, `r8`, ...)."""
+def rl_claim(ranks: Sequence[int] = RANKS, plan: SeedPlan = PLAN, **train: Scalar) -> Claim:
+    """The claim at these ranks (settings `r2`, `r8`, ...; one condition each), judged at the
+    suite's default training settings updated by `train` (other settings: another criterion)."""
+    unknown = sorted(set(train) - set(TRAINING))
+    if unknown:
+        raise ValueError(f"rl_claim: {unknown[0]!r} is not a training setting ({', '.join(TRAINING)})")
     settings = tuple(f"r{r}" for r in ranks)
+    protocol: dict[str, Scalar] = {"learn_min": LEARN_MIN, **TRAINING, **train}
     return Claim(
         id="preft.rl_parity", sentence=SENTENCE,
         setting=(f"SmolLM2-135M, GRPO-style RL on few-shot addition, LoRA at ranks {', '.join(map(str, ranks))}; "
                  "final reward = mean sampled reward over the last quarter of steps; seeds paired (same init and "
-                 "prompt order)"),
+                 "prompt order); each arm a run of the suite preft.rl"),
         arms=ARMS, settings=settings,
         conditions=[Condition(metric="final_reward", setting=s, arm="preft", versus="all-token", op=">=",
                               threshold=-MARGIN) for s in settings],
-        plan=plan, departures=DEPARTURES,
-        note=(f"Gate (not in the criterion hash): inconclusive if all-token's mean gain over its first-step reward is "
-              f"below {LEARN_MIN} at every rank. The RL learning rate (1e-3) was chosen from probes on seeds 0-1, "
-              "which the check also uses."))
+        plan=plan, protocol=protocol, departures=DEPARTURES,
+        note=("Gate (protocol learn_min): inconclusive if all-token's mean gain over its first-step reward is below "
+              "learn_min at every rank. The RL learning rate (1e-3) was chosen from probes on seeds 0-1, which the "
+              "check also uses."))
 
 
 CLAIM = rl_claim()
 
 
+def suite_options(claim: Claim) -> dict[str, Scalar | list[int]]:
+    """The `preft.rl` options every arm of the claim's check runs with: its ranks and training settings."""
+    return {"ranks": [int(s.removeprefix("r")) for s in claim.settings],
+            **{k: v for k, v in claim.protocol.items() if k in TRAINING}}
+
+
+def learn_gate(claim: Claim, table: CellTable, seeds: Sequence[int]) -> str | None:
+    """None when all-token learned at some rank (mean gain over seeds >= the protocol's learn_min),
+    else why the look cannot decide."""
+    learn_min = float(claim.protocol["learn_min"])
+    gains: dict[str, float | None] = {}
+    for setting in claim.settings:
+        known = [g for s in seeds if (g := table[("all-token", setting, s)].get("gain")) is not None]
+        gains[setting] = sum(known) / len(known) if known else None
+    if any(g is not None and g >= learn_min for g in gains.values()):
+        return None
+    shown = ", ".join(f"{s} {'n/a' if g is None else f'{g:+.3f}'}" for s, g in gains.items())
+    return (f"all-token did not learn: its mean gain over its first-step reward is below {learn_min:g} at every rank "
+            f"({shown}); parity without learning says nothing of the claim")
+
+
 def claim_family() -> ClaimFamily:
     """PreFT's claims and their criterion log, for the core's registry (entry point `preft` under
-    `harness.claims`; the check is `harness preft check rl`, not suite runs)."""
-    return ClaimFamily(name="preft", log=CRITERIA_LOG, claims=(CLAIM,), suite_of=None)
+    `harness.claims`): the check runs as suite runs of `preft.rl`, behind the learn gate."""
+    return ClaimFamily(name="preft", log=CRITERIA_LOG, claims=(CLAIM,), suite_of=lambda c: SUITE, arm_option="solver",
+                       gate=learn_gate)
 
 
-def criterion_text(claim: Claim) -> str:
-    return (f"{claim.criterion_text()}; per rank, Student-t interval over seeds of final reward (mean over the last "
-            f"quarter of steps) preft - all-token; gate: inconclusive unless all-token's mean gain over its first-step "
-            f"reward is >= {LEARN_MIN} at some rank")
+def kept_verdict(path: Path = KEPT, claim: Claim = CLAIM) -> ClaimVerdict:
+    """The verdict of RL runs kept before the check ran through the runner (an `rl_check.json` of
+    `harness preft check rl --out DIR`, as in docs/data/preft-rl: a list of runs, each its RlConfig,
+    reward curve and seconds), scored by the suite's scorer and decided by the core with the same
+    gate. Every run must have been trained at the claim's protocol (those runs were all on the
+    embedded model, which they do not record)."""
+    from harness.claims.runs import verdict_from_table
 
-
-def final_reward(rewards: Sequence[float]) -> float:
-    tail = max(1, len(rewards) // 4)
-    return sum(rewards[-tail:]) / tail
-
-
-def cell_table(results: Sequence[RlResult]) -> CellTable:
-    """(mode, rN, seed) -> the run's final reward and all-token-style gain over its first step."""
+    try:
+        runs = json.loads(path.read_text())["runs"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"{path}: not a kept rl_check.json with a 'runs' list ({exc})") from None
+    expected = {k: v for k, v in claim.protocol.items() if k in TRAINING} | {"model": EMBEDDED}
     table: dict[tuple[str, str, int], dict[str, float | None]] = {}
-    for r in results:
-        fin = final_reward(r.rewards)
-        table[(r.config["mode"], f"r{r.config['rank']}", r.config["seed"])] = {
-            "final_reward": fin, "gain": fin - r.rewards[0]}
-    return table
-
-
-def mean_gain(table: CellTable, setting: str, seeds: Sequence[int]) -> float:
-    gains = [table[("all-token", setting, s)]["gain"] for s in seeds]
-    return sum(g for g in gains if g is not None) / len(gains)
-
-
-def gated(outcomes: Sequence[Outcome], all_token_gains: Sequence[float]) -> Verdict:
-    """`combine`, behind the learn gate: inconclusive when all-token learned at no rank."""
-    if not any(g >= LEARN_MIN for g in all_token_gains):
-        return "inconclusive"
-    return combine(outcomes)
-
-
-def look(claim: Claim, table: CellTable, seeds: Sequence[int]) -> Look:
-    level = claim.plan.look_level
-    conditions = [evaluate(c, table, seeds, level) for c in claim.conditions]
-    verdict = gated([c.outcome for c in conditions], [mean_gain(table, s, seeds) for s in claim.settings])
-    return Look(seeds=len(seeds), level=level, verdict=verdict, conditions=conditions)
-
-
-def plan_for(claim: Claim, seeds: int) -> tuple[Claim, str]:
-    """The claim under which `seeds` seeds are judged: the registered plan when it is one of its looks
-    (looks after it are not taken), else an exploratory one-look plan (a different hash)."""
-    if seeds in claim.plan.looks:
-        return claim, ""
-    exploratory = claim.model_copy(update={"plan": SeedPlan(looks=(seeds,), level=claim.plan.level)})
-    return exploratory, (f"EXPLORATORY: {seeds} seeds is not a look of the registered plan "
-                         f"({', '.join(map(str, claim.plan.looks))}); its criterion hash is not registered. ")
-
-
-def judge(results: Sequence[RlResult], ranks: Sequence[int], seeds: Sequence[int], *,
-          wall_s: float | None = None) -> ClaimVerdict:
-    """The verdict from the runs: the plan's looks up to len(seeds) replayed in order, stopping at the
-    first that decides (a later look never overrides an earlier decision)."""
-    claim, note = plan_for(rl_claim(ranks), len(seeds))
-    table = cell_table(results)
-    missing = [(m, s, seed) for m in ARMS for s in claim.settings for seed in seeds if (m, s, seed) not in table]
-    if missing:
-        raise ValueError(f"rl check: no run of {missing[0][0]} at {missing[0][1]}, seed {missing[0][2]} "
-                         f"(and {len(missing) - 1} more)")
-    looks = []
-    for size in [n for n in claim.plan.looks if n <= len(seeds)]:
-        looks.append(look(claim, table, list(seeds)[:size]))
-        if looks[-1].verdict != "inconclusive":
-            break
-    final = looks[-1]
-    used = list(seeds)[:final.seeds]
-    learned = any(mean_gain(table, s, used) >= LEARN_MIN for s in claim.settings)
-    needed = [c.seeds_needed for c in final.conditions if c.outcome == "undecided" and c.seeds_needed]
-    if not learned:
-        note += f"All-token did not learn (mean gain < {LEARN_MIN} at every rank): inconclusive by the gate. "
-    registered = first_committed(CRITERIA_LOG, claim.criterion_hash()) if tuple(ranks) == RANKS else None
-    if tuple(ranks) != RANKS:
-        note += f"Ranks {tuple(ranks)} are not the registered {RANKS}: a different criterion. "
-    shared = {json.dumps({k: v for k, v in r.config.items() if k not in ("mode", "rank", "seed")}, sort_keys=True)
-              for r in results}
-    setting = f"{claim.setting}; the runs' training settings: {' | '.join(sorted(shared))}"
-    summaries = [Summary(arm=arm, setting=s, metric=metric,
-                         value=mean_metric([table[(arm, s, seed)][metric] or 0.0 for seed in used], final.level))
-                 for s in claim.settings for arm in ARMS for metric in ("final_reward", "gain")]
-    return ClaimVerdict(
-        claim=claim.id, sentence=claim.sentence, setting=setting, criterion=criterion_text(claim),
-        criterion_hash=claim.criterion_hash(), registered=registered, verdict=final.verdict, seeds=final.seeds,
-        conditions=final.conditions, looks=looks, departures=claim.departures,
-        seeds_to_decide=max(needed) if final.verdict == "inconclusive" and learned and needed else None,
-        summaries=summaries,
-        runs={m: [f"{m}_r{r.config['rank']}_s{r.config['seed']}" for r in results if r.config["mode"] == m] for m in ARMS},
-        cells_s=round(sum(r.seconds for r in results), 2), wall_s=wall_s, note=note + claim.note)
-
-
-def summarise(verdict: ClaimVerdict, ranks: Sequence[int]) -> list[dict[str, Any]]:
-    """One display row per rank, from the deciding look (numbers rounded; the verdict is not read from them)."""
-    value = {(s.arm, s.setting, s.metric): s.value.value or 0.0 for s in verdict.summaries}
-    rows = []
-    for rank, cond in zip(ranks, verdict.conditions):
-        s = f"r{rank}"
-        rows.append({
-            "rank": rank,
-            "preft": round(value[("preft", s, "final_reward")], 3),
-            "all_token": round(value[("all-token", s, "final_reward")], 3),
-            "diff": round(cond.estimate or 0.0, 3),
-            "ci_low": None if cond.ci_low is None else round(cond.ci_low, 3),
-            "ci_high": None if cond.ci_high is None else round(cond.ci_high, 3),
-            "level": round(cond.level, 4),
-            "outcome": cond.outcome,
-            "all_token_gain": round(value[("all-token", s, "gain")], 3),
-        })
-    return rows
-
-
-def run_once(cfg: RlConfig, out: Path, model: Any, tokenizer: Any, log: Any) -> RlResult:
-    """One training run, kept in out/runs/ as soon as it ends: a rerun with the same settings reuses
-    it, so a check stopped midway (a kill, a busy machine) loses at most the run in flight."""
-    from preft.rl import RlResult, train_rl
-
-    path = out / "runs" / f"{cfg.mode}_r{cfg.rank}_s{cfg.seed}.json"
-    if path.exists():
-        kept = json.loads(path.read_text())
-        if kept["config"] == vars(cfg):
-            log(f"rl {cfg.mode} r{cfg.rank} seed {cfg.seed}: reused {path}")
-            return RlResult(**kept)
-    result = train_rl(cfg, model, tokenizer, log=log)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(result)) + "\n")
-    tmp.replace(path)
-    return result
-
-
-def run_check(ranks: Sequence[int], seeds: int | None, out: Path, run_dir: Path, log: Callable[[str], Any] = print,
-              **cfg: Any) -> dict[str, Any]:
-    """Train look by look (only the new seeds at each look) until a look decides, or up to `seeds`
-    seeds when given (a planned look: the plan's looks up to it; any other count: exploratory).
-    Writes out/rl_check.json and out/rl_curves.csv; saves the verdict as RUN_DIR/claims/preft.rl_parity.json."""
-    from harness.providers.local_weights import load_model
-    from preft.rl import RlConfig
-
-    t0 = time.perf_counter()
-    claim = rl_claim(ranks)
-    sizes = [n for n in claim.plan.looks if seeds is None or n <= seeds]
-    if seeds is not None and seeds not in claim.plan.looks:
-        sizes = [seeds]
-    model, tokenizer = load_model()
-    results: list[RlResult] = []
-    done = 0
-    verdict: ClaimVerdict | None = None
-    for size in sizes:
-        log(f"{claim.id}: look at {size} seeds")
-        results += [run_once(RlConfig(mode=m, rank=r, seed=s, **cfg), out, model, tokenizer, log)
-                    for r in ranks for s in range(done, size) for m in ARMS]
-        done = size
-        verdict = judge(results, ranks, list(range(size)), wall_s=round(time.perf_counter() - t0, 2))
-        if verdict.verdict != "inconclusive":
-            break
-    assert verdict is not None  # at least one look
-    saved = save_verdict(run_dir, verdict)
-    payload = {
-        "claim": verdict.claim,
-        "sentence": verdict.sentence,
-        "criterion": verdict.criterion,
-        "criterion_hash": verdict.criterion_hash,
-        "margin": MARGIN,
-        "learn_min": LEARN_MIN,
-        "rows": summarise(verdict, ranks),
-        "verdict": verdict.verdict,
-        "claim_verdict": str(saved),
-        "runs": [asdict(r) for r in results],
-    }
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "rl_check.json").write_text(json.dumps(payload, indent=2) + "\n")
-    with open(out / "rl_curves.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["mode", "rank", "seed", "step", "reward"])
-        for r in results:
-            w.writerows(
-                [r.config["mode"], r.config["rank"], r.config["seed"], i, f"{v:.4f}"] for i, v in enumerate(r.rewards)
-            )
-    return payload
+    for run in runs:
+        cfg = dict(run["config"])
+        trained = {k: cfg.get(k, EMBEDDED if k == "model" else None) for k in expected}
+        if trained != expected:
+            raise HarnessError(f"{path}: run {cfg.get('mode')} r{cfg.get('rank')} seed {cfg.get('seed')} was trained at "
+                               f"{trained}, the claim is judged at {expected}")
+        table[(str(cfg["mode"]), f"r{cfg['rank']}", int(cfg["seed"]))] = cell_scores(run["rewards"], run["seconds"])
+    return verdict_from_table(claim, table, gate=learn_gate, registered=claim_family().registered(claim),
+                              runs={arm: [str(path)] for arm in ARMS},
+                              cells_s=sum(float(r["seconds"]) for r in runs))

@@ -1,5 +1,6 @@
 """GRPO-style RL for PreFT (kernels/preft/rl.py) on a tiny random Llama: advantages, the
-prefill-only semantics of sampling and scoring, the update direction, and seeded determinism."""
+prefill-only semantics of sampling and scoring, the update direction, and seeded determinism.
+The claim check over these runs (suite `preft.rl`, claim `preft.rl_parity`): test_preft_rl_claim.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import torch
 from preft.model import PreftModel
 from preft.random_llama import build_random_llama
 from preft.rl import RlConfig, _grouped_logits, completion_logprob, group_advantages, rl_step, sample
-from preft.rl_check import CLAIM, CRITERIA_LOG, LEARN_MIN, MARGIN, judge, rl_claim, summarise
 from preft.task import adapter_index, pad_batch
 from preft.train import TrainConfig, make_trainable
 
@@ -109,159 +109,9 @@ def test_rl_step_and_sampling_deterministic_per_seed():
     assert all(torch.equal(x, y) for x, y in zip(a[2], b[2]))
 
 
-def rl_runs(diffs: dict[int, list[float]], gain: float | dict[int, float] = 0.5) -> list:
-    """Synthetic RlResults: per rank, one (preft, all-token) pair per seed whose final rewards differ
-    by diffs[rank][seed]; all-token gains `gain` over its first step (4 steps: final = last reward)."""
-    from preft.rl import RlResult
-
-    out = []
-    for rank, ds in diffs.items():
-        g = gain[rank] if isinstance(gain, dict) else gain
-        for seed, d in enumerate(ds):
-            base = 0.1 + 0.01 * seed
-            cfg = {"steps": 4, "lr": 1e-3, "seed": seed, "rank": rank}
-            out.append(RlResult(config=cfg | {"mode": "all-token"}, rewards=[base, base, base, base + g], seconds=1.0))
-            out.append(RlResult(config=cfg | {"mode": "preft"}, rewards=[base, base, base, base + g + d], seconds=1.0))
-    return out
-
-
-NEAR_ZERO = [0.0, 0.01, -0.01, 0.005]
-
-
-def verdict_of(diffs, gain=0.5):
-    seeds = len(next(iter(diffs.values())))
-    return judge(rl_runs(diffs, gain), sorted(diffs), list(range(seeds)))
-
-
-def test_verdict_reproduced_when_every_rank_is_inside_the_margin():
-    v = verdict_of({2: NEAR_ZERO, 8: NEAR_ZERO})
-    assert v.verdict == "reproduced" and [c.outcome for c in v.conditions] == ["holds", "holds"]
-    assert v.seeds == 4 and v.criterion_hash == CLAIM.criterion_hash() and v.claim == "preft.rl_parity"
-
-
-def test_verdict_interval_is_the_t_interval_of_the_paired_differences_at_the_looks_level():
-    from harness.stats import mean_interval
-
-    diffs = [-0.2, 0.1, -0.05, 0.0]
-    v = verdict_of({2: diffs, 8: NEAR_ZERO})
-    mean, lo, hi = mean_interval(diffs, 1 - 0.05 / 4)  # Bonferroni over the plan's 4 looks
-    c = v.conditions[0]
-    assert (c.estimate, c.ci_low, c.ci_high, c.level) == pytest.approx((mean, lo, hi, 0.9875))
-    assert c.outcome == "undecided" and v.verdict == "inconclusive" and v.seeds_to_decide
-
-
-def test_verdict_not_reproduced_when_a_rank_lies_beyond_the_margin():
-    v = verdict_of({2: [-0.4, -0.41, -0.39, -0.4], 8: NEAR_ZERO})
-    assert v.conditions[0].ci_high < -MARGIN and v.conditions[0].outcome == "fails"
-    assert v.verdict == "not reproduced"
-
-
-def test_verdict_inconclusive_when_an_interval_straddles_the_margin():
-    v = verdict_of({2: [-0.3, 0.2, -0.1, 0.1], 8: NEAR_ZERO})
-    assert v.conditions[0].ci_low < -MARGIN < v.conditions[0].ci_high and v.verdict == "inconclusive"
-
-
-def test_learn_gate_inconclusive_when_all_token_did_not_learn():
-    # parity everywhere, but all-token gained less than LEARN_MIN at every rank: says nothing
-    v = verdict_of({2: NEAR_ZERO, 8: NEAR_ZERO}, gain=LEARN_MIN / 2)
-    assert [c.outcome for c in v.conditions] == ["holds", "holds"] and v.verdict == "inconclusive"
-    assert "did not learn" in v.note and v.seeds_to_decide is None
-    # even a failed rank is not "not reproduced" without learning
-    assert verdict_of({2: [-0.4, -0.41, -0.39, -0.4], 8: NEAR_ZERO}, gain=0.0).verdict == "inconclusive"
-    # learning at one rank is enough (the gate is "at every rank")
-    assert verdict_of({2: NEAR_ZERO, 8: NEAR_ZERO}, gain={2: 0.0, 8: LEARN_MIN + 0.01}).verdict == "reproduced"
-    assert f"all-token's mean gain over its first-step reward is >= {LEARN_MIN}" in v.criterion
-
-
-def test_looks_are_replayed_and_stop_at_the_first_that_decides():
-    wide = [-0.2, 0.1, -0.05, 0.05]  # undecided at 4 seeds, inside the margin at 11
-    v = verdict_of({2: wide + [0.0] * 7, 8: NEAR_ZERO * 2 + [0.0] * 3})
-    assert [lk.seeds for lk in v.looks] == [4, 11] and [lk.verdict for lk in v.looks] == ["inconclusive", "reproduced"]
-    assert v.seeds == 11 and v.verdict == "reproduced"
-    decided_early = verdict_of({2: NEAR_ZERO * 2 + [-0.5, -0.5, -0.5], 8: NEAR_ZERO * 2 + [-0.5, -0.5, -0.5]})
-    assert [lk.seeds for lk in decided_early.looks] == [4] and decided_early.verdict == "reproduced"
-    assert decided_early.seeds == 4  # the later seeds do not override the decision
-
-
-def test_a_seed_count_off_the_plan_is_exploratory_and_unregistered():
-    v = verdict_of({2: NEAR_ZERO + [0.0], 8: NEAR_ZERO + [0.0]})
-    assert v.criterion_hash != CLAIM.criterion_hash() and v.registered is None and "EXPLORATORY" in v.note
-    assert rl_claim((4, 16)).criterion_hash() != CLAIM.criterion_hash()  # other ranks: another criterion
-
-
-def test_summary_rows_and_saved_verdict(tmp_path):
-    from harness.claims import load_verdicts, save_verdict
-    from harness.claims.table import to_markdown
-
-    v = verdict_of({2: NEAR_ZERO, 8: [-0.2, 0.1, -0.05, 0.0]})
-    rows = summarise(v, [2, 8])
-    assert [r["rank"] for r in rows] == [2, 8] and rows[1]["outcome"] == "undecided" and rows[0]["all_token_gain"] == 0.5
-    save_verdict(tmp_path, v)
-    [back] = load_verdicts([tmp_path])
-    assert back == v and "| preft.rl_parity |" in to_markdown([back])
-    assert back.runs["preft"][0] == "preft_r2_s0" and back.cells_s == 16.0
-
-
-def test_criterion_hashes_are_in_the_log():
-    from harness.claims import SeedPlan
-    from harness.claims.prereg import load_log, unregistered
-
-    log = load_log(CRITERIA_LOG)
-    assert unregistered([CLAIM], log) == []
-    current = [e for e in log if e.hash == CLAIM.criterion_hash()]
-    assert current and current[0].results_seen != "none" and "40" in current[0].results_seen
-    # every seed count the check was looked at before the core (2, 4, 11, 20, 40) has its entry
-    past = [rl_claim(plan=SeedPlan(looks=(n,))) for n in (2, 4, 11, 20, 40)]
-    assert unregistered(past, log) == []
-    assert unregistered([rl_claim(plan=SeedPlan(looks=(4, 11, 20, 40, 80)))], log)  # a new look needs an entry
-
-
 def test_grouped_batch_rejects_mixed_layout_and_prompt_lengths():
     pm, adapter = tiny()
-    import pytest
-
     with pytest.raises(ValueError, match="G copies of each prompt"):
         sample(pm, [PROMPTS[0], PROMPTS[1]], 2, "preft", adapter, torch.Generator(), 0, group=2)
     with pytest.raises(ValueError, match="share one token length"):
         sample(pm, [PROMPTS[0], [1, 2]], 2, "preft", adapter, torch.Generator(), 0, group=1)
-
-
-def test_check_reuses_a_kept_run_with_the_same_settings_only(tmp_path):
-    import json
-
-    from preft.rl import RlResult
-    from preft.rl_check import run_once
-
-    cfg = RlConfig(mode="preft", rank=2, steps=3, seed=1)
-    kept = RlResult(config=vars(cfg).copy(), rewards=[0.1, 0.5, 0.9], seconds=4.0)
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "preft_r2_s1.json").write_text(json.dumps(vars(kept)))
-    # model None: a run that trained instead of reusing would fail
-    assert run_once(cfg, tmp_path, None, None, log=lambda s: None).rewards == [0.1, 0.5, 0.9]
-    changed = RlConfig(mode="preft", rank=2, steps=3, seed=1, lr=5e-4)
-    import pytest
-
-    with pytest.raises(AttributeError):  # other settings: not reused, so it tries to train on model None
-        run_once(changed, tmp_path, None, None, log=lambda s: None)
-
-
-def test_run_check_stops_at_the_first_deciding_look_and_saves_the_verdict(tmp_path, monkeypatch):
-    import json
-
-    import harness.providers.local_weights as local_weights
-    from harness.claims import load_verdicts
-    from preft.rl import RlConfig
-    from preft.rl_check import run_check
-
-    monkeypatch.setattr(local_weights, "load_model", lambda: (None, None))  # every run is kept: nothing trains
-    (tmp_path / "out" / "runs").mkdir(parents=True)
-    for r in rl_runs({2: NEAR_ZERO, 8: NEAR_ZERO}):
-        cfg = RlConfig(mode=r.config["mode"], rank=r.config["rank"], seed=r.config["seed"], steps=4)
-        r.config = vars(cfg).copy()
-        (tmp_path / "out" / "runs" / f"{cfg.mode}_r{cfg.rank}_s{cfg.seed}.json").write_text(json.dumps(vars(r)))
-    payload = run_check([2, 8], None, tmp_path / "out", tmp_path / "runs", log=lambda s: None, steps=4)
-    assert payload["verdict"] == "reproduced" and payload["criterion_hash"] == CLAIM.criterion_hash()
-    assert len(payload["runs"]) == 16  # the first look decided: seeds 4-10 were never trained
-    [saved] = load_verdicts([tmp_path / "runs"])
-    assert saved.verdict == "reproduced" and saved.seeds == 4 and '"steps": 4' in saved.setting
-    assert json.loads((tmp_path / "out" / "rl_check.json").read_text())["rows"][0]["outcome"] == "holds"
