@@ -8,7 +8,8 @@
   `tests/harness/test_interval_coverage.py` (numbers and its known limit -- strongly skewed
   differences at n <= 10 -- in `docs/claims.md`).
 - Proportions from counts: Wilson's score interval (`wilson_interval`, `wilson_metric`), and a
-  difference of two proportions by Newcombe's hybrid score interval (`newcombe_difference`).
+  difference of two proportions by Newcombe's hybrid score interval (`newcombe_difference`; paired
+  0/1 outcomes on the same units: `newcombe_paired_difference`).
 """
 
 from __future__ import annotations
@@ -256,3 +257,44 @@ def newcombe_difference(k1: int, n1: int, k2: int, n2: int, level: float = 0.95)
     l2, u2 = wilson_interval(k2, n2, level)
     d = p1 - p2
     return d, d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2), d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+
+
+def newcombe_paired_difference(both: int, first_only: int, second_only: int, neither: int,
+                               level: float = 0.95) -> tuple[float, float, float]:
+    """(p1 - p2, low, high) for two proportions measured on the same units (paired 0/1 outcomes),
+    from the 2x2 counts: `both` units positive under both, `first_only`, `second_only`, `neither`
+    (Newcombe's a, b, c, d; p1 = (a + b) / n, p2 = (a + c) / n, so p1 - p2 = (b - c) / n).
+
+    Newcombe (1998), "Improved confidence intervals for the difference between binomial proportions
+    based on paired data", Statistics in Medicine 17:2635-2650, method 10 (the square-and-add score
+    interval): the Wilson score intervals [l1, u1] of p1 and [l2, u2] of p2 are combined as
+        low  = D - sqrt((p1 - l1)^2 - 2 phi (p1 - l1)(u2 - p2) + (u2 - p2)^2)
+        high = D + sqrt((u1 - p1)^2 - 2 phi (u1 - p1)(p2 - l2) + (p2 - l2)^2)
+    where phi estimates the correlation of the pair: phi = C / sqrt((a+b)(c+d)(a+c)(b+d)) with
+    C = ad - bc - n/2 when ad - bc > n/2, 0 when 0 <= ad - bc <= n/2, and ad - bc when it is
+    negative (Newcombe's correction of a positive correlation; as in his Table II), and phi = 0
+    when the denominator is 0 (a margin is empty).
+
+    Unlike a t interval on the -1/0/+1 per-unit differences it never collapses to a point: with no
+    discordant units it is a symmetric interval around 0 whose width shrinks with n, and it stays
+    within [-1, 1]. Coverage measured in `tests/harness/test_interval_coverage.py` (docs/claims.md)."""
+    counts = (both, first_only, second_only, neither)
+    if min(counts) < 0:
+        raise ValueError(f"newcombe_paired_difference: negative count in {counts}")
+    n = sum(counts)
+    if n == 0:
+        raise ValueError("newcombe_paired_difference: no units")
+    a, b, c, d = counts
+    p1, p2 = (a + b) / n, (a + c) / n
+    l1, u1 = wilson_interval(a + b, n, level)
+    l2, u2 = wilson_interval(a + c, n, level)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    excess = a * d - b * c
+    corrected = excess - n / 2 if excess > n / 2 else 0.0 if excess >= 0 else float(excess)
+    phi = corrected / math.sqrt(margins) if margins > 0 else 0.0
+    down_1, up_2 = p1 - l1, u2 - p2  # how far p1 may be lower, p2 higher
+    up_1, down_2 = u1 - p1, p2 - l2
+    diff = (b - c) / n
+    low = diff - math.sqrt(max(0.0, down_1 * down_1 - 2 * phi * down_1 * up_2 + up_2 * up_2))
+    high = diff + math.sqrt(max(0.0, up_1 * up_1 - 2 * phi * up_1 * down_2 + down_2 * down_2))
+    return diff, max(-1.0, low), min(1.0, high)

@@ -7,29 +7,32 @@ same budget of generator calls, and more than the loop without its profile. Ever
 the same tasks with fresh seeds (`seed_base`, away from the profile's), so the comparisons are
 paired by task.
 
-Criterion (`CLAIM.conditions`, registered in `criteria_log.toml`; no real generator has been run
-yet): for each of fixed-step, reflexion, best-of and no-profile, the per-task difference
-recovered(loop) - recovered(other) (each -1, 0 or +1), its mean over the subset with a 95% Student-t
-interval over tasks (`harness.stats.mean_interval`, through `loop_suite.paired_difference`), decided
-by the core's one rule (`harness.claims.decide`): holds when the interval lies wholly above 0, fails
-when it lies wholly below 0 (the other method significantly better), undecided otherwise -- tasks
-all tied included; `harness.claims.combine`: reproduced iff all four hold, not reproduced iff any
-fails, inconclusive otherwise. Beside each paired difference: the exact McNemar test on the
-discordant tasks (reported, not judged). Where the loop's recovery lands against the paper's
-reported 43.7-77.8% is printed, not judged: a different corpus and generator.
+Criterion (`CLAIM.conditions` and `CLAIM.protocol`, registered in `criteria_log.toml`; no real
+generator has been run yet): for each of fixed-step, reflexion, best-of and no-profile, the
+difference recovered(loop) - recovered(other) over the subset's tasks, from the paired 2x2 counts
+(both recovered, loop only, other only, neither) with Newcombe's paired score interval at 95%
+(`harness.stats.newcombe_paired_difference`: Newcombe 1998, method 10), decided by the core's one
+rule (`harness.claims.decide`) with the strict op: holds when the interval lies strictly above 0
+("beats"), fails when it lies wholly below 0 (the other method significantly better), undecided
+otherwise; `harness.claims.combine`: reproduced iff all four hold, not reproduced iff any fails,
+inconclusive otherwise. Beside each paired difference: the exact McNemar test on the discordant
+tasks (reported, not judged). Where the loop's recovery lands against the paper's reported
+43.7-77.8% is printed, not judged: a different corpus and generator.
 
-Why a t interval on paired 0/1 differences is acceptable here: the differences are bounded in
-[-1, 1], so their mean is close to normal at the tens of tasks a hardest subset has, and t on paired
-differences is the standard paired comparison at that size; it is the interval every family's
-claims use (one rule, one interval). Simulated (20,000 draws, 2026-12-06): coverage 0.94-0.96 at
-n = 20-60 tasks when discordant tasks are not rare; with no true difference the chance that the
-interval wrongly lies above 0 stays at 0.0002-0.028 (nominal 0.025) for discordance rates 2-30% each
-way at n = 20 and 40. Its weak spot is few discordant tasks, all one way: with none the interval
-collapses to [0, 0] (coverage 0.65 at n = 20 when 5% of tasks are loop-only and none the other way).
-That errs toward "undecided", never toward "holds": "above 0" is `lo >= ABOVE_ZERO` (decide's ">="
-is inclusive, and [0, 0] must not beat anything), and "below" is `hi < 0` (`refute_at=0`), so tasks
-all tied are undecided. The exact McNemar p is printed beside every difference for that case.
-Newcombe's paired score interval would not collapse, but harness/stats.py has no paired variant.
+Why Newcombe's paired interval and not a t interval on the -1/0/+1 per-task differences (the first
+core criterion, 1cf51aaa04aa88e3 in `criteria_log.toml`): the outcomes are 0/1 and paired, and the t
+interval fails exactly where a hardest subset puts us -- few discordant tasks, all one way. With
+none it collapses to [0, 0] (so "above 0" needed a 1e-9 threshold), and with 5% of tasks loop-only
+and none the other way its coverage is 0.641 at n = 20, 0.868 at 40, 0.907 at 80; Newcombe's is
+1.000, 0.997, 0.977 there and never collapses (all tied: a symmetric interval around 0 that narrows
+with n). Computed exactly over every 2x2 table (`tests/harness/test_interval_coverage.py`,
+`docs/claims.md`): coverage 0.946-0.998 on balanced, unbalanced, rare and correlated outcomes at n =
+20, 40, 80, mean 0.95 over a grid of 1,750 cell probabilities. Its limit: one-way discordance with
+many tasks recovered by both and many by neither (e.g. 45% both, 5% loop only, 50% neither: 0.893 at
+n = 40, where the t interval has 0.868); there it misses on the side of 0, so it errs toward
+"undecided". The error that would flatter the loop -- an interval strictly above 0 when the loop is
+not better -- has probability at most 0.030 at n = 20 and 0.028 at n = 80 over that grid (nominal
+0.025).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from environments.prograf.loop_suite import Options, ProGrafLoopSuite, paired_difference
+from environments.prograf.loop_suite import Options, ProGrafLoopSuite
 from environments.prograf.loop_suite import _share as share_metric
 from environments.prograf.profile import CapabilityProfile
 from harness.claims import (Claim, ClaimVerdict, Condition, ConditionResult, Departure, Look, SeedPlan, Summary,
@@ -51,6 +54,7 @@ from harness.claims.registry import ClaimFamily
 from harness.errors import HarnessError
 from harness.records import Metric, RunConfig
 from harness.runner import run_one
+from harness.stats import newcombe_paired_difference
 from harness.suite import parse_options
 
 PAPER_RECOVERY = (0.437, 0.778)  # the paper's abstract: recovery on hardest subsets, across generators
@@ -65,9 +69,7 @@ ABLATIONS: dict[str, dict[str, str]] = {
     "no-replan": {"ablation": "no-replan"}, "other-profile": {"ablation": "other-profile"},
 }
 SETTING = "hardest"  # the one setting: the generator's hardest subset, one fresh seed per task
-# "Beats" is strict: decide's ">=" is inclusive, and all tasks tied give the t interval [0, 0].
-# Any lower end a t interval over our tasks can have above 0 is far above this.
-ABOVE_ZERO = 1e-9
+INTERVAL = "newcombe-paired"  # the protocol's interval: Newcombe (1998) method 10 on the paired 2x2 counts
 CRITERIA_LOG = Path(__file__).with_name("criteria_log.toml")
 
 CLAIM = Claim(
@@ -78,9 +80,10 @@ CLAIM = Claim(
              "(recovered 0/1, verified against every hidden point), methods paired by task"),
     arms=tuple(METHODS),
     settings=(SETTING,),
-    conditions=[Condition(metric="recovered", setting=SETTING, arm="loop", versus=other, op=">=",
-                          threshold=ABOVE_ZERO, refute_at=0.0) for other in BEATEN],
+    conditions=[Condition(metric="recovered", setting=SETTING, arm="loop", versus=other, op=">", threshold=0.0,
+                          refute_at=0.0) for other in BEATEN],
     plan=SeedPlan(looks=(1,), level=0.95),
+    protocol={"interval": INTERVAL},
     departures=[
         Departure(paper="its 304-task benchmark (geometry, circuits, flowcharts, general diagrams) with its "
                         "verification points; only the abstract is public (no code, data or split)",
@@ -123,9 +126,9 @@ CLAIM = Claim(
                   effect="two more conditions: can only make 'reproduced' harder"),
     ],
     note=("Unit: the task (one fresh generator seed each), so the seed plan is one look ('1 seeds') and each interval "
-          "is over the subset's tasks; more seeds per task would not decide an inconclusive verdict, a larger subset "
-          "might. '>= 1e-09' reads 'above 0'; a condition fails only when its interval lies wholly below 0 "
-          "(refute_at 0), so all tasks tied (the t interval [0, 0]) is undecided."),
+          "is Newcombe's paired score interval over the subset's tasks (protocol interval = newcombe-paired); more "
+          "seeds per task would not decide an inconclusive verdict, a larger subset might. '> 0': the interval must "
+          "lie strictly above 0; a condition fails only when its interval lies wholly below 0 (refute_at 0)."),
 )
 
 
@@ -137,7 +140,8 @@ def claim_family() -> ClaimFamily:
 
 class Comparison(BaseModel):
     against: str
-    difference: Metric = Field(description="recovery of the loop minus the other's, paired t interval over tasks")
+    difference: Metric = Field(description="recovery of the loop minus the other's, Newcombe's paired score interval "
+                               "over tasks")
     loop_only: int = Field(description="tasks the loop recovered and the other did not")
     other_only: int
     mcnemar_p: float = Field(description="exact two-sided McNemar test on the discordant tasks")
@@ -198,10 +202,22 @@ async def run_method(model: Any, task_ids: list[str], options: dict[str, Any], c
     return passed, sum(r.status != "ok" for r in records)
 
 
+def paired_recovery(a: dict[str, bool], b: dict[str, bool], level: float) -> tuple[Metric, int, int]:
+    """Recovery of A minus recovery of B over the tasks both ran (task id -> recovered), with
+    Newcombe's paired score interval from the 2x2 counts; and the discordant counts (A only, B only)."""
+    common = set(a) & set(b)
+    if not common:
+        raise HarnessError("prograf check: the two methods share no task")
+    both = sum(a[t] and b[t] for t in common)
+    a_only, b_only = sum(a[t] and not b[t] for t in common), sum(b[t] and not a[t] for t in common)
+    diff, lo, hi = newcombe_paired_difference(both, a_only, b_only, len(common) - both - a_only - b_only, level)
+    return Metric(value=diff, ci_low=lo, ci_high=hi, n=len(common)), a_only, b_only
+
+
 def judge(results: dict[str, dict[str, bool]], claim: Claim = CLAIM) -> Judgement:
     """Per-task results (method -> task id -> recovered) -> the comparisons (loop minus every other
-    method) and the verdict: each condition decided by `decide` on its paired t interval, the
-    verdict by `combine`."""
+    method) and the verdict: each condition decided by `decide` on its Newcombe paired interval,
+    the verdict by `combine`."""
     missing = [m for m in ("loop", *BEATEN) if m not in results]
     if missing:
         raise HarnessError(f"prograf check: no results of {', '.join(missing)}: the verdict needs the loop and "
@@ -209,24 +225,21 @@ def judge(results: dict[str, dict[str, bool]], claim: Claim = CLAIM) -> Judgemen
     level = claim.plan.look_level
     comparisons = []
     for other in [m for m in results if m != "loop"]:
-        a, b = results["loop"], results[other]
-        common = set(a) & set(b)
-        loop_only, other_only = sum(a[t] and not b[t] for t in common), sum(b[t] and not a[t] for t in common)
-        comparisons.append(Comparison(against=other, difference=paired_difference(a, b, level), loop_only=loop_only,
+        difference, loop_only, other_only = paired_recovery(results["loop"], results[other], level)
+        comparisons.append(Comparison(against=other, difference=difference, loop_only=loop_only,
                                       other_only=other_only, mcnemar_p=mcnemar_p(loop_only, other_only)))
     by = {c.against: c.difference for c in comparisons}
     conditions, why = [], []
     for cond in claim.conditions:
         d = by[cond.versus or ""]
-        lo = d.ci_low if d.ci_low is not None else -math.inf  # one task: no interval, so undecided
+        lo = d.ci_low if d.ci_low is not None else -math.inf
         hi = d.ci_high if d.ci_high is not None else math.inf
         outcome = decide(lo, hi, cond.op, cond.threshold, cond.refute_at)
         conditions.append(ConditionResult(condition=cond.text(), estimate=d.value, ci_low=d.ci_low, ci_high=d.ci_high,
                                           n=d.n, level=level, outcome=outcome))
         if outcome != "holds":
-            ci = "no interval (one task)" if d.ci_low is None else f"[{lo:+.3f}, {hi:+.3f}]"
             where = "lies below 0" if outcome == "fails" else "reaches 0"
-            why.append(f"loop - {cond.versus} = {d.value:+.3f}, {level:.0%} CI {ci} {where}: {outcome}")
+            why.append(f"loop - {cond.versus} = {d.value:+.3f}, {level:.0%} CI [{lo:+.3f}, {hi:+.3f}] {where}: {outcome}")
     verdict = combine(c.outcome for c in conditions)
     return Judgement(comparisons=comparisons, conditions=conditions, verdict=verdict,
                      why="; ".join(why) or "every condition holds")
@@ -277,7 +290,7 @@ def format_report(r: ClaimReport) -> str:
              f"{'method':<14} {'recovery [95% CI]':<26} recovered"]
     for name, m in r.recovery.items():
         lines.append(f"{name:<14} {ci(m):<26} {round((m.value or 0) * m.n)}/{m.n}")
-    lines.append(f"{'loop minus':<14} {'difference [paired t CI]':<26} loop-only/other-only  McNemar p")
+    lines.append(f"{'loop minus':<14} {'diff [Newcombe paired CI]':<26} loop-only/other-only  McNemar p")
     for c in r.comparisons:
         lines.append(f"{c.against:<14} {ci(c.difference, '+'):<26} "
                      f"{c.loop_only}/{c.other_only:<19} {c.mcnemar_p:.3g}")
@@ -292,7 +305,8 @@ def format_report(r: ClaimReport) -> str:
 
 def claim_verdict(r: ClaimReport, wall_s: float | None = None) -> ClaimVerdict:
     """The report as the core's saved verdict (`harness claims table` shows it): one look, one fresh
-    seed per task; every interval is over the subset's tasks."""
+    seed per task; every interval is over the subset's tasks. Its subject is the generator, so each
+    generator's verdict is saved beside the others' (`claims/prograf.recovery--GENERATOR.json`)."""
     label = ("SYNTHETIC generator (a test mock, not a result); " if r.synthetic else "") + \
         ("checker=oracle (UPPER BOUND: the hidden points); " if r.checker == "oracle" else "")
     setting = (f"{label}generator {r.generator}, checker {r.checker}, budget {r.budget} calls, hardest subset "
@@ -301,7 +315,7 @@ def claim_verdict(r: ClaimReport, wall_s: float | None = None) -> ClaimVerdict:
     where = (f"loop recovery {r.recovery['loop'].value:.3f} is {r.where} the paper's "
              f"{r.paper_range[0]:.1%}-{r.paper_range[1]:.1%} (printed, not judged)")
     return ClaimVerdict(
-        claim=CLAIM.id, sentence=CLAIM.sentence, setting=setting, criterion=CLAIM.criterion_text(),
+        claim=CLAIM.id, subject=r.generator, sentence=CLAIM.sentence, setting=setting, criterion=CLAIM.criterion_text(),
         criterion_hash=r.criterion_hash,
         registered=first_committed(CRITERIA_LOG, r.criterion_hash) if r.criterion_hash == CLAIM.criterion_hash() else None,
         verdict=r.verdict, seeds=1, conditions=r.conditions,

@@ -113,15 +113,15 @@ def check_cmd(
     max_passes: int = typer.Option(0, "--max-passes", min=0, help="Subset: tasks passed in at most N of the k samples (0 = pass@k = 0)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON here."),
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Generator calls at once."),
-    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="The verdict is saved as RUN_DIR/claims/prograf.recovery.json "
-                                 "(`harness claims table` reads it)."),
+    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="The verdict is saved as RUN_DIR/claims/"
+                                 "prograf.recovery--GENERATOR.json, one per generator (`harness claims table` reads them)."),
 ) -> None:
     """The ProGraf claim (`prograf.recovery`) on the generator's hardest subset with fresh seeds:
-    recovery per method with bootstrap CIs, paired differences (loop minus each) with paired t
-    intervals over tasks and McNemar tests; reproduced iff the loop beats fixed-step, the
-    Reflexion-style agent, best-of-B and its no-profile ablation (every interval above 0), not
-    reproduced iff one lies at or below 0, else inconclusive; and where its recovery lands against
-    the paper's 43.7-77.8%. The verdict is saved under RUN_DIR/claims/."""
+    recovery per method with bootstrap CIs, paired differences (loop minus each) with Newcombe's
+    paired score intervals over tasks and McNemar tests; reproduced iff the loop beats fixed-step,
+    the Reflexion-style agent, best-of-B and its no-profile ablation (every interval strictly above
+    0), not reproduced iff one lies wholly below 0, else inconclusive; and where its recovery lands
+    against the paper's 43.7-77.8%. The verdict is saved under RUN_DIR/claims/, one per generator."""
     import asyncio
     import hashlib
     import tempfile

@@ -1,5 +1,6 @@
-"""`harness prograf check`: the claim's verdict rule (the core's decide/combine on paired t
-intervals over tasks), its registration, the McNemar test and a tiny run with the mock."""
+"""`harness prograf check`: the claim's verdict rule (the core's decide/combine on Newcombe's
+paired score intervals over tasks, strict "> 0"), its registration, the McNemar test, one saved
+verdict per generator and a tiny run with the mock."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ from environments.prograf.loop_suite import cached_tasks
 from environments.prograf.mock import StepMock
 from environments.prograf.profile import build_profile
 from harness.calls import CallPolicy, ManagedModel
-from harness.claims import load_verdicts
+from harness.claims import load_verdicts, save_verdict
 from harness.claims.prereg import load_log, unregistered
 from harness.claims.table import to_markdown
-from harness.stats import mean_interval
+from harness.stats import newcombe_paired_difference
 
 
 def test_mcnemar_exact_values():
@@ -46,14 +47,19 @@ def test_verdict_reproduced_when_every_interval_lies_above_zero():
     assert len(j.conditions) == len(CLAIM.conditions) == 4
 
 
-def test_verdict_interval_is_the_t_interval_of_the_per_task_differences():
+def test_verdict_interval_is_newcombes_paired_interval_of_the_2x2_counts():
     r = results(35, STRONG)
+    r["best-of"]["t39"] = True  # one task best-of recovers and the loop does not
     j = judge(r)
-    diffs = [float(r["loop"][t]) - float(r["best-of"][t]) for t in sorted(r["loop"])]
-    mean, lo, hi = mean_interval(diffs, 0.95)
+    # loop 35 of 40, best-of 5 + 1: both 5, loop only 30, best-of only 1, neither 4
+    d, lo, hi = newcombe_paired_difference(5, 30, 1, 4, 0.95)
     best_of = next(c for c in j.conditions if "best-of" in c.condition)
-    assert (best_of.estimate, best_of.ci_low, best_of.ci_high, best_of.n) == pytest.approx((mean, lo, hi, 40))
-    assert next(c for c in j.comparisons if c.against == "best-of").difference.ci_low == pytest.approx(lo)
+    assert (best_of.estimate, best_of.ci_low, best_of.ci_high, best_of.n) == pytest.approx((d, lo, hi, 40))
+    assert d == pytest.approx(29 / 40)
+    comparison = next(c for c in j.comparisons if c.against == "best-of")
+    assert (comparison.difference.ci_low, comparison.loop_only, comparison.other_only) == (pytest.approx(lo), 30, 1)
+    assert CLAIM.protocol == {"interval": "newcombe-paired"}
+    assert all(c.op == ">" and c.threshold == 0 and c.refute_at == 0 for c in CLAIM.conditions)
 
 
 def test_verdict_inconclusive_where_the_old_rule_said_not_reproduced():
@@ -77,16 +83,30 @@ def test_verdict_not_reproduced_when_an_interval_lies_below_zero():
 
 
 def test_verdict_every_task_tied_beats_nothing_and_refutes_nothing():
-    # the t interval of all-zero differences is [0, 0]: it must not "beat" (threshold above 0), and
-    # a collapsed interval is no evidence against the loop either (it fails only below 0)
+    # no discordant task: Newcombe's interval is symmetric around 0 (the t interval collapsed to
+    # [0, 0] here), so it neither beats nor refutes
     j = judge(results(35, STRONG | {"no-profile": 35}))
     tied = next(c for c in j.conditions if "no-profile" in c.condition)
-    assert (tied.ci_low, tied.ci_high, tied.outcome) == (0.0, 0.0, "undecided") and j.verdict == "inconclusive"
+    assert tied.estimate == 0 and tied.ci_low == pytest.approx(-tied.ci_high) and tied.ci_high > 0.05
+    assert tied.outcome == "undecided" and j.verdict == "inconclusive"
 
 
-def test_verdict_one_task_has_no_interval_and_decides_nothing():
+def test_verdict_few_one_way_discordant_tasks():
+    # the t interval's weak spot: 2 of 40 tasks loop-only, none the other way. t gave [-0.02, 0.12];
+    # Newcombe's interval also straddles 0 (undecided), with McNemar p = 0.5 beside it
+    j = judge(results(35, STRONG | {"no-profile": 33}))
+    c = next(c for c in j.conditions if "no-profile" in c.condition)
+    cmp = next(c for c in j.comparisons if c.against == "no-profile")
+    assert c.ci_low < 0 < c.ci_high and c.outcome == "undecided" and cmp.mcnemar_p == pytest.approx(0.5)
+    # 8 of 40 loop-only, none the other way: holds (McNemar p = 0.0078)
+    j = judge(results(35, STRONG | {"no-profile": 27}))
+    assert next(c for c in j.conditions if "no-profile" in c.condition).outcome == "holds"
+
+
+def test_verdict_one_task_decides_nothing():
     j = judge(results(1, {k: 0 for k in STRONG}, n=1))
-    assert all(c.ci_low is None and c.outcome == "undecided" for c in j.conditions) and j.verdict == "inconclusive"
+    assert all(c.ci_low < 0 < c.ci_high and c.outcome == "undecided" for c in j.conditions)
+    assert j.verdict == "inconclusive"
 
 
 def test_judge_needs_every_compared_method():
@@ -115,7 +135,7 @@ def circuit_profile(tmp_path_factory):
     return profile, path
 
 
-def test_check_claim_runs_every_method_on_the_subset_deterministically(circuit_profile):
+def test_check_claim_runs_every_method_on_the_subset_deterministically(circuit_profile, tmp_path):
     profile, path = circuit_profile
     assert len(profile.hardest) >= 3
 
@@ -133,7 +153,14 @@ def test_check_claim_runs_every_method_on_the_subset_deterministically(circuit_p
     assert once().model_dump() == report.model_dump()
     saved = claim_verdict(report, wall_s=1.0)
     assert saved.claim == "prograf.recovery" and saved.verdict == report.verdict and saved.seeds == 1
+    assert saved.subject == "synthetic/prograf-weak-circuits"
     assert saved.setting.startswith("SYNTHETIC") and len(saved.looks) == 1 and saved.departures == CLAIM.departures
+    # one verdict per generator: a second generator's does not replace the first's
+    other = claim_verdict(report.model_copy(update={"generator": "synthetic/prograf-uniform"}))
+    for v in (saved, other):
+        save_verdict(tmp_path, v)
+    assert sorted(v.subject or "" for v in load_verdicts([tmp_path])) == ["synthetic/prograf-uniform",
+                                                                         "synthetic/prograf-weak-circuits"]
 
 
 def test_check_command(circuit_profile, tmp_path):
@@ -150,6 +177,8 @@ def test_check_command(circuit_profile, tmp_path):
     assert report["tasks"] == 2
     [saved] = load_verdicts([runs])  # what `harness claims table` reads
     assert saved.claim == "prograf.recovery" and saved.verdict == report["verdict"]
-    assert "| prograf.recovery |" in to_markdown([saved])
+    assert saved.subject == "synthetic/prograf-weak-circuits"
+    assert (runs / "claims" / "prograf.recovery--synthetic_prograf-weak-circuits.json").is_file()
+    assert "prograf.recovery" in to_markdown([saved])
     bad = CliRunner().invoke(prograf_app, ["check", "--generator", "synthetic/prograf-uniform", "--profile", str(path)])
     assert bad.exit_code != 0 and "not synthetic/prograf-uniform" in bad.output
