@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, ClassVar, Literal, NamedTuple, Self, TextIO
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.errors import HarnessError
 from harness.redact import redact_text, redact_url
@@ -64,20 +64,47 @@ def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+class RoleConfig(BaseModel):
+    """One role of a run: its model and, where given, its endpoint and its generation overrides
+    (None: the suite's own setting for that call)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str  # provider/name spec
+    base_url: str | None = None  # where it is served (execution only: not hashed)
+    max_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0)
+
+    GENERATION: ClassVar[tuple[str, ...]] = ("max_tokens", "temperature")
+
+    def generation(self) -> dict[str, Any]:
+        """The overrides this role's calls get (only those set)."""
+        return {k: getattr(self, k) for k in self.GENERATION if getattr(self, k) is not None}
+
+
+# Before roles were data (runs written up to 2026-12-06) a config named its models and three
+# overrides in fields of their own; these are their names and, for the hash, where they live now.
+LEGACY_OVERRIDES: dict[str, tuple[str, str]] = {"max_tokens": ("assistant", "max_tokens"),
+                                                "temperature": ("assistant", "temperature"),
+                                                "judge_max_tokens": ("judge", "max_tokens")}
+
+
 class RunConfig(BaseModel):
-    """Everything that decides a run's results (hashed) plus how to execute it (not hashed)."""
+    """Everything that decides a run's results (hashed) plus how to execute it (not hashed).
+
+    `roles` is the run's roles as data: role -> its model, endpoint and generation overrides. The
+    older form (`models`, `base_urls`, `max_tokens`, `temperature`, `judge_max_tokens`) is still
+    accepted -- manifests written before, and callers that build a config that way -- and becomes
+    `roles` as it is read; the config hash is computed from the same fields as before, so an old
+    run resumes, and a config that could have been written the old way hashes as it did."""
 
     suite: str
-    models: dict[str, str]  # role -> spec
-    base_url: str | None = None  # every role's endpoint unless `base_urls` names one for it
-    base_urls: dict[str, str] = {}  # role -> endpoint (`--role-base-url judge=URL`)
+    roles: dict[str, RoleConfig] = {}
+    base_url: str | None = None  # every role's endpoint unless its RoleConfig names one
     corpus: str | None = None
     limit: int | None = None
     epochs: int = 1
     seed: int = 0
-    max_tokens: int | None = None
-    temperature: float | None = None
-    judge_max_tokens: int | None = None
     suite_options: dict[str, Any] = {}  # the suite's Options, validated and dumped (defaults included)
     scorer: str | None = None  # None: the suite's default scorer
     source_run: str | None = None  # set by `harness score`: the run whose transcripts are re-scored
@@ -93,19 +120,78 @@ class RunConfig(BaseModel):
 
     # base_url says where a model is served, not which model: a resumed run may move endpoints
     # (and the stored one has its password masked).
-    EXECUTION_ONLY: ClassVar[set[str]] = {"base_url", "base_urls", "max_connections", "call_timeout_s", "sample_timeout_s",
+    EXECUTION_ONLY: ClassVar[set[str]] = {"base_url", "max_connections", "call_timeout_s", "sample_timeout_s",
                                           "max_retries", "cache"}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _roles_from_the_older_form(cls, data: Any) -> Any:
+        legacy = ("models", "base_urls", *LEGACY_OVERRIDES)
+        if not isinstance(data, dict) or not any(k in data for k in legacy):
+            return data
+        data = dict(data)
+        roles: dict[str, dict[str, Any]] = {
+            r: (rc.model_dump(exclude_defaults=True) if isinstance(rc, RoleConfig) else dict(rc))
+            for r, rc in (data.pop("roles", None) or {}).items()}
+        for role, spec in (data.pop("models", None) or {}).items():
+            roles.setdefault(role, {})["model"] = spec
+        for role, url in (data.pop("base_urls", None) or {}).items():
+            if role not in roles:
+                raise ValueError(f"base_urls names role {role!r}, which has no model (roles: {', '.join(roles)})")
+            roles[role]["base_url"] = url
+        for old, (role, key) in LEGACY_OVERRIDES.items():
+            value = data.pop(old, None)
+            if value is None:
+                continue
+            if role not in roles:
+                raise ValueError(f"{old} = {value} is an override for the {role} role, and the run has no {role} model")
+            roles[role][key] = value
+        data["roles"] = roles
+        return data
+
+    @property
+    def models(self) -> dict[str, str]:
+        """role -> model spec."""
+        return {r: rc.model for r, rc in self.roles.items()}
+
+    @property
+    def base_urls(self) -> dict[str, str]:
+        """role -> endpoint, for the roles that name their own."""
+        return {r: rc.base_url for r, rc in self.roles.items() if rc.base_url}
 
     def endpoint(self, role: str) -> str | None:
         """Where `role`'s model is served (None: the provider's default; the embedded model has none)."""
-        if self.models.get(role, "").startswith("local/"):
+        rc = self.roles.get(role)
+        if rc is None or rc.model.startswith("local/"):
             return None
-        return self.base_urls.get(role, self.base_url)
+        return rc.base_url or self.base_url
+
+    def overrides(self) -> dict[str, dict[str, Any]]:
+        """role -> the generation overrides its calls get (roles with none left out)."""
+        return {r: g for r, rc in self.roles.items() if (g := rc.generation())}
+
+    def with_roles(self, roles: dict[str, RoleConfig]) -> RunConfig:
+        """A copy with other roles, validated (`model_copy(update=...)` would skip validation)."""
+        return self.model_validate(self.model_dump() | {"roles": {r: rc.model_dump() for r, rc in roles.items()}})
 
     def result_fields(self) -> dict[str, Any]:
-        # Fields added in format 2 enter the hash only when set, so a config hashes as it did before.
-        unset = {k for k in ("scorer", "source_run", "claim") if getattr(self, k) is None}
-        return self.model_dump(exclude=self.EXECUTION_ONLY | unset)
+        """What the config hash covers. The fields of before roles were data, computed from `roles`,
+        so that a config expressible the old way hashes exactly as it did; an override the old form
+        could not hold (any but the assistant's max_tokens and temperature and the judge's
+        max_tokens) enters as `role_settings`, only when set. Fields added in format 2 enter only
+        when set."""
+        out: dict[str, Any] = {"suite": self.suite, "models": self.models, "corpus": self.corpus, "limit": self.limit,
+                               "epochs": self.epochs, "seed": self.seed, "suite_options": self.suite_options}
+        covered = set()
+        for old, (role, key) in LEGACY_OVERRIDES.items():
+            rc = self.roles.get(role)
+            out[old] = getattr(rc, key) if rc else None
+            covered.add((role, key))
+        extra = {r: {k: v for k, v in rc.generation().items() if (r, k) not in covered} for r, rc in self.roles.items()}
+        if any(extra.values()):
+            out["role_settings"] = {r: v for r, v in extra.items() if v}
+        out |= {k: getattr(self, k) for k in ("scorer", "source_run", "claim") if getattr(self, k) is not None}
+        return out
 
 
 class Metric(BaseModel):
@@ -348,10 +434,10 @@ class RunFolder:
 
     def write_manifest(self, manifest: RunManifest) -> None:
         self.path.mkdir(parents=True, exist_ok=True)
+        config = manifest.config
+        roles = {r: rc.model_copy(update={"base_url": redact_url(rc.base_url)}) for r, rc in config.roles.items()}
         safe = manifest.model_copy(update={
-            "config": manifest.config.model_copy(update={
-                "base_url": redact_url(manifest.config.base_url),
-                "base_urls": {r: redact_url(u) or "" for r, u in manifest.config.base_urls.items()}}),
+            "config": config.model_copy(update={"base_url": redact_url(config.base_url), "roles": roles}),
             "command": [redact_text(a) for a in manifest.command],
         })
         write_json_atomic(self.manifest_path, safe)

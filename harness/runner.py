@@ -61,15 +61,6 @@ def sample_seed(base_seed: int, sample_id: str, epoch: int) -> int:
     return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
 
 
-def call_overrides(config: RunConfig) -> dict[str, dict[str, Any]]:
-    """The CLI's generation overrides per role (None = the suite's own setting)."""
-    return {
-        role: {k: v for k, v in values.items() if v is not None}
-        for role, values in (("assistant", {"max_tokens": config.max_tokens, "temperature": config.temperature}),
-                             ("judge", {"max_tokens": config.judge_max_tokens}))
-    }
-
-
 async def _stage(coro: Awaitable[T], timeout_s: float, stage: Stage) -> tuple[T | None, list[ErrorRecord]]:
     """Run one stage (solve or score) under the sample's time limit; an exception becomes a
     typed error on the sample, never the run's end."""
@@ -97,7 +88,7 @@ async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, Ma
     """The pure core: one sample in, one record out (solve, then score). Never raises except on
     cancellation."""
     seed = sample_seed(config.seed, sample.id, epoch)
-    ctx = SampleContext(models, seed, call_overrides(config))
+    ctx = SampleContext(models, seed, config.overrides())
     scorer = suite.scorer(config.scorer)
     started, t0 = now_iso(), time.perf_counter()
     transcript, errors = await _stage(suite.solve(sample, ctx), config.sample_timeout_s, "solve")
@@ -120,7 +111,7 @@ async def rescore_one(suite: Suite, sample: Sample, source: SampleRecord, models
     """`harness score`: a finished sample's transcript scored again, with the source's seed (so a
     re-score with the same judge and cache makes the same calls). A sample whose solve failed keeps
     its solve errors and failure scores: there is no transcript to score."""
-    ctx = SampleContext(models, source.seed, call_overrides(config))
+    ctx = SampleContext(models, source.seed, config.overrides())
     scorer = suite.scorer(config.scorer)
     started, t0 = now_iso(), time.perf_counter()
     solve_errors = [e for e in source.errors if e.stage == "solve"]
@@ -228,9 +219,11 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
         manifest = folder.read_manifest()
         # The stored config decides results; only execution settings may change on resume.
         stored = manifest.config
+        # A role's endpoint may move too: the one given now, else the stored one.
+        roles = {r: rc.model_copy(update={"base_url": config.base_urls.get(r) or rc.base_url})
+                 for r, rc in stored.roles.items()}
         config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY}
-                                   | {"base_url": config.base_url or stored.base_url,
-                                      "base_urls": config.base_urls or stored.base_urls})
+                                   | {"base_url": config.base_url or stored.base_url, "roles": roles})
         suite = suite or get_suite(stored.suite, stored.suite_options)
         if suite.version != manifest.suite_version:
             raise HarnessError(
@@ -239,8 +232,7 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
     suite = suite or get_suite(config.suite, config.suite_options)
     suite.scorer(config.scorer)  # an unknown scorer is bad input, found before anything is written
     for role, text in config.models.items():
-        flag = f"--{role.split('_')[0]}-model" if role != "assistant" else "--model"
-        validate_spec(ModelSpec.parse(text, base_url=config.endpoint(role), flag=flag))
+        validate_spec(ModelSpec.parse(text, base_url=config.endpoint(role), flag=f"the {role} model (--role {role}=...)"))
     if config.source_run:
         samples, sources = _rescore_inputs(suite, config, run_dir)
     else:

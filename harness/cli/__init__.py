@@ -5,8 +5,10 @@ packages add commands through the entry-point group `harness.commands` (a typer 
 benchmarks through `harness.bench` (a command function each); they import `harness.cli.kit`
 (consoles, `fail`, `RUN_DIR`, `run_config`, `print_summary`) and nothing else from here.
 
-Every option can also come from the environment: `HARNESS_<COMMAND>_<OPTION>`, e.g.
-`HARNESS_EVAL_MODEL=openai/gpt-4o-mini` or `HARNESS_LEADERBOARD_EXPORT_FORMAT=md`.
+Every declared option can also come from the environment: `HARNESS_<COMMAND>_<OPTION>`, e.g.
+`HARNESS_EVAL_MODEL=openai/gpt-4o-mini` or `HARNESS_LEADERBOARD_EXPORT_FORMAT=md`; the role
+shorthands of `eval` and `score` (`harness.roles`) are not declared options: set their general form,
+e.g. `HARNESS_EVAL_ROLE="judge=openai/gpt-4o"`.
 """
 
 from __future__ import annotations

@@ -213,6 +213,6 @@ def test_judge_panel_and_epochs_are_recorded(tmp_path):
     assert result["votes"] == {"PASS": 2}
     assert {"judge", "judge_2"} <= set(records[0].usage)
     manifest = json.loads(_only_run(run_dir).manifest_path.read_text())
-    assert manifest["config"]["models"]["judge_2"] == "litellm/openai/k"
+    assert manifest["config"]["roles"]["judge_2"]["model"] == "litellm/openai/k"
     listing = harness_cli("runs", "--run-dir", str(run_dir))
     assert "openai/j+litellm/openai/k" in listing.stdout

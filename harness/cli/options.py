@@ -1,0 +1,77 @@
+"""The options `eval` and `score` share (`RunOptions`: how a run executes, never hashed), given to
+a command as one parameter by `with_run_options`, and the help line for the role shorthands
+(`harness.roles` parses them from the command's extra arguments)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+import typer
+from pydantic import BaseModel
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
+SHORTHAND_HELP = ("Shorthands: --judge-model SPEC (repeat for a panel), --ROLE-model SPEC for the suite's other roles "
+                  "(e.g. --planner-model, --user-model, --world-model), --max-tokens N, --temperature T, "
+                  "--judge-max-tokens N, --role-base-url ROLE=URL, --agent NAME, --action-format FORM.")
+
+
+# ---------------------------------------------------------------- the options eval and score share
+class RunOptions(BaseModel):
+    """How a run executes: never part of its results (not hashed)."""
+
+    run_dir: Path = Path("runs")
+    max_connections: int = 8
+    call_timeout: float = 600.0
+    sample_timeout: float = 3600.0
+    max_retries: int = 5
+    cache: bool = True
+    progress: bool = True
+    executor: str = "asyncio"
+    ray_address: Optional[str] = None
+
+
+def run_option_parameters() -> list[inspect.Parameter]:
+    """The typer parameters of `RunOptions`, one per field (the flags users know)."""
+    from harness.cli.kit import RUN_DIR
+
+    options: dict[str, Any] = {
+        "run_dir": RUN_DIR,
+        "max_connections": typer.Option(8, "--max-connections", min=1, help="Calls in flight per provider and key "
+                                        "(shared by all workers; halves on 429, recovers)."),
+        "call_timeout": typer.Option(600.0, "--call-timeout", min=0.1, help="Seconds per model call attempt."),
+        "sample_timeout": typer.Option(3600.0, "--sample-timeout", min=0.1, help="Seconds per sample."),
+        "max_retries": typer.Option(5, "--max-retries", min=0, help="Retries on 429/5xx/timeouts/connection errors."),
+        "cache": typer.Option(True, "--cache/--no-cache", help="Read and write the model-call cache."),
+        "progress": typer.Option(True, "--progress/--no-progress", help="Show the progress bar."),
+        "executor": typer.Option("asyncio", "--executor", help="Where samples run: asyncio (this process) or ray "
+                                 "(Ray tasks on a cluster; the `ray` extra)."),
+        "ray_address": typer.Option(None, "--ray-address", help="With --executor ray: the cluster's HOST:PORT "
+                                    "(default: start a local one)."),
+    }
+    types = {name: field.annotation for name, field in RunOptions.model_fields.items()}
+    return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=types[name])
+            for name, default in options.items()]
+
+
+def with_run_options(command: F) -> F:
+    """Give a command the shared `RunOptions` flags: they reach it as one `run: RunOptions`."""
+    signature = inspect.signature(command)
+    own = [p for name, p in signature.parameters.items() if name != "run"]
+    extra = run_option_parameters()
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        shared = {p.name: kwargs.pop(p.name) for p in extra if p.name in kwargs}
+        return command(*args, run=RunOptions(**shared), **kwargs)
+
+    del wrapper.__wrapped__  # typer must read the signature below, not the command's own
+    wrapper.command = command  # type: ignore[attr-defined]  # the command's own parameters, for tests
+    wrapper.__signature__ = signature.replace(parameters=[*own, *extra])  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in [*own, *extra]} | {"return": None}
+    return wrapper  # type: ignore[return-value]
