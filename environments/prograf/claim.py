@@ -33,29 +33,38 @@ n = 40, where the t interval has 0.868); there it misses on the side of 0, so it
 "undecided". The error that would flatter the loop -- an interval strictly above 0 when the loop is
 not better -- has probability at most 0.030 at n = 20 and 0.028 at n = 80 over that grid (nominal
 0.025).
+
+A check is ordinary runs (`harness.claims.runs.run_arm`): each method is one run of suite
+`prograf-loop` (the generator as the assistant role; the method's options, the subset as option
+`tasks`, the profile bound by its sha256; stamped `CLAIM.stamp()`), so it leaves records in the run
+dir, resumes after a kill, reuses a finished run of the same config, and shows in `harness runs` /
+`harness view`. The report and the verdict are a pure function of those runs' records
+(`report_from_runs`): `harness prograf verdict RUN...` recomputes them without running a sample.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from environments.prograf.loop_suite import Options, ProGrafLoopSuite
+from environments.prograf.loop_suite import Options, cached_profile, file_sha256
 from environments.prograf.loop_suite import _share as share_metric
 from environments.prograf.profile import CapabilityProfile
 from harness.claims import (Claim, ClaimVerdict, Condition, ConditionResult, Departure, Look, SeedPlan, Summary,
                             Verdict, combine, decide)
 from harness.claims.prereg import first_committed
 from harness.claims.registry import ClaimFamily
+from harness.claims.runs import ArmRun, load_runs, run_arm
 from harness.errors import HarnessError
-from harness.records import Metric, RunConfig
-from harness.runner import run_one
+from harness.records import Metric, RoleConfig, RunConfig
+from harness.runner import AsyncioExecutor
 from harness.stats import newcombe_paired_difference
-from harness.suite import parse_options
+from harness.suite import get_suite, parse_options
 
 PAPER_RECOVERY = (0.437, 0.778)  # the paper's abstract: recovery on hardest subsets, across generators
 BASELINES = ("fixed-step", "reflexion", "best-of")
@@ -68,6 +77,10 @@ ABLATIONS: dict[str, dict[str, str]] = {
     "no-verify": {"ablation": "no-verify"}, "no-rollback": {"ablation": "no-rollback"},
     "no-replan": {"ablation": "no-replan"}, "other-profile": {"ablation": "other-profile"},
 }
+ORDER = (*METHODS, *ABLATIONS)  # the order of a report's methods
+SUITE = "prograf-loop"
+# the options that make one check (besides the generator): every run of it has the same ones
+PER_METHOD = ("method", "ablation", "other_profile", "other_profile_sha256")
 SETTING = "hardest"  # the one setting: the generator's hardest subset, one fresh seed per task
 INTERVAL = "newcombe-paired"  # the protocol's interval: Newcombe (1998) method 10 on the paired 2x2 counts
 CRITERIA_LOG = Path(__file__).with_name("criteria_log.toml")
@@ -134,7 +147,8 @@ CLAIM = Claim(
 
 def claim_family() -> ClaimFamily:
     """ProGraf's claims and their criterion log, for the core's registry (entry point `prograf` under
-    `harness.claims`; its checks are `harness prograf check`, not suite runs)."""
+    `harness.claims`). Its checks are `harness prograf check` -- runs of `prograf-loop`, one per
+    method, not the core's SETTING/seedNNN cells -- and its verdicts `harness prograf verdict RUN...`."""
     return ClaimFamily(name="prograf", log=CRITERIA_LOG, claims=(CLAIM,), suite_of=None)
 
 
@@ -160,9 +174,13 @@ class ClaimReport(BaseModel):
     checker: str
     budget: int
     seed_base: int
-    k: int
-    max_passes: int = Field(0, description="the subset: tasks passed in at most this many of the k samples")
+    k: int | None = Field(description="the profile's samples per task (None: its profile file is gone or changed)")
+    max_passes: int | None = Field(0, description="the subset: the first tasks passed in at most this many of the "
+                                   "k samples (None: not known, see k)")
     tasks: int = Field(description="size of the hardest subset run")
+    profile: str = Field("", description="the profile file the runs name")
+    runs: dict[str, str] = Field(default_factory=dict, description="method -> the run its records came from")
+    cells_s: float = Field(0.0, description="the samples' summed duration, from the records")
     recovery: dict[str, Metric]
     errors: dict[str, int] = Field(default_factory=dict, description="samples that ended in an error, per method")
     comparisons: list[Comparison]
@@ -183,23 +201,157 @@ def mcnemar_p(loop_only: int, other_only: int) -> float:
     return min(1.0, 2 * tail)
 
 
-async def run_method(model: Any, task_ids: list[str], options: dict[str, Any], corpus: Path | None = None,
-                     concurrency: int = 8) -> tuple[dict[str, bool], int]:
-    """One method over the given tasks: task id -> passed every hidden point, and the errored samples."""
-    # no step pictures: a claim check measures recovery, and renders would only cost time
-    suite = ProGrafLoopSuite(parse_options("prograf-loop", Options, {"subset": "all", "pictures": False} | options))
-    wanted = set(task_ids)
-    samples = [s for s in suite.load_samples(str(corpus) if corpus else None) if s.id in wanted]
-    config = RunConfig(suite="prograf-loop", models={"assistant": model.name})
-    gate = asyncio.Semaphore(concurrency)
+def method_config(generator: str, options: dict[str, Any], *, corpus: Path | None = None,
+                  concurrency: int = 8) -> RunConfig:
+    """One method's run: suite `prograf-loop` over every task of the corpus narrowed by `options`
+    (a check names its subset with `tasks`), no step pictures (a check measures recovery; renders
+    would only cost time), the generator as the assistant role, stamped with the claim's criterion.
+    Options are stored as `harness eval` stores them (defaults left out)."""
+    suite = get_suite(SUITE, {"subset": "all", "pictures": False} | options)
+    return RunConfig(suite=SUITE, roles={"assistant": RoleConfig(model=generator)},
+                     corpus=str(corpus) if corpus else None,
+                     suite_options=suite.options.model_dump(mode="json", exclude_defaults=True),
+                     claim=CLAIM.stamp(), max_connections=concurrency)
 
-    async def one(sample: Any) -> Any:
-        async with gate:
-            return await run_one(suite, sample, 0, {"assistant": model}, config)
 
-    records = await asyncio.gather(*(one(s) for s in samples))
-    passed = {r.sample_id: r.status == "ok" and bool(r.scores.get("passed")) for r in records}
-    return passed, sum(r.status != "ok" for r in records)
+def method_of(options: Options) -> str | None:
+    """The check's name of a run's method (`METHODS` / `ABLATIONS`), None if it is none of them."""
+    if options.method != "loop":
+        return options.method if options.ablation == "none" else None
+    return "loop" if options.ablation == "none" else options.ablation
+
+
+@dataclass
+class CheckRuns:
+    """The runs of one check, read and checked: one generator, one subset, one run per method."""
+
+    generator: str
+    options: Options  # the loop's run's (every option but PER_METHOD is the same in every run)
+    tasks: list[str]
+    results: dict[str, dict[str, bool]]  # method -> task id -> recovered
+    errors: dict[str, int]  # method -> samples that ended in an error
+    runs: dict[str, str]  # method -> run id
+    cells_s: float
+
+
+def read_runs(runs: Sequence[ArmRun]) -> CheckRuns:
+    """Every method's task -> recovered from its run's records, with each piece of bad input named:
+    a run of another suite or claim (or of another criterion of this one), a run of no method of the
+    check, two runs of one method, runs of two generators or subsets, an unfinished run, a missing
+    method the criterion needs."""
+    if not runs:
+        raise HarnessError(f"claim {CLAIM.id}: no runs given")
+    stamp = CLAIM.stamp()
+    seen: dict[str, ArmRun] = {}
+    setups: dict[str, tuple[str, dict[str, Any]]] = {}
+    results: dict[str, dict[str, bool]] = {}
+    errors: dict[str, int] = {}
+    for run in runs:
+        config = run.manifest.config
+        if config.suite != SUITE:
+            raise HarnessError(f"run {run.run_id}: a {config.suite} run, not {SUITE}: give the runs of one "
+                               "`harness prograf check`")
+        if config.claim != stamp:
+            if config.claim is None:
+                why = "was not started by a claim check (it records no claim)"
+            elif config.claim.split("@", 1)[0] != CLAIM.id:
+                why = f"was started for claim {config.claim.split('@', 1)[0]}, not {CLAIM.id}"
+            else:
+                why = (f"was started under criterion {config.claim}, the claim's is now {stamp}: run "
+                       "`harness prograf check` again under the current criterion")
+            raise HarnessError(f"run {run.run_id} {why}")
+        options = parse_options(SUITE, Options, config.suite_options)
+        assert isinstance(options, Options)
+        name = method_of(options)
+        if name is None:
+            raise HarnessError(f"run {run.run_id}: method={options.method} with ablation={options.ablation} is none "
+                               f"of the check's methods ({', '.join(ORDER)})")
+        if name in seen:
+            raise HarnessError(f"runs {seen[name].run_id} and {run.run_id} are both method {name}: give one run per "
+                               "method (the runs of one check)")
+        seen[name] = run
+        generator = config.models.get("assistant", "")
+        setups[name] = (generator, options.model_dump(exclude=set(PER_METHOD)))
+        first = next(iter(setups))
+        if name != first:
+            _same_check(seen[first], setups[first], run, setups[name])
+        if run.manifest.status != "complete":
+            raise HarnessError(f"run {run.run_id} ({name}) is {run.manifest.status}, not complete: run the same "
+                               "`harness prograf check` again to resume it")
+        wanted = _task_list(options)
+        if not wanted:
+            raise HarnessError(f"run {run.run_id} ({name}) names no task subset (option tasks): not a check's run")
+        passed = {r.sample_id: r.status == "ok" and bool(r.scores.get("passed")) for r in run.records}
+        missing = [t for t in wanted if t not in passed]
+        if missing:
+            raise HarnessError(f"run {run.run_id} ({name}) has no record of {len(missing)} of its {len(wanted)} tasks "
+                               f"(e.g. {missing[0]}): run the same `harness prograf check` again to resume it")
+        results[name] = {t: passed[t] for t in wanted}
+        errors[name] = sum(r.status != "ok" for r in run.records if r.sample_id in results[name])
+    needed = [m for m in ("loop", *BEATEN) if m not in results]
+    if needed:
+        raise HarnessError(f"claim {CLAIM.id}: the runs lack method {', '.join(needed)} (the verdict needs one run "
+                           f"each of {', '.join(('loop', *BEATEN))}): give every method's run of the check")
+    names = sorted(results, key=ORDER.index)
+    loop = parse_options(SUITE, Options, seen["loop"].manifest.config.suite_options)
+    assert isinstance(loop, Options)
+    return CheckRuns(generator=setups["loop"][0], options=loop, tasks=_task_list(loop),
+                     results={m: results[m] for m in names}, errors={m: errors[m] for m in names},
+                     runs={m: seen[m].run_id for m in names},
+                     cells_s=round(sum(r.duration_s for run in seen.values() for r in run.records), 2))
+
+
+def _task_list(options: Options) -> list[str]:
+    return list(dict.fromkeys(t.strip() for t in options.tasks.split(",") if t.strip()))
+
+
+def _same_check(a: ArmRun, setup_a: tuple[str, dict[str, Any]], b: ArmRun, setup_b: tuple[str, dict[str, Any]]) -> None:
+    """Two runs of one check: one generator, one subset, every other option but the method's equal."""
+    (gen_a, opts_a), (gen_b, opts_b) = setup_a, setup_b
+    if gen_a != gen_b:
+        raise HarnessError(f"runs {a.run_id} and {b.run_id} are of two generators ({gen_a}, {gen_b}): give the runs "
+                           "of one check (one generator)")
+    if opts_a["tasks"] != opts_b["tasks"]:
+        na, nb = (len(o["tasks"].split(",")) for o in (opts_a, opts_b))
+        raise HarnessError(f"runs {a.run_id} and {b.run_id} ran two task subsets ({na} and {nb} tasks, not the same "
+                           "ones): give the runs of one check (one subset)")
+    for key in opts_a:
+        if opts_a[key] != opts_b.get(key):
+            raise HarnessError(f"runs {a.run_id} and {b.run_id} differ in option {key} ({opts_a[key]!r}, "
+                               f"{opts_b.get(key)!r}): give the runs of one check")
+    if (a.manifest.config.corpus, a.manifest.corpus.get("sha256")) != (b.manifest.config.corpus,
+                                                                      b.manifest.corpus.get("sha256")):
+        raise HarnessError(f"runs {a.run_id} and {b.run_id} read two corpora: give the runs of one check")
+
+
+def subset_rule(options: Options, tasks: list[str]) -> tuple[int | None, int | None]:
+    """(k, max passes) of the subset, read back from the profile the runs name when it is still the
+    file they ran with: the smallest N such that the tasks are the first of those passed in at most
+    N of the k samples (None where the profile is gone or changed, or no N fits)."""
+    if not options.profile or not options.profile_sha256 or file_sha256(options.profile) != options.profile_sha256:
+        return None, None
+    profile = cached_profile(Path(options.profile))
+    for n in range(profile.k + 1):
+        if [t.task_id for t in profile.tasks if t.passes <= n][:len(tasks)] == tasks:
+            return profile.k, n
+    return profile.k, None
+
+
+def report_from_runs(runs: Sequence[ArmRun], seed: int = 0) -> ClaimReport:
+    """The report (recoveries, comparisons, verdict) from the check's runs' records alone: what
+    `check_claim` prints and `harness prograf verdict` recomputes. `seed`: the recovery bootstrap's."""
+    got = read_runs(runs)
+    o = got.options
+    recovery = {name: share_metric([[float(v), 1.0] for v in r.values()], seed) for name, r in got.results.items()}
+    judged = judge(got.results)
+    k, max_passes = subset_rule(o, got.tasks)
+    value = recovery["loop"].value or 0.0
+    where = "below" if value < PAPER_RECOVERY[0] else "above" if value > PAPER_RECOVERY[1] else "inside"
+    return ClaimReport(generator=got.generator, synthetic=got.generator.startswith("synthetic/"), checker=o.checker,
+                       budget=o.budget, seed_base=o.seed_base, k=k, max_passes=max_passes, tasks=len(got.tasks),
+                       profile=o.profile, runs=got.runs, cells_s=got.cells_s, recovery=recovery,
+                       errors={m: n for m, n in got.errors.items() if n}, comparisons=judged.comparisons,
+                       conditions=judged.conditions, verdict=judged.verdict, why=judged.why, where=where)
 
 
 def paired_recovery(a: dict[str, bool], b: dict[str, bool], level: float) -> tuple[Metric, int, int]:
@@ -245,35 +397,36 @@ def judge(results: dict[str, dict[str, bool]], claim: Claim = CLAIM) -> Judgemen
                      why="; ".join(why) or "every condition holds")
 
 
-async def check_claim(model: Any, profile: CapabilityProfile, *, budget: int = 8, checker: str = "prompt",
-                      seed_base: int = 2000, profile_path: Path, other_profile: Path | None = None,
-                      ablations: bool = False, limit: int | None = None, corpus: Path | None = None,
-                      max_passes: int = 0, seed: int = 0) -> ClaimReport:
+def check_claim(generator: str, profile: CapabilityProfile, *, run_dir: Path, budget: int = 8,
+                checker: str = "prompt", seed_base: int = 2000, profile_path: Path, other_profile: Path | None = None,
+                ablations: bool = False, limit: int | None = None, corpus: Path | None = None, max_passes: int = 0,
+                seed: int = 0, concurrency: int = 8, progress: bool = False,
+                log: Callable[[str], None] = print) -> ClaimReport:
     """Every method (and, with `ablations`, the loop's ablations) on the profile's hardest subset
     (`max_passes` > 0 widens it to the tasks passed in at most that many of the k samples: the
-    negative control's mock fails too rarely for pass@k = 0)."""
+    negative control's mock fails too rarely for pass@k = 0), each one run of `prograf-loop` in
+    `run_dir` (`run_arm`: a finished run of the same config is reused, an unfinished one resumed);
+    then the report from those runs' records (`report_from_runs`)."""
+    if profile.generator != generator:
+        raise HarnessError(f"prograf check: the profile is {profile.generator}'s, not {generator}'s")
     hardest = (profile.hardest if max_passes == 0
                else [t.task_id for t in profile.tasks if t.passes <= max_passes])[:limit]
     if not hardest:
         raise HarnessError(f"prograf check: {profile.generator}'s hardest subset is empty (nothing it fails at k={profile.k})")
-    common = {"profile": str(profile_path), "budget": budget, "checker": checker, "seed_base": seed_base}
+    common: dict[str, Any] = {"profile": str(profile_path), "profile_sha256": file_sha256(str(profile_path)),
+                              "budget": budget, "checker": checker, "seed_base": seed_base, "tasks": ",".join(hardest)}
     methods = dict(METHODS)
     if ablations:
         methods |= {k: v for k, v in ABLATIONS.items() if k != "other-profile" or other_profile is not None}
-        if other_profile is not None:
-            common["other_profile"] = str(other_profile)
-    results: dict[str, dict[str, bool]] = {}
-    errors: dict[str, int] = {}
+    run_ids = []
     for name, options in methods.items():
-        results[name], errors[name] = await run_method(model, hardest, common | options, corpus)
-    recovery = {name: share_metric([[float(v), 1.0] for v in r.values()], seed) for name, r in results.items()}
-    judged = judge(results)
-    value = recovery["loop"].value or 0.0
-    where = "below" if value < PAPER_RECOVERY[0] else "above" if value > PAPER_RECOVERY[1] else "inside"
-    return ClaimReport(generator=profile.generator, synthetic=profile.synthetic, checker=checker, budget=budget,
-                       seed_base=seed_base, k=profile.k, max_passes=max_passes, tasks=len(hardest), recovery=recovery,
-                       errors={k: v for k, v in errors.items() if v}, comparisons=judged.comparisons,
-                       conditions=judged.conditions, verdict=judged.verdict, why=judged.why, where=where)
+        if name == "other-profile" and other_profile is not None:
+            options = options | {"other_profile": str(other_profile), "other_profile_sha256": file_sha256(str(other_profile))}
+        config = method_config(generator, common | options, corpus=corpus, concurrency=concurrency)
+        where = f"{config.suite} {config.suite_options}"  # run_arm's lines name the options; a name is shorter
+        run_ids.append(run_arm(config, run_dir, AsyncioExecutor, progress,
+                               lambda line, name=name, where=where: log(line.replace(where, f"{SUITE} {name}"))))
+    return report_from_runs(load_runs(run_dir, run_ids), seed=seed)
 
 
 def format_report(r: ClaimReport) -> str:
@@ -286,10 +439,11 @@ def format_report(r: ClaimReport) -> str:
 
     lines = [f"ProGraf claim check: {r.generator}{' (SYNTHETIC: a test mock, not a result)' if r.synthetic else ''};"
              f" checker={r.checker}{' (UPPER BOUND)' if r.checker == 'oracle' else ''}; budget {r.budget} calls;"
-             f" hardest subset {r.tasks} tasks (passed <= {r.max_passes} of {r.k}); seeds from {r.seed_base}",
-             f"{'method':<14} {'recovery [95% CI]':<26} recovered"]
+             f" hardest subset {r.tasks} tasks ({subset_text(r)}); seeds from {r.seed_base}",
+             f"{'method':<14} {'recovery [95% CI]':<26} {'recovered':<10} run"]
     for name, m in r.recovery.items():
-        lines.append(f"{name:<14} {ci(m):<26} {round((m.value or 0) * m.n)}/{m.n}")
+        lines.append(f"{name:<14} {ci(m):<26} {str(round((m.value or 0) * m.n)) + '/' + str(m.n):<10} "
+                     f"{r.runs.get(name, '-')}")
     lines.append(f"{'loop minus':<14} {'diff [Newcombe paired CI]':<26} loop-only/other-only  McNemar p")
     for c in r.comparisons:
         lines.append(f"{c.against:<14} {ci(c.difference, '+'):<26} "
@@ -303,6 +457,15 @@ def format_report(r: ClaimReport) -> str:
     return "\n".join(lines)
 
 
+def subset_text(r: ClaimReport) -> str:
+    """How the subset was chosen, as far as the runs' profile still tells."""
+    if r.k is None:
+        return f"profile {r.profile or '(none)'} gone or changed since: its rule unknown"
+    if r.max_passes is None:
+        return f"not a rule of the profile's k={r.k} counts"
+    return f"passed <= {r.max_passes} of k={r.k}"
+
+
 def claim_verdict(r: ClaimReport, wall_s: float | None = None) -> ClaimVerdict:
     """The report as the core's saved verdict (`harness claims table` shows it): one look, one fresh
     seed per task; every interval is over the subset's tasks. Its subject is the generator, so each
@@ -310,7 +473,7 @@ def claim_verdict(r: ClaimReport, wall_s: float | None = None) -> ClaimVerdict:
     label = ("SYNTHETIC generator (a test mock, not a result); " if r.synthetic else "") + \
         ("checker=oracle (UPPER BOUND: the hidden points); " if r.checker == "oracle" else "")
     setting = (f"{label}generator {r.generator}, checker {r.checker}, budget {r.budget} calls, hardest subset "
-               f"{r.tasks} tasks (passed <= {r.max_passes} of k={r.k}), seeds from {r.seed_base}; {CLAIM.setting}")
+               f"{r.tasks} tasks ({subset_text(r)}), seeds from {r.seed_base}; {CLAIM.setting}")
     level = CLAIM.plan.look_level
     where = (f"loop recovery {r.recovery['loop'].value:.3f} is {r.where} the paper's "
              f"{r.paper_range[0]:.1%}-{r.paper_range[1]:.1%} (printed, not judged)")
@@ -322,4 +485,4 @@ def claim_verdict(r: ClaimReport, wall_s: float | None = None) -> ClaimVerdict:
         looks=[Look(seeds=1, level=level, verdict=r.verdict, conditions=r.conditions)],
         departures=CLAIM.departures,
         summaries=[Summary(arm=name, setting=SETTING, metric="recovery", value=m) for name, m in r.recovery.items()],
-        wall_s=wall_s, note=f"{label}{where}. {CLAIM.note}")
+        runs={name: [run] for name, run in r.runs.items()}, cells_s=r.cells_s, wall_s=wall_s, note=f"{label}{where}. {CLAIM.note}")

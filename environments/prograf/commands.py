@@ -1,15 +1,15 @@
 """ProGraf's commands, added to `harness` through entry points: `harness prograf build-tasks`,
-`profile` and `check` (`harness.commands`: prograf = prograf_app) and `harness bench prograf`
+`profile`, `check` and `verdict` (`harness.commands`: prograf = prograf_app) and `harness bench prograf`
 (`harness.bench`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from harness.cli.kit import fail, out
+from harness.cli.kit import RUN_DIR, err, fail, out
 
 prograf_app = typer.Typer(no_args_is_help=True, help="ProGraf: structured-diagram tasks and their verifier.")
 
@@ -102,7 +102,8 @@ def profile_cmd(
 @prograf_app.command("check")
 def check_cmd(
     generator: str = typer.Option(..., "--generator", help="Model spec of the generator (synthetic/prograf-weak-circuits: the positive control)."),
-    profile_path: Optional[Path] = typer.Option(None, "--profile", help="Its profile (default: built now, seeds 0..k-1, saved beside --out)."),
+    profile_path: Optional[Path] = typer.Option(None, "--profile", help="Its profile (default: RUN_DIR/prograf-profiles/"
+                                                "GENERATOR.kK.json, built now with seeds 0..k-1 unless it is there)."),
     k: int = typer.Option(5, "--k", min=1, help="Single-shot samples per task when building the profile."),
     budget: int = typer.Option(8, "--budget", min=1, max=64, help="Generator calls per task, for every method."),
     checker: str = typer.Option("prompt", "--checker", help="prompt (the claim) or oracle (the hidden points: an upper bound)."),
@@ -112,27 +113,31 @@ def check_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N tasks of the hardest subset."),
     max_passes: int = typer.Option(0, "--max-passes", min=0, help="Subset: tasks passed in at most N of the k samples (0 = pass@k = 0)."),
     out_path: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON here."),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Generator calls at once."),
-    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="The verdict is saved as RUN_DIR/claims/"
-                                 "prograf.recovery--GENERATOR.json, one per generator (`harness claims table` reads them)."),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples (and generator calls) at once."),
+    run_dir: Path = typer.Option(Path("runs"), "--run-dir", help="Where each method's run goes (one `prograf-loop` "
+                                 "run each: `harness runs`, `harness view`); the verdict is saved as RUN_DIR/claims/"
+                                 "prograf.recovery--GENERATOR.json, one per generator (`harness claims table`)."),
+    progress: bool = typer.Option(False, "--progress/--no-progress", help="A progress bar per run."),
 ) -> None:
     """The ProGraf claim (`prograf.recovery`) on the generator's hardest subset with fresh seeds:
     recovery per method with bootstrap CIs, paired differences (loop minus each) with Newcombe's
     paired score intervals over tasks and McNemar tests; reproduced iff the loop beats fixed-step,
     the Reflexion-style agent, best-of-B and its no-profile ablation (every interval strictly above
     0), not reproduced iff one lies wholly below 0, else inconclusive; and where its recovery lands
-    against the paper's 43.7-77.8%. The verdict is saved under RUN_DIR/claims/, one per generator."""
+    against the paper's 43.7-77.8%. Each method is one run of suite `prograf-loop` in RUN_DIR: a
+    finished run of the same setup is reused, an interrupted one resumed (run the same command
+    again). The verdict is saved under RUN_DIR/claims/, one per generator; `harness prograf verdict
+    RUN...` recomputes it from the runs."""
     import asyncio
     import hashlib
-    import tempfile
     import time
 
     from environments.prograf.build import CORPUS
-    from environments.prograf.claim import check_claim, claim_verdict, format_report
-    from harness.claims import save_verdict
+    from environments.prograf.claim import check_claim
     from environments.prograf.profile import build_profile, load_profile
     from environments.prograf.task import load_tasks
     from harness.calls import CallPolicy, ManagedModel
+    from harness.cli.kit import check_run_dir
     from harness.errors import HarnessError
     from harness.providers import load_model
     from harness.spec import ModelSpec
@@ -141,29 +146,69 @@ def check_cmd(
         fail(f"--checker {checker}: choose prompt or oracle")
     t0 = time.perf_counter()
     try:
-        model = ManagedModel(load_model(ModelSpec.parse(generator, flag="--generator")), max_connections=concurrency,
-                             policy=CallPolicy())
+        check_run_dir(run_dir)
+        spec = ModelSpec.parse(generator, flag="--generator")
         if profile_path is None:
-            folder = out_path.parent if out_path else Path(tempfile.mkdtemp(prefix="prograf-check-"))
-            profile_path = folder / (generator.replace("/", "_") + ".profile.json")
-            profile = asyncio.run(build_profile(model, load_tasks(CORPUS), generator=generator, k=k, seed=0,
-                                                concurrency=concurrency,
-                                                corpus_sha256=hashlib.sha256(CORPUS.read_bytes()).hexdigest()))
-            profile.save(profile_path)
-            out.print(f"profile -> {profile_path}", highlight=False)
+            # a fixed place, so that the same check names the same profile (and reuses its runs)
+            profile_path = run_dir / "prograf-profiles" / f"{generator.replace('/', '_')}.k{k}.json"
+            digest = hashlib.sha256(CORPUS.read_bytes()).hexdigest()
+            kept = load_profile(profile_path) if profile_path.is_file() else None
+            if kept is not None and (kept.generator, kept.k, kept.seed, kept.corpus_sha256) == (generator, k, 0, digest):
+                out.print(f"profile: reusing {profile_path}", highlight=False)
+            else:
+                model = ManagedModel(load_model(spec), max_connections=concurrency, policy=CallPolicy())
+                built = asyncio.run(build_profile(model, load_tasks(CORPUS), generator=generator, k=k, seed=0,
+                                                  concurrency=concurrency, corpus_sha256=digest))
+                profile_path.parent.mkdir(parents=True, exist_ok=True)
+                built.save(profile_path)
+                out.print(f"profile -> {profile_path}", highlight=False)
         profile = load_profile(profile_path)
         if profile.generator != generator:
             fail(f"--profile {profile_path} is {profile.generator}'s, not {generator}'s (build one with harness prograf profile)")
-        report = asyncio.run(check_claim(model, profile, budget=budget, checker=checker, seed_base=seed_base,
-                                         profile_path=profile_path, other_profile=other_profile, ablations=ablations,
-                                         limit=limit, max_passes=max_passes))
+        report = check_claim(generator, profile, run_dir=run_dir, budget=budget, checker=checker, seed_base=seed_base,
+                             profile_path=profile_path, other_profile=other_profile, ablations=ablations, limit=limit,
+                             max_passes=max_passes, concurrency=concurrency, progress=progress,
+                             log=lambda line: out.print(line, highlight=False, markup=False))
     except HarnessError as exc:
         fail(str(exc))
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted[/]: the finished runs and samples are saved; run the same command again to "
+                  "resume (finished runs are reused)")
+        raise typer.Exit(130) from None
+    _report_and_save(report, run_dir, out_path, wall_s=round(time.perf_counter() - t0, 2))
+
+
+@prograf_app.command("verdict")
+def verdict_cmd(
+    run_ids: list[str] = typer.Argument(..., help="The runs of one `harness prograf check`: one per method (the check "
+                                        "prints them; `harness runs --suite prograf-loop`)."),
+    run_dir: Path = RUN_DIR,
+    out_path: Optional[Path] = typer.Option(None, "--out", help="Write the report as JSON here."),
+) -> None:
+    """Recompute the claim's report and verdict from a check's runs' records alone (no sample is
+    run): recoveries, paired differences and the verdict, printed and saved under RUN_DIR/claims/
+    (subject = the generator). Names what is wrong: a run of another suite or claim, a missing
+    method, runs of two generators or subsets, an unfinished run."""
+    from environments.prograf.claim import report_from_runs
+    from harness.claims.runs import load_runs
+    from harness.errors import HarnessError
+
+    try:
+        report = report_from_runs(load_runs(run_dir, run_ids))
+    except HarnessError as exc:
+        fail(str(exc))
+    _report_and_save(report, run_dir, out_path, wall_s=None)
+
+
+def _report_and_save(report: Any, run_dir: Path, out_path: Optional[Path], wall_s: Optional[float]) -> None:
+    from environments.prograf.claim import claim_verdict, format_report
+    from harness.claims import save_verdict
+
     out.print(format_report(report), highlight=False, markup=False)
     if out_path is not None:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         out_path.write_text(report.model_dump_json(indent=1) + "\n", encoding="utf-8")
-    saved = save_verdict(run_dir, claim_verdict(report, wall_s=round(time.perf_counter() - t0, 2)))
+    saved = save_verdict(run_dir, claim_verdict(report, wall_s=wall_s))
     out.print(f"verdict saved: {saved}", highlight=False, markup=False)
 
 

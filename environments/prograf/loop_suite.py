@@ -9,8 +9,11 @@ the task's prompt alone (`prompt_checks.py`); `checker=oracle` uses the hidden V
 (every output records `checker`; it is a suite option, so part of the run's setup, and a
 leaderboard never pools the two). Score: the final
 code against every hidden point (the `prograf` verifier). Metric `recovery`: the pass rate over the
-subset, bootstrap CI over tasks; paired differences between methods come from `paired_difference`
-(Student-t over tasks).
+subset, bootstrap CI over tasks. Option `tasks` (comma-separated ids) runs only those tasks: a claim
+check (`claim.py`) runs each method on one generator's hardest subset, named that way, and binds the
+run to its profile's content with `profile_sha256` (and `other_profile_sha256`). The claim's paired
+comparisons use Newcombe's paired interval (`claim.paired_recovery`); `paired_difference` here is
+the plain Student-t interval on the per-task differences, kept for the loop's controls.
 
 `StepMock` (in `mock.py`, re-exported here) is the synthetic mock generator made step-aware, for tests only.
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -64,6 +68,11 @@ class Options(SuiteOptions):
     render: bool = Field(False, description="render SVG when verifying (slower; counts only what is visible)")
     pictures: bool = Field(True, description="a picture of every loop step, its failed checks marked (output.pictures)")
     max_tokens: int = Field(2048, ge=64, le=32768, description="the generator's output budget per call")
+    tasks: str = Field("", description="comma-separated task ids: only these (after subset and category); "
+                       "empty = every task left")
+    profile_sha256: str = Field("", description="the profile file's sha256: when set, a changed profile is an "
+                                "error (a claim check sets it, so its runs are bound to the profile's content)")
+    other_profile_sha256: str = Field("", description="the same for other_profile")
 
 
 class LoopOutput(BaseModel):
@@ -185,14 +194,34 @@ class ProGrafLoopSuite(ProGrafSuite):
         return cached_profile(Path(self.lopts.profile)) if self.lopts.profile else None
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
-        tasks = cached_tasks(Path(corpus) if corpus else CORPUS)
-        tasks = [t for t in tasks if self.lopts.category in ("all", t.category)]
+        o = self.lopts
+        for path, digest, name in ((o.profile, o.profile_sha256, "profile"),
+                                   (o.other_profile, o.other_profile_sha256, "other_profile")):
+            if digest and file_sha256(path) != digest:
+                raise HarnessError(f"prograf-loop: {name}={path or '(none)'} is not the file this run was set up with "
+                                   f"(sha256 {digest[:12]}...): it changed or is missing; start a new run (or check)")
+        every = cached_tasks(Path(corpus) if corpus else CORPUS)
+        tasks = [t for t in every if self.lopts.category in ("all", t.category)]
         if self.lopts.subset == "hardest":
             profile = self.profile()
             if profile is None:
                 raise HarnessError("prograf-loop: subset=hardest needs profile=FILE (harness prograf profile --out FILE)")
             hardest = set(profile.hardest)
             tasks = [t for t in tasks if t.id in hardest]
+        if o.tasks:
+            wanted = list(dict.fromkeys(t.strip() for t in o.tasks.split(",") if t.strip()))
+            known, left = {t.id for t in every}, {t.id for t in tasks}
+            unknown = [t for t in wanted if t not in known]
+            if unknown:
+                raise HarnessError(f"prograf-loop: tasks names {', '.join(unknown[:5])}"
+                                   f"{f' (and {len(unknown) - 5} more)' if len(unknown) > 5 else ''}: not a task of "
+                                   f"the corpus {corpus or CORPUS}")
+            dropped = [t for t in wanted if t not in left]
+            if dropped:
+                raise HarnessError(f"prograf-loop: tasks names {', '.join(dropped[:5])}, which category={o.category} "
+                                   f"/ subset={o.subset} leave out")
+            keep = set(wanted)
+            tasks = [t for t in tasks if t.id in keep]
         if self.lopts.ablation == "other-profile" and not self.lopts.other_profile:
             raise HarnessError("prograf-loop: ablation=other-profile needs other_profile=FILE")
         if not tasks:
@@ -285,11 +314,21 @@ def _share(rows: list[list[float]], seed: int) -> Metric:
     return ratio_metric(arr, lambda c: c[0], lambda c: c[1], seed=seed)
 
 
+def file_sha256(path: str) -> str:
+    """A file's sha256 ("" when there is no such file)."""
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if path and p.is_file() else ""
+
+
 def paired_difference(a: dict[str, bool], b: dict[str, bool], level: float = 0.95) -> Metric:
     """Recovery of A minus recovery of B over the tasks both ran (task id -> passed): the mean of
     the per-task differences (each -1, 0 or +1) with its Student-t interval over tasks
-    (`harness.stats.mean_interval`; why t suits these differences: `environments/prograf/claim.py`).
-    One task gives no interval; tasks all tied give the zero-width interval [0, 0]."""
+    (`harness.stats.mean_interval`). Used by the loop's positive and negative controls
+    (tests/environments/prograf/test_prograf_loop.py), not by the claim: the claim decides on
+    Newcombe's paired score interval of the 2x2 counts (`claim.paired_recovery`), because this t
+    interval fails on 0/1 paired outcomes with few discordant tasks -- it collapses to [0, 0] when
+    every task is tied, and covers 0.64 at n = 20 with 5% of tasks one-way discordant (claim.py's
+    docstring, docs/claims.md). One task gives no interval."""
     common = sorted(set(a) & set(b))
     if not common:
         raise HarnessError("paired_difference: the two runs share no task")

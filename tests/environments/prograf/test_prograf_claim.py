@@ -1,6 +1,7 @@
 """`harness prograf check`: the claim's verdict rule (the core's decide/combine on Newcombe's
 paired score intervals over tasks, strict "> 0"), its registration, the McNemar test, one saved
-verdict per generator and a tiny run with the mock."""
+verdict per generator and a tiny run with the mock (the check as runs, and `harness prograf
+verdict` from their records: test_prograf_claim_runs.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from environments.prograf.commands import prograf_app
 from environments.prograf.loop_suite import cached_tasks
 from environments.prograf.mock import StepMock
 from environments.prograf.profile import build_profile
-from harness.calls import CallPolicy, ManagedModel
 from harness.claims import load_verdicts, save_verdict
 from harness.claims.prereg import load_log, unregistered
 from harness.claims.table import to_markdown
@@ -139,22 +139,26 @@ def test_check_claim_runs_every_method_on_the_subset_deterministically(circuit_p
     profile, path = circuit_profile
     assert len(profile.hardest) >= 3
 
-    def once():
-        model = ManagedModel(StepMock("weak-circuits", cached_tasks(CORPUS)), max_connections=4, policy=CallPolicy())
-        return asyncio.run(check_claim(model, profile, budget=3, profile_path=path, limit=3))
+    def once(run_dir):
+        return check_claim("synthetic/prograf-weak-circuits", profile, run_dir=run_dir, budget=3, profile_path=path,
+                           limit=3, concurrency=4, log=lambda _: None)
 
-    report = once()
+    report = once(tmp_path / "a")
     assert report.tasks == 3 and report.synthetic and report.checker == "prompt" and not report.errors
     assert report.verdict in ("reproduced", "not reproduced", "inconclusive") and len(report.conditions) == 4
     assert report.criterion_hash == CLAIM.criterion_hash()
     assert set(report.recovery) == {"loop", "no-profile", "fixed-step", "reflexion", "best-of", "single-shot"}
     assert all(m.n == 3 for m in report.recovery.values())
     assert report.where in ("below", "inside", "above")
-    assert once().model_dump() == report.model_dump()
+    assert set(report.runs) == set(report.recovery) and report.k == 3 and report.max_passes == 0
+    again = once(tmp_path / "b")  # the same check in another run dir: new runs, the same numbers
+    assert set(again.runs.values()).isdisjoint(report.runs.values())
+    assert again.model_dump(exclude={"runs", "cells_s"}) == report.model_dump(exclude={"runs", "cells_s"})
     saved = claim_verdict(report, wall_s=1.0)
     assert saved.claim == "prograf.recovery" and saved.verdict == report.verdict and saved.seeds == 1
     assert saved.subject == "synthetic/prograf-weak-circuits"
     assert saved.setting.startswith("SYNTHETIC") and len(saved.looks) == 1 and saved.departures == CLAIM.departures
+    assert saved.runs == {m: [run] for m, run in report.runs.items()} and "(passed <= 0 of k=3)" in saved.setting
     # one verdict per generator: a second generator's does not replace the first's
     other = claim_verdict(report.model_copy(update={"generator": "synthetic/prograf-uniform"}))
     for v in (saved, other):
