@@ -123,4 +123,5 @@ CLAIMS: tuple[Claim, ...] = tuple(registered_claim(c) for c in CONDITIONS if c i
 def claim_family() -> ClaimFamily:
     """ADV-0's claims and their criterion log, for the core's registry (entry point `adv0` under
     `harness.claims`; its checks are `harness adv0 check`, not suite runs)."""
-    return ClaimFamily(name="adv0", log=CRITERIA_LOG, claims=tuple(sorted(CLAIMS, key=lambda c: c.id)), suite_of=None)
+    return ClaimFamily(name="adv0", log=CRITERIA_LOG, claims=tuple(sorted(CLAIMS, key=lambda c: c.id)), suite_of=None,
+                       check_command="harness adv0 check CN --run-dir DIR")

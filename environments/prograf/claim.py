@@ -149,7 +149,9 @@ def claim_family() -> ClaimFamily:
     """ProGraf's claims and their criterion log, for the core's registry (entry point `prograf` under
     `harness.claims`). Its checks are `harness prograf check` -- runs of `prograf-loop`, one per
     method, not the core's SETTING/seedNNN cells -- and its verdicts `harness prograf verdict RUN...`."""
-    return ClaimFamily(name="prograf", log=CRITERIA_LOG, claims=(CLAIM,), suite_of=None)
+    return ClaimFamily(name="prograf", log=CRITERIA_LOG, claims=(CLAIM,), suite_of=None,
+                       check_command="harness prograf check --generator SPEC --run-dir DIR",
+                       verdict_command="harness prograf verdict RUN... --run-dir DIR")
 
 
 class Comparison(BaseModel):

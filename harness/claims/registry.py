@@ -30,6 +30,9 @@ class ClaimFamily:
     # A precondition outside the conditions, applied at every look when the verdict is computed
     # (during a check and from records alone): a gated look is inconclusive (decide.Gate).
     gate: Gate | None = None
+    # For a family whose checks are not cell runs: the command that runs a check / recomputes a verdict.
+    check_command: str = ""
+    verdict_command: str = ""
 
     def claim(self, claim_id: str) -> Claim:
         for c in self.claims:

@@ -147,8 +147,9 @@ def check_claims(claim_ids: Sequence[str], run_dir: Path, *, seeds: int | None =
         try:
             family, claim = find_claim(claim_id)
             if family.suite_of is None:
-                raise HarnessError(f"claim {claim.id}: family {family.name}'s checks do not run as suite runs yet; "
-                                   f"use `harness {family.name} check`")
+                how = family.check_command or f"harness {family.name} check"
+                raise HarnessError(f"claim {claim.id}: family {family.name}'s checks are not SETTING/seedNNN cell "
+                                   f"runs; run it with `{how}`")
             make_executor(executor, ray_address=ray_address)  # bad flags fail before anything runs
             plan = SeedPlan(looks=(seeds,), level=claim.plan.level) if seeds else None
             if plan is not None and plan != claim.plan:
@@ -180,6 +181,10 @@ def recompute_verdict(run_ids: Sequence[str], run_dir: Path, details: bool = Fal
             raise HarnessError(f"run {bare}: not started by a claim check (it records no claim); give a check's runs")
         claim_id = str(next(iter(stamps))).split("@", 1)[0]
         family, registered_claim = find_claim(claim_id)
+        if family.suite_of is None:
+            how = f"`{family.verdict_command}`" if family.verdict_command else "the family's own command"
+            raise HarnessError(f"claim {claim_id}: its checks are not SETTING/seedNNN cell runs; recompute its verdict "
+                               f"with {how}")
         claim, registered = claim_of_runs(registered_claim, runs)
         if not registered:
             out.print(f"[yellow]{claim.id}: these runs are an exploratory check ({claim.plan.text()}), not the "

@@ -167,3 +167,15 @@ def test_a_changed_profile_is_an_error(profile_path):
     stale = ProGrafLoopSuite(Options(profile=str(profile_path), profile_sha256="0" * 64))
     with pytest.raises(HarnessError, match="profile=.*weak.json is not the file this run was set up with"):
         stale.load_samples(None)
+
+
+def test_the_core_claims_commands_send_prograf_to_its_own(checked):
+    """`harness claims verdict` reads the core's SETTING/seedNNN cells; a ProGraf check's runs are
+    one run per method over tasks, so it names the family's command instead of misreading them."""
+    from harness.cli.claims_cmds import claims_app
+
+    run_dir, report, _ = checked
+    result = CliRunner().invoke(claims_app, ["verdict", *report["runs"].values(), "--run-dir", str(run_dir)])
+    assert result.exit_code != 0 and "harness prograf verdict RUN" in " ".join(result.output.split())
+    result = CliRunner().invoke(claims_app, ["check", CLAIM.id, "--run-dir", str(run_dir)])
+    assert result.exit_code != 0 and "harness prograf check --generator SPEC" in " ".join(result.output.split())
