@@ -8,6 +8,7 @@ string is handed to the environment's own action API, which validates its argume
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from harness.environment import ACTION_HELP
 from harness.structured import extract_json_object  # re-exported: the first JSON object of a reply
@@ -18,12 +19,14 @@ _FENCE = re.compile(r"```(?:[a-zA-Z]*\n)?(.*?)```", re.S)
 _PREFIX = re.compile(r"^\s*(?:[-*>]+\s*|\d+[.)]\s*|(?:next\s+)?action\s*\d*\s*[:=]\s*|`)+", re.I)
 
 
-def action_help(action_classes: tuple[str, ...], info: dict | None = None, default: str | None = None) -> str:
+def action_help(action_classes: tuple[str, ...], info: dict[str, Any] | None = None,
+                default: str | None = None) -> str:
     """How to write the actions, as the environment says it: its observation's
     `info["action_help"]`, else the help it gave the agent's config (`default`), else the bare
     list of its action classes."""
-    if info and isinstance(info.get(ACTION_HELP), str):
-        return info[ACTION_HELP]
+    given = info.get(ACTION_HELP) if info else None
+    if isinstance(given, str):
+        return given
     if default:
         return default
     return "\n".join(f"  {c}" for c in action_classes)

@@ -33,6 +33,7 @@ from agents.episode import (
     AgentConfig,
     AgentState,
     Generate,
+    Graph,
     PolicyReply,
     ask_policy,
     run_episode,
@@ -178,7 +179,7 @@ class CdwmGraph:
     def after_act(self, state: CdwmState) -> str:
         return END if state["done"] else "propose"
 
-    def graph(self):
+    def graph(self) -> Graph[CdwmState]:
         """The compiled graph."""
         graph = StateGraph(CdwmState)
         for name in ("propose", "predict", "lookahead", "select", "act"):
@@ -204,7 +205,7 @@ class CdwmAgent:
         return await run_episode(graph, intent, first_obs, config, nodes_per_step=NODES_PER_STEP)
 
 
-def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None):
+def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None) -> Graph[CdwmState]:
     """The compiled CDWM graph (kept for callers of the module-level API; see `CdwmAgent`)."""
     return CdwmGraph(generate, env, cfg).graph()
 
@@ -228,5 +229,5 @@ def _risk(pred: Prediction, justified_by_task: bool = False) -> float:
     return 0.0 if pred.delta.reversible or justified_by_task else 1.0
 
 
-async def run(graph, intent: str, obs: Observation, cfg: AgentConfig) -> CdwmState:
+async def run(graph: Graph[CdwmState], intent: str, obs: Observation, cfg: AgentConfig) -> CdwmState:
     return await run_episode(graph, intent, obs, cfg, nodes_per_step=NODES_PER_STEP)

@@ -33,13 +33,13 @@ third-party packages; never the environments (import-linter contract `agents`).
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 from langgraph.graph import END, START, StateGraph
 from pydantic import BaseModel, Field
 
 from agents.action_parsing import action_help, truncate_observation
-from agents.episode import execute, recursion_limit
+from agents.episode import Graph, execute, recursion_limit
 from harness.agents_registry import AgentConfig, EpisodeState, Generate
 from harness.environment import AsyncEnvironment, Observation
 from harness.providers.base import GenerateConfig
@@ -133,7 +133,7 @@ def first_sentence(text: str) -> str:
 def driver_form(cfg: AgentConfig) -> Form:
     if cfg.action_format not in FORMS:
         raise ValueError(f"action_format {cfg.action_format!r}: use one of {', '.join(FORMS)}")
-    return cfg.action_format  # type: ignore[return-value]
+    return cfg.action_format  # narrowed to a Form by the check above
 
 
 # ---------------------------------------------------------------- the graph
@@ -215,9 +215,10 @@ class DriverGraph:
         """Send the decided action (IDLE after an invalid reply) and read whether the ego crashed."""
         steps = list(state["steps"])
         available = self.available(state["obs"])
-        fallback = state.get("choice") is None
-        action = state["choice"] if not fallback else (KEEP_LANE if KEEP_LANE in available or not available
-                                                       else available[0])
+        choice = state.get("choice")
+        fallback = choice is None
+        action = choice if choice is not None else (KEEP_LANE if KEEP_LANE in available or not available
+                                                    else available[0])
         result, record = await execute(self.env, action, state["view"], len(steps),
                                        invalid_outputs=state.get("invalid_outputs", 0), fallback=fallback,
                                        info={"lessons": list(state.get("lessons", []))})
@@ -269,7 +270,7 @@ class DriverGraph:
     def after_reflect(self, state: DriverState) -> str:
         return END if state.get("done") else "observe"
 
-    def graph(self):
+    def graph(self) -> Graph[DriverState]:
         """The compiled graph."""
         graph = StateGraph(DriverState)
         for name in ("observe", "retrieve", "decide", "act", "reflect"):
@@ -299,11 +300,14 @@ class DriverAgent:
         graph = DriverGraph(generate, env, config, self.memory, self.reflections_k, self.reflect_max_tokens).graph()
         state: DriverState = {"intent": intent, "obs": first_obs, "steps": [], "done": False, "errors": [],
                               "invalid_actions": 0, "reflections": [], "reflect_invalid": 0}
-        return await graph.ainvoke(state, {"recursion_limit": recursion_limit(config, DriverGraph.nodes_per_step)})
+        final = await graph.ainvoke(state, {"recursion_limit": recursion_limit(config, DriverGraph.nodes_per_step)})
+        # LangGraph types ainvoke's result `dict[str, Any] | Any`; in its default stream mode
+        # ("values") it is the graph's final state.
+        return cast(DriverState, final)
 
 
 def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None,
-          memory: ReflectionMemory | None = None):
+          memory: ReflectionMemory | None = None) -> Graph[DriverState]:
     """The compiled driver graph."""
     return DriverGraph(generate, env, cfg, memory).graph()
 

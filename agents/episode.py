@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, TypeVar, cast
 
+from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel, Field
 
 from agents.action_parsing import action_help, parse_actions, truncate_observation
@@ -24,7 +25,7 @@ from harness.providers.base import GenerateConfig
 from harness.structured import FORMS, Form, ReplyProblem, ask_structured, parse_json_reply
 
 __all__ = ["ABSTAIN_ACTION", "FALLBACK_ACTION", "POLICY_STOPS", "AgentConfig", "AgentState", "EpisodeState",
-           "Generate", "PolicyReply", "StepRecord", "ThreadedEnv", "ask_policy", "execute", "fallback_action",
+           "Generate", "Graph", "PolicyReply", "StepRecord", "ThreadedEnv", "ask_policy", "execute", "fallback_action",
            "policy_messages", "recursion_limit", "run_episode", "take_step"]
 
 # A reply that runs on into an invented next turn is cut there: small models echo the prompt's
@@ -153,7 +154,7 @@ async def ask_policy(generate: Generate, intent: str, obs: Observation, steps: l
 def policy_form(cfg: AgentConfig) -> Form:
     if cfg.action_format not in FORMS:
         raise ValueError(f"action_format {cfg.action_format!r}: use one of {', '.join(FORMS)}")
-    return cfg.action_format  # type: ignore[return-value]
+    return cfg.action_format  # narrowed to a Form by the check above
 
 
 def reask_example(obs: Observation, cfg: AgentConfig) -> str:
@@ -192,6 +193,11 @@ class AgentState(EpisodeState, total=False):
     reply: PolicyReply
 
 
+StateT = TypeVar("StateT", bound=EpisodeState)
+# A compiled agent graph whose state, input and output are the TypedDict `StateT` (no context).
+Graph: TypeAlias = CompiledStateGraph[StateT, None, StateT, StateT]
+
+
 def recursion_limit(cfg: AgentConfig, nodes_per_step: int) -> int:
     """LangGraph counts node runs; one step is `nodes_per_step` of them."""
     return nodes_per_step * (cfg.max_steps + 1) + 10
@@ -219,7 +225,11 @@ async def take_step(env: AsyncEnvironment, state: AgentState, cfg: AgentConfig, 
     return {"steps": steps, "obs": result.observation, "done": False, "errors": errors}
 
 
-async def run_episode(graph: Any, intent: str, obs: Observation, cfg: AgentConfig, nodes_per_step: int = 2) -> AgentState:
+async def run_episode(graph: CompiledStateGraph[StateT, Any, Any, Any], intent: str, obs: Observation,
+                      cfg: AgentConfig, nodes_per_step: int = 2) -> StateT:
     """Run a compiled agent graph from the first observation to the end of the episode."""
     state: AgentState = {"intent": intent, "obs": obs, "steps": [], "done": False, "errors": []}
-    return await graph.ainvoke(state, {"recursion_limit": recursion_limit(cfg, nodes_per_step)})
+    final = await graph.ainvoke(state, {"recursion_limit": recursion_limit(cfg, nodes_per_step)})
+    # LangGraph types ainvoke's result `dict[str, Any] | Any`; in its default stream mode ("values")
+    # it is the graph's final state, a `StateT`.
+    return cast(StateT, final)

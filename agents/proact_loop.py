@@ -30,11 +30,13 @@ import itertools
 import math
 import random
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Awaitable, Callable, TypedDict
+from typing import Any, Awaitable, Callable, TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 from harness.providers.base import ModelError
 from harness.structured import Attempt, ReplyProblem, StructuredReply, retry_reply
@@ -137,7 +139,7 @@ def _words(text: str) -> list[str]:
     return _WORD.findall(text.lower().replace("'", "").replace("\u2019", ""))
 
 
-def key_words(text: str, exclude: set[str] = frozenset()) -> list[str]:
+def key_words(text: str, exclude: AbstractSet[str] = frozenset()) -> list[str]:
     """Stems of the distinctive content words of `text`, in order, without repeats."""
     out: list[str] = []
     for w in _words(text):
@@ -233,6 +235,9 @@ class LoopState(TypedDict):
     failed: str | None
 
 
+LoopGraph = CompiledStateGraph[LoopState, None, LoopState, LoopState]  # what `DialogueLoop.graph()` compiles
+
+
 def initial_state() -> LoopState:
     return LoopState(turn=0, records=[], current={}, revealed=[], misses={}, triggers=[], done_turn=None, failed=None)
 
@@ -252,7 +257,7 @@ def clean_message(text: str) -> str:
     return text
 
 
-def _problems(reply: StructuredReply) -> list[str]:
+def _problems(reply: StructuredReply[Any]) -> list[str]:
     """The failed attempts as the turn records them: `attempt N: why`."""
     return [f"attempt {i + 1}: {a.problem}" for i, a in enumerate(reply.attempts) if a.kind != "ok"]
 
@@ -340,7 +345,7 @@ class DialogueLoop:
         reply = await retry_reply(ask, self.planner_attempts, retry_model_errors=True)
         plan, problems = reply.value, _problems(reply)
         fallback = plan is None
-        if fallback:
+        if plan is None:
             plan = self.roles.plan_fallback(PlannerView(self.bp, conv, revealed, d))
         order, patches = self.complete_order(plan["tactical_order"], d)
         rubric = {"type": d.trigger, **{k: plan["evaluation_rubric"][k] for k in CRITERIA}} if d.trigger else None
@@ -388,7 +393,7 @@ class DialogueLoop:
         reply = await retry_reply(ask, self.user_attempts, retry_model_errors=True)
         message, problems = reply.value, _problems(reply)
         fallback = message is None
-        if fallback:
+        if message is None:
             message = clean_message(self.roles.speak_fallback(UserView(order, conv, turn, None, **facts)))
         revealed_now = [d.anchor_id] if d.anchor_id and mentions(message, self.keys[d.anchor_id]) else []
         misses = dict(state["misses"])
@@ -434,7 +439,7 @@ class DialogueLoop:
             return END
         return "judge" if state["current"]["planner"]["is_trigger_point"] else self.next_turn(state)
 
-    def graph(self) -> Any:
+    def graph(self) -> LoopGraph:
         """The compiled graph."""
         graph = StateGraph(LoopState)
         for name in ("planner", "user", "assistant", "judge"):
@@ -448,12 +453,15 @@ class DialogueLoop:
 
 
 def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
-          planner_attempts: int = 3, user_attempts: int = 3) -> Any:
+          planner_attempts: int = 3, user_attempts: int = 3) -> LoopGraph:
     """The compiled graph of `DialogueLoop`."""
     return DialogueLoop(blueprint, schedule, roles, planner_attempts=planner_attempts,
                         user_attempts=user_attempts).graph()
 
 
-async def run_dialogue(graph: Any) -> LoopState:
+async def run_dialogue(graph: LoopGraph) -> LoopState:
     """Run a built graph from the first turn to the end (at most MAX_TURNS turns)."""
-    return await graph.ainvoke(initial_state(), {"recursion_limit": 5 * MAX_TURNS + 5})
+    final = await graph.ainvoke(initial_state(), {"recursion_limit": 5 * MAX_TURNS + 5})
+    # LangGraph types ainvoke's result `dict[str, Any] | Any`; in its default stream mode
+    # ("values") it is the graph's final state.
+    return cast(LoopState, final)

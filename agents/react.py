@@ -20,6 +20,7 @@ from agents.episode import (
     AgentConfig,
     AgentState,
     Generate,
+    Graph,
     ask_policy,
     recursion_limit,
     run_episode,
@@ -51,7 +52,7 @@ class ReactGraph:
     def after_act(self, state: AgentState) -> str:
         return END if state["done"] else "policy"
 
-    def graph(self):
+    def graph(self) -> Graph[AgentState]:
         """The compiled graph."""
         graph = StateGraph(AgentState)
         graph.add_node("policy", self.policy)
@@ -74,10 +75,10 @@ class ReactAgent:
         return await run_episode(graph, intent, first_obs, config, nodes_per_step=ReactGraph.nodes_per_step)
 
 
-def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None):
+def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None) -> Graph[AgentState]:
     """The compiled ReAct graph (kept for callers of the module-level API; see `ReactAgent`)."""
     return ReactGraph(generate, env, cfg).graph()
 
 
-async def run(graph, intent: str, obs: Observation, cfg: AgentConfig) -> AgentState:
+async def run(graph: Graph[AgentState], intent: str, obs: Observation, cfg: AgentConfig) -> AgentState:
     return await run_episode(graph, intent, obs, cfg, nodes_per_step=ReactGraph.nodes_per_step)

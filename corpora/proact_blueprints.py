@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 
@@ -68,7 +68,7 @@ def validate_blueprint(row: Any, where: str) -> dict[str, Any]:
         if anchor["id"] in seen:
             raise HarnessError(f"{where}: field `implicit_anchors[{i}].id` repeats {anchor['id']!r}; anchor ids must be unique")
         seen.add(anchor["id"])
-    return row
+    return cast(dict[str, Any], row)  # parsed JSON, held by the schema to be an object
 
 
 def blueprint_files(source: str | Path | None) -> list[Path]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pydantic
 
@@ -119,7 +119,7 @@ def _verdict(raw: Any, line: int, where: str, devs: list[Deviation]) -> dict[str
     if verdict.status == "EVALUATED" and verdict.score not in GRADES:
         devs.append(Deviation("verdict_invalid", line, "EVALUATED without a score"))
         return None
-    return raw
+    return cast(dict[str, Any], raw)  # parsed JSON that `Verdict` validated: an object
 
 
 def _usage(raw: Any, line: int, devs: list[Deviation]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import jsonschema
 import pydantic
@@ -19,6 +19,9 @@ import pydantic
 from corpora.proact_types import TRIGGER_TYPES, CorpusRow
 from corpora.validation import check_schema, parse_jsonl, read_text
 from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "proact" / "dialogues.jsonl"
 _FIX = "pass --corpus PATH to a final_dialogues.jsonl file (or a folder of them)"
@@ -83,7 +86,7 @@ ROW_SCHEMA: dict[str, Any] = {
 _VALIDATOR = jsonschema.Draft202012Validator(ROW_SCHEMA)
 
 
-def _pydantic_field(error: dict[str, Any]) -> str:
+def _pydantic_field(error: ErrorDetails) -> str:
     path = ""
     for part in error["loc"]:
         path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
@@ -111,7 +114,7 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
             raise HarnessError(
                 f"{where}: field `turn_records` lacks turn(s) {missing} before trigger turn {tp['turn']}; fix the row"
             )
-    return row
+    return cast(dict[str, Any], row)  # parsed JSON, held by the schema to be an object
 
 
 def corpus_files(path: Path) -> list[Path]:

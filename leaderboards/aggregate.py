@@ -89,8 +89,8 @@ class Row:
 
     def run_spread(self, metric: str) -> float | None:
         """Standard deviation of `metric` across this row's runs (two or more runs)."""
-        values = [r.metrics[metric].value for r in self.runs
-                  if metric in r.metrics and r.metrics[metric].value is not None]
+        values = [value for r in self.runs
+                  if metric in r.metrics and (value := r.metrics[metric].value) is not None]
         return statistics.stdev(values) if len(values) >= 2 else None
 
 
@@ -151,26 +151,26 @@ def _usage(row: Row, prices: dict[str, Price]) -> None:
 def rank_rows(rows: list[Row], metric: str, *, lower_is_better: bool = False) -> list[Row]:
     """Sort one group best first and set rank and tied (see module docstring); `lower_is_better`:
     the suite says smaller values of `metric` are better (errors, regret)."""
-    def ci(row: Row) -> tuple[float, float] | None:
+    def ci(row: Row) -> tuple[float, float, float] | None:
+        """The row's value of `metric` and its interval (the value itself where it has no CI)."""
         m = row.metrics.get(metric)
         if m is None or m.value is None:
             return None
         lo = m.ci_low if m.ci_low is not None else m.value
         hi = m.ci_high if m.ci_high is not None else m.value
-        return lo, hi
+        return m.value, lo, hi
 
     sign = 1.0 if lower_is_better else -1.0
-    scored = sorted((r for r in rows if ci(r) is not None), key=lambda r: sign * r.metrics[metric].value)
-    for row in scored:
-        lo, hi = ci(row)
-        others = [ci(o) for o in scored if o is not row]
+    scored = sorted(((r, c) for r in rows if (c := ci(r)) is not None), key=lambda rc: sign * rc[1][0])
+    for row, (_, lo, hi) in scored:
+        others = [(olo, ohi) for o, (_, olo, ohi) in scored if o is not row]
         # rank = 1 + the rows whose whole interval is better than this row's whole interval
         row.rank = 1 + sum((ohi < lo) if lower_is_better else (olo > hi) for olo, ohi in others)
         row.tied = any(olo <= hi and lo <= ohi for olo, ohi in others)
     unscored = [r for r in rows if ci(r) is None]
     for row in unscored:
         row.rank, row.tied = None, False
-    return scored + unscored
+    return [r for r, _ in scored] + unscored
 
 
 SYNTHETIC_PREFIX = "synthetic/"  # the fault-injecting mock generators (environments/prograf/mock.py)
@@ -241,8 +241,8 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
         groups.setdefault(row.key(board.group_by), []).append(row)
     cls = installed_suite(suite)
     lower = cls is not None and cls.smaller_is_better(metric)
-    for key in sorted(groups):
-        board.rows.extend(rank_rows(groups[key], metric, lower_is_better=lower))
+    for group in sorted(groups):
+        board.rows.extend(rank_rows(groups[group], metric, lower_is_better=lower))
     return board
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Optional, cast
 
 import typer
 from rich.console import Console
@@ -128,7 +128,8 @@ def view_cmd(
         server = make_server(run_dir, port)
     except HarnessError as exc:
         _fail(str(exc))
-    host, bound = server.server_address[:2]
+    # After bind, an AF_INET server's address is getsockname()'s (str host, port); typeshed also allows bytes.
+    host, bound = cast("tuple[str, int]", server.server_address[:2])
     # First line, flushed: scripts and tests read the URL from it (useful with --port 0).
     print(f"serving http://{host}:{bound}/ (Ctrl-C to stop)", flush=True)
     try:

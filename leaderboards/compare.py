@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from harness.errors import HarnessError
 from harness.records import SampleRecord
 from harness.stats import BOOTSTRAP_RESAMPLES
 from leaderboards.runs import RunInfo, find_run
+
+if TYPE_CHECKING:
+    from harness.suite import Suite
 
 
 @dataclass
@@ -63,7 +67,7 @@ def _units(records: list[SampleRecord]) -> dict[str, list[SampleRecord]]:
     return out
 
 
-def unit_values(suite, units: dict[str, list[SampleRecord]], ids: list[str]) -> dict[str, list[float | None]]:
+def unit_values(suite: Suite, units: dict[str, list[SampleRecord]], ids: list[str]) -> dict[str, list[float | None]]:
     """metric -> value per unit (in `ids` order), each unit scored alone by the suite."""
     out: dict[str, list[float | None]] = {}
     for i, uid in enumerate(ids):
@@ -137,7 +141,7 @@ def compare_runs(run_dirs: list[Path], run_a: str, run_b: str, *, metrics: list[
                       only_b=len(units_b) - len(shared), metrics=out, resamples=resamples, seed=seed, notes=notes)
 
 
-def comparison_dict(c: Comparison) -> dict:
+def comparison_dict(c: Comparison) -> dict[str, Any]:
     return {
         "run_a": c.run_a.run_id, "run_b": c.run_b.run_id, "suite": c.run_a.suite,
         "shared_samples": c.shared, "only_a": c.only_a, "only_b": c.only_b,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 from harness.errors import HarnessError
 from harness.suite import ReportSection
@@ -63,7 +64,8 @@ def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None, sec
     if bench and fmt != "html":
         raise HarnessError("--bench adds a plot to the HTML report: use it with --format html")
     if fmt == "csv":
-        return to_frame(board).to_csv(index=False, float_format="%.6g")
+        # pandas has no type information here (Any); to_csv without a path returns the text.
+        return cast(str, to_frame(board).to_csv(index=False, float_format="%.6g"))
     if fmt == "md":
         return to_markdown(board)
     if fmt == "json":

@@ -11,16 +11,19 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
 from leaderboards.aggregate import Leaderboard, Row
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 TRIGGER_TYPES = ("emergent", "critical", "recovery", "overall")
 _FAMILY = re.compile(r"^(?P<pre>.*)_(?:" + "|".join(TRIGGER_TYPES) + r")_(?P<post>.*)$")
 
 
-def _figure(width: float, height: float):
+def _figure(width: float, height: float) -> Figure:
     try:
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover - matplotlib is a dependency; this names the fix if it went missing
@@ -28,7 +31,7 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), layout="constrained")
 
 
-def to_svg(fig) -> str:
+def to_svg(fig: Figure) -> str:
     """The figure as an inline <svg> element: no XML prolog, fixed ids, no timestamp, so two
     reports of the same data are byte-identical."""
     import matplotlib
@@ -99,7 +102,7 @@ def style_heatmap(board: Leaderboard) -> str | None:
     if not rows:
         return None
     styles = sorted({s for r in rows for s in r.breakdowns["style"]}, key=lambda s: (len(s), s))
-    grid = [[(r.breakdowns["style"].get(s).value if r.breakdowns["style"].get(s) is not None else None)
+    grid = [[(cell.value if (cell := r.breakdowns["style"].get(s)) is not None else None)
              for s in styles] for r in rows]
     data = [[math.nan if v is None else v for v in line] for line in grid]
     fig = _figure(max(5.0, 2.5 + 0.7 * len(styles)), 1.6 + 0.45 * len(rows))
@@ -129,7 +132,7 @@ def load_bench(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise HarnessError(f"--bench {path}: not valid JSON ({exc}); {fix}") from None
     rows = doc.get("rows") if isinstance(doc, dict) else None
-    if not rows or not all(isinstance(r, dict) and {"adapters", "mode", "output_tok_s"} <= set(r) for r in rows):
+    if not isinstance(doc, dict) or not rows or not all(isinstance(r, dict) and {"adapters", "mode", "output_tok_s"} <= set(r) for r in rows):
         raise HarnessError(f"--bench {path}: rows with adapters, mode and output_tok_s expected; {fix}")
     doc["_source"] = str(file)
     return doc

@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from harness.errors import HarnessError
 from harness.providers.base import Usage
@@ -43,7 +43,8 @@ def _litellm_table() -> dict[str, Any]:
         return {}
     path = Path(spec.origin).parent / LITELLM_TABLE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        # json.loads gives Any: litellm's table is one object, model name -> prices.
+        return cast(dict[str, Any], json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError):
         return {}
 

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from harness.errors import HarnessError
@@ -84,7 +84,8 @@ class SampleIndex:
     def read(self, i: int) -> dict[str, Any]:
         with open(self.path, "rb") as fh:
             fh.seek(self.offsets[i])
-            return json.loads(fh.readline())
+            # json.loads gives Any: a samples.jsonl line is one record, a JSON object.
+            return cast(dict[str, Any], json.loads(fh.readline()))
 
     def head(self, i: int) -> tuple[str, int, str]:
         """(sample_id, epoch, status) of line i, without reading the file."""
@@ -192,9 +193,9 @@ class Handler(BaseHTTPRequestHandler):
         listed = [(i, index.read(i)) for i in shown]
         folder = run.folder
         summary = json.loads(folder.summary_path.read_text(encoding="utf-8")) if folder.summary_path.exists() else None
-        models = {}
-        if folder.manifest_path.exists():
-            models = json.loads(folder.manifest_path.read_text(encoding="utf-8")).get("config", {}).get("models", {})
+        models: dict[str, str] = {}
+        if folder.manifest_path.exists():  # read as a RunConfig: manifests hold `roles` (older ones `models`)
+            models = folder.read_manifest().config.models
         self._send(200, run_page(run, summary, models, listed, total=len(index), matching=len(chosen),
                                  page_no=page_no, pages=pages, per_page=per_page, status=status, q=q))
 

@@ -74,7 +74,7 @@ def _labels(record: dict[str, Any]) -> str:
     return _e(text if len(text) <= 120 else text[:117] + "...")
 
 
-def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], listed: list[tuple[int, dict]],
+def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], listed: list[tuple[int, dict[str, Any]]],
              *, total: int, matching: int, page_no: int, pages: int, per_page: int, status: str, q: str) -> str:
     parts = [f'<p><a href="/">all runs</a></p><h1>{_e(run.run_id)}</h1>',
              f"<p>{_e(run.suite)} {_e(run.suite_version)} &middot; {_e(run.status)} &middot; {total} samples, "
@@ -237,8 +237,8 @@ def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> 
     transcript = ""
     if output.get("turn_records"):
         transcript = _dialogue(output, record.get("scores") or {})
-    elif isinstance(output.get("messages") or output.get("transcript"), list):
-        transcript = _chat(output.get("messages") or output.get("transcript"))
+    elif isinstance(chat := output.get("messages") or output.get("transcript"), list):
+        transcript = _chat(chat)
     pictures = _pictures(output.get("pictures"))
     if pictures:
         parts.append(f"<h2>Pictures</h2>{pictures}")
