@@ -38,7 +38,7 @@ import numpy as np
 
 from environments.adv0.scenario import META_ACTIONS, DriverView, EpisodeResult, ScenarioParams
 from harness.errors import HarnessError
-from harness.providers.local_weights import cache_root
+from harness.providers.embedded import cache_root
 
 Sampler = Callable[[np.random.Generator], ScenarioParams]
 PRETRAIN_COMMAND = "harness adv0 pretrain-dqn --steps {steps}"

@@ -1,9 +1,10 @@
 """The `harness` command: a package of small command modules on one typer app.
 
-Thin by design: parse flags, call the runner / leaderboards / kernels, print results. Other
-packages add commands through the entry-point group `harness.commands` (a typer app each) and
-benchmarks through `harness.bench` (a command function each); they import `harness.cli.kit`
-(consoles, `fail`, `RUN_DIR`, `run_config`, `print_summary`) and nothing else from here.
+Thin by design: parse flags, call the runner / leaderboards, print results. Other packages add
+commands through the entry-point group `harness.commands` (a typer app, or a command function for a
+top-level command such as PreFT's `generate`) and benchmarks through `harness.bench` (a command
+function each); they import `harness.cli.kit` (consoles, `fail`, `RUN_DIR`, `run_config`,
+`print_summary`) and nothing else from here.
 
 Every declared option can also come from the environment: `HARNESS_<COMMAND>_<OPTION>`, e.g.
 `HARNESS_EVAL_MODEL=openai/gpt-4o-mini` or `HARNESS_LEADERBOARD_EXPORT_FORMAT=md`; the role
@@ -30,10 +31,15 @@ ENV_PREFIX = "HARNESS"
 
 
 def _add_plugin_commands() -> None:
-    """Command groups of other packages (`harness.commands`) and benchmarks (`harness.bench`), so
-    the core CLI knows no specific suite."""
+    """Commands of other packages (`harness.commands`: a typer app is a group, a command function a
+    top-level command such as PreFT's `generate`) and benchmarks (`harness.bench`), so the core CLI
+    knows no specific suite or engine."""
     for ep in entry_points(group="harness.commands"):
-        app.add_typer(ep.load(), name=ep.name)
+        found = ep.load()
+        if isinstance(found, typer.Typer):
+            app.add_typer(found, name=ep.name)
+        else:
+            app.command(ep.name)(found)
     for ep in entry_points(group="harness.bench"):
         bench.bench_app.command(ep.name)(ep.load())
 

@@ -125,7 +125,7 @@ class RayExecutor:
             self._limiters[spec.full] = limits.limiter(limit_key(spec), plan.config.max_connections)
         # `vllm/...?replicas=N`: the driver starts and owns the replica actors (tasks find them by
         # name), leaving one CPU for the sample tasks; stopped in aclose.
-        from harness.providers.vllm_provider import start_replica_sets
+        from harness.providers.ray_replicas import start_replica_sets
 
         self._replicas = start_replica_sets(plan.config.models[role] for role in plan.called_roles)
 

@@ -16,7 +16,12 @@ __all__ = ["GenerateConfig", "Model", "ModelError", "ModelOutput", "RetryableMod
 class Provider(Protocol):
     """One provider: checks a spec without calling anything, and builds its model. Registered under
     the entry-point group `harness.providers` (built-ins included, in pyproject.toml), loaded lazily
-    and once: a provider's module is imported only when a spec names it."""
+    and once: a provider's module is imported only when a spec names it.
+
+    Two optional hooks, looked up with `getattr` (`vllm/` has both): `replica_engines(spec)` -> None
+    or (count, engine factory) for a spec that asks for Ray replicas (the Ray executor's driver
+    starts them: `ray_replicas.start_replica_sets`), and `serve(spec, port)`, which `harness serve`
+    calls instead of the harness's own server (it may replace the process)."""
 
     name: str
 

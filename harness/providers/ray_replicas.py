@@ -1,7 +1,8 @@
 """Model replicas as Ray actors: N engines of one model, each request sent to the least-loaded one
 (`harness.replicas.LeastLoaded`, as for `openai/` models with several base URLs). Used by
-`vllm/<model>?replicas=N` (`vllm_provider.py`); nothing here is vLLM's own: an engine is any `Model`
-an `make_engine(index)` factory builds inside the actor (the tests script one).
+`vllm/<model>?replicas=N` (`preft.vllm_provider`); nothing here is vLLM's own: an engine is any `Model`
+an `make_engine(index)` factory builds inside the actor (the tests script one). A provider offers
+replicas through its optional `replica_engines(spec)` hook: the count and that factory.
 
 The switch is part of the model spec, so it reaches every process that builds the model (the
 driver, and each Ray task under `--executor ray`) with no other plumbing, and it can be given per
@@ -19,7 +20,7 @@ error before anything is recorded.
 Names: `harness-replica-<job id>-<hash of the spec>-<i>` in namespace `harness`, so every worker
 process of the run (same Ray job) finds the same set by name, and two runs never share engines.
 The driver starts and owns them (the asyncio executor: on building the model; the Ray executor:
-in `prepare`, `vllm_provider.start_replica_sets`); a Ray task only attaches. The owner shuts each
+in `prepare`, `start_replica_sets`); a Ray task only attaches. The owner shuts each
 engine down and kills its actor at the end of the run (a non-detached actor dies with its owner anyway).
 
 A replica whose actor died: the call in flight fails with `RetryableModelError`, the router
@@ -41,6 +42,7 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, RetryableModelError
 from harness.replicas import LeastLoaded
+from harness.spec import ModelSpec
 
 NAMESPACE = "harness"
 REPLICA_CPUS = 1.0  # a CPU-build replica's Ray CPU request (the engine's threads are vLLM's to set)
@@ -339,3 +341,25 @@ def replicated(spec: str, count: int | str, make_engine: Callable[[int], Model])
             ray.shutdown()
         raise
     return ReplicatedModel(spec, replicas, started_ray=started_ray)
+
+
+def start_replica_sets(specs: Iterable[str], spare_cpus: float = 1.0) -> list[ReplicaSet]:
+    """The Ray executor's driver: start (and own) the replicas of every spec whose provider's
+    `replica_engines(spec)` asks for them (`vllm/...?replicas=N`) before any task runs, leaving
+    `spare_cpus` for the sample tasks. Ray must be initialised."""
+    from harness.providers import get_provider
+
+    started: list[ReplicaSet] = []
+    try:
+        for text in dict.fromkeys(specs):
+            spec = ModelSpec.parse(text)
+            hook = getattr(get_provider(spec.provider), "replica_engines", None)
+            wanted = hook(spec) if hook is not None else None
+            if wanted is not None:
+                count, make_engine = wanted
+                started.append(ReplicaSet.start(spec.full, count, make_engine, spare_cpus=spare_cpus))
+    except BaseException:
+        for replicas in started:
+            replicas.stop()
+        raise
+    return started

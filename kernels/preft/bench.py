@@ -299,7 +299,7 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
     if engine not in ENGINES:
         raise ValueError(f"--engine {engine!r}: use one of {ENGINES}")
     if engine == "vllm":
-        from harness.providers.vllm_provider import INSTALL_HINT, vllm_available
+        from preft.vllm_provider import INSTALL_HINT, vllm_available
 
         if not vllm_available():
             raise ValueError(f"--engine vllm: {INSTALL_HINT}")
@@ -377,7 +377,7 @@ def _base_model(model: Any, place: dict) -> Any:
 
         return build_random_llama(place["model_shape"], place["dtype"], place["device"])
     if model is None:
-        from harness.providers.local_weights import load_model
+        from harness.providers.embedded import load_model
 
         model, _ = load_model()
     return model.to(device=place["device"], dtype=getattr(torch, place["dtype"]))

@@ -77,8 +77,8 @@ def run_structured_bench(*, batches: list[int], max_tokens: int = 64, repeats: i
     from preft.engine import Engine, Request  # first: OpenMP's waiting is set before torch loads
     import torch
 
-    from harness.providers.local import as_id_list, stop_token_ids
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import as_id_list, stop_token_ids
+    from harness.providers.embedded import load_model
     from preft.constrain import Grammars
     from preft.serving import apply_engine_threads
 

@@ -106,7 +106,7 @@ def start_engine(model_path: str, *, rank: int, max_loras: int, max_cpu_loras: i
     from vllm.platforms import current_platform
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from harness.providers.vllm_provider import engine_args, preft_engine_kwargs
+    from preft.vllm_provider import engine_args, preft_engine_kwargs
 
     kwargs = preft_engine_kwargs(max_rank=rank, max_loras=max_loras)
     if not current_platform.is_cpu():
@@ -156,7 +156,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
               say: Callable[[str], None], model: Any, config: dict) -> tuple[list[dict], dict]:
     from vllm.lora.request import LoRARequest
 
-    from harness.providers.vllm_provider import resolve_model
+    from preft.vllm_provider import resolve_model
 
     model_path = str(model) if model is not None else resolve_model("smollm2-135m")
     config["model"] = model_path

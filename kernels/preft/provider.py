@@ -10,33 +10,34 @@ With `@DIR` the model serves a LoRA (peft format) or ReFT adapter, prefill-only;
 applies it to every token. The adapter's content hash enters the request hash, so the call cache
 never answers with an older adapter saved at the same path.
 
+The model itself -- identity, weights, chat template, tool-calling protocol -- is
+`harness.providers.embedded`, shared with `vllm/smollm2-135m` (`preft.vllm_provider`): the same
+messages give both engines the same prompt token ids.
+
 Output constraints are enforced in the engine, token by token (`constrain.py`, xgrammar):
 `json_schema`, `choice` and `regex`, and a forced tool call (`tool_choice` `required` or a tool's
 name) as the JSON schema of one `{"name", "arguments"}` call, parsed into `tool_calls`. With
 `tool_choice` `auto` the tools are described in the system message and the model decodes freely;
-a reply that is exactly one valid tool-call object becomes a tool call. `complete()` takes raw
-text (no chat template) with the same constraints.
+a reply that is exactly one valid tool-call object becomes a tool call (`embedded.read_tool_call`).
+`complete()` takes raw text (no chat template) with the same constraints.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from harness.errors import HarnessError
-from harness.providers.base import (GenerateConfig, ModelError, ModelOutput, ToolCall, ToolSpec, Usage,
-                                    check_constraint, request_hash, tool_call_schema)
-from harness.providers.local import (CONTEXT_WINDOW, DEFAULT_SEED, MODEL_NAME, as_id_list, load_model,
-                                     parse_adapter_name, stop_token_ids, trim_at_stop, visible_ids)
+from harness.providers.base import (GenerateConfig, ModelError, ModelOutput, Usage, check_constraint, request_hash,
+                                    tool_call_schema)
+from harness.providers.embedded import (CONTEXT_WINDOW, DEFAULT_SEED, MODEL_NAME, NAME, chat_prompt_ids, load_model,
+                                        parse_adapter_name, read_tool_call, stop_token_ids, trim_at_stop, visible_ids)
 from harness.spec import ModelSpec
 
 
-LOCAL_MODELS = ("smollm2-135m",)
+LOCAL_MODELS = (NAME,)
 
 
 class LocalProvider:
@@ -107,8 +108,7 @@ class LocalModel:
         started = time.perf_counter()
         model, tokenizer = await _load()
         try:
-            shown = with_tool_prompt(messages, config)
-            ids = as_id_list(tokenizer.apply_chat_template(shown, add_generation_prompt=True, tokenize=True))
+            ids = chat_prompt_ids(tokenizer, messages, config)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"{MODEL_NAME} could not template the messages: {type(exc).__name__}: {exc}") from exc
         extra = {"adapter": self.adapter_hash} if self.adapter_hash else None
@@ -174,7 +174,7 @@ class LocalModel:
         self._closed = True
 
 
-# -- constraints and tools ------------------------------------------------------------------------
+# -- constraints ---------------------------------------------------------------------------------
 
 def output_form(config: GenerateConfig) -> tuple[str, Any] | None:
     """(kind, spec) of the constraint the engine enforces for `config`, or None (free text)."""
@@ -199,53 +199,3 @@ def engine_constraint(config: GenerateConfig, model: Any, tokenizer: Any) -> Any
 
     width = int(model.get_output_embeddings().weight.shape[0])  # the logits row, padding included
     return shared_grammars(tokenizer, width, stop_token_ids(model, tokenizer)).constraint(*form)
-
-
-def tool_prompt(tools: list[ToolSpec], forced: bool) -> str:
-    """The system text that tells a model without native tool calls what it may call and how."""
-    lines = ["You can call these tools:"]
-    lines += [json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters},
-                         ensure_ascii=False) for t in tools]
-    lines.append('To call a tool, reply with only a JSON object: {"name": <tool name>, "arguments": {...}}.')
-    if not forced:
-        lines.append("If no tool is needed, answer in plain text.")
-    return "\n".join(lines)
-
-
-def with_tool_prompt(messages: list[dict[str, str]], config: GenerateConfig) -> list[dict[str, str]]:
-    """The messages with the tools described in the system message (none: unchanged)."""
-    if not config.tools or config.tool_choice == "none":
-        return messages
-    tools = [t for t in config.tools if not config.forced_tool or config.tool_choice == "required"
-             or t.name == config.tool_choice]
-    text = tool_prompt(tools, config.forced_tool)
-    if messages and messages[0].get("role") == "system":
-        return [{**messages[0], "content": f"{messages[0].get('content', '')}\n\n{text}"}, *messages[1:]]
-    return [{"role": "system", "content": text}, *messages]
-
-
-def parse_tool_call(text: str, tools: list[ToolSpec]) -> ToolCall | None:
-    """The call if `text` is exactly one `{"name", "arguments"}` object naming one of `tools` with
-    arguments valid against its schema; else None (the reply stays text). Never executed."""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or set(value) != {"name", "arguments"} or not isinstance(value["arguments"], dict):
-        return None
-    tool = next((t for t in tools if t.name == value["name"]), None)
-    if tool is None or not jsonschema.Draft202012Validator(tool.parameters).is_valid(value["arguments"]):
-        return None
-    return ToolCall(name=tool.name, arguments=value["arguments"])
-
-
-def read_tool_call(out: ModelOutput, config: GenerateConfig) -> ModelOutput:
-    """A finished reply that is a tool call becomes `tool_calls` (text "", finish `tool_calls`).
-    Forced calls were decoded under the call's schema; `auto` replies are parsed as they came."""
-    if not config.tools or config.tool_choice == "none" or out.finish_reason != "stop":
-        return out
-    call = parse_tool_call(out.text.strip(), list(config.tools))
-    if call is None:  # forced: arguments the grammar could not hold (e.g. a `format`) -- the caller re-asks
-        return out
-    call.id = f"call_{out.request_hash[:16]}"
-    return out.model_copy(update={"text": "", "finish_reason": "tool_calls", "tool_calls": [call]})

@@ -20,7 +20,7 @@ def load_peft(adapter_dir: str | Path, base_dir: str | Path | None = None) -> An
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from harness.providers.local_weights import ensure_converted
+    from harness.providers.embedded import ensure_converted
 
     base = AutoModelForCausalLM.from_pretrained(str(base_dir or ensure_converted()), dtype=torch.float32)
     return PeftModel.from_pretrained(base, str(adapter_dir)).eval()

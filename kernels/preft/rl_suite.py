@@ -149,7 +149,7 @@ def load_policy(model: str) -> tuple[Any, Any]:
     """(model, tokenizer) of the policy's base, loaded once per process."""
     if model == RANDOM_TINY:
         return random_tiny()
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
 
     return load_model()
 

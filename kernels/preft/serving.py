@@ -116,7 +116,7 @@ class EngineServer:
     def _get_engine(self) -> Engine:
         with self._lock:
             if self._engine is None:
-                from harness.providers.local_weights import load_model
+                from harness.providers.embedded import load_model
 
                 model, _ = load_model()
                 self._engine = Engine(model, **self.engine_kwargs)

@@ -178,7 +178,7 @@ def train(cfg: TrainConfig, *, model: Any = None, tokenizer: Any = None, out_dir
     if cfg.mode not in MODES:
         raise ValueError(f"mode {cfg.mode!r}: use one of {MODES}")
     if model is None or tokenizer is None:
-        from harness.providers.local_weights import load_model
+        from harness.providers.embedded import load_model
 
         model, tokenizer = load_model()
     start = time.perf_counter()
@@ -223,7 +223,7 @@ def compare(ranks: Sequence[int] = (4, 16), kinds: Sequence[str] = ("lora", "lor
             log: Any = print, **overrides: Any) -> list[dict[str, Any]]:
     """Train every kind x mode x rank, write results.json, loss_curves.csv/png and the adapters
     into `out`, and return the summary rows."""
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
 
     model, tokenizer = load_model()
     out = Path(out)

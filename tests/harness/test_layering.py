@@ -34,6 +34,9 @@ BITES: dict[str, tuple[list[tuple[str, str]], str]] = {
              "harness.errors -> preft.engine"),
     "core-below-cli": ([("harness/errors.py", "def _lazy():\n    import harness.cli\n")],
                        "harness.errors -> harness.cli"),
+    # The CLI layer may import the packages above the core, but never preft.
+    "no-preft": ([("harness/cli/kit.py", "def _lazy():\n    import preft.generate\n")],
+                 "harness.cli.kit -> preft.generate"),
     "agents": ([("agents/__init__.py", "import environments\n")], "agents -> environments"),
     "corpora": ([("corpora/__init__.py", "def _lazy():\n    import agents\n")], "corpora -> agents"),
     "preft": ([("preft/__init__.py", "import leaderboards\n")], "preft -> leaderboards"),

@@ -134,6 +134,32 @@ def test_the_replicas_option_of_a_vllm_spec_is_parsed_and_checked():
             split_replicas(bad)
 
 
+def test_the_ray_driver_starts_replicas_through_the_providers_hook(monkeypatch):
+    """`start_replica_sets` knows no provider: it asks each spec's provider for `replica_engines(spec)`
+    (`vllm/` has the hook) and starts one set per answer; stand-in providers, no Ray, no vLLM."""
+    import harness.providers as providers
+    from harness.providers import ray_replicas
+
+    class WithReplicas:
+        name = "vllm"
+
+        def replica_engines(self, spec):
+            name, count = ray_replicas.split_replicas(spec.name)
+            return None if count is None else (count, f"factory of {name}")
+
+    class Plain:
+        name = "openai"
+
+    started = []
+    monkeypatch.setitem(providers._LOADED, "vllm", WithReplicas())
+    monkeypatch.setitem(providers._LOADED, "openai", Plain())
+    monkeypatch.setattr(ray_replicas.ReplicaSet, "start", classmethod(
+        lambda cls, spec, count, make, spare_cpus=0.0: started.append((spec, count, make, spare_cpus)) or spec))
+    sets = ray_replicas.start_replica_sets(["vllm/m?replicas=2", "openai/x", "vllm/m", "vllm/m?replicas=2"])
+    assert sets == ["vllm/m?replicas=2"]
+    assert started == [("vllm/m?replicas=2", 2, "factory of m", 1.0)]
+
+
 def test_replica_placement_asks_for_one_gpu_each_or_cpus_and_names_what_is_missing():
     from harness.providers.ray_replicas import placement, resolve_count
 

@@ -21,7 +21,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.providers import GenerateConfig, ModelError, load_model
-from harness.providers.vllm_provider import vllm_available
+from preft.vllm_provider import vllm_available
 from harness.spec import ModelSpec
 from tests.conftest import REPO
 
@@ -184,38 +184,58 @@ def test_forced_tool_call_parses_with_valid_arguments(engine, loop):
 
 
 @needs_vllm
-def test_auto_tools_go_into_the_prompt_and_calls_are_parsed(engine, loop):
-    """SmolLM2's template ignores `tools=`: they arrive as a system message; a reply in the Hermes
-    format is read by vLLM's parser, a malformed or unknown call stays text."""
-    from harness.providers.vllm_provider import chat_prompt_ids, reply_tool_calls
+def test_auto_tools_get_the_embedded_prompt_and_protocol(engine, loop):
+    """SmolLM2's template ignores `tools=`: vLLM gets the embedded model's prompt, the one `local/`
+    sends (`embedded.chat_prompt_ids`), and reads the reply by the embedded protocol (exactly one
+    valid {"name", "arguments"} object is a call; anything else stays text). Nothing enforces an
+    auto call, so, as on `local/`, it is not labelled as constrained by the provider."""
+    from harness.providers.embedded import chat_prompt_ids
+    from preft.vllm_provider import chat_prompt
 
     tools = _tools()
-    auto = GenerateConfig(max_tokens=16, tools=tools)
+    auto = GenerateConfig(max_tokens=24, tools=tools)
     out = loop.run_until_complete(engine.generate(ASK_WEATHER, auto))
     plain = loop.run_until_complete(engine.generate(ASK_WEATHER, GenerateConfig(max_tokens=16, tools=tools, tool_choice="none")))
     tokenizer = _tokenizer()
-    assert out.usage.prompt_tokens == len(chat_prompt_ids(tokenizer, ASK_WEATHER, auto)) > plain.usage.prompt_tokens + 50
-    assert out.constrained_by == "provider" and plain.constrained_by == "none" and plain.tool_calls == []
+    ids, native = chat_prompt(tokenizer, ASK_WEATHER, auto)
+    assert not native and ids == chat_prompt_ids(tokenizer, ASK_WEATHER, auto)
+    assert out.usage.prompt_tokens == len(ids) > plain.usage.prompt_tokens + 50
+    assert out.constrained_by == "none" and plain.constrained_by == "none" and plain.tool_calls == []
+    if out.tool_calls:
+        assert out.text == "" and out.finish_reason == "tool_calls" and out.tool_calls[0].id == f"call_{out.request_hash[:16]}"
 
+
+@needs_vllm
+def test_a_native_template_reply_is_read_by_vllms_tool_parser(engine):
+    """Where a template renders the tools itself, vLLM's hermes parser reads the reply: a call in the
+    Hermes format is parsed, a malformed or unknown call stays text."""
+    from preft.vllm_provider import native_tool_calls
+
+    tokenizer, auto = _tokenizer(), GenerateConfig(max_tokens=16, tools=_tools())
     reply = 'Let me check. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>'
-    text, [call] = reply_tool_calls(tokenizer, reply, auto, engine.name)
+    text, [call] = native_tool_calls(tokenizer, reply, auto, engine.name)
     assert text == "Let me check. " and call.name == "get_weather" and call.arguments == {"city": "Paris", "unit": "celsius"}
     for bad in ['<tool_call>{"name": "get_weather", "arguments": {"city": "Par', '<tool_call>{"name": "rm", "arguments": {}}</tool_call>',
                 '<tool_call>{"name": "add", "arguments": {"a": "one", "b": 2}}</tool_call>', "It is sunny."]:
-        assert reply_tool_calls(tokenizer, bad, auto, engine.name) == (bad, [])
+        assert native_tool_calls(tokenizer, bad, auto, engine.name) == (bad, [])
 
 
 def _tokenizer():
     from transformers import AutoTokenizer
 
-    from harness.providers.vllm_provider import resolve_model
+    from preft.vllm_provider import resolve_model
 
     return AutoTokenizer.from_pretrained(resolve_model("smollm2-135m"))
 
 
 @needs_vllm
 def test_a_template_that_renders_tools_gets_them_natively():
-    from harness.providers.vllm_provider import chat_prompt_ids
+    from preft.vllm_provider import chat_prompt
+
+    def chat_prompt_ids(*args):
+        ids, native = chat_prompt(*args)
+        assert native
+        return ids
 
     tokenizer = _tokenizer()
     tokenizer.chat_template = ("{% if tools %}<|im_start|>system\nTOOLS {{ tools | map(attribute='function.name') | join(',') }}"

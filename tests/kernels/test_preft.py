@@ -166,7 +166,7 @@ def test_slot_table_lru_hits_evictions_and_waits():
 
 @pytest.fixture(scope="module")
 def base():
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
 
     return load_model()
 
@@ -178,7 +178,7 @@ def peft_adapters(tmp_path_factory, base):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from harness.providers.local_weights import ensure_converted
+    from harness.providers.embedded import ensure_converted
 
     out = {}
     for name, rank, targets in (("all7", 8, ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]),
@@ -210,7 +210,7 @@ def _ids(tokenizer, prompt):
 
 @pytest.mark.slow
 def test_mixed_batch_equals_peft_prefill_only_and_all_token(base, peft_adapters, peft_models):
-    from harness.providers.local import stop_token_ids
+    from harness.providers.embedded import stop_token_ids
     from preft.reference import all_token_greedy, prefill_only_greedy
 
     model, tok = base
@@ -346,7 +346,7 @@ def _generate_cli(*args):
 
 @pytest.mark.slow
 def test_generate_cli_matches_peft_reference(base, peft_adapters, peft_models):
-    from harness.providers.local import stop_token_ids
+    from harness.providers.embedded import stop_token_ids
     from preft.reference import all_token_greedy, prefill_only_greedy
 
     model, tok = base
@@ -375,7 +375,7 @@ def test_adapter_provider_serves_through_harness(base, peft_adapters, peft_model
     import asyncio
 
     from harness.providers import GenerateConfig, load_model
-    from harness.providers.local import as_id_list, stop_token_ids
+    from harness.providers.embedded import as_id_list, stop_token_ids
     from harness.spec import ModelSpec
     from preft.reference import prefill_only_greedy
 

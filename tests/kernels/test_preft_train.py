@@ -18,7 +18,7 @@ from preft.train import (TrainConfig, batch_loss, build_batch, compare, export, 
 
 @pytest.fixture(scope="module")
 def base():
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
 
     model, tokenizer = load_model()
     return model, tokenizer, PreftModel(model)
@@ -116,7 +116,7 @@ def test_saved_lora_loads_here_and_in_peft_with_equal_logits(trained, base):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from harness.providers.local_weights import ensure_converted
+    from harness.providers.embedded import ensure_converted
 
     _, tokenizer, pm = base
     loaded = load_adapter(trained.adapter_dir)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.providers.vllm_provider import vllm_available
+from preft.vllm_provider import vllm_available
 from preft.vllm_plugin import sampled_lora_ids, token_lora_ids
 
 pytestmark = pytest.mark.vllm
@@ -100,7 +100,7 @@ def adapters(tmp_path_factory):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from harness.providers.local_weights import ensure_converted
+    from harness.providers.embedded import ensure_converted
 
     root = tmp_path_factory.mktemp("vllm_adapters")
     out = {}
@@ -131,7 +131,7 @@ def _long_prompt_ids(tokenizer) -> list[int]:
 def expected(adapters):
     """Greedy outputs of the local PreFT engine for PLAN and the chunked long prompt, and peft's
     all-token reference, computed before vLLM starts."""
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import load_model
     from preft.adapters import load_adapter
     from preft.engine import Engine, Request
     from preft.reference import all_token_greedy, load_peft
@@ -161,7 +161,7 @@ def expected(adapters):
 def engine(expected, loop):
     from vllm.v1.engine.async_llm import AsyncLLM
 
-    from harness.providers.vllm_provider import engine_args, preft_engine_kwargs, resolve_model
+    from preft.vllm_provider import engine_args, preft_engine_kwargs, resolve_model
 
     kwargs = preft_engine_kwargs(max_rank=8, max_loras=2, reft={name: str(expected["dirs"][name]) for name in REFTS})
     llm = AsyncLLM.from_engine_args(engine_args(resolve_model("smollm2-135m"), max_model_len=2048,
@@ -308,7 +308,7 @@ def test_adapter_spec_serves_prefill_only_like_the_local_provider(adapters, loop
 
 def test_vllm_adapter_spec_errors_name_the_input(tmp_path):
     from harness.errors import HarnessError
-    from harness.providers.vllm_provider import adapter_kind, lora_rank
+    from preft.vllm_provider import adapter_kind, lora_rank
 
     with pytest.raises(HarnessError, match="vllm/smollm2-135m@x: .* holds neither adapter_config.json"):
         adapter_kind(tmp_path, "vllm/smollm2-135m@x")

@@ -1,33 +1,41 @@
 """`vllm/<hf-id-or-path>`: an in-process vLLM engine (AsyncLLM), in vLLM's own environment.
 
+Registered as the `harness.providers` entry point `vllm` by this package (PreFT): the provider
+sets PreFT's plugin flags, so it lives with the plugin and the core knows neither.
+
 vLLM lives in its own virtual environment (`make vllm-install` -> `.venv-vllm`): its CPU build
 pins transformers and pulls packages the default environment must not have. `vllm/smollm2-135m`
-names the embedded model's converted safetensors folder, so the same weights run on both engines.
+names the embedded model's converted safetensors folder (`harness.providers.embedded`), so the same
+weights run on both engines.
 
-`vllm/<model>@DIR[#all-token]` serves a peft LoRA adapter. By default it is prefill-only (PreFT):
-the engine starts with the PreFT vLLM plugin's flag (`additional_config={"preft": "prefill-only"}`,
-see kernels/preft/vllm_plugin.py), so the adapter shapes the prompt and decoding runs on the base
-weights, exactly as `local/<model>@DIR` does; `#all-token` is stock vLLM LoRA.
+`vllm/<model>@DIR[#all-token]` serves a peft LoRA adapter or a ReFT folder. By default it is
+prefill-only (PreFT): the engine starts with the PreFT vLLM plugin's flag (`preft_engine_kwargs`:
+`additional_config={"preft": "prefill-only"}`, read by `preft.vllm_plugin`), so the adapter shapes
+the prompt and decoding runs on the base weights, exactly as `local/<model>@DIR` does; `#all-token`
+is stock vLLM LoRA (the request's `extra_args={"preft_mode": "all-token"}`).
 
 One engine per provider instance, started on the first call on the caller's event loop (the
 runner shares one instance per spec across roles) and shut down by `aclose()`. `vllm/<model>?replicas=N`
-runs N such engines as Ray actors behind a least-loaded router (`ray_replicas.py`; `EngineFactory`
-builds each actor's engine, `start_replica_sets` is the Ray executor's driver-side start). The chat template
-is applied here with the model's tokenizer, as the embedded provider does, so both engines see
-the same prompt token ids. `complete(prompt)` generates from raw text (no template), tokenised as
-`harness generate` does for the embedded model.
+runs N such engines as Ray actors behind the core's least-loaded router (`harness.providers.ray_replicas`;
+the provider's `replica_engines(spec)` gives the count and `EngineFactory`, which builds each actor's
+engine). `harness serve --model vllm/...` execs vLLM's own OpenAI-compatible server (the provider's `serve`).
+
+The prompt: a chat template that renders `tools=` itself gets the callable tools so, and the reply
+is read with vLLM's `hermes` tool parser; any other template -- SmolLM2's among them -- gets the
+embedded model's prompt and tool-calling protocol (`embedded.chat_prompt_ids`, `read_tool_call`:
+tools described in the system message, a reply that is exactly one `{"name", "arguments"}` object
+becomes a call), so `vllm/smollm2-135m` sees the same prompt token ids as `local/smollm2-135m`.
+`complete(prompt)` generates from raw text (no template), tokenised as `harness generate` does for
+the embedded model, and reads tool calls with the embedded protocol.
 
 Output constraints use vLLM's structured outputs (`SamplingParams.structured_outputs`; the engine
 runs them through xgrammar, JSON compact: see STRUCTURED_OUTPUTS): `json_schema` -> `json`,
 `choice`, `regex`; a forced tool call (`tool_choice` required or a tool's name) -> `json` with
-`tool_call_schema(...)`, the reply parsed into `ModelOutput.tool_calls`. Tools that may be called
-go into the prompt: through the chat template's `tools=` when the template renders them, else as
-a system message (SmolLM2's template has no tools) that asks, under `tool_choice` auto, for the
-Hermes format `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`, which vLLM's `hermes`
-tool parser then reads out of the reply. `tool_choice` none sends no tools. A constraint
-vLLM rejects (a schema it cannot compile, a regex it cannot turn into a grammar) is a
-`ConstraintError` naming it, checked with the engine's own validation before the request is sent.
+`tool_call_schema(...)`. `tool_choice` none sends no tools. A constraint vLLM rejects (a schema it
+cannot compile, a regex it cannot turn into a grammar) is a `ConstraintError` naming it, checked
+with the engine's own validation before the request is sent.
 """
+
 
 from __future__ import annotations
 
@@ -39,7 +47,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,10 +69,11 @@ from harness.providers.base import (
     request_hash,
     tool_call_schema,
 )
-from harness.providers.local import as_id_list, parse_adapter_name
-from harness.providers.ray_replicas import ReplicaSet, replicated, split_replicas
+from harness.providers.embedded import (NAME as EMBEDDED_NAME, as_id_list, callable_tools, chat_prompt_ids,
+                                        ensure_converted, parse_adapter_name, read_tool_call)
+from harness.providers.ray_replicas import replicated, split_replicas
+from preft.vllm_plugin import ALL_TOKEN, CONFIG_KEY, MODE_KEY, PREFILL_ONLY
 
-EMBEDDED_ALIAS = "smollm2-135m"
 INSTALL_HINT = "vLLM is not installed in this environment: run `make vllm-install` and use .venv-vllm/bin/harness"
 # CPU defaults measured on this machine kind, and vLLM's per-step INFO lines kept out of the
 # harness's output; a user's own settings win. Set before vLLM is first imported (it reads them then).
@@ -83,9 +92,7 @@ def vllm_available() -> bool:
 
 def resolve_model(name: str) -> str:
     """The path or hub id vLLM loads: the embedded model's cached folder for `smollm2-135m`."""
-    if name == EMBEDDED_ALIAS:
-        from harness.providers.local_weights import ensure_converted
-
+    if name == EMBEDDED_NAME:
         return str(ensure_converted())
     path = Path(name).expanduser()
     if name.startswith((".", "/", "~")) and not path.is_dir():
@@ -95,8 +102,10 @@ def resolve_model(name: str) -> str:
 
 # vLLM accepts these ranks for --max-lora-rank; an adapter's rank is rounded up to the next one.
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-PREFT_FLAG = {"preft": "prefill-only"}  # additional_config that turns the PreFT plugin on
-PLUGIN_MODES = {"preft": "prefill-only", "all-token": "all-token"}  # harness adapter mode -> plugin mode
+# PreFT's plugin flags: the engine's additional_config that turns the plugin on, and each spec
+# adapter mode (`@DIR#mode`) as the plugin's per-request mode (SamplingParams.extra_args[MODE_KEY]).
+PREFT_FLAG = {CONFIG_KEY: PREFILL_ONLY}
+PLUGIN_MODES = {"preft": PREFILL_ONLY, "all-token": ALL_TOKEN}
 
 
 def adapter_kind(adapter: Path, spec: str = "") -> str:
@@ -129,7 +138,7 @@ def vllm_rank(rank: int) -> int:
 
 def preft_flag(reft: dict[str, str] | None = None) -> dict[str, Any]:
     """The plugin's `additional_config`: prefill-only by default, plus ReFT folders by name."""
-    return {"preft": {"mode": "prefill-only", "reft": dict(reft)}} if reft else dict(PREFT_FLAG)
+    return {CONFIG_KEY: {"mode": PREFILL_ONLY, "reft": dict(reft)}} if reft else dict(PREFT_FLAG)
 
 
 def preft_engine_kwargs(max_rank: int = 0, max_loras: int = 0, reft: dict[str, str] | None = None) -> dict[str, Any]:
@@ -161,23 +170,11 @@ def engine_args(model: str, *, seed: int = 0, max_model_len: int = 8192, **extra
 
 
 # vLLM's parser for replies that call tools as `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
-# (the Hermes format). It reads the format the fallback tool prompt below asks for.
+# (the Hermes format): used for templates that render `tools=` themselves.
 TOOL_PARSER = "hermes"
 # A malformed call in a reply is the model's data (the reply stays text), not an error: the
 # parser would log each one with a traceback.
 logging.getLogger(f"vllm.tool_parsers.{TOOL_PARSER}_tool_parser").setLevel(logging.CRITICAL)
-
-TOOL_PROMPT = """You can call these functions (one JSON signature per line):
-<tools>
-{signatures}
-</tools>
-{how}"""
-AUTO_CALL = """To call one, reply with its name and arguments as a JSON object between <tool_call> tags:
-<tool_call>
-{"name": "<function name>", "arguments": {<arguments>}}
-</tool_call>
-Otherwise answer in text."""
-FORCED_CALL = 'Reply with exactly one call, as the JSON object {"name": "<function name>", "arguments": {<arguments>}}.'
 
 
 def structured_outputs(config: GenerateConfig) -> Any:
@@ -220,11 +217,25 @@ def check_with_engine(engine: Any, params: Any, config: GenerateConfig, name: st
         raise ConstraintError(f"{name}: vLLM rejects the {constraint_label(config)}: {exc}") from None
 
 
-def constraint_path(config: GenerateConfig) -> ConstraintPath:
-    """Structured outputs and the tool parser are vLLM's own: every asked-for form is served here."""
+def constraint_path(config: GenerateConfig, native: bool) -> ConstraintPath:
+    """"provider" when vLLM enforced the asked-for form: structured outputs (a schema, choice, regex
+    or forced call), or, for a template that renders tools, its tool parser; "none" otherwise (no
+    form asked, or `tool_choice` auto under the embedded protocol, which the model may ignore -- as
+    on `local/`)."""
     if config.tools and config.tool_choice == "none":
         return "none"  # tools listed but not to be called: no form asked
-    return "provider" if config.constrained else "none"
+    if native and config.tools:
+        return "provider"
+    return "provider" if structured_outputs_kind(config) else "none"
+
+
+def structured_outputs_kind(config: GenerateConfig) -> str | None:
+    """Which of vLLM's structured outputs the config asks for (None: free text)."""
+    if config.json_schema is not None or config.forced_tool:
+        return "json"
+    if config.choice is not None:
+        return "choice"
+    return "regex" if config.regex is not None else None
 
 
 def openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
@@ -233,47 +244,27 @@ def openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
                                                "parameters": t.parameters}} for t in tools]
 
 
-def callable_tools(config: GenerateConfig) -> list[ToolSpec]:
-    """The tools the reply may call: none under `tool_choice` none, the named one when it is forced."""
-    if not config.tools or config.tool_choice == "none":
-        return []
-    if config.forced_tool and config.tool_choice != "required":
-        return [t for t in config.tools if t.name == config.tool_choice]
-    return list(config.tools)
-
-
-def with_tool_prompt(messages: list[dict[str, str]], tools: list[ToolSpec], forced: bool) -> list[dict[str, str]]:
-    """`messages` with the tools described in the system message (appended to the caller's own)."""
-    signatures = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in openai_tools(tools))
-    text = TOOL_PROMPT.format(signatures=signatures, how=FORCED_CALL if forced else AUTO_CALL)
-    if messages and messages[0].get("role") == "system":
-        return [{"role": "system", "content": f"{messages[0]['content']}\n\n{text}"}, *messages[1:]]
-    return [{"role": "system", "content": text}, *messages]
-
-
-def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]], config: GenerateConfig) -> list[int]:
-    """The prompt ids: the chat template, with the config's tools when they may be called. A template
-    that renders `tools=` itself gets them so; one that ignores them (its output is unchanged, as
-    SmolLM2's) gets them as a system message."""
-    def render(msgs: list[dict[str, str]], **extra: Any) -> list[int]:
-        return as_id_list(tokenizer.apply_chat_template(msgs, add_generation_prompt=True, tokenize=True, **extra))
-
-    ids = render(messages)
+def chat_prompt(tokenizer: Any, messages: list[dict[str, str]], config: GenerateConfig) -> tuple[list[int], bool]:
+    """(prompt ids, whether the template rendered the tools itself). A template that renders `tools=`
+    gets the callable tools so; any other (its output is unchanged, as SmolLM2's) gets the embedded
+    model's prompt (`embedded.chat_prompt_ids`), the one `local/` sends."""
     tools = callable_tools(config)
-    if not tools:
-        return ids
-    native = render(messages, tools=openai_tools(tools))
-    if native != ids:
-        return native
-    return render(with_tool_prompt(messages, tools, forced=config.forced_tool))
+    if tools:
+        def render(**extra: Any) -> list[int]:
+            return as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **extra))
+
+        native = render(tools=openai_tools(tools))
+        if native != render():
+            return native, True
+    return chat_prompt_ids(tokenizer, messages, config), False
 
 
-def reply_tool_calls(tokenizer: Any, text: str, config: GenerateConfig, name: str) -> tuple[str, list[ToolCall]]:
-    """The reply's text and tool calls. A forced call is the whole reply (JSON, by the grammar); with
-    `tool_choice` auto vLLM's tool parser finds the calls and the text before them. A reply cut short
-    (no complete call) stays text, for the caller to see the truncation; so does a call that names
-    no listed tool or whose arguments fail its schema (a `format` the grammar does not hold): the
-    caller's re-ask path sees it, as with the embedded engine."""
+def native_tool_calls(tokenizer: Any, text: str, config: GenerateConfig, name: str) -> tuple[str, list[ToolCall]]:
+    """A reply to a template that rendered the tools: its text and tool calls. A forced call is the
+    whole reply (JSON, by the grammar); with `tool_choice` auto vLLM's tool parser finds the calls and
+    the text before them. A reply cut short (no complete call) stays text, for the caller to see the
+    truncation; so does a call that names no listed tool or whose arguments fail its schema (a
+    `format` the grammar does not hold): the caller's re-ask path sees it."""
     tools = callable_tools(config)
     if not tools:
         return text, []
@@ -337,7 +328,7 @@ class VLLMModel:
         if adapter is not None:
             from vllm.lora.request import LoRARequest
 
-            self.extra_args = {"preft_mode": PLUGIN_MODES[mode]}
+            self.extra_args = {MODE_KEY: PLUGIN_MODES[mode]}
             if adapter_kind(adapter, self.name) == "lora":
                 plugin = preft_engine_kwargs(lora_rank(adapter, self.name), max_loras=1)
                 self.lora_request = LoRARequest(lora_name=adapter.name or "adapter", lora_int_id=1, lora_path=str(adapter))
@@ -375,17 +366,18 @@ class VLLMModel:
         engine = await self._get_engine()
         tokenizer = engine.get_tokenizer()
         try:
-            ids = chat_prompt_ids(tokenizer, messages, config)
+            ids, native = chat_prompt(tokenizer, messages, config)
         except Exception as exc:  # noqa: BLE001
             raise ModelError(f"{self.name} could not template the messages: {type(exc).__name__}: {exc}") from exc
         finally:
             del engine, tokenizer  # see _run: no frame may keep the engine alive past aclose()
-        return await self._run(ids, config, started, request_hash(self.name, messages, config))
+        return await self._run(ids, config, started, request_hash(self.name, messages, config), native)
 
     async def complete(self, prompt: str, config: GenerateConfig) -> ModelOutput:
         """Raw text, no chat template; tokenised as `harness generate` does for the embedded model.
         Constraints apply as in `generate`; with `tool_choice` auto the prompt is the caller's, so
-        it must describe the tools itself (the reply is still parsed for calls)."""
+        it must describe the tools itself (the reply is still read for a call, by the embedded
+        model's protocol, as `local/` reads it)."""
         check_constraint(config)
         started = time.perf_counter()
         engine = await self._get_engine()
@@ -398,9 +390,12 @@ class VLLMModel:
             raise ModelError(f"{self.name}: the prompt is empty after tokenisation: give at least one token of text")
         # Keyed as the embedded engine keys raw prompts: never the same key as a chat call.
         key = request_hash(self.name, [{"role": "prompt", "content": prompt}], config, extra={"raw_prompt": True})
-        return await self._run(ids, config, started, key)
+        return await self._run(ids, config, started, key, native=False)
 
-    async def _run(self, ids: list[int], config: GenerateConfig, started: float, key: str) -> ModelOutput:
+    async def _run(self, ids: list[int], config: GenerateConfig, started: float, key: str,
+                   native: bool) -> ModelOutput:
+        """One request. `native`: the template rendered the tools, so vLLM's tool parser reads the
+        reply; otherwise the embedded model's protocol does (`read_tool_call`)."""
         from vllm import SamplingParams
 
         engine = await self._get_engine()
@@ -417,7 +412,8 @@ class VLLMModel:
             if final is None or not final.outputs:
                 raise ModelError(f"{self.name} returned no output")
             choice = final.outputs[0]
-            text, calls = reply_tool_calls(engine.get_tokenizer(), choice.text, config, self.name)
+            text, calls = (native_tool_calls(engine.get_tokenizer(), choice.text, config, self.name) if native
+                           else (choice.text, []))
         except (asyncio.CancelledError, ModelError):
             raise
         except Exception as exc:  # noqa: BLE001 - an engine failure is this call's error
@@ -427,11 +423,12 @@ class VLLMModel:
             # it must not keep the engine (nor its tokenizer) alive past aclose(), or vLLM's
             # finaliser runs at interpreter exit.
             del engine
-        return ModelOutput(
+        out = ModelOutput(
             text=text, finish_reason="tool_calls" if calls else (choice.finish_reason or "length"),
             usage=Usage(prompt_tokens=len(final.prompt_token_ids or ids), completion_tokens=len(choice.token_ids), calls=1),
             latency_s=time.perf_counter() - started, request_hash=key, tool_calls=calls,
-            constrained_by=constraint_path(config))
+            constrained_by=constraint_path(config, native))
+        return out if native else read_tool_call(out, config)
 
     async def aclose(self) -> None:
         engine, self._engine = self._engine, None
@@ -493,26 +490,11 @@ class EngineFactory:
         return VLLMModel(self.name)
 
 
-def start_replica_sets(specs: Iterable[str], spare_cpus: float = 1.0) -> list[ReplicaSet]:
-    """The Ray executor's driver: start (and own) the replicas of every `vllm/...?replicas=N` spec
-    before any task runs, leaving `spare_cpus` for the sample tasks. Ray must be initialised."""
-    started: list[ReplicaSet] = []
-    try:
-        for text in dict.fromkeys(specs):
-            spec = ModelSpec.parse(text)
-            name, count = split_replicas(spec.name) if spec.provider == "vllm" else (spec.name, None)
-            if count is not None:
-                started.append(ReplicaSet.start(spec.full, count, EngineFactory(name), spare_cpus=spare_cpus))
-    except BaseException:
-        for replicas in started:
-            replicas.stop()
-        raise
-    return started
-
-
 class VLLMProvider:
     """`vllm/NAME[@ADAPTER_DIR][?replicas=N]`: vLLM in-process (its CPU build in `.venv-vllm`), or N
-    engines as Ray actors behind a least-loaded router (`ray_replicas.py`)."""
+    engines as Ray actors behind the core's least-loaded router (`harness.providers.ray_replicas`).
+    Besides `validate` and `create` it has the core's two optional hooks: `replica_engines` (the Ray
+    executor's driver starts the replicas) and `serve` (`harness serve`)."""
 
     name = "vllm"
 
@@ -531,6 +513,15 @@ class VLLMProvider:
         if count is not None:
             return replicated(spec.full, count, EngineFactory(name))
         return VLLMModel(spec.name)
+
+    def replica_engines(self, spec: ModelSpec) -> tuple[int | str, Callable[[int], Model]] | None:
+        """For `?replicas=N`: N (or "auto") and the factory of each replica actor's engine; else None."""
+        name, count = split_replicas(spec.name)
+        return None if count is None else (count, EngineFactory(name))
+
+    def serve(self, spec: ModelSpec, port: int) -> None:
+        """`harness serve --model vllm/...`: this process becomes vLLM's OpenAI-compatible server."""
+        exec_openai_server(spec.name, port)
 
 
 PROVIDER = VLLMProvider()

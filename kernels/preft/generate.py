@@ -1,4 +1,5 @@
-"""`harness generate`: one generation, for quick checks and scripting.
+"""`harness generate`: one generation, for quick checks and scripting (the command is
+`preft.commands.generate_cmd`, registered under `harness.commands`; this is its body).
 
 Local models run through the PreFT engine, so raw-text prompts, token ids and adapters (prefill-only
 or all-token) are all available. Other models take chat prompts (`--chat`), and raw text where
@@ -78,8 +79,7 @@ def _generate_local(spec: ModelSpec, prompt: str, chat: bool, adapter: Path | No
                     config: GenerateConfig, flag: str) -> dict[str, Any]:
     from preft.engine import Request  # first: it sets OpenMP's waiting before torch loads
     from harness.providers import validate_spec
-    from harness.providers.local import as_id_list, parse_adapter_name, stop_token_ids, visible_ids
-    from harness.providers.local_weights import load_model
+    from harness.providers.embedded import chat_prompt_ids, load_model, parse_adapter_name, stop_token_ids, visible_ids
     from preft.adapters import AdapterError
     from preft.provider import engine_constraint
     from preft.serving import server
@@ -93,8 +93,7 @@ def _generate_local(spec: ModelSpec, prompt: str, chat: bool, adapter: Path | No
     validate_spec(spec)
     hf_model, tokenizer = load_model()
     if chat:
-        ids = as_id_list(tokenizer.apply_chat_template([{"role": "user", "content": prompt}],
-                                                        add_generation_prompt=True, tokenize=True))
+        ids = chat_prompt_ids(tokenizer, [{"role": "user", "content": prompt}], config)
     else:
         ids = list(tokenizer(prompt)["input_ids"])
     if not ids:
