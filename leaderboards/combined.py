@@ -16,7 +16,7 @@ from typing import Any
 from harness.errors import HarnessError
 from leaderboards.aggregate import DEFAULT_GROUP_BY, Leaderboard, build_leaderboard
 from leaderboards.cells import fmt_metric
-from leaderboards.plots import adapter_throughput, load_bench, metric_bars, style_heatmap
+from leaderboards.plots import adapter_throughput, breakdown_heatmaps, load_bench, metric_bars
 from leaderboards.prices import Price
 from leaderboards.report import all_metrics_table, figure, hook_html, leaderboard_tables, notes_html, page
 from harness.claims.table import summary_line as claims_summary
@@ -37,9 +37,8 @@ def _board_block(board: Leaderboard) -> str:
              "<b>2=</b>: a rank shared with an overlapping interval.</p>",
              *leaderboard_tables(board, level=4),
              figure(metric_bars(board), f"{board.suite}: bars are values, error bars 95% CI.", f"metric-bars-{board.suite}")]
-    heatmap = style_heatmap(board)
-    if heatmap:
-        parts.append(figure(heatmap, "Headline score per conversation style (n: dialogues).", f"style-heatmap-{board.suite}"))
+    for key, caption, heatmap in breakdown_heatmaps(board):
+        parts.append(figure(heatmap, f"Headline score per {caption}.", f"{key}-heatmap-{board.suite}"))
     parts.append(f"<details><summary>all metrics of {escape(board.suite)}</summary>{all_metrics_table(board)}</details>")
     return "\n".join(parts) + "</section>"
 

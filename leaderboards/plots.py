@@ -9,18 +9,16 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness.errors import HarnessError
+from harness.presenter import presenter_for
 from leaderboards.aggregate import Leaderboard, Row
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-TRIGGER_TYPES = ("emergent", "critical", "recovery", "overall")
-_FAMILY = re.compile(r"^(?P<pre>.*)_(?:" + "|".join(TRIGGER_TYPES) + r")_(?P<post>.*)$")
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -56,21 +54,11 @@ def _yerr(metrics: list[Any]) -> list[list[float]]:
     return [lows, highs]
 
 
-def trigger_family(board: Leaderboard) -> list[tuple[str, str]]:
-    """(type, metric) for the per-trigger-type siblings of the ranked metric (e.g.
-    proactivity_<type>_weighted_score), in a fixed order; empty when the metric has none."""
-    match = _FAMILY.match(board.metric)
-    if not match:
-        return []
-    names = set(board.metric_names)
-    family = [(t, f"{match['pre']}_{t}_{match['post']}") for t in TRIGGER_TYPES]
-    return [(t, n) for t, n in family if n in names]
-
-
 def metric_bars(board: Leaderboard) -> str:
-    """Bars with 95% CI error bars: per trigger type when the metric has such a family, otherwise
-    the ranked metric per row."""
-    typed = trigger_family(board)
+    """Bars with 95% CI error bars: the ranked metric's family side by side when the suite's
+    presenter names one (ProactBench: per trigger type), otherwise the ranked metric per row."""
+    found = presenter_for(board.suite).metric_family(board.metric, set(board.metric_names))
+    typed = list(found.members) if found else []
     family = [n for _, n in typed] or [board.metric]
     labels = [t for t, _ in typed] or [board.metric]
     rows = board.rows
@@ -83,42 +71,52 @@ def metric_bars(board: Leaderboard) -> str:
         xs = [j + (i - (len(rows) - 1) / 2) * width for j in range(len(family))]
         ax.bar(xs, values, width=width * 0.95, yerr=_yerr(metrics), capsize=3, label=row_label(row))
     ax.set_xticks(range(len(family)), labels)
-    ax.set_ylabel(board.metric if not typed else _FAMILY.sub(r"\g<pre>_<type>_\g<post>", board.metric))
+    ax.set_ylabel(found.axis if found and typed else board.metric)
     values = [m.value for r in rows for m in r.metrics.values() if m.value is not None]
     if values and min(values) >= 0 and max(values) <= 1:
         ax.set_ylim(0, 1.05)
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_title(f"{board.suite}: {board.metric} with 95% CI" if len(family) == 1
-                 else f"{board.suite}: per trigger type, 95% CI")
+                 else f"{board.suite}: per {found.label if found else 'metric'}, 95% CI")
     if len(rows) > 1 or len(family) > 1:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return to_svg(fig)
 
 
-def style_heatmap(board: Leaderboard) -> str | None:
-    """ProactBench's per-style breakdown (the headline score per conversation style) as a
-    rows x styles heatmap; None when no row has a style breakdown."""
-    rows = [r for r in board.rows if r.breakdowns.get("style")]
+def breakdown_heatmap(board: Leaderboard, key: str) -> str | None:
+    """The headline score per group of one breakdown (`key`, e.g. ProactBench's conversation
+    `style`) as a rows x groups heatmap; None when no row has that breakdown."""
+    rows = [r for r in board.rows if r.breakdowns.get(key)]
     if not rows:
         return None
-    styles = sorted({s for r in rows for s in r.breakdowns["style"]}, key=lambda s: (len(s), s))
-    grid = [[(cell.value if (cell := r.breakdowns["style"].get(s)) is not None else None)
-             for s in styles] for r in rows]
+    groups = sorted({s for r in rows for s in r.breakdowns[key]}, key=lambda s: (len(s), s))
+    grid = [[(cell.value if (cell := r.breakdowns[key].get(s)) is not None else None)
+             for s in groups] for r in rows]
     data = [[math.nan if v is None else v for v in line] for line in grid]
-    fig = _figure(max(5.0, 2.5 + 0.7 * len(styles)), 1.6 + 0.45 * len(rows))
+    fig = _figure(max(5.0, 2.5 + 0.7 * len(groups)), 1.6 + 0.45 * len(rows))
     ax = fig.add_subplot()
     image = ax.imshow(data, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(styles)), [f"style {s}" for s in styles])
+    ax.set_xticks(range(len(groups)), [f"{key} {s}" for s in groups])
     ax.set_yticks(range(len(rows)), [row_label(r) for r in rows])
     for y, row in enumerate(rows):
-        for x, style in enumerate(styles):
-            m = row.breakdowns["style"].get(style)
+        for x, group in enumerate(groups):
+            m = row.breakdowns[key].get(group)
             text = "-" if m is None or m.value is None else f"{m.value:.2f}\nn={m.n}"
             dark = m is not None and m.value is not None and m.value > 0.6
             ax.text(x, y, text, ha="center", va="center", fontsize=7, color="black" if dark else "white")
     fig.colorbar(image, ax=ax, label="headline score")
-    ax.set_title(f"{board.suite}: headline score per style")
+    ax.set_title(f"{board.suite}: headline score per {key}")
     return to_svg(fig)
+
+
+def breakdown_heatmaps(board: Leaderboard) -> list[tuple[str, str, str]]:
+    """(breakdown key, caption, svg) of every heatmap the suite's presenter asks for."""
+    out = []
+    for key, caption in presenter_for(board.suite).heatmaps:
+        svg = breakdown_heatmap(board, key)
+        if svg:
+            out.append((key, caption, svg))
+    return out
 
 
 def load_bench(path: Path) -> dict[str, Any]:

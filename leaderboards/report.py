@@ -12,7 +12,7 @@ from pathlib import Path
 from harness.suite import ReportSection
 from leaderboards.aggregate import Leaderboard
 from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
-from leaderboards.plots import adapter_throughput, load_bench, metric_bars, row_label, style_heatmap
+from leaderboards.plots import adapter_throughput, breakdown_heatmaps, load_bench, metric_bars, row_label
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #222; }
@@ -105,10 +105,8 @@ def html_report(board: Leaderboard, *, bench: list[Path], section: ReportSection
         "<h2>Charts</h2>",
         figure(metric_bars(board), "Bars: values; error bars: 95% CI.", "metric-bars"),
     ]
-    heatmap = style_heatmap(board)
-    if heatmap:
-        parts.append(figure(heatmap, "ProactBench headline score per conversation style (n: dialogues).",
-                            "style-heatmap"))
+    for key, caption, heatmap in breakdown_heatmaps(board):
+        parts.append(figure(heatmap, f"{board.suite}: headline score per {caption}.", f"{key}-heatmap"))
     if docs:
         parts.append(figure(adapter_throughput(docs), "Adapter serving: output tokens/s against the number of "
                             "adapters, per mode (base is the ceiling).", "adapter-throughput"))

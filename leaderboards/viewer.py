@@ -177,7 +177,7 @@ class Handler(BaseHTTPRequestHandler):
             record = index.read(int(number))
             if raw:
                 return self._send(200, json.dumps(record, indent=2, ensure_ascii=False), "application/json")
-            return self._send(200, sample_page(run.run_id, int(number), len(index), record))
+            return self._send(200, sample_page(run.run_id, int(number), len(index), record, suite=run.suite))
         except (HarnessError, OSError, ValueError) as exc:
             return self._send(HTTPStatus.INTERNAL_SERVER_ERROR, page("error", f"<h1>Error</h1><p>{escape(str(exc))}</p>"))
 

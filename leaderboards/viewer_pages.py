@@ -9,6 +9,8 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from harness.presenter import Presenter, message_html, presenter_for
+
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5rem auto; max-width: 70rem; padding: 0 1rem; color: #222; }
 table { border-collapse: collapse; margin: .5rem 0 1rem; } th, td { border: 1px solid #ccc; padding: .2rem .5rem;
@@ -16,7 +18,6 @@ text-align: left; vertical-align: top; } th { background: #f3f3f3; }
 .msg { border: 1px solid #ddd; border-radius: 6px; padding: .5rem .75rem; margin: .5rem 0; white-space: pre-wrap; }
 .role { font-weight: bold; font-size: .8rem; text-transform: uppercase; color: #555; white-space: normal; }
 .user { background: #f5f8ff; } .assistant { background: #f7fff5; } .system { background: #fafafa; }
-.trigger { border-left: 4px solid #888; padding: .25rem .75rem; margin: .5rem 0 1.25rem; background: #fcfcfc; }
 .label { font-weight: bold; padding: 0 .35rem; border-radius: 3px; }
 .PASS { background: #c8f0c8; } .PARTIAL { background: #fbe7b5; } .FAIL { background: #f6c6c6; }
 .SKIPPED, .ERROR { background: #ddd; } .errors { background: #fff0f0; border: 1px solid #e99; padding: .5rem; }
@@ -26,9 +27,10 @@ mark { background: #ffe066; } pre { white-space: pre-wrap; word-break: break-wor
 """
 
 
-def page(title: str, body: str) -> str:
+def page(title: str, body: str, css: str = "") -> str:
+    """A whole page; `css`: a family presenter's own rules, after the viewer's."""
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>{escape(title)}</title>'
-            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+            f"<style>{CSS}{css}</style></head><body>\n{body}\n</body></html>\n")
 
 
 def _e(value: Any) -> str:
@@ -63,19 +65,19 @@ def runs_page(runs: list[Any], run_dirs: list[str]) -> str:
     return page("runs", f"<h1>Runs</h1><p class=\"muted\">{_e(', '.join(run_dirs))}</p>{table}")
 
 
-def _labels(record: dict[str, Any]) -> str:
-    """A short verdict summary for the list: trigger labels where the suite records them."""
+def _labels(presenter: Presenter, record: dict[str, Any]) -> str:
+    """A short verdict summary for the list: the family presenter's, else the scores themselves."""
     scores = record.get("scores") or {}
-    triggers = scores.get("triggers")
-    if isinstance(triggers, list) and triggers:
-        return " ".join(f'<span class="label {_e(t.get("label"))}">{_e(t.get("type", ""))[:1]}:{_e(t.get("label"))}'
-                        "</span>" for t in triggers if isinstance(t, dict))
+    labels = presenter.sample_labels(scores)
+    if labels is not None:
+        return labels
     text = json.dumps(scores, ensure_ascii=False)
     return _e(text if len(text) <= 120 else text[:117] + "...")
 
 
 def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], listed: list[tuple[int, dict[str, Any]]],
              *, total: int, matching: int, page_no: int, pages: int, per_page: int, status: str, q: str) -> str:
+    presenter = presenter_for(str(run.suite))
     parts = [f'<p><a href="/">all runs</a></p><h1>{_e(run.run_id)}</h1>',
              f"<p>{_e(run.suite)} {_e(run.suite_version)} &middot; {_e(run.status)} &middot; {total} samples, "
              f"{run.errors} errors</p>"]
@@ -95,7 +97,7 @@ def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], l
                  f'<input type="hidden" name="per_page" value="{per_page}"><button>apply</button></form>')
     rows = "".join(
         f'<tr class="sample"><td>{i + 1}</td><td><a href="{_e(sample_link(run.run_id, i))}">{_e(rec.get("sample_id"))}'
-        f'</a></td><td>{_e(rec.get("epoch"))}</td><td>{_e(rec.get("status"))}</td><td>{_labels(rec)}</td>'
+        f'</a></td><td>{_e(rec.get("epoch"))}</td><td>{_e(rec.get("status"))}</td><td>{_labels(presenter, rec)}</td>'
         f'<td>{len(rec.get("errors") or [])}</td></tr>' for i, rec in listed)
     parts.append("<table><thead><tr><th>#</th><th>sample</th><th>epoch</th><th>status</th><th>verdicts</th>"
                  f"<th>errors</th></tr></thead><tbody>{rows}</tbody></table>")
@@ -108,78 +110,7 @@ def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], l
 
     parts.append(f'<p class="pager">{nav("first", 1)}{nav("prev", page_no - 1)}<span>page {page_no} of {pages} '
                  f"({matching} matching)</span>{nav('next', page_no + 1)}{nav('last', pages)}</p>")
-    return page(run.run_id, "\n".join(parts))
-
-
-def highlight(text: str, evidence: str | None) -> tuple[str, bool]:
-    """The escaped text with the judge's evidence quote marked; (html, found)."""
-    text = text or ""
-    if evidence:
-        at = text.find(evidence)
-        if at < 0:
-            at = text.lower().find(evidence.lower())
-        if at >= 0:
-            end = at + len(evidence)
-            return f"{escape(text[:at])}<mark>{escape(text[at:end])}</mark>{escape(text[end:])}", True
-    return escape(text), False
-
-
-def _message(role: str, body_html: str, extra: str = "") -> str:
-    return f'<div class="msg {_e(role)}"><div class="role">{_e(role)}{extra}</div>{body_html}</div>'
-
-
-def _verdict(result: dict[str, Any]) -> str:
-    label = result.get("score") or result.get("status") or "?"
-    parts = [f'<p>judge: <span class="label {_e(label)}">{_e(label)}</span> <span class="muted">'
-             f"({_e(result.get('status'))}, {_e(result.get('model'))})</span></p>"]
-    if result.get("rationale"):
-        parts.append(f'<p class="rationale"><b>rationale:</b> {_e(result["rationale"])}</p>')
-    if result.get("evidence"):
-        parts.append(f'<p class="evidence"><b>evidence:</b> &ldquo;{_e(result["evidence"])}&rdquo;</p>')
-    if result.get("error"):
-        parts.append(f'<p class="errors">{_e(result["error"])}</p>')
-    for judge in result.get("judges") or []:
-        if isinstance(judge, dict):
-            parts.append(f'<p class="muted">{_e(judge.get("model"))}: {_e(judge.get("score") or judge.get("status"))}'
-                         f" &mdash; {_e(judge.get('rationale'))}</p>")
-    if result.get("votes"):
-        parts.append(f'<p class="muted">votes: {_e(json.dumps(result["votes"]))}</p>')
-    return "".join(parts)
-
-
-def _rubric(rubric: dict[str, Any]) -> str:
-    rows = "".join(f"<tr><th>{_e(k.replace('_criteria', ''))}</th><td>{_e(v)}</td></tr>"
-                   for k, v in rubric.items() if k != "type")
-    return f'<table class="rubric">{rows}</table>'
-
-
-def _dialogue(output: dict[str, Any], scores: dict[str, Any]) -> str:
-    """ProactBench-format rows: turns with the regenerated reply at each trigger, its rubric and
-    verdict (the scorer's `verdicts`; records of format 1 kept them in the output)."""
-    triggers = {tp.get("turn"): dict(tp) for tp in output.get("trigger_points") or [] if isinstance(tp, dict)}
-    for v in scores.get("verdicts") or []:
-        if isinstance(v, dict):
-            triggers.setdefault(v.get("turn"), {"evaluation_rubric": {"type": v.get("type")}})["evaluation_result"] = \
-                v.get("evaluation_result")
-    parts = []
-    for tr in output.get("turn_records") or []:
-        tp = triggers.get(tr.get("turn"))
-        parts.append(_message("user", _e(tr.get("user_message")), f" &middot; turn {_e(tr.get('turn'))}"))
-        result = (tp or {}).get("evaluation_result") or {}
-        reply, found = highlight(tr.get("assistant_response") or "", result.get("evidence"))
-        note = " &middot; model under test" if tp else ""
-        if tp and result.get("evidence") and not found:
-            note += ' &middot; <span class="muted">evidence not found in this reply</span>'
-        parts.append(_message("assistant", reply, note))
-        original = tr.get("original_assistant_response")
-        if original and original != tr.get("assistant_response"):
-            parts.append(f"<details><summary>curated reply (reference)</summary>{_message('assistant', _e(original))}"
-                         "</details>")
-        if tp:
-            rubric = tp.get("evaluation_rubric") or {}
-            parts.append(f'<div class="trigger"><p><b>trigger:</b> {_e(rubric.get("type"))}</p>{_rubric(rubric)}'
-                         f"{_verdict(result)}</div>")
-    return "".join(parts)
+    return page(run.run_id, "\n".join(parts), presenter.css)
 
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
@@ -218,10 +149,11 @@ def _error_text(error: Any) -> str:
 
 
 def _chat(messages: list[Any]) -> str:
-    return "".join(_message(str(m.get("role", "?")), _e(m.get("content"))) for m in messages if isinstance(m, dict))
+    return "".join(message_html(str(m.get("role", "?")), _e(m.get("content"))) for m in messages if isinstance(m, dict))
 
 
-def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> str:
+def sample_page(run_id: str, index: int, total: int, record: dict[str, Any], suite: str = "") -> str:
+    presenter = presenter_for(suite)
     output = record.get("output") or {}
     back = run_link(run_id, page=index // 50 + 1)
     nav = (f'<p class="pager"><a href="{_e(back)}">back to run</a>'
@@ -234,10 +166,8 @@ def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> 
     if record.get("errors"):
         parts.append('<div class="errors"><b>errors</b><ul>' + "".join(f"<li>{_e(_error_text(e))}</li>" for e in record["errors"])
                      + "</ul></div>")
-    transcript = ""
-    if output.get("turn_records"):
-        transcript = _dialogue(output, record.get("scores") or {})
-    elif isinstance(chat := output.get("messages") or output.get("transcript"), list):
+    transcript = presenter.sample_view(output, record.get("scores") or {}) or ""
+    if not transcript and isinstance(chat := output.get("messages") or output.get("transcript"), list):
         transcript = _chat(chat)
     pictures = _pictures(output.get("pictures"))
     if pictures:
@@ -262,4 +192,4 @@ def sample_page(run_id: str, index: int, total: int, record: dict[str, Any]) -> 
                          f"<td>{_e(c.get('finish_reason'))}</td></tr>" for c in calls) + "</table></details>")
     parts.append(f"<details><summary>output (raw)</summary><pre>{_e(json.dumps(_without_pictures(output), indent=2, ensure_ascii=False))}"
                  "</pre></details>")
-    return page(f"{record.get('sample_id')} - {run_id}", "\n".join(parts))
+    return page(f"{record.get('sample_id')} - {run_id}", "\n".join(parts), presenter.css)

@@ -1,5 +1,6 @@
-"""A suite from a package of its own -- one module and one entry point, nothing in this project
-touched -- runs end to end through `harness eval`, `harness score` and `harness leaderboard export`."""
+"""A suite from a package of its own -- one module and two entry points (the suite and its
+presenter), nothing in this project touched -- runs end to end through `harness eval`, `harness
+score`, `harness leaderboard export` and `harness view` (its presenter draws the samples)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,18 @@ from pydantic import Field
 
 from harness.providers.base import GenerateConfig
 from harness.stats import ratio_metric
+from harness.presenter import Presenter, e
 from harness.suite import FunctionScorer, Sample, Score, Suite, SuiteOptions, Transcript
+
+
+class EchoPresenter(Presenter):
+    css = ".echo-view { border: 2px solid teal; }"
+
+    def sample_view(self, output, scores):
+        return f'<div class="echo-view">said {e(output.get("reply"))}</div>'
+
+    def sample_labels(self, scores):
+        return f'<span class="echo-badge">{"right" if scores.get("correct") else "wrong"}</span>'
 
 
 class Options(SuiteOptions):
@@ -63,11 +75,12 @@ def _package(tmp_path: Path) -> dict[str, str]:
     (root / "toy_suite.py").write_text(textwrap.dedent(MODULE))
     (root / "toy_suite-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-suite\nVersion: 0.1\n")
     (root / "toy_suite-0.1.dist-info" / "entry_points.txt").write_text(
-        "[harness.suites]\necho-numbers = toy_suite:EchoNumbers\n")
+        "[harness.suites]\necho-numbers = toy_suite:EchoNumbers\n\n"
+        "[harness.presenters]\necho-numbers = toy_suite:EchoPresenter\n")
     return {"PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
 
 
-def test_a_suite_from_its_own_package_runs_scores_and_exports(tmp_path):
+def test_a_suite_from_its_own_package_runs_scores_exports_and_shows(tmp_path, monkeypatch):
     env = _package(tmp_path)
     run_dir = tmp_path / "runs"
     proc = harness_cli("describe", "echo-numbers", env=env)
@@ -95,3 +108,17 @@ def test_a_suite_from_its_own_package_runs_scores_and_exports(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = board.read_text()
     assert "openai/a" in text and "openai/j" in text and "scored by judge" in text
+    # `harness view`: the samples drawn by the plugin's own presenter (found by its entry point)
+    from harness.presenter import presenter_for
+    from tests.leaderboards.test_viewer import get, serving
+
+    monkeypatch.syspath_prepend(str(tmp_path / "plugin"))
+    presenter_for.cache_clear()
+    try:
+        with serving(run_dir) as url:
+            status, html, _ = get(f"{url}/runs/{source}")
+            assert status == 200 and html.count('<span class="echo-badge">right</span>') == 3
+            status, html, _ = get(f"{url}/runs/{source}/samples/0")
+            assert status == 200 and '<div class="echo-view">said ' in html and ".echo-view { border" in html
+    finally:
+        presenter_for.cache_clear()

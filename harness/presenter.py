@@ -1,0 +1,100 @@
+"""How a family's runs are shown, beside what they are: the suite contract (`harness.suite`) says
+what a task is; a presenter, found by entry point, says how its samples and metrics are drawn, so
+that the viewer and the report (`leaderboards/`) name no suite.
+
+A family registers a `Presenter` subclass under the entry-point group `harness.presenters`; the
+entry's name is a suite name, or a prefix ending in `*` for a family of suites (`proact*`,
+`papers.*`). Every hook
+is optional: the base class draws nothing special and the viewer falls back to its generic views.
+Hooks return trusted HTML: every text that came from a record goes through `escape` (model output
+is data); the helpers below do that for the common pieces (a chat message, a judge's label, a
+quote highlighted in a reply).
+
+May import: the standard library and `harness` (errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from html import escape
+from importlib.metadata import entry_points
+from typing import Any, ClassVar
+
+GROUP = "harness.presenters"
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """Sibling metrics drawn side by side (e.g. a score per trigger type): `members` are
+    (label, metric) in drawing order; `label` names what varies across them ("trigger type") and
+    `axis` the family as one quantity ("proactivity_<type>_weighted_score")."""
+
+    label: str
+    axis: str
+    members: tuple[tuple[str, str], ...]
+
+
+class Presenter:
+    """The hooks a family may give. The base class is the generic presenter."""
+
+    css: ClassVar[str] = ""  # extra style rules the family's views use (added to the viewer's page)
+    # Breakdowns (`Suite.breakdowns` keys) the report draws as heatmaps: (key, caption).
+    heatmaps: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def sample_view(self, output: Mapping[str, Any], scores: Mapping[str, Any]) -> str | None:
+        """A sample's transcript as HTML (the viewer's sample page); None: the generic view."""
+        return None
+
+    def sample_labels(self, scores: Mapping[str, Any]) -> str | None:
+        """A short verdict summary for a run's sample list; None: the generic one (the scores)."""
+        return None
+
+    def metric_family(self, metric: str, names: Collection[str]) -> MetricFamily | None:
+        """The siblings of `metric` among `names` to chart side by side; None: chart it alone."""
+        return None
+
+
+@lru_cache(maxsize=64)
+def presenter_for(suite: str) -> Presenter:
+    """The presenter registered for `suite` (by its name, else by its longest `prefix*`), or the
+    generic one."""
+    found = {ep.name: ep for ep in entry_points(group=GROUP)}
+    prefixes = [n for n in found if n.endswith("*") and suite.startswith(n[:-1])]
+    names = [suite] + sorted(prefixes, key=len, reverse=True)
+    for name in names:
+        if name in found:
+            cls = found[name].load()
+            if isinstance(cls, type) and issubclass(cls, Presenter):
+                return cls()
+    return Presenter()
+
+
+# ---------------------------------------------------------------- HTML pieces for the views
+def e(value: Any) -> str:
+    """Any value as escaped text (None: empty)."""
+    return escape("" if value is None else str(value))
+
+
+def message_html(role: str, body_html: str, note: str = "") -> str:
+    """One chat message; `body_html` is already escaped, `note` is trusted markup."""
+    return f'<div class="msg {e(role)}"><div class="role">{e(role)}{note}</div>{body_html}</div>'
+
+
+def label_html(label: Any) -> str:
+    """A verdict label (PASS, PARTIAL, FAIL, ...) as a coloured badge."""
+    return f'<span class="label {e(label)}">{e(label)}</span>'
+
+
+def highlight(text: str, evidence: str | None) -> tuple[str, bool]:
+    """The escaped text with a quote (a judge's evidence) marked; (html, found)."""
+    text = text or ""
+    if evidence:
+        at = text.find(evidence)
+        if at < 0:
+            at = text.lower().find(evidence.lower())
+        if at >= 0:
+            end = at + len(evidence)
+            return f"{escape(text[:at])}<mark>{escape(text[at:end])}</mark>{escape(text[end:])}", True
+    return escape(text), False
