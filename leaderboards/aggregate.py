@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import HarnessError
+from harness.providers import is_synthetic
 from harness.providers.base import Usage
 from harness.records import Metric
 from leaderboards.prices import Price, role_costs
@@ -173,9 +174,6 @@ def rank_rows(rows: list[Row], metric: str, *, lower_is_better: bool = False) ->
     return [r for r, _ in scored] + unscored
 
 
-SYNTHETIC_PREFIX = "synthetic/"  # the fault-injecting mock generators (environments/prograf/mock.py)
-
-
 def _refused_by_suite(runs: list[RunInfo], suite: str) -> tuple[str, str] | None:
     """The first run whose suite options its suite keeps off leaderboards (`Suite.leaderboard_refusal`)."""
     cls = installed_suite(suite)
@@ -208,7 +206,7 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
         states = ", ".join(f"{n} {s}" for s, n in Counter(r.status for r in runs).items())
         raise HarnessError(f"no complete runs of suite {suite!r} in {where} ({states}): finish them with "
                            "`harness eval --resume RUN_ID`, or pass --include-incomplete")
-    synthetic = [(r.run_id, spec) for r in kept for spec in r.models.values() if spec.startswith(SYNTHETIC_PREFIX)]
+    synthetic = [(r.run_id, spec) for r in kept for spec in r.models.values() if is_synthetic(spec)]
     if synthetic:
         run_id, spec = synthetic[0]
         raise HarnessError(f"run {run_id} used {spec}: a synthetic test generator, not a model; leaderboard export "

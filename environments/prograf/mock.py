@@ -175,6 +175,7 @@ class SyntheticProvider:
     """`synthetic/prograf-PROFILE`: the mock generator as a provider (tests only; labelled synthetic)."""
 
     name = "synthetic"
+    synthetic = True  # leaderboard export refuses its runs (harness.providers.is_synthetic)
 
     def validate(self, spec: ModelSpec) -> None:
         if spec.name.removeprefix("prograf-") not in PROFILES:

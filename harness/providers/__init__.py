@@ -21,7 +21,9 @@ class Provider(Protocol):
     Two optional hooks, looked up with `getattr` (`vllm/` has both): `replica_engines(spec)` -> None
     or (count, engine factory) for a spec that asks for Ray replicas (the Ray executor's driver
     starts them: `ray_replicas.start_replica_sets`), and `serve(spec, port)`, which `harness serve`
-    calls instead of the harness's own server (it may replace the process)."""
+    calls instead of the harness's own server (it may replace the process). A provider whose models
+    are labelled synthetic test generators, not models (ProGraf's mock), says so with
+    `synthetic = True`: leaderboard export refuses their runs (`is_synthetic`)."""
 
     name: str
 
@@ -41,6 +43,15 @@ def get_provider(name: str) -> Provider:
                                "(or run `make install`: pip install -e '.[local,kernels]')")
         _LOADED[name] = found[0].load()
     return _LOADED[name]
+
+
+def is_synthetic(spec_text: str) -> bool:
+    """Whether a stored model spec names a labelled synthetic generator (its provider says so); a
+    spec of a provider not installed here is not known to be one."""
+    provider = spec_text.partition("/")[0]
+    if provider not in provider_names():
+        return False
+    return bool(getattr(get_provider(provider), "synthetic", False))
 
 
 def validate_spec(spec: ModelSpec) -> None:

@@ -54,3 +54,13 @@ def test_a_synthetic_generator_run_is_refused_by_name_with_the_fix(tmp_path):
     message = str(err.value)
     assert "run run-mock" in message and "synthetic/prograf-weak-circuits" in message
     assert "move them out of --run-dir" in message
+
+
+def test_synthetic_is_the_providers_label_not_a_name_prefix():
+    """The leaderboard asks the provider registry (the mock's provider says `synthetic = True`);
+    leaderboards/ names no provider."""
+    from harness.providers import is_synthetic
+
+    assert is_synthetic("synthetic/prograf-weak-circuits")
+    assert not is_synthetic("openai/synthetic-data-model") and not is_synthetic("local/smollm2-135m")
+    assert not is_synthetic("nosuch/model")  # a provider not installed here is not known to be one
