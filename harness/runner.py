@@ -201,9 +201,10 @@ def git_revision() -> str | None:
         return None
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str]:
+    """The installed version of each of `names` (a package not installed is left out)."""
     found = {}
-    for name in TRACKED_PACKAGES:
+    for name in names:
         try:
             found[name] = version(name)
         except PackageNotFoundError:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
@@ -24,6 +23,7 @@ from pydantic import BaseModel, Field
 from harness.claims import Claim, Condition, Departure, SeedPlan
 from harness.claims.model import cell_id
 from harness.records import Metric, SampleRecord
+from harness.runner import package_versions
 from harness.stats import mean_metric
 from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
                            SuiteOptions, Transcript)
@@ -40,16 +40,6 @@ class PaperOptions(SuiteOptions):
     first_seed: int = Field(0, ge=0, le=100_000, description="the first seed (a claim check's later look runs only its new seeds)")
 
 
-def package_versions() -> dict[str, str]:
-    found = {}
-    for name in VERSIONED_PACKAGES:
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return found
-
-
 class CellResult(BaseModel):
     """What a solver records for one cell: its name, the cell, and its own typed `answer`."""
 
@@ -58,7 +48,7 @@ class CellResult(BaseModel):
     seed: int
     answer: dict[str, Any]
     wall_s: float
-    versions: dict[str, str] = Field(default_factory=package_versions)
+    versions: dict[str, str] = Field(default_factory=lambda: package_versions(VERSIONED_PACKAGES))
 
 
 class PaperTask(Suite):

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -37,6 +36,7 @@ from pydantic import BaseModel, Field, field_validator
 from harness.claims.model import Scalar, cell_id
 from harness.errors import HarnessError
 from harness.records import Metric, SampleRecord
+from harness.runner import package_versions
 from harness.stats import mean_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
@@ -86,14 +86,6 @@ def training(options: RlOptions) -> dict[str, Scalar]:
     return {k: getattr(options, k) for k in TRAINING}
 
 
-def package_versions() -> dict[str, str]:
-    found = {}
-    for name in ("torch", "transformers"):
-        try:
-            found[name] = version(name)
-        except PackageNotFoundError:
-            continue
-    return found
 
 
 class RlCell(BaseModel):
@@ -204,7 +196,7 @@ class RlSuite(Suite):
             model, tokenizer = load_policy(o.model)
             result = train_rl(cfg, model, tokenizer)
         return RlCell(solver=o.solver, rank=rank, seed=seed, model=o.model, config=result.config,
-                      rewards=result.rewards, seconds=result.seconds, versions=package_versions())
+                      rewards=result.rewards, seconds=result.seconds, versions=package_versions(("torch", "transformers")))
 
     def scorers(self) -> dict[str, Scorer]:
         return {"reward": FunctionScorer("reward", self._score, description=(
