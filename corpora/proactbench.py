@@ -1,17 +1,25 @@
 """Loader for corpora in the official ProactBench release format (`final_dialogues.jsonl`).
 
 Accepts a JSONL path, a folder of dialogue JSONL files, or, where the network allows, a Hugging
-Face datasets id. Every row is validated against ROW_SCHEMA and then read into the typed
-`CorpusRow` (`corpora.proact_types`); the first bad row stops loading with one line naming the
-file, the line and the field. Unreadable input (a folder without dialogue files, a binary or
-non-UTF-8 file, a source that holds no rows) is one line too, naming the input and the fix.
+Face dataset id (its `final_dialogues.jsonl` is fetched and read as a file). Every row is
+validated against ROW_SCHEMA and then read into the typed `CorpusRow` (`corpora.proact_types`);
+the first bad row stops loading with one line naming the file, the line and the field.
+Unreadable input (a folder without dialogue files, a binary or non-UTF-8 file, a source that
+holds no rows) is one line too, naming the input and the fix.
+
+Two layouts of a row are accepted (`row_layout`): `labelled`, where every trigger carries a
+curation-time `evaluation_result` (the project's own corpus, copies of the release from before
+its labels were removed, `harness corpus build` output), and `rubrics`, the release's current
+layout, where a trigger is only `{turn, evaluation_rubric}` and the row has no `trigger_stats`.
+A row in between (some triggers labelled, counts without labels) or a row of another file kind
+(a per-model results row) is one error naming the file, the line and what is missing.
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import jsonschema
 import pydantic
@@ -25,6 +33,20 @@ if TYPE_CHECKING:
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "proact" / "dialogues.jsonl"
 _FIX = "pass --corpus PATH to a final_dialogues.jsonl file (or a folder of them)"
+
+# The Hugging Face dataset ids the release names: the evaluation code, its docs and smoke test
+# load `bosonai/proactbench`; the release's staging script uploads to `boson-ai/proactbench-data`
+# (that repository also holds eval/ and human_eval/, so only the corpus file is fetched).
+RELEASE_DATASET_IDS = ("bosonai/proactbench", "boson-ai/proactbench-data")
+HUB_CORPUS_FILE = "final_dialogues.jsonl"
+
+Layout = Literal["labelled", "rubrics"]
+LAYOUT_NAMES: dict[str, str] = {
+    "labelled": "labelled (every trigger carries a curation-time evaluation_result)",
+    "rubrics": "rubrics only (the release's current layout: trigger_points[] = {turn, evaluation_rubric})",
+}
+_LAYOUTS_HELP = ("a corpus row is either in the release's current layout (trigger_points[] = {turn, "
+                 "evaluation_rubric}, no trigger_stats) or labelled (an evaluation_result on every trigger)")
 
 _RUBRIC = {
     "type": "object",
@@ -93,9 +115,45 @@ def _pydantic_field(error: ErrorDetails) -> str:
     return path or "(row)"
 
 
+def _not_a_corpus_row(row: Any, where: str) -> None:
+    """A row of another kind of file, said as such before the schema names one field of it: a
+    per-model results row keeps only the trigger turns, each beside the curated reply."""
+    if not isinstance(row, dict):
+        return
+    records = row.get("turn_records")
+    if isinstance(records, list) and any(isinstance(t, dict) and "original_assistant_response" in t for t in records):
+        raise HarnessError(f"{where}: a per-model results row (turn_records carry original_assistant_response), "
+                           f"in neither corpus layout: {_LAYOUTS_HELP}, with every turn up to the last trigger; "
+                           f"read a results file with `harness proact metrics FILE`")
+    triggers = row.get("trigger_points")
+    if isinstance(triggers, list):
+        for i, tp in enumerate(triggers):
+            if isinstance(tp, dict) and "evaluation_rubric" not in tp:
+                raise HarnessError(f"{where}: field `trigger_points[{i}].evaluation_rubric` is missing, so the row is "
+                                   f"in neither corpus layout: {_LAYOUTS_HELP}; both need the rubric on every trigger")
+
+
+def row_layout(row: dict[str, Any], where: str) -> Layout:
+    """Which layout a schema-valid row is in; a row in neither is one error saying what is missing."""
+    labelled = [i for i, tp in enumerate(row["trigger_points"]) if tp.get("evaluation_result") is not None]
+    if not labelled:
+        if row.get("trigger_stats") is not None:
+            raise HarnessError(f"{where}: field `trigger_stats` is set but no trigger carries an evaluation_result, "
+                               f"so the row is in neither corpus layout: {_LAYOUTS_HELP}; drop trigger_stats, "
+                               f"or add the labels it counts")
+        return "rubrics"
+    unlabelled = [i for i in range(len(row["trigger_points"])) if i not in labelled]
+    if unlabelled:
+        raise HarnessError(f"{where}: field `trigger_points[{unlabelled[0]}].evaluation_result` is missing while "
+                           f"trigger_points[{labelled[0]}] has one, so the row is in neither corpus layout: "
+                           f"{_LAYOUTS_HELP}; label every trigger or none")
+    return "labelled"
+
+
 def validate_row(row: Any, where: str) -> dict[str, Any]:
-    """Schema, the typed model, and the cross-field facts the protocol relies on. `where` is
-    `file:line`. Returns the row as it was read (a dict)."""
+    """Schema, the typed model, the layout (`row_layout`) and the cross-field facts the protocol
+    relies on. `where` is `file:line`. Returns the row as it was read (a dict)."""
+    _not_a_corpus_row(row, where)
     check_schema(_VALIDATOR, row, where, "row")
     try:
         CorpusRow.model_validate(row)
@@ -103,6 +161,7 @@ def validate_row(row: Any, where: str) -> dict[str, Any]:
         first = exc.errors()[0]
         raise HarnessError(f"{where}: field `{_pydantic_field(first)}` is invalid: {first['msg']}; "
                            f"fix the row or remove it") from exc
+    row_layout(row, where)
     turns = {t["turn"] for t in row["turn_records"]}
     for i, tp in enumerate(row["trigger_points"]):
         if tp["turn"] not in turns:
@@ -127,19 +186,52 @@ def corpus_files(path: Path) -> list[Path]:
         return files
     if not path.exists():
         raise HarnessError(f"corpus file {path} not found: pass --corpus PATH to a final_dialogues.jsonl file, "
-                           f"a folder of them, or a Hugging Face dataset id such as bosonai/proactbench")
+                           f"a folder of them, or a Hugging Face dataset id ({' or '.join(RELEASE_DATASET_IDS)})")
     return [path]
 
 
-def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows and the corpus identity (path, sha256) for the manifest. A folder is read file by
-    file in name order, ids unique across its files; its sha256 covers every file read."""
-    path = Path(source) if source is not None else DEFAULT_CORPUS
+def is_hub_id(source: str | Path | None) -> bool:
+    """`owner/name` that is no existing path and no file name: a Hugging Face dataset id."""
+    if source is None or Path(source).exists():
+        return False
     text = str(source)
-    looks_like_hub_id = (source is not None and text.count("/") == 1 and not text.endswith((".jsonl", ".json"))
-                         and not text.startswith((".", "/")))
-    if not path.exists() and looks_like_hub_id:
-        return _load_hub(text), {"path": f"hf:{text}", "sha256": None}
+    return text.count("/") == 1 and not text.endswith((".jsonl", ".json")) and not text.startswith((".", "/"))
+
+
+def hub_corpus_file(dataset_id: str) -> Path:
+    """The dataset's `final_dialogues.jsonl`, fetched into the Hugging Face cache (reused offline
+    once fetched). Only that file: the release's dataset repository holds other JSONL files too."""
+    try:
+        from huggingface_hub import hf_hub_download
+
+        return Path(hf_hub_download(repo_id=dataset_id, filename=HUB_CORPUS_FILE, repo_type="dataset"))
+    except Exception as exc:  # noqa: BLE001 - any hub failure is one line for the user
+        raise HarnessError(
+            f"could not fetch {HUB_CORPUS_FILE} of Hugging Face dataset {dataset_id!r} ({type(exc).__name__}); "
+            f"the release's ids are {' and '.join(RELEASE_DATASET_IDS)}; without network, download "
+            f"{HUB_CORPUS_FILE} and pass --corpus PATH"
+        ) from exc
+
+
+def corpus_layout(rows: list[dict[str, Any]]) -> str:
+    """`labelled`, `rubrics`, or `mixed` for a corpus whose rows differ (each row is in one)."""
+    found = {row_layout(row, "") for row in rows}
+    return found.pop() if len(found) == 1 else "mixed"
+
+
+def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Rows and the corpus identity (path, sha256, layout) for the manifest. A folder is read file
+    by file in name order, ids unique across its files; its sha256 covers every file read. A
+    dataset id is read from its fetched file, so it is hashed like any file."""
+    if is_hub_id(source):
+        dataset_id = str(source)
+        file = hub_corpus_file(dataset_id)
+        rows, identity = _load_path(file)
+        return rows, identity | {"path": f"hf:{dataset_id}", "file": str(file)}
+    return _load_path(Path(source) if source is not None else DEFAULT_CORPUS)
+
+
+def _load_path(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     files = corpus_files(path)
     rows: list[dict[str, Any]] = []
     seen: dict[str, str] = {}
@@ -152,27 +244,11 @@ def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str
         where = f"corpus folder {path} holds no rows in its {len(files)} .jsonl file(s)" if path.is_dir() \
             else f"corpus file {path} has no rows"
         raise HarnessError(f"{where}: pass --corpus PATH to a non-empty final_dialogues.jsonl")
+    layout = corpus_layout(rows)
     if path.is_dir():
         return rows, {"path": str(path.resolve()), "files": [str(f.resolve()) for f in files],
-                      "sha256": digest.hexdigest()}
-    return rows, {"path": str(path.resolve()), "sha256": _sha256(path)}
-
-
-def _load_hub(dataset_id: str) -> list[dict[str, Any]]:
-    try:
-        import datasets
-
-        ds = datasets.load_dataset(dataset_id, split="train")
-    except Exception as exc:  # noqa: BLE001 - any hub failure is one line for the user
-        raise HarnessError(
-            f"could not load Hugging Face dataset {dataset_id!r} ({type(exc).__name__}); "
-            f"without network, download final_dialogues.jsonl and pass --corpus PATH"
-        ) from exc
-    rows = []
-    for i, row in enumerate(ds):
-        validate_row(row, f"hf:{dataset_id}[{i}]")
-        rows.append(row)
-    return rows
+                      "sha256": digest.hexdigest(), "layout": layout}
+    return rows, {"path": str(path.resolve()), "sha256": _sha256(path), "layout": layout}
 
 
 def _sha256(path: Path) -> str:

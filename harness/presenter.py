@@ -8,9 +8,10 @@ entry's name is a suite name, or a prefix ending in `*` for a family of suites (
 is optional: the base class draws nothing special and the viewer falls back to its generic views.
 Hooks return trusted HTML: every text that came from a record goes through `escape` (model output
 is data); the helpers below do that for the common pieces (a chat message, a judge's label, a
-quote highlighted in a reply).
+quote highlighted in a reply). A family that has published results (a paper's released
+metrics) can also give them as reference rows (`reference_rows`), shown beside the user's runs.
 
-May import: the standard library and `harness` (errors).
+May import: the standard library and `harness` (errors, records).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from html import escape
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, ClassVar
+
+from harness.records import Metric
 
 GROUP = "harness.presenters"
 
@@ -36,12 +40,27 @@ class MetricFamily:
     members: tuple[tuple[str, str], ...]
 
 
+@dataclass(frozen=True)
+class ReferenceRow:
+    """A published result shown beside the user's runs: the model, the judge that scored it (the
+    comparison is only direct under the same judge), the file its figures come from, and its
+    metrics under the suite's own names (a CI only where the publication gives enough to compute
+    one)."""
+
+    model: str
+    judge: str
+    source: str
+    metrics: Mapping[str, Metric]
+
+
 class Presenter:
     """The hooks a family may give. The base class is the generic presenter."""
 
     css: ClassVar[str] = ""  # extra style rules the family's views use (added to the viewer's page)
     # Breakdowns (`Suite.breakdowns` keys) the report draws as heatmaps: (key, caption).
     heatmaps: ClassVar[tuple[tuple[str, str], ...]] = ()
+    # What `--published DIR` names for this family, said when the folder is missing or wrong.
+    reference_hint: ClassVar[str] = ""
 
     def sample_view(self, output: Mapping[str, Any], scores: Mapping[str, Any]) -> str | None:
         """A sample's transcript as HTML (the viewer's sample page); None: the generic view."""
@@ -53,6 +72,12 @@ class Presenter:
 
     def metric_family(self, metric: str, names: Collection[str]) -> MetricFamily | None:
         """The siblings of `metric` among `names` to chart side by side; None: chart it alone."""
+        return None
+
+    def reference_rows(self, source: Path) -> list[ReferenceRow] | None:
+        """The published results in `source` (a folder the user names), read at run time and never
+        copied; None: this family has none to show. A missing or malformed source is a
+        `HarnessError` naming the file."""
         return None
 
 

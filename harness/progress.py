@@ -1,6 +1,6 @@
 """The progress bar: done/total, throughput, ETA, the error count and, when a provider rate-limits
 the run, the adaptive limit's state ("rate-limited, waiting 12s, limit 4"), so a paused run does not
-look hung."""
+look hung; and the spend so far per role with its caps ("spend: judge $0.0412 (caps: judge=$5)")."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class RunProgress:
             TextColumn("{task.fields[rate]}"),
             TextColumn("[red]{task.fields[errors]} errors"),
             TextColumn("[yellow]{task.fields[limits]}"),
+            TextColumn("[cyan]{task.fields[spend]}"),
             TimeElapsedColumn(),
             TextColumn("ETA"),
             TimeRemainingColumn(),
@@ -38,7 +39,7 @@ class RunProgress:
             transient=False,
             refresh_per_second=4,
         )
-        self.task = self.progress.add_task(description, total=total, completed=done, rate="", errors=0, limits="")
+        self.task = self.progress.add_task(description, total=total, completed=done, rate="", errors=0, limits="", spend="")
 
     def __enter__(self) -> "RunProgress":
         self.progress.__enter__()
@@ -55,6 +56,10 @@ class RunProgress:
         done_here = task.completed + 1 - self._started_at_done
         rate = f"{done_here / elapsed:.1f} samples/s" if elapsed > 0 else ""
         self.progress.update(self.task, advance=1, rate=rate, errors=self.errors)
+
+    def show_spend(self, text: str) -> None:
+        """What the run has paid so far, per role, and its caps (`harness.spend`; "" before any call)."""
+        self.progress.update(self.task, spend=text)
 
     def show_limits(self, text: str) -> None:
         """The adaptive limits' state (`harness.limits.describe`; "" when nothing to say)."""

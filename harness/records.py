@@ -25,6 +25,7 @@ from harness.errors import HarnessError
 from harness.redact import redact_text, redact_url
 from harness.spec import panel_roles
 from harness.providers.base import ConstraintPath, Usage
+from harness.spend import Budget, RoleSpend
 
 
 # Version of the records format. 1: records written before the suite contract (errors as strings,
@@ -117,11 +118,13 @@ class RunConfig(BaseModel):
     sample_timeout_s: float = 3600.0
     max_retries: int = 5
     cache: bool = True
+    budgets: list[Budget] = []  # --budget: caps on what roles may spend (harness/spend.py)
+    prices_file: str | None = None  # --prices: rates for models without a list price
 
     # base_url says where a model is served, not which model: a resumed run may move endpoints
     # (and the stored one has its password masked).
     EXECUTION_ONLY: ClassVar[set[str]] = {"base_url", "max_connections", "call_timeout_s", "sample_timeout_s",
-                                          "max_retries", "cache"}
+                                          "max_retries", "cache", "budgets", "prices_file"}
 
     @model_validator(mode="before")
     @classmethod
@@ -218,6 +221,9 @@ class RunManifest(Versioned):
     command: list[str] = Field(default_factory=list)
     scorer: str | None = Field(None, description="the scorer whose scores the samples carry")
     source_run: str | None = Field(None, description="`harness score`: the run whose transcripts were re-scored")
+    spend: dict[str, Usage] = Field(default_factory=dict,
+                                    description="role -> what its calls paid so far, over every session (harness/spend.py)")
+    stop_reason: str | None = Field(None, description="why the run stopped before its end (a budget), if it did")
 
 
 class CallRecord(BaseModel):
@@ -292,6 +298,8 @@ class RunSummary(Versioned):
     official: dict[str, Any] = Field(default_factory=dict)  # the suite's own release format, if any
     scorer: str | None = None
     source_run: str | None = None
+    spend: dict[str, RoleSpend] = Field(default_factory=dict)  # role -> paid tokens, calls and dollars
+    stop_reason: str | None = None
 
 
 def write_json_atomic(path: Path, data: BaseModel | dict[str, Any]) -> None:

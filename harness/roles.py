@@ -9,10 +9,17 @@ override: base_url, max_tokens, temperature) -- and the older flags stay as shor
     --judge-max-tokens N                       = --role-config judge.max_tokens=N, for every judge of a panel
     --role-base-url ROLE=URL                   = --role-config ROLE.base_url=URL
     --agent NAME / --action-format FORM        = --suite-option agent=NAME / action_format=FORM
+    --allow-embedded ROLE                      lets ROLE default to the embedded model (see below)
 
 A suite's roles bring their own `--ROLE-model` shorthand. Where the general form and a shorthand
 name the same thing, the general form wins. No role name is special here beyond the defaults
 (the model under test is the assistant and, unless named, the world model; the judge is a panel).
+
+No silent default judge: a role left unnamed falls back to the embedded 135M model, which is right
+for the demo (everything embedded) and wrong for a real model under test, where it would grade
+(measured: PASS to almost everything) or simulate the user without anyone having chosen it. So when
+the model under test is not the embedded model, an unnamed graded or simulating role is an error
+before any call, naming the flag; `--allow-embedded ROLE` (repeatable) opts in.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError
+from harness.providers.embedded import is_embedded
 from harness.records import RoleConfig
 from harness.spec import DEFAULT_MODEL, ModelSpec, judge_panel, panel_roles
 from harness.suite import role_family
@@ -38,6 +46,7 @@ class RoleFlags(BaseModel):
     role_models: dict[str, str] = {}  # --ROLE-model SPEC
     options: dict[str, str] = {}  # --agent, --action-format
     panel_settings: dict[str, str] = {}  # --judge-max-tokens: every judge of the panel
+    allow_embedded: list[str] = []  # --allow-embedded ROLE: may default to the embedded model
 
 
 def pairs(items: Sequence[str], flag: str, example: str = "judge=openai/gpt-4o", form: str = "ROLE=VALUE",
@@ -89,6 +98,8 @@ def parse_role_flags(role: Sequence[str], role_config: Sequence[str], extra: Seq
                 flags.settings.setdefault(r, {}).setdefault("base_url", url)
         elif flag in ("--agent", "--action-format"):
             flags.options[name] = value
+        elif flag == "--allow-embedded":
+            flags.allow_embedded.append(value)
         elif name.endswith("_model") and name != "_model":
             flags.role_models[name[: -len("_model")]] = value
         else:
@@ -137,7 +148,29 @@ def assign_roles(roles: Sequence[str], model: str, flags: RoleFlags, base: dict[
             raise HarnessError(f"--role-config {r}.{next(iter(values))}=...: this run has no role {r!r} "
                                f"(roles: {', '.join(models)})")
         settings.setdefault(r, {}).update(values)
-    return {r: role_config(r, spec, settings.get(r, {})) for r, spec in models.items()}
+    out = {r: role_config(r, spec, settings.get(r, {})) for r, spec in models.items()}
+    defaulted = [r for r in models if r not in given and r not in base and r not in defaults]
+    refuse_silent_embedded(models, models.get("assistant", model), defaulted, flags.allow_embedded)
+    return out
+
+
+def refuse_silent_embedded(models: dict[str, str], under_test: str, defaulted: Sequence[str],
+                           allowed: Sequence[str]) -> None:
+    """An error when a role nobody named (`defaulted`) would be the embedded model while the model
+    under test (the assistant's, or `--model` for a suite without one, such as a judge-only suite)
+    is not (see the module's docstring); `allowed`: roles (or role families) opted in."""
+    for role in allowed:
+        if role not in models and role_family(role) not in models:
+            raise HarnessError(f"--allow-embedded {role}: this run has no role {role!r} (roles: {', '.join(models)})")
+    if is_embedded(under_test):
+        return
+    for role in defaulted:
+        if is_embedded(models[role]) and role not in allowed and role_family(role) not in allowed:
+            flag = "--judge-model SPEC" if role_family(role) == "judge" else f"--{role.replace('_', '-')}-model SPEC"
+            raise HarnessError(
+                f"the {role} role is not named, and the model under test ({under_test}) is not the embedded model: "
+                f"the {role} would silently be the embedded 135M model ({models[role]}). Name it with {flag} "
+                f"(or --role {role}=SPEC), or opt in with --allow-embedded {role}")
 
 
 def role_config(role: str, model: str, settings: dict[str, Any]) -> RoleConfig:

@@ -43,6 +43,8 @@ from harness.records import (
     scan_heads,
 )
 from harness.redact import redact_text
+from harness.spend import BudgetReached, SpendMeter, check_budgets
+from harness.prices import load_price_file, price_for
 from harness.summary import figures
 from harness.spec import ModelSpec
 from harness.suite import Sample, SampleContext, Scorer, Suite, dump_payload, error_records, get_suite, role_family
@@ -84,11 +86,11 @@ async def score_transcript(suite: Suite, scorer: Scorer, sample: Sample, output:
 
 
 async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, ManagedModel],
-                  config: RunConfig) -> SampleRecord:
+                  config: RunConfig, meter: SpendMeter | None = None) -> SampleRecord:
     """The pure core: one sample in, one record out (solve, then score). Never raises except on
-    cancellation."""
+    cancellation and on a reached budget (`BudgetReached`, from `meter`)."""
     seed = sample_seed(config.seed, sample.id, epoch)
-    ctx = SampleContext(models, seed, config.overrides())
+    ctx = SampleContext(models, seed, config.overrides(), meter)
     scorer = suite.scorer(config.scorer)
     started, t0 = now_iso(), time.perf_counter()
     transcript, errors = await _stage(suite.solve(sample, ctx), config.sample_timeout_s, "solve")
@@ -107,11 +109,11 @@ async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, Ma
 
 
 async def rescore_one(suite: Suite, sample: Sample, source: SampleRecord, models: dict[str, ManagedModel],
-                      config: RunConfig) -> SampleRecord:
+                      config: RunConfig, meter: SpendMeter | None = None) -> SampleRecord:
     """`harness score`: a finished sample's transcript scored again, with the source's seed (so a
     re-score with the same judge and cache makes the same calls). A sample whose solve failed keeps
     its solve errors and failure scores: there is no transcript to score."""
-    ctx = SampleContext(models, source.seed, config.overrides())
+    ctx = SampleContext(models, source.seed, config.overrides(), meter)
     scorer = suite.scorer(config.scorer)
     started, t0 = now_iso(), time.perf_counter()
     solve_errors = [e for e in source.errors if e.stage == "solve"]
@@ -170,6 +172,7 @@ class RunPlan:
     done: set[tuple[str, int]] = field(default_factory=set)  # (sample, epoch) already recorded
     done_errors: int = 0  # how many of them are errors
     resumed: bool = False
+    meter: SpendMeter = field(default_factory=lambda: SpendMeter([], {}))  # spend so far and the caps
 
     def endpoints(self) -> dict[str, tuple[str, str | None]]:
         """role -> (spec, base URL) of every role this run calls."""
@@ -224,7 +227,8 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
         roles = {r: rc.model_copy(update={"base_url": config.base_urls.get(r) or rc.base_url})
                  for r, rc in stored.roles.items()}
         config = stored.model_copy(update={k: getattr(config, k) for k in RunConfig.EXECUTION_ONLY}
-                                   | {"base_url": config.base_url or stored.base_url, "roles": roles})
+                                   | {"base_url": config.base_url or stored.base_url, "roles": roles,
+                                      "prices_file": config.prices_file or stored.prices_file})
         suite = suite or get_suite(stored.suite, stored.suite_options)
         if suite.version != manifest.suite_version:
             raise HarnessError(
@@ -271,8 +275,21 @@ def plan_run(config: RunConfig, run_dir: Path, *, resume: str | None = None, sui
     else:
         todo = [WorkItem(s, e) for e in range(config.epochs) for s in samples if (s.id, e) not in done_keys]
     manifest.config = config
-    return RunPlan(suite=suite, config=config, folder=folder, manifest=manifest, todo=todo, done=done_keys,
+    plan = RunPlan(suite=suite, config=config, folder=folder, manifest=manifest, todo=todo, done=done_keys,
                    done_errors=finished.errors, resumed=bool(resume))
+    plan.meter = spend_meter(plan)
+    return plan
+
+
+def spend_meter(plan: RunPlan) -> SpendMeter:
+    """The run's meter: the roles it calls priced (harness/prices.py), its caps checked against
+    them (bad input), and what earlier sessions of the run paid."""
+    config = plan.config
+    overrides = load_price_file(Path(config.prices_file) if config.prices_file else None)
+    prices = {r: price_for(config.models[r], base_url=config.endpoint(r), overrides=overrides)
+              for r in plan.called_roles}
+    check_budgets(config.budgets, plan.called_roles, prices)
+    return SpendMeter(config.budgets, prices, plan.manifest.spend)
 
 
 def _new_folder(run_dir: Path, suite: Suite, config: RunConfig, chash: str) -> RunFolder:
@@ -355,19 +372,29 @@ def build_models(config: RunConfig, cache: CallCache | None, only: tuple[str, ..
 
 
 async def run_items(suite: Suite, config: RunConfig, items: Iterable[WorkItem], models: dict[str, ManagedModel],
-                    deliver: Callable[[SampleRecord], object], concurrency: int) -> None:
+                    deliver: Callable[[SampleRecord], object], concurrency: int,
+                    meter: SpendMeter | None = None) -> None:
     """Run work items with `concurrency` samples in flight, handing each record to `deliver` as
     it ends. The one loop every executor runs (the asyncio executor in the driver, the Ray
-    executor inside each task). `items` is read lazily, one item per free worker."""
+    executor inside each task). `items` is read lazily, one item per free worker. With a `meter`
+    whose cap is reached, no item starts and a sample stopped by it is not delivered (nor is one
+    that ended in an error after the stop: the stop may have caused it); its calls are cached."""
     remaining = iter(items)  # shared by the workers: each takes the next item when it is free
 
     async def worker() -> None:
         for item in remaining:
-            if item.source is None:
-                record = await run_one(suite, item.sample, item.epoch, models, config)
-            else:
-                source = item.source.load() if isinstance(item.source, SourceLine) else item.source
-                record = await rescore_one(suite, item.sample, source, models, config)
+            if meter is not None and meter.stop_reason is not None:
+                return
+            try:
+                if item.source is None:
+                    record = await run_one(suite, item.sample, item.epoch, models, config, meter)
+                else:
+                    source = item.source.load() if isinstance(item.source, SourceLine) else item.source
+                    record = await rescore_one(suite, item.sample, source, models, config, meter)
+            except BudgetReached:
+                return
+            if meter is not None and meter.stop_reason is not None and record.status == "error":
+                return
             deliver(record)
             # A sample whose calls never suspend (an in-process model, a call-cache hit) would
             # otherwise run the next one in the same loop step, and so on to the end of the run:
@@ -428,7 +455,8 @@ class AsyncioExecutor:
         return {m.name: m.limiter for m in self._models.values()}
 
     async def run(self, plan: RunPlan, deliver: Deliver) -> None:
-        await run_items(plan.suite, plan.config, plan.todo, self._models, deliver, plan.config.max_connections)
+        await run_items(plan.suite, plan.config, plan.todo, self._models, deliver, plan.config.max_connections,
+                        plan.meter)
 
     def call_stats(self) -> dict[str, CallStats]:
         return stats_by_name(self._models)
@@ -473,15 +501,22 @@ async def execute(plan: RunPlan, *, show_progress: bool = True, executor: Execut
                 recorded.add(record.key)
                 errors += record.status == "error"
                 progress.advance(record.status == "error")
+                progress.show_spend(plan.meter.describe())
                 return True
 
             await limits.watch(executor, executor.run(plan, deliver), progress.show_limits)
-        finished = True
+        finished = plan.meter.stop_reason is None
     finally:
         folder.close()
         manifest.status = "complete" if finished else "interrupted"
+        manifest.stop_reason = plan.meter.stop_reason
         manifest.ended = now_iso()
         summary = summarize(suite, manifest, folder.iter_samples(), executor.call_stats())
+        # Paid per call in this process (the meter), or, where calls ran elsewhere (Ray), read
+        # from the records; earlier sessions' spend is in the meter from the start.
+        manifest.spend = plan.meter.spent if plan.meter.spent or not summary.usage else summary.usage
+        summary.spend = SpendMeter([], plan.meter.prices, manifest.spend).table()
+        summary.stop_reason = manifest.stop_reason
         limits.add_to(summary)
         limits.close()
         folder.write_summary(summary)

@@ -90,6 +90,33 @@ def summed_metric(
     return Metric(value=float(value), ci_low=float(lo), ci_high=float(hi), n=n_units)
 
 
+def resampled_metric(
+    units: np.ndarray,
+    statistic: Callable[[np.ndarray], float | None],
+    *,
+    seed: int = 0,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    level: float = 0.95,
+) -> Metric:
+    """Any statistic of the units themselves (not of their sum: e.g. an agreement coefficient of
+    the raters' scores, one unit = one rated item on the first axis), with a percentile bootstrap
+    CI that resamples units; a resample the statistic cannot score (None) is left out, as in
+    `summed_metric`. The draws are the same as `summed_metric`'s for the same seed."""
+    units = np.asarray(units, dtype=float)
+    n_units = units.shape[0]
+    value = statistic(units) if n_units else None
+    if value is None:
+        return Metric(value=None, n=n_units)
+    if n_units < 2:  # one unit resamples to itself: no interval to speak of
+        return Metric(value=float(value), n=n_units)
+    rng = np.random.default_rng(seed)
+    draws = [s for s in (statistic(units[rng.integers(0, n_units, size=n_units)]) for _ in range(resamples))
+             if s is not None]
+    alpha = (1 - level) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha]) if draws else (np.nan, np.nan)
+    return Metric(value=float(value), ci_low=float(lo), ci_high=float(hi), n=n_units)
+
+
 def cohen_kappa(confusion: np.ndarray) -> float | None:
     """Cohen's kappa of a square confusion matrix (rows: reference, columns: prediction);
     None when chance agreement is total (kappa undefined) or the matrix is empty."""

@@ -31,6 +31,7 @@ from harness.calls import ManagedModel
 from harness.errors import HarnessError
 from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, Usage
 from harness.records import CallRecord, ErrorRecord, Metric, RunFolder, SampleRecord, Stage
+from harness.spend import SpendMeter
 
 
 def role_family(role: str) -> str:
@@ -95,10 +96,12 @@ def error_records(errors: list[ErrorRecord | str], stage: Stage) -> list[ErrorRe
 class SampleContext:
     """Per-sample view of the run: the models by role, the sample's seed, and its accounting."""
 
-    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, dict[str, Any]]):
+    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, dict[str, Any]],
+                 meter: SpendMeter | None = None):
         self.models = models
         self.seed = seed
         self.overrides = overrides  # role -> CLI generation overrides (max_tokens, temperature)
+        self.meter = meter  # the run's spend and caps: checked before each call, charged after
         self.usage: dict[str, Usage] = {}
         self.calls: list[CallRecord] = []
 
@@ -111,11 +114,16 @@ class SampleContext:
         if role not in self.models:
             raise HarnessError(f"role {role!r} has no model in this run (roles: {', '.join(self.models)})")
         model = self.models[role]
+        if self.meter is not None:
+            self.meter.check(role)  # BudgetReached once a cap is reached: the sample stops here
         try:
             out = await model.generate(messages, config)
         except ConstraintError as exc:  # the role's form is the suite's input: name the role
             raise ConstraintError(f"{role} ({model.name}): {exc}") from None
-        self.usage.setdefault(role, Usage()).add(out.usage if not out.cached else Usage())
+        paid = out.usage if not out.cached else Usage()
+        self.usage.setdefault(role, Usage()).add(paid)
+        if self.meter is not None:
+            self.meter.charge(role, paid)
         self.calls.append(CallRecord(
             role=role, model=model.name, request_hash=out.request_hash, cached=out.cached,
             attempts=out.attempts, latency_s=out.latency_s, finish_reason=out.finish_reason, usage=out.usage,
@@ -250,6 +258,13 @@ class Suite(ABC):
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         """Path and content hash of the corpus, for the manifest and the config hash."""
         return {"path": corpus}
+
+    def check_ready(self) -> None:
+        """Raise HarnessError, naming the fix, when this machine lacks what `solve` needs besides
+        the models (a browser, a simulator). `harness eval` calls it once before any model is built
+        or called, so a missing program is one error line, not an error on every sample; a re-score
+        (`harness score`) does not solve and does not call it."""
+        return  # the default: a suite that needs only its models is always ready
 
     # ------------------------------------------------------------------ solve, score
     @abstractmethod

@@ -13,6 +13,11 @@ stays honest. One run's row takes the figures its summary recorded.
 Ranks are competition ranks by a metric within groups of comparable rows (by default the same
 judge and suite version): a row's rank is 1 + the number of rows whose whole 95% interval lies
 above its own, and `tied` marks a row whose interval overlaps another row's in its group.
+
+Reference rows (`--with-published`): a suite family's published results, from its presenter
+(`Presenter.reference_rows`), listed beside the runs' rows and never ranked with them (a
+publication gives no interval to rank by). A run's row judged by another model than the
+reference rows is flagged as not directly comparable (`comparability`).
 """
 
 from __future__ import annotations
@@ -26,10 +31,12 @@ from pathlib import Path
 import pandas as pd
 
 from harness.errors import HarnessError
+from harness.presenter import ReferenceRow, presenter_for
 from harness.providers import is_synthetic
+from harness.providers.embedded import judge_note
 from harness.providers.base import Usage
 from harness.records import Metric
-from leaderboards.prices import Price, role_costs
+from harness.prices import Price, role_costs
 from leaderboards.runs import RunInfo, installed_suite, load_runs
 
 ROW_KEY = ("model", "judge", "suite_version")
@@ -103,6 +110,7 @@ class Leaderboard:
     rows: list[Row]
     run_dirs: list[Path]
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    reference: list[ReferenceRow] = field(default_factory=list)  # published rows, best first (`add_reference_rows`)
 
     @property
     def metric_names(self) -> list[str]:
@@ -244,6 +252,44 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
     return board
 
 
+def add_reference_rows(board: Leaderboard, source: Path | None) -> None:
+    """The suite family's published results read from `source`, best first by the board's metric."""
+    presenter = presenter_for(board.suite)
+    if source is None:
+        where = presenter.reference_hint or "the folder of the published results"
+        raise HarnessError(f"--with-published needs --published DIR: {where}")
+    rows = presenter.reference_rows(source)
+    if rows is None:
+        raise HarnessError(f"--with-published: suite {board.suite!r} has no published results to show "
+                           "(its presenter gives no reference rows)")
+    lower = (cls := installed_suite(board.suite)) is not None and cls.smaller_is_better(board.metric)
+
+    def value(row: ReferenceRow) -> float:
+        m = row.metrics.get(board.metric)
+        if m is None or m.value is None:
+            return float("inf")  # last either way
+        return m.value if lower else -m.value
+
+    board.reference = sorted(rows, key=value)
+
+
+def _judge_names(judge: str) -> tuple[str, ...]:
+    """The judge's models by their own names, without provider or router prefixes and case
+    (`openrouter/openai/gpt-5.4` and a publication's `GPT-5.4` are one judge); a panel (`a+b`)
+    is all of its members, so a panel that merely includes the published judge is another judge."""
+    return tuple(sorted(part.rsplit("/", 1)[-1].strip().lower() for part in judge.split("+") if part.strip()))
+
+
+def comparability(board: Leaderboard, row: Row) -> str:
+    """Empty when there are no reference rows or the row was judged by the judge that scored them;
+    else why its figures are not directly comparable with theirs."""
+    judges = sorted({r.judge for r in board.reference})
+    if not judges or any(_judge_names(row.judge) == _judge_names(j) for j in judges):
+        return ""
+    return (f"not directly comparable: judged by {row.judge or 'no judge'}, the published rows by "
+            f"{', '.join(judges)}")
+
+
 def to_frame(board: Leaderboard) -> pd.DataFrame:
     """The flat table every format starts from: one value per cell, CIs as `_ci_low`/`_ci_high`."""
     names = [board.metric] + [n for n in board.metric_names if n != board.metric]
@@ -251,7 +297,7 @@ def to_frame(board: Leaderboard) -> pd.DataFrame:
     for row in board.rows:
         rec: dict[str, object] = {
             "rank": row.rank, "tied": row.tied, "model": row.model, "judge": row.judge,
-            "suite": board.suite, "suite_version": row.suite_version, "setup": row.setup,
+            "judge_note": judge_note(row.judge) or None, "suite": board.suite, "suite_version": row.suite_version, "setup": row.setup,
             "n": row.metrics[board.metric].n if board.metric in row.metrics else None,
             "samples": row.samples, "errors": row.errors, "runs": len(row.runs),
             "run_ids": ";".join(row.run_ids), "configs": row.configs, "date": row.date,
@@ -269,9 +315,24 @@ def to_frame(board: Leaderboard) -> pd.DataFrame:
             rec[f"{role}_completion_tokens"] = used.completion_tokens if used else None
             rec[f"{role}_cost_usd"] = row.cost.get(role)
         rec["cost_usd"] = row.total_cost
+        if board.reference:
+            rec |= {"source": "run", "comparability": comparability(board, row), "figures_from": ""}
+        records.append(rec)
+    for ref in board.reference:
+        # The same columns as a run's row; what a publication does not give (CI, runs, tokens) stays empty.
+        head = ref.metrics.get(board.metric)
+        rec = {"rank": None, "tied": None, "model": ref.model, "judge": ref.judge, "suite": board.suite,
+               "suite_version": "", "setup": "", "n": head.n if head else None, "samples": None, "errors": None,
+               "runs": 0, "run_ids": "", "configs": None, "date": ""}
+        for name in names:
+            m = ref.metrics.get(name)
+            rec |= {name: m.value if m else None, f"{name}_ci_low": m.ci_low if m else None,
+                    f"{name}_ci_high": m.ci_high if m else None}
+        rec |= {"source": "published", "comparability": "", "figures_from": ref.source}
         records.append(rec)
     frame = pd.DataFrame.from_records(records)
     # Integer columns with gaps stay integers (pandas' nullable Int64), so a CSV never shows "3.0".
-    for col in ["rank", "n"] + [c for c in frame.columns if c.endswith(("_calls", "_tokens"))]:
+    ints = ["rank", "n", "samples", "errors", "runs", "configs"]
+    for col in ints + [c for c in frame.columns if c.endswith(("_calls", "_tokens"))]:
         frame[col] = frame[col].astype("Int64")
     return frame

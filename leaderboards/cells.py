@@ -5,7 +5,9 @@ both use live here, below both (no import cycle).
 
 from __future__ import annotations
 
-from leaderboards.aggregate import Leaderboard, Row
+from harness.providers.embedded import judge_note
+from leaderboards.aggregate import Leaderboard, Row, comparability
+from leaderboards.runs import installed_suite
 
 
 def fmt_value(value: float | None) -> str:
@@ -19,6 +21,12 @@ def fmt_metric(row: Row, name: str) -> str:
     if m.ci_low is None or m.ci_high is None:
         return fmt_value(m.value)
     return f"{m.value:.3f} [{m.ci_low:.3f}, {m.ci_high:.3f}]"
+
+
+def fmt_judge(row: Row) -> str:
+    """The row's judge, marked when it is the embedded model (its numbers are not a measurement)."""
+    note = judge_note(row.judge)
+    return f"{row.judge} ({note})" if note else row.judge or "-"
 
 
 def fmt_rank(row: Row) -> str:
@@ -43,3 +51,30 @@ def fmt_cost(row: Row) -> str:
 
 def group_title(board: Leaderboard, key: tuple[str, ...]) -> str:
     return ", ".join(f"{name} {value or '-'}" for name, value in zip(board.group_by, key)) or "all runs"
+
+
+REFERENCE_HEAD = ("model", "source", "judge", "n", "figures from / comparability")
+REFERENCE_NOTE = ("The runs' rows (95% CI in brackets) among the published ones, best first by the ranking metric. "
+                  "Published figures carry no CI where the publication gives counts only. A run judged by another "
+                  "model than the published rows is not directly comparable with them.")
+
+
+def reference_cells(board: Leaderboard) -> list[tuple[str, ...]]:
+    """Every run's row and every published row in one list, best first by the board's metric:
+    (model, source, judge, n, where the figures come from or why not comparable, value)."""
+    cls = installed_suite(board.suite)
+    lower = cls is not None and cls.smaller_is_better(board.metric)
+    entries: list[tuple[float | None, tuple[str, ...]]] = []
+    for row in board.rows:
+        m = row.metrics.get(board.metric)
+        entries.append((m.value if m else None,
+                        (row.label, "run " + ", ".join(row.run_ids), row.judge or "-", str(m.n if m else "-"),
+                         comparability(board, row), fmt_metric(row, board.metric))))
+    for ref in board.reference:
+        m = ref.metrics.get(board.metric)
+        entries.append((m.value if m else None,
+                        (ref.model, "published", ref.judge, str(m.n if m else "-"), ref.source,
+                         fmt_value(m.value if m else None))))
+    # Best first; a row without the metric last. list.sort is stable: on equal values runs come first.
+    entries.sort(key=lambda e: (e[0] is None, 0.0 if e[0] is None else (e[0] if lower else -e[0])))
+    return [cells for _, cells in entries]

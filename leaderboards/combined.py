@@ -17,7 +17,7 @@ from harness.errors import HarnessError
 from leaderboards.aggregate import DEFAULT_GROUP_BY, Leaderboard, build_leaderboard
 from leaderboards.cells import fmt_metric
 from leaderboards.plots import adapter_throughput, breakdown_heatmaps, load_bench, metric_bars
-from leaderboards.prices import Price
+from harness.prices import Price
 from leaderboards.report import all_metrics_table, figure, hook_html, leaderboard_tables, notes_html, page
 from harness.claims.table import summary_line as claims_summary
 from harness.claims.table import to_html as claims_html

@@ -31,7 +31,8 @@ def _fail(message: str, code: int = 2) -> None:
 def export_cmd(
     suite: Optional[str] = typer.Option(None, "--suite", help="Suite whose runs to rank (see `harness runs`); "
                                         "html without it: one report of every suite, the benchmarks and the claims."),
-    fmt: str = typer.Option("csv", "--format", help="csv, md, html (report with charts) or json."),
+    fmt: str = typer.Option("csv", "--format", help="csv, md, html (report with charts), json, or eee (EvalEval's "
+                                                     "every-eval-ever schema, one document per row, JSON Lines)."),
     run_dir: list[Path] = RUN_DIRS,
     out_file: Optional[Path] = typer.Option(None, "--out", help="Write here instead of stdout."),
     metric: Optional[str] = typer.Option(None, "--metric", help="Metric to rank by (default: the suite's headline)."),
@@ -42,21 +43,31 @@ def export_cmd(
     prices: Optional[Path] = typer.Option(None, "--prices",
                                           help='JSON {"provider/model": {"input_per_mtok": x, "output_per_mtok": y}}.'),
     bench: list[Path] = typer.Option([], "--bench", help="adapters_bench.json (or its folder) to plot in the HTML report."),
+    with_published: bool = typer.Option(False, "--with-published",
+                                        help="Add the suite's published results as reference rows (from --published)."),
+    published: Optional[Path] = typer.Option(None, "--published", help="Folder of the published results "
+                                             "--with-published reads (read in place, never copied)."),
 ) -> None:
     """One row per (model, judge, suite version): n, every metric with its 95% CI, rank with ties,
     run ids, tokens and cost per role, date. `--format html` without `--suite`: one offline report
     of every suite in the run dirs (leaderboards and each suite's own section), the serving
-    benchmarks (`--bench`) and the papers' claims table."""
-    from leaderboards.aggregate import build_leaderboard
+    benchmarks (`--bench`) and the papers' claims table. `--with-published --published DIR`: the
+    suite's published results beside the runs, marked published, with their judge and source file;
+    a run judged by another model is flagged as not directly comparable."""
+    from leaderboards.aggregate import add_reference_rows, build_leaderboard
     from leaderboards.combined import combined_report
     from leaderboards.export import FORMATS, render, write_output
-    from leaderboards.prices import load_price_file
+    from harness.prices import load_price_file
     from leaderboards.sections import suite_section
 
     try:
         if fmt not in FORMATS:  # before any reading: a typo should not cost a pass over the runs
             raise HarnessError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
+        if published is not None and not with_published:
+            raise HarnessError("--published DIR is read by --with-published: add it")
         if suite is None:
+            if with_published:
+                raise HarnessError("--with-published needs --suite: published results belong to one suite")
             if fmt != "html" or metric:
                 raise HarnessError("--suite is needed for csv, md, json and --metric; html without --suite is the "
                                    "whole report (every suite, the benchmarks, the claims)")
@@ -66,6 +77,8 @@ def export_cmd(
         else:
             board = build_leaderboard(run_dir, suite, metric=metric, group_by=tuple(group_by),
                                       include_incomplete=include_incomplete, prices=load_price_file(prices))
+            if with_published:
+                add_reference_rows(board, published)
             section, notes = suite_section(board) if fmt == "html" else (None, [])
             text = write_output(render(board, fmt, bench=bench, section=section, notes=notes), out_file)
     except HarnessError as exc:

@@ -1,7 +1,11 @@
-"""A leaderboard written as CSV, Markdown, JSON or a self-contained HTML report.
+"""A leaderboard written as CSV, Markdown, JSON, a self-contained HTML report, or the EvalEval
+"every eval ever" shared results schema (`eee.py`).
 
 CSV follows what pandas and spreadsheets expect: one header row, one value per cell, each metric's
-95% CI in `<metric>_ci_low`/`<metric>_ci_high` columns, ISO dates, run ids joined by `;`.
+95% CI in `<metric>_ci_low`/`<metric>_ci_high` columns, ISO dates, run ids joined by `;`. With
+reference rows (`--with-published`) three columns say which is which: `source` (run or published),
+`comparability` (why a run's row is not directly comparable with the published ones) and
+`figures_from` (the file a published row was read from).
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from typing import cast
 from harness.errors import HarnessError
 from harness.suite import ReportSection
 from leaderboards.aggregate import Leaderboard, to_frame
-from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
+from leaderboards.cells import (REFERENCE_HEAD, REFERENCE_NOTE, fmt_cost, fmt_judge, fmt_metric, fmt_rank, fmt_tokens,
+                               group_title, reference_cells)
+from leaderboards.eee import to_eee
 from leaderboards.report import html_report
 
-FORMATS = ("csv", "md", "html", "json")
+FORMATS = ("csv", "md", "html", "json", "eee")
 
 
 def _md_cell(text: str) -> str:
@@ -37,10 +43,14 @@ def to_markdown(board: Leaderboard) -> str:
             "cost", "date"]
     for key, rows in board.groups():
         lines += [f"## {group_title(board, key)}", ""]
-        lines += _md_table(head, [[fmt_rank(r), r.label, r.judge or "-", r.suite_version,
+        lines += _md_table(head, [[fmt_rank(r), r.label, fmt_judge(r), r.suite_version,
                                    str(r.metrics[board.metric].n if board.metric in r.metrics else "-"),
                                    fmt_metric(r, board.metric), ", ".join(r.run_ids), fmt_tokens(r), fmt_cost(r),
                                    r.date] for r in rows])
+        lines.append("")
+    if board.reference:
+        lines += ["## Beside the published rows", "", REFERENCE_NOTE, ""]
+        lines += _md_table(list(REFERENCE_HEAD) + [board.metric], [list(c) for c in reference_cells(board)])
         lines.append("")
     lines += ["## All metrics", ""]
     names = board.metric_names
@@ -63,6 +73,9 @@ def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None, sec
         raise HarnessError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     if bench and fmt != "html":
         raise HarnessError("--bench adds a plot to the HTML report: use it with --format html")
+    if board.reference and fmt == "eee":
+        # The schema holds one model's own evaluation per document: a publication's figures are not this run's.
+        raise HarnessError("--with-published adds reference rows to csv, md, json and html, not to eee")
     if fmt == "csv":
         # pandas has no type information here (Any); to_csv without a path returns the text.
         return cast(str, to_frame(board).to_csv(index=False, float_format="%.6g"))
@@ -70,6 +83,8 @@ def render(board: Leaderboard, fmt: str, *, bench: list[Path] | None = None, sec
         return to_markdown(board)
     if fmt == "json":
         return to_json(board)
+    if fmt == "eee":
+        return to_eee(board)
     return html_report(board, bench=bench or [], section=section, notes=notes)
 
 

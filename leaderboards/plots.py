@@ -2,6 +2,12 @@
 
 Figures are built with `matplotlib.figure.Figure` directly, never pyplot: no global backend or
 figure registry is touched, so the viewer's threads and a caller's own plots stay unaffected.
+
+Every figure is sized from its content: its labels are measured (`text_width`, the same glyph
+outlines the SVG draws) and the figure is made wide and tall enough for them, never wider than the
+report's column (`PAGE_WIDTH`): a wider SVG is shrunk by the page, and its text with it. More rows
+make a chart taller, not narrower; labels that would not fit are wrapped, and nothing is drawn
+in a legend that a label on the axis can say.
 """
 
 from __future__ import annotations
@@ -9,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +26,15 @@ from leaderboards.aggregate import Leaderboard, Row
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+# The report's column is 72rem less its padding, 1120 CSS px = 11.67 in (96 px/in; the SVG is
+# sized in pt, 72/in). A little under it, so a scrollbar or a narrower window does not shrink it.
+PAGE_WIDTH = 11.0
+TICK_PT = 10.0  # matplotlib's default tick and label size (rcParams 'font.size', 'medium')
+TITLE_PT = 12.0  # a figure title ('large')
+CELL_PT = 7.0  # the numbers written in a heatmap's cells
+LEGEND_PT = 8.33  # matplotlib's 'small'
+LINE = 1.35 / 72  # one line of text, in inches per point of font size (matplotlib's line spacing)
+ROW_LABEL_MAX = 3.6  # a row label wider than this (inches) is wrapped at its " / " separators
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -41,8 +57,39 @@ def to_svg(fig: Figure) -> str:
     return text[text.index("<svg"):]
 
 
+def text_width(text: str, points: float = TICK_PT) -> float:
+    """The width in inches of `text` (its widest line) in the default font at `points`: measured on
+    the glyph outlines the SVG is drawn with (`svg.fonttype: path`), so the browser shows exactly this."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    measure = TextToPath()
+    font = FontProperties(size=points)
+    return max((measure.get_text_width_height_descent(line, font, ismath=False)[0] for line in text.split("\n")),
+               default=0.0) / 72
+
+
+def wrap_label(text: str, width: float = ROW_LABEL_MAX, points: float = TICK_PT) -> str:
+    """`text` in lines no wider than `width` inches: broken at its " / " separators first (a row
+    label is model / judge / version), a part still too wide at its characters."""
+    if text_width(text, points) <= width:
+        return text
+    lines: list[str] = []
+    for part in text.split(" / "):
+        if lines and text_width(f"{lines[-1]} / {part}", points) <= width:
+            lines[-1] = f"{lines[-1]} / {part}"
+            continue
+        chars = max(8, int(len(part) * width / max(text_width(part, points), 1e-6)))
+        lines.extend(textwrap.wrap(part, chars, break_on_hyphens=False) or [part])
+    return "\n".join(lines)
+
+
 def row_label(row: Row) -> str:
     return f"{row.label} / {row.judge or '-'} / v{row.suite_version}"
+
+
+def _lines(text: str) -> int:
+    return text.count("\n") + 1
 
 
 def _yerr(metrics: list[Any]) -> list[list[float]]:
@@ -54,58 +101,98 @@ def _yerr(metrics: list[Any]) -> list[list[float]]:
     return [lows, highs]
 
 
+def _row_heights(labels: list[str], minimum: float) -> float:
+    """The height of a band of rows, each as tall as its (wrapped) label needs, at least `minimum`."""
+    return sum(max(minimum, _lines(label) * TICK_PT * LINE + 0.12) for label in labels)
+
+
 def metric_bars(board: Leaderboard) -> str:
-    """Bars with 95% CI error bars: the ranked metric's family side by side when the suite's
-    presenter names one (ProactBench: per trigger type), otherwise the ranked metric per row."""
+    """Horizontal bars with 95% CI error bars, one bar a leaderboard row, labelled on the axis (no
+    legend to match colours against): a panel per member of the ranked metric's family when the
+    suite's presenter names one (ProactBench: per trigger type), otherwise the ranked metric alone.
+    Rows make it taller; panels that do not fit the page's width wrap onto a next line of panels."""
     found = presenter_for(board.suite).metric_family(board.metric, set(board.metric_names))
     typed = list(found.members) if found else []
     family = [n for _, n in typed] or [board.metric]
-    labels = [t for t, _ in typed] or [board.metric]
+    names = [t for t, _ in typed] or [""]
     rows = board.rows
-    fig = _figure(max(6.0, 1.2 + 0.45 * len(family) * len(rows)), 4.2)
-    ax = fig.add_subplot()
-    width = 0.8 / max(len(rows), 1)
-    for i, row in enumerate(rows):
-        metrics = [row.metrics.get(n) for n in family]
-        values = [m.value if m is not None and m.value is not None else math.nan for m in metrics]
-        xs = [j + (i - (len(rows) - 1) / 2) * width for j in range(len(family))]
-        ax.bar(xs, values, width=width * 0.95, yerr=_yerr(metrics), capsize=3, label=row_label(row))
-    ax.set_xticks(range(len(family)), labels)
-    ax.set_ylabel(found.axis if found and typed else board.metric)
+    labels = [wrap_label(row_label(r)) for r in rows] or ["-"]
+    label_w = max(text_width(label) for label in labels) + 0.25
+    # Panels share the width the labels leave, each 1.5 to 2.4 in wide: narrower, a 0..1 axis and its
+    # title crowd; if fewer than the family fit, the rest go on a next line of panels.
+    room = PAGE_WIDTH - label_w - 0.3
+    panel_w = min(2.4, max(1.5, room / len(family)))
+    columns = max(1, min(len(family), int(room // panel_w)))
+    lines_of_panels = math.ceil(len(family) / columns)
+    title = (f"{board.suite}: {board.metric} with 95% CI" if len(family) == 1
+             else f"{board.suite}: per {found.label if found else 'metric'}, 95% CI")
+    band = max(_row_heights(labels, 0.3), 0.6)
+    panel_titles = 0.3 if typed else 0.0
+    width = min(PAGE_WIDTH, max(label_w + 0.3 + columns * panel_w, text_width(title, TITLE_PT) + 0.4))
+    fig = _figure(width, 0.95 + lines_of_panels * (band + panel_titles + 0.35))
+    axes = fig.subplots(lines_of_panels, columns, sharex=True, sharey=True, squeeze=False).flatten()
     values = [m.value for r in rows for m in r.metrics.values() if m.value is not None]
-    if values and min(values) >= 0 and max(values) <= 1:
-        ax.set_ylim(0, 1.05)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title(f"{board.suite}: {board.metric} with 95% CI" if len(family) == 1
-                 else f"{board.suite}: per {found.label if found else 'metric'}, 95% CI")
-    if len(rows) > 1 or len(family) > 1:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    unit = bool(values) and min(values) >= 0 and max(values) <= 1
+    for ax, metric, name in zip(axes, family, names, strict=False):
+        metrics = [row.metrics.get(metric) for row in rows]
+        bars = [m.value if m is not None and m.value is not None else math.nan for m in metrics]
+        ax.barh(range(len(rows)), bars, height=0.6, xerr=_yerr(metrics), capsize=3, color="C0",
+                error_kw={"elinewidth": 1})
+        if name:
+            ax.set_title(name, fontsize=TICK_PT)
+        if unit:
+            ax.set_xlim(0, 1.05)
+            ax.set_xticks([0, 0.5, 1], ["0", "0.5", "1"])
+        else:
+            ax.xaxis.get_major_locator().set_params(nbins=4)
+        ax.grid(True, axis="x", alpha=0.3)
+    for ax in axes[len(family):]:
+        ax.remove()  # the last line of panels may be short
+    first = axes[0]
+    first.set_yticks(range(len(labels)), labels)
+    first.invert_yaxis()  # rank order, the first row on top (shared: every panel follows)
+    fig.supxlabel(found.axis if found and typed else board.metric, fontsize=TICK_PT)
+    fig.suptitle(title, fontsize=TITLE_PT)
     return to_svg(fig)
 
 
 def breakdown_heatmap(board: Leaderboard, key: str) -> str | None:
     """The headline score per group of one breakdown (`key`, e.g. ProactBench's conversation
-    `style`) as a rows x groups heatmap; None when no row has that breakdown."""
+    `style`) as a rows x groups heatmap; None when no row has that breakdown. The groups are the
+    columns, named once by the axis label; the colour scale lies under the grid, as wide as it."""
     rows = [r for r in board.rows if r.breakdowns.get(key)]
     if not rows:
         return None
     groups = sorted({s for r in rows for s in r.breakdowns[key]}, key=lambda s: (len(s), s))
-    grid = [[(cell.value if (cell := r.breakdowns[key].get(s)) is not None else None)
+    data = [[math.nan if (cell := r.breakdowns[key].get(s)) is None or cell.value is None else cell.value
              for s in groups] for r in rows]
-    data = [[math.nan if v is None else v for v in line] for line in grid]
-    fig = _figure(max(5.0, 2.5 + 0.7 * len(groups)), 1.6 + 0.45 * len(rows))
-    ax = fig.add_subplot()
+    cells = [["-" if (m := r.breakdowns[key].get(s)) is None or m.value is None else f"{m.value:.2f}\nn={m.n}"
+              for s in groups] for r in rows]
+    labels = [wrap_label(row_label(r)) for r in rows]
+    label_w = max(text_width(label) for label in labels) + 0.25
+    cell_w = max(text_width(c, CELL_PT) for line in cells for c in line) + 0.2
+    tick_w = max(text_width(g) for g in groups) + 0.15
+    # Group names side by side when the columns can hold them and the page is wide enough; else upright.
+    upright = label_w + 0.4 + len(groups) * max(cell_w, tick_w, 0.6) > PAGE_WIDTH
+    column = max(cell_w, 0.45 if upright else max(tick_w, 0.6))
+    title = f"{board.suite}: headline score per {key}"
+    grid_h = _row_heights(labels, max(0.42, 2 * CELL_PT * LINE + 0.1))
+    ticks_h = (max(text_width(g) for g in groups) if upright else TICK_PT * LINE) + 0.1
+    width = min(PAGE_WIDTH, max(label_w + 0.4 + len(groups) * column, text_width(title, TITLE_PT) + 0.4, 3.5))
+    fig = _figure(width, grid_h + ticks_h + 1.55)
+    ax, bar = fig.subplots(2, 1, height_ratios=[grid_h, 0.14])
     image = ax.imshow(data, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    ax.set_xticks(range(len(groups)), [f"{key} {s}" for s in groups])
-    ax.set_yticks(range(len(rows)), [row_label(r) for r in rows])
-    for y, row in enumerate(rows):
-        for x, group in enumerate(groups):
-            m = row.breakdowns[key].get(group)
-            text = "-" if m is None or m.value is None else f"{m.value:.2f}\nn={m.n}"
-            dark = m is not None and m.value is not None and m.value > 0.6
-            ax.text(x, y, text, ha="center", va="center", fontsize=7, color="black" if dark else "white")
-    fig.colorbar(image, ax=ax, label="headline score")
-    ax.set_title(f"{board.suite}: headline score per {key}")
+    ax.set_xticks(range(len(groups)), groups, rotation=90 if upright else 0)
+    ax.set_xlabel(key)
+    ax.set_yticks(range(len(rows)), labels)
+    for y, line in enumerate(cells):
+        for x, text in enumerate(line):
+            # Black on viridis' light end and on an empty (unpainted, white) cell; white on its dark end.
+            light = math.isnan(data[y][x]) or data[y][x] > 0.6
+            ax.text(x, y, text, ha="center", va="center", fontsize=CELL_PT, color="black" if light else "white")
+    colorbar = fig.colorbar(image, cax=bar, orientation="horizontal", label="headline score")
+    colorbar.set_ticks([0, 0.5, 1], labels=["0", "0.5", "1"])
+    fig.suptitle(title, fontsize=TITLE_PT)
     return to_svg(fig)
 
 
@@ -138,18 +225,19 @@ def load_bench(path: Path) -> dict[str, Any]:
 
 def adapter_throughput(docs: list[dict[str, Any]]) -> str:
     """Output tokens/s against the number of adapters, one line per mode (and per file)."""
-    fig = _figure(6.4, 4.2)
+    series = [(doc, mode, f"{mode} ({Path(doc['_source']).parent.name})" if len(docs) > 1 else mode)
+              for doc in docs for mode in dict.fromkeys(r["mode"] for r in doc["rows"])]
+    # The legend goes beside the plot, never on its lines: the figure widens by the legend's width.
+    legend_w = max(text_width(label, LEGEND_PT) for _, _, label in series) + 0.8
+    fig = _figure(min(PAGE_WIDTH, 5.6 + legend_w), 4.2)
     ax = fig.add_subplot()
-    for doc in docs:
-        modes = list(dict.fromkeys(r["mode"] for r in doc["rows"]))
-        suffix = f" ({Path(doc['_source']).parent.name})" if len(docs) > 1 else ""
-        for mode in modes:
-            points = sorted((r["adapters"], r["output_tok_s"]) for r in doc["rows"] if r["mode"] == mode)
-            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=f"{mode}{suffix}")
+    for doc, mode, label in series:
+        points = sorted((r["adapters"], r["output_tok_s"]) for r in doc["rows"] if r["mode"] == mode)
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("adapters")
     ax.set_ylabel("output tokens / s")
-    ax.set_title("adapter serving: throughput vs adapters")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
+    ax.legend(fontsize=LEGEND_PT, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    fig.suptitle("adapter serving: throughput vs adapters", fontsize=TITLE_PT)
     return to_svg(fig)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from harness.suite import ReportSection
 from leaderboards.aggregate import Leaderboard
-from leaderboards.cells import fmt_cost, fmt_metric, fmt_rank, fmt_tokens, group_title
+from leaderboards.cells import (REFERENCE_HEAD, REFERENCE_NOTE, fmt_cost, fmt_judge, fmt_metric, fmt_rank, fmt_tokens, group_title,
+                               reference_cells)
 from leaderboards.plots import adapter_throughput, breakdown_heatmaps, load_bench, metric_bars, row_label
 
 CSS = """
@@ -21,7 +22,8 @@ table { border-collapse: collapse; margin: .5rem 0 1rem; }
 th, td { border: 1px solid #ccc; padding: .25rem .5rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.tied td.rank { color: #a15c00; font-weight: bold; }
-figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }
+figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }  /* charts are drawn to fit 72rem (plots.PAGE_WIDTH) */
+table.metrics { display: block; max-width: 100%; overflow-x: auto; }  /* a column per row: 20 rows scroll, not widen the page */
 figcaption, .note { color: #555; font-size: .9rem; }
 code { background: #f3f3f3; padding: 0 .2rem; }
 .overview { display: grid; grid-template-columns: repeat(auto-fill, minmax(16rem, 1fr)); gap: .75rem; }
@@ -55,13 +57,24 @@ def leaderboard_tables(board: Leaderboard, level: int = 3) -> list[str]:
         for r in rows:
             n = r.metrics[board.metric].n if board.metric in r.metrics else "-"
             cells = [f'<td class="rank">{escape(fmt_rank(r))}</td>', f"<td>{escape(r.label)}</td>",
-                     f"<td>{escape(r.judge or '-')}</td>", f"<td>{escape(r.suite_version)}</td>",
+                     f"<td>{escape(fmt_judge(r))}</td>", f"<td>{escape(r.suite_version)}</td>",
                      f'<td class="num">{n}</td>', f'<td class="num">{escape(fmt_metric(r, board.metric))}</td>',
                      f"<td>{'<br>'.join(escape(i) for i in r.run_ids)}</td>", f"<td>{escape(fmt_tokens(r))}</td>",
                      f"<td>{escape(fmt_cost(r))}</td>", f"<td>{escape(r.date)}</td>"]
             parts.append(f'<tr class="{"tied" if r.tied else ""}">' + "".join(cells) + "</tr>")
         parts.append("</tbody></table>")
     return parts
+
+
+def reference_table(board: Leaderboard) -> list[str]:
+    """The runs among the published reference rows (`--with-published`); nothing without them."""
+    if not board.reference:
+        return []
+    head = "".join(f"<th>{escape(h)}</th>" for h in (*REFERENCE_HEAD, board.metric))
+    body = "".join(f'<tr class="{"published" if c[1] == "published" else "run"}">'
+                   + "".join(f"<td>{escape(v)}</td>" for v in c) + "</tr>" for c in reference_cells(board))
+    return ["<h2>Beside the published rows</h2>", f'<p class="note">{escape(REFERENCE_NOTE)}</p>',
+            f'<table class="reference"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>']
 
 
 def all_metrics_table(board: Leaderboard) -> str:
@@ -101,7 +114,7 @@ def html_report(board: Leaderboard, *, bench: list[Path], section: ReportSection
         f"{escape(' and '.join(board.group_by) or 'all rows')}. Brackets: 95% bootstrap CI over the suite's "
         "independent unit. A rank written <b>2=</b> shares its place: its interval overlaps another row's "
         f"in the group. Generated {escape(board.generated)} from {escape(', '.join(map(str, board.run_dirs)))}.</p>",
-        "<h2>Leaderboard</h2>", *leaderboard_tables(board),
+        "<h2>Leaderboard</h2>", *leaderboard_tables(board), *reference_table(board),
         "<h2>Charts</h2>",
         figure(metric_bars(board), "Bars: values; error bars: 95% CI.", "metric-bars"),
     ]

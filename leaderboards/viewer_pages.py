@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from harness.presenter import Presenter, message_html, presenter_for
+from harness.providers.embedded import judge_note
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 1.5rem auto; max-width: 70rem; padding: 0 1rem; color: #222; }
@@ -84,6 +85,10 @@ def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], l
     if models:
         parts.append("<table><tr><th>role</th><th>model</th></tr>" + "".join(
             f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in models.items()) + "</table>")
+    note = judge_note(run.judge)
+    if note:
+        parts.append(f'<p class="note">{_e(note)}</p>')
+    parts.append(_spend(summary or {}))
     if summary and summary.get("metrics"):
         parts.append("<details><summary>metrics (95% CI)</summary><table><tr><th>metric</th><th>value</th>"
                      "<th>CI</th><th>n</th></tr>" + "".join(
@@ -111,6 +116,20 @@ def run_page(run: Any, summary: dict[str, Any] | None, models: dict[str, str], l
     parts.append(f'<p class="pager">{nav("first", 1)}{nav("prev", page_no - 1)}<span>page {page_no} of {pages} '
                  f"({matching} matching)</span>{nav('next', page_no + 1)}{nav('last', pages)}</p>")
     return page(run.run_id, "\n".join(parts), presenter.css)
+
+
+def _spend(summary: dict[str, Any]) -> str:
+    """What each role paid (calls not answered from the cache) and why the run stopped, if it did."""
+    parts = [f'<p class="note">stopped: {_e(summary["stop_reason"])}</p>'] if summary.get("stop_reason") else []
+    spend = summary.get("spend") or {}
+    if spend:
+        parts.append("<table><tr><th>role</th><th>calls</th><th>prompt tokens</th><th>completion tokens</th>"
+                     "<th>USD</th></tr>" + "".join(
+                         f"<tr><td>{_e(r)}</td><td>{_e(s.get('calls'))}</td><td>{_e(s.get('prompt_tokens'))}</td>"
+                         f"<td>{_e(s.get('completion_tokens'))}</td><td>"
+                         f"{'no known price' if s.get('usd') is None else _e(format(s['usd'], '.4f'))}</td></tr>"
+                         for r, s in spend.items()) + "</table>")
+    return "".join(parts)
 
 
 _BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")

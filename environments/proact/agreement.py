@@ -5,6 +5,9 @@ under `--judge-model`, with the same prompt and parser the benchmark uses. Metri
 and accuracy, overall and per trigger type, with bootstrap CIs over dialogues; the 3x3
 confusion matrices go into the summary. Verdicts that do not parse (SKIPPED) or fail (ERROR)
 are counted and left out of kappa -- never silently mapped to a label.
+
+A corpus without stored labels (the release's current layout: rubrics only) is refused with
+where labelled rows come from, rather than run into an empty kappa.
 """
 
 from __future__ import annotations
@@ -16,10 +19,17 @@ import numpy as np
 from corpora.proact_types import GRADES, TRIGGER_TYPES
 from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.scoring import judge_transcript
+from harness.errors import HarnessError
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, summed_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
+LABELLED_SOURCES = (
+    "labelled rows come from the project's own corpus (corpora/proact/dialogues.jsonl, the default: drop --corpus), "
+    "from `harness corpus build` (every trigger carries the judge's verdict), or from a copy of the release made "
+    "before its curation-time labels were removed; to set a judge against people instead, use "
+    "`harness judge human-study` on the release's dataset/human_eval/ folder"
+)
 
 
 def stored_label(tp: dict[str, Any]) -> str | None:
@@ -52,6 +62,16 @@ class ProactJudgeAgreementSuite(CorpusSuite):
 
     def keep(self, row: dict[str, Any]) -> bool:
         return any(stored_label(tp) for tp in row["trigger_points"])
+
+    def load_samples(self, corpus: str | None) -> list[Sample]:
+        samples = super().load_samples(corpus)
+        if not samples:
+            identity = self._identity[corpus]
+            kind = ("it is in the release's current layout (trigger_points carry rubrics only)"
+                    if identity.get("layout") == "rubrics" else "no trigger has an EVALUATED label")
+            raise HarnessError(f"corpus {identity['path']} has no stored labels to agree with: {kind}, so there "
+                               f"is no kappa to compute; {LABELLED_SOURCES}")
+        return samples
 
     @property
     def solver_roles(self) -> tuple[str, ...]:

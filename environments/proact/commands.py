@@ -13,32 +13,39 @@ from rich.table import Table
 from harness.cli.kit import RUN_DIR, err, out, print_summary, run_config
 from harness.cli.kit import fail as _fail
 from harness.cli.kit import fmt as _fmt
+from environments.proact.human_study_cmd import register_commands
 from harness.errors import HarnessError
 from harness.spec import DEFAULT_MODEL, judge_panel
 
 corpus_app = typer.Typer(no_args_is_help=True, help="Check and build ProactBench-format corpora.")
 proact_app = typer.Typer(no_args_is_help=True, help="ProactBench results tools.")
 judge_app = typer.Typer(no_args_is_help=True, help="How far a judge can be trusted.")
+register_commands(judge_app, proact_app)  # `judge human-study`, `proact recovery-claim`
 
 
 @corpus_app.command("validate")
 def validate(
-    path: Path = typer.Argument(..., help="A corpus .jsonl file, or a folder of them."),
+    path: Path = typer.Argument(..., help="A corpus .jsonl file, a folder of them, or a Hugging Face dataset id "
+                                          "(bosonai/proactbench, boson-ai/proactbench-data)."),
     strict: bool = typer.Option(False, "--strict", help="Treat window, length and evidence deviations as errors."),
 ) -> None:
     """Schema and protocol rules (windows, trigger spacing, planner consistency, anchor
-    discipline, stored counts), reported per row. Exit 1 when any row has an error."""
-    from corpora.proactbench import corpus_files, validate_row
+    discipline, stored counts), reported per row, and the corpus' layout: labelled, or the
+    release's current rubrics-only layout. Exit 1 when any row has an error."""
+    from corpora.proactbench import LAYOUT_NAMES, corpus_files, hub_corpus_file, is_hub_id, row_layout, validate_row
     from corpora.validation import read_text
     from environments.proact.corpus_rules import check_row
 
     fix = "pass a final_dialogues.jsonl file or a folder of them"
     try:
+        if is_hub_id(path):
+            path = hub_corpus_file(str(path))
         files = corpus_files(path)
         texts = [(file, read_text(file, "corpus file", fix)) for file in files]
     except HarnessError as exc:
         _fail(str(exc))
     rows = errors = warnings = 0
+    layouts: dict[str, int] = {}
     for file, text in texts:
         for lineno, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
@@ -53,8 +60,10 @@ def validate(
                 continue
             except HarnessError as exc:
                 errors += 1
-                out.print(f"[red]error[/] {exc}", highlight=False)
+                out.print(f"[red]error[/] {exc}", highlight=False, soft_wrap=True)
                 continue
+            layout = row_layout(row, where)
+            layouts[layout] = layouts.get(layout, 0) + 1
             for problem in check_row(row, strict=strict):
                 is_error = problem.severity == "error"
                 errors += is_error
@@ -69,6 +78,10 @@ def validate(
     verdict = "[red]FAILED[/]" if errors else "[green]OK[/]"
     out.print(f"{verdict}: {rows} rows in {len(files)} file(s), {errors} errors, {warnings} warnings"
               + (" (strict)" if strict else ""), highlight=False)
+    # The layout decides what the corpus is good for: rubrics-only rows run `--suite proact`,
+    # only labelled rows give `harness judge agreement` something to agree with.
+    for layout, n in sorted(layouts.items()):
+        out.print(f"layout: {n} row(s) {LAYOUT_NAMES[layout]}", highlight=False, soft_wrap=True)
     if errors:
         raise typer.Exit(1)
 
@@ -158,7 +171,8 @@ def _read_metrics_file(path: Path) -> dict:
 
 @judge_app.command("agreement")
 def agreement(
-    corpus: str = typer.Option(..., "--corpus", help="Corpus with stored labels (evaluation_result)."),
+    corpus: str = typer.Option(..., "--corpus", help="Corpus with stored labels (evaluation_result); the release's "
+                                                   "current layout has none, and is refused saying where labels come from."),
     judge_model: list[str] = typer.Option([DEFAULT_MODEL], "--judge-model", help="Judge; repeat for a panel."),
     base_url: Optional[str] = typer.Option(None, "--base-url"),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="First N labelled dialogues."),

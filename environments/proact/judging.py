@@ -12,14 +12,8 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from environments.proact.protocol import (
-    JUDGE_ATTEMPTS,
-    JUDGE_CONFIG,
-    JudgeFormatError,
-    evidence_is_verbatim,
-    judge_messages,
-    parse_judge,
-)
+from environments.proact.judge_prompts import HARNESS_JUDGE, JudgeSettings
+from environments.proact.protocol import JUDGE_ATTEMPTS, JudgeFormatError, evidence_is_verbatim
 from corpora.proact_types import GRADES
 from harness.spec import panel_roles
 from harness.structured import Attempt, ReplyProblem, reply_text, retry_reply, truncation
@@ -33,16 +27,20 @@ def judge_roles(models: dict[str, Any]) -> list[str]:
     return panel_roles(models)
 
 
-async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]], reply: str) -> dict[str, Any]:
+async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]], reply: str,
+                     settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
     """One judge's verdict through the one structured-reply path (`harness.structured`)."""
+    base = settings.config_for(ctx.models[role].name)
 
     async def ask(attempt: int, tried: list[Attempt]) -> dict[str, str]:
         # A repeated identical call would repeat the same bad answer (and hit the cache), so each
-        # retry changes the seed and samples instead of decoding greedily; the prompt stays the same.
-        config = JUDGE_CONFIG.merged(seed=ctx.seed + attempt, temperature=0.0 if attempt == 0 else 0.7)
+        # retry changes the seed, and samples where the first call decoded greedily; the prompt
+        # stays the same.
+        retry_temperature = base.temperature if base.temperature > 0 else 0.7
+        config = base.merged(seed=ctx.seed + attempt, temperature=base.temperature if attempt == 0 else retry_temperature)
         out = await ctx.generate(role, prompt, config)
         try:
-            return parse_judge(reply_text(out))
+            return settings.prompt.parse(reply_text(out))
         except JudgeFormatError as exc:
             problem = ReplyProblem("no_json" if "no JSON" in str(exc) else "invalid", str(exc))
             raise truncation(out, problem) from None
@@ -51,8 +49,13 @@ async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]]
     name = ctx.models[role].name
     if answer.error is not None:
         return {"status": "ERROR", "model": name, "error": f"{role}: {answer.error}"}
+    if answer.value is not None and answer.value.get("status") == "SKIPPED":
+        # The reference's answer form lets the judge decline; the reference counts that SKIPPED.
+        return {"status": "SKIPPED", "score": None, "rationale": answer.value["rationale"], "evidence": None,
+                "judge_attempts": len(answer.attempts), "model": name}
     if answer.value is not None:
-        return {"status": "EVALUATED", **answer.value, "evidence_verbatim": evidence_is_verbatim(answer.value["evidence"], reply),
+        verdict = {k: v for k, v in answer.value.items() if k != "status"}
+        return {"status": "EVALUATED", **verdict, "evidence_verbatim": evidence_is_verbatim(answer.value["evidence"], reply),
                 "judge_attempts": len(answer.attempts), "model": name}
     return {"status": "SKIPPED", "score": None, "evidence": None, "judge_attempts": len(answer.attempts),
             "failure_kind": answer.failure,
@@ -78,9 +81,10 @@ def majority(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def judge_reply(ctx: SampleContext, rubric: dict[str, Any], history: list[dict[str, str]],
-                      reply: str) -> dict[str, Any]:
-    prompt = judge_messages(rubric, history, reply)
-    verdicts = await asyncio.gather(*(judge_once(ctx, role, prompt, reply) for role in judge_roles(ctx.models)))
+                      reply: str, *, turn: int = 0, settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
+    """Every judge's verdict on one reply, combined. `turn` is the trigger's turn (a prompt may name it)."""
+    prompt = settings.prompt.build(turn, rubric, history, reply)
+    verdicts = await asyncio.gather(*(judge_once(ctx, role, prompt, reply, settings) for role in judge_roles(ctx.models)))
     return majority(list(verdicts))
 
 

@@ -27,7 +27,8 @@ from environments.proact.live_prompts import (
     user_fallback,
     user_messages,
 )
-from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
+from environments.proact.metrics import (official_metrics, panel_agreement, proact_breakdowns, proact_counts,
+                                         proact_metrics)
 from environments.proact.protocol import ASSISTANT_CONFIG
 from environments.proact.scoring import judge_transcript
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
@@ -190,7 +191,7 @@ class ProactLiveSuite(Suite):
         return {"triggers": [], "expected_types": [k for _, k in sorted(schedule.triggers.items())]}
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        return proact_metrics(records, seed=seed)
+        return proact_metrics(records, seed=seed) | panel_agreement(records, seed=seed)
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return proact_breakdowns(records, seed=seed)

@@ -12,7 +12,7 @@ import numpy as np
 
 from corpora.proact_types import LABELS, RELEASE_LABELS, RESULT_AGENTS, TRIGGER_TYPES
 from harness.records import Metric, SampleRecord
-from harness.stats import ratio_metric
+from harness.stats import cohen_kappa, ratio_metric, resampled_metric
 
 _COL = {(t, lab): i for i, (t, lab) in enumerate((t, lab) for t in TRIGGER_TYPES for lab in LABELS)}
 
@@ -72,6 +72,35 @@ def proact_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Metr
         out[f"proactivity_{name}_weighted_score"] = ratio_metric(
             counts, lambda c, p=p, pa=pa: c[p].sum(axis=0) + 0.5 * c[pa].sum(axis=0), total, seed=seed
         )
+    return out
+
+
+AGREEMENT_LABELS = ("PASS", "PARTIAL", "FAIL")
+
+
+def panel_agreement(records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+    """With a panel of judges (`--judge-model a --judge-model b`, or a re-score that adds one):
+    Cohen's kappa between the panel's first two judges per trigger type and overall, over the
+    triggers both graded, with a bootstrap CI over dialogues -- the judge-swap effect the paper
+    discusses, measured on the user's own transcripts. Empty without a panel."""
+    index = {t: i for i, t in enumerate(TRIGGER_TYPES)}
+    size = len(AGREEMENT_LABELS)
+    by_dialogue: dict[str, np.ndarray] = {}
+    for rec in records:
+        for v in verdicts(rec):
+            judges = (v.get("evaluation_result") or {}).get("judges") or []
+            if len(judges) < 2 or v.get("type") not in index:
+                continue
+            first, second = judges[0].get("score"), judges[1].get("score")
+            if first in AGREEMENT_LABELS and second in AGREEMENT_LABELS:
+                cell = by_dialogue.setdefault(rec.sample_id, np.zeros((len(TRIGGER_TYPES), size, size)))
+                cell[index[v["type"]], AGREEMENT_LABELS.index(first), AGREEMENT_LABELS.index(second)] += 1
+    if not by_dialogue:
+        return {}
+    units = np.stack(list(by_dialogue.values()))  # dialogue x type x first judge's label x second's
+    out = {f"judge_agreement_kappa_{t.lower()}": resampled_metric(
+        units, lambda u, i=i: cohen_kappa(u[:, i].sum(axis=0)), seed=seed) for t, i in index.items()}
+    out["judge_agreement_kappa_overall"] = resampled_metric(units, lambda u: cohen_kappa(u.sum(axis=(0, 1))), seed=seed)
     return out
 
 

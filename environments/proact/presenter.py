@@ -1,7 +1,8 @@
 """How ProactBench runs are shown (`harness.presenter.Presenter`, entry point `proact*` under
 `harness.presenters`): a sample as the dialogue with the regenerated reply at each trigger, its
 rubric and the judge's verdict with the evidence marked in the reply; the sample list's trigger
-labels; the score per trigger type charted side by side. Every text from a record is escaped.
+labels; the score per trigger type charted side by side; the release's sixteen scored models as
+reference rows (`published.py`). Every text from a record is escaped.
 
 May import: `harness`, `corpora` (the trigger types).
 """
@@ -11,10 +12,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 from corpora.proact_types import TRIGGER_TYPES
-from harness.presenter import MetricFamily, Presenter, e, highlight, label_html, message_html
+from harness.presenter import MetricFamily, Presenter, ReferenceRow, e, highlight, label_html, message_html
 
 # The per-type metrics are proactivity_<type>_<stat> (the type in lower case), "overall" beside them.
 CHARTED_TYPES = (*(t.lower() for t in TRIGGER_TYPES), "overall")
@@ -23,6 +25,7 @@ _PER_TYPE = re.compile(r"^(?P<pre>.*)_(?:" + "|".join(CHARTED_TYPES) + r")_(?P<p
 
 class ProactPresenter(Presenter):
     heatmaps: ClassVar[tuple[tuple[str, str], ...]] = (("style", "conversation style (n: dialogues)"),)
+    reference_hint: ClassVar[str] = "the release's dataset/eval/ folder (*_proactivity_bench_metrics.json)"
     css: ClassVar[str] = (".trigger { border-left: 4px solid #888; padding: .25rem .75rem; margin: .5rem 0 1.25rem; "
                           "background: #fcfcfc; }")
 
@@ -44,6 +47,11 @@ class ProactPresenter(Presenter):
             return None
         members = tuple((t, n) for t in CHARTED_TYPES if (n := f"{match['pre']}_{t}_{match['post']}") in names)
         return MetricFamily(label="trigger type", axis=f"{match['pre']}_<type>_{match['post']}", members=members)
+
+    def reference_rows(self, source: Path) -> list[ReferenceRow] | None:
+        from environments.proact.published import published_rows
+
+        return published_rows(source)
 
 
 def rubric_html(rubric: Mapping[str, Any]) -> str:

@@ -12,6 +12,7 @@ import asyncio
 from typing import Any
 
 from corpora.proact_types import LABELS, TRIGGER_TYPES
+from environments.proact.judge_prompts import HARNESS_JUDGE, JudgeSettings
 from environments.proact.judging import judge_reply, label_of
 from environments.proact.protocol import history_messages
 from harness.records import SampleRecord
@@ -25,23 +26,27 @@ def trigger_stats(labels: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
 
 
 async def judge_trigger(ctx: SampleContext, history_row: dict[str, Any], tp: dict[str, Any],
-                        reply: str | None, reply_error: str | None) -> dict[str, Any]:
+                        reply: str | None, reply_error: str | None,
+                        settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
     """One trigger's verdict (`evaluation_result`) for the reply the transcript holds."""
     if reply is None:
         return {"status": "ERROR", "error": reply_error or "no reply in the transcript"}
-    return await judge_reply(ctx, tp["evaluation_rubric"], history_messages(history_row, tp["turn"]), reply)
+    return await judge_reply(ctx, tp["evaluation_rubric"], history_messages(history_row, tp["turn"]), reply,
+                             turn=tp["turn"], settings=settings)
 
 
 async def judge_transcript(ctx: SampleContext, history_row: dict[str, Any], triggers: list[dict[str, Any]],
-                           replies: dict[int, dict[str, Any]]) -> tuple[dict[str, Any], list[str]]:
+                           replies: dict[int, dict[str, Any]],
+                           settings: JudgeSettings = HARNESS_JUDGE) -> tuple[dict[str, Any], list[str]]:
     """Scores for a set of triggers: `triggers` (turn, type, label), `verdicts` (turn, type,
     evaluation_result), `trigger_stats`, and one error line per trigger the judge could not grade
     (a missing reply is the solver's error, already recorded).
     `history_row` holds the history each judge sees (the curated corpus row offline, the live
-    dialogue itself live); `replies` maps a turn to its `assistant_response` (and `error`)."""
+    dialogue itself live); `replies` maps a turn to its `assistant_response` (and `error`);
+    `settings` is the judge's prompt and generation settings (the project's own by default)."""
     results = await asyncio.gather(*(
         judge_trigger(ctx, history_row, tp, replies.get(tp["turn"], {}).get("assistant_response"),
-                      replies.get(tp["turn"], {}).get("error"))
+                      replies.get(tp["turn"], {}).get("error"), settings)
         for tp in triggers))
     labels, verdicts, errors = [], [], []
     for tp, res in zip(triggers, results):

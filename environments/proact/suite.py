@@ -3,20 +3,40 @@
 One sample = one dialogue (the independent unit). Solve: for each trigger point, rebuild the
 curated history up to the trigger turn and regenerate that turn with the model under test.
 Score (`judge`): the judge grades each regenerated reply against the Planner-authored rubric.
+
+The corpus may be labelled or in the release's current rubrics-only layout: only the rubrics and
+the curated turns are read. Options choose the judge's prompt (`judge_prompt=harness`, the
+project's own, or `reference` with `reference_repo=PATH`: the reference code's builders, called as
+they are) and the generation settings (`preset=harness` or `reference`: docs/proact_reference.md).
+A reference-prompt run pins its prompt's sha256 in its suite options, so the config hash and the
+leaderboard row tell the prompts apart; every run's manifest names its prompt and hash
+(`corpus.judge_prompt`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
 
 from environments.proact.corpus_suite import CorpusSuite
-from environments.proact.metrics import official_metrics, proact_breakdowns, proact_counts, proact_metrics
+from environments.proact.judge_prompts import HARNESS_JUDGE, HARNESS_PROMPT
+from environments.proact.reference import (
+    REFERENCE_ASSISTANT_CONFIG,
+    judge_settings,
+    load_reference_prompt,
+    reference_model_rule,
+)
+from environments.proact.metrics import (official_metrics, panel_agreement, proact_breakdowns, proact_counts,
+                                         proact_metrics)
 from environments.proact.protocol import ASSISTANT_CONFIG, history_messages
 from environments.proact.scoring import judge_transcript
-from harness.providers.base import ModelError
+from harness.errors import HarnessError
+from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
 
 IDENTITY_FIELDS = ("blueprint_id", "scenario_id", "unique_id_eval", "uuid", "category_key",
                    "style_combination_index", "num_turns_completed")
@@ -26,11 +46,72 @@ def sorted_triggers(row: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(row["trigger_points"], key=lambda tp: tp["turn"])
 
 
+class ProactOptions(SuiteOptions):
+    judge_prompt: Literal["harness", "reference"] = Field(
+        "harness", description="the judge's prompt: the project's own, or the reference code's (needs reference_repo)")
+    reference_repo: str | None = Field(
+        None, description="a local checkout of boson-ai/ProactBench (judge_prompt=reference reads its prompt builders)")
+    judge_prompt_sha256: str | None = Field(
+        None, description="set by judge_prompt=reference to its prompt's hash; given, the checkout must match it")
+    preset: Literal["harness", "reference"] = Field(
+        "harness", description="generation settings: the project's, or the reference's (docs/proact_reference.md)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _pin_the_reference_prompt(cls, data: Any) -> Any:
+        """Load the reference prompt once options are read, so a bad checkout is one error before
+        anything runs, and store its hash (a resumed or re-scored run checks it again)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("judge_prompt", "harness") != "reference":
+            for key in ("reference_repo", "judge_prompt_sha256"):
+                if data.get(key) is not None:
+                    raise HarnessError(f"--suite-option {key}: only read with judge_prompt=reference; add "
+                                       f"--suite-option judge_prompt=reference, or drop {key}")
+            return data
+        if not data.get("reference_repo"):
+            raise HarnessError("--suite-option judge_prompt=reference needs --suite-option reference_repo=PATH, a local "
+                               "checkout of boson-ai/ProactBench (see docs/proact_reference.md)")
+        repo = Path(str(data["reference_repo"])).expanduser().resolve()
+        prompt = load_reference_prompt(repo)
+        pinned = data.get("judge_prompt_sha256")
+        if pinned and pinned != prompt.sha256:
+            raise HarnessError(f"the reference judge prompt in {repo} has sha256 {prompt.sha256}, not {pinned} "
+                               f"(judge_prompt_sha256, the run's): the checkout's prompt changed; check out the "
+                               f"version the run used, or start a new run")
+        data["reference_repo"], data["judge_prompt_sha256"] = str(repo), prompt.sha256
+        return data
+
+
 class ProactOfflineSuite(CorpusSuite):
     name = "proact"
     version = "1.0.0"
     headline_metric = "proactivity_overall_weighted_score"
     description = "ProactBench offline protocol: regenerate each trigger turn, judge against its rubric"
+    Options = ProactOptions
+    options: ProactOptions
+
+    def __init__(self, options: ProactOptions | None = None) -> None:
+        super().__init__(options)
+        prompt = HARNESS_PROMPT
+        if self.options.judge_prompt == "reference":
+            prompt = load_reference_prompt(Path(self.options.reference_repo or ""))
+            if prompt.sha256 != self.options.judge_prompt_sha256:  # changed since the options were read
+                raise HarnessError(f"the reference judge prompt in {self.options.reference_repo} changed while "
+                                   f"the run was being set up (sha256 {prompt.sha256}); start it again")
+        self.judge = judge_settings(prompt, self.options.preset, HARNESS_JUDGE)
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        """The corpus' identity, and the judge prompt that scores the run (name, sha256, source):
+        recorded in the manifest, outside the config hash (a reference prompt's hash is in the
+        suite options, which the config hash covers)."""
+        return super().corpus_identity(corpus) | {"judge_prompt": self.judge.prompt.identity()}
+
+    def assistant_config(self, model_name: str) -> GenerateConfig:
+        if self.options.preset == "reference":
+            return reference_model_rule(REFERENCE_ASSISTANT_CONFIG, model_name)
+        return ASSISTANT_CONFIG
 
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         """The trigger turns regenerated by the model under test: the results row's `turn_records`."""
@@ -55,7 +136,8 @@ class ProactOfflineSuite(CorpusSuite):
 
     async def _reply(self, row: dict[str, Any], turn: int, ctx: SampleContext) -> tuple[str | None, str | None]:
         try:
-            return (await ctx.generate("assistant", history_messages(row, turn), ASSISTANT_CONFIG)).text, None
+            config = self.assistant_config(ctx.models["assistant"].name)
+            return (await ctx.generate("assistant", history_messages(row, turn), config)).text, None
         except ModelError as exc:
             return None, f"assistant: {exc}"
 
@@ -66,7 +148,7 @@ class ProactOfflineSuite(CorpusSuite):
     async def _judge(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         triggers = sorted_triggers(sample.data)
         replies = {t["turn"]: t for t in transcript.get("turn_records", [])}
-        values, errors = await judge_transcript(ctx, sample.data, triggers, replies)
+        values, errors = await judge_transcript(ctx, sample.data, triggers, replies, self.judge)
         values["expected_types"] = [tp["evaluation_rubric"]["type"] for tp in triggers]
         return Score(values=values, errors=errors)
 
@@ -74,7 +156,7 @@ class ProactOfflineSuite(CorpusSuite):
         return {"triggers": [], "expected_types": [tp["evaluation_rubric"]["type"] for tp in sample.data["trigger_points"]]}
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        return proact_metrics(records, seed=seed)
+        return proact_metrics(records, seed=seed) | panel_agreement(records, seed=seed)
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return proact_breakdowns(records, seed=seed)

@@ -10,6 +10,8 @@ error or Ctrl-C; use the environment as a context manager.
 from __future__ import annotations
 
 import atexit
+import importlib.util
+import os
 import re
 import threading
 from contextlib import contextmanager
@@ -33,6 +35,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run",
                  "--disable-default-apps", "--disable-sync", "--disable-dev-shm-usage"]
 LOOPBACK = {"127.0.0.1", "localhost"}
+# The one command that gives this machine kind the browser (`make install` runs it where it may).
+INSTALL_CHROMIUM = "sudo apt-get install -y chromium"
 TAG_JS = """function(tag) {
   const el = this.nodeType === 1 ? this : this.parentElement;
   if (!el) return null;
@@ -41,15 +45,28 @@ TAG_JS = """function(tag) {
 }"""
 
 
+def browser_missing(chromium: Path | None = None) -> str | None:
+    """Why the web environment cannot start a browser here, with the command that fixes it; None
+    when it can. `chromium` defaults to CHROMIUM, read at call time."""
+    path = chromium or CHROMIUM
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return (f"the web environment drives Debian's Chromium at {path}, which is not installed here: "
+                f"run `{INSTALL_CHROMIUM}` (or `make install`, which runs it where it may)")
+    if importlib.util.find_spec("playwright") is None:
+        return "the web environment drives Chromium through Playwright, which is not installed: run `make install`"
+    return None
+
+
 class WebEnvironment:
     """One browser and one server, reused across tasks; `reset(task)` resets the database."""
 
     def __init__(self, *, judge: Judge | None = None, timeout_s: float = 10.0, step_timeout_s: float = 60.0,
                  max_steps: int = 30, screenshot: bool = False, world: bool = True,
-                 chromium: Path = CHROMIUM, viewport: tuple[int, int] = (1280, 900)):
+                 chromium: Path | None = None, viewport: tuple[int, int] = (1280, 900)):
         self.judge, self.timeout_ms, self.step_timeout_s = judge, timeout_s * 1000, step_timeout_s
         self.max_steps, self.screenshot, self.viewport = max_steps, screenshot, viewport
-        self.chromium, self.world = chromium, WorldServer() if world else None
+        self.chromium = chromium or CHROMIUM  # read at call time: one setting for the suite's check and this
+        self.world = WorldServer() if world else None
         self._pw = self._browser = self._context = self._page = None
         self._cdp: dict[int, Any] = {}
         self._browser_procs: list[psutil.Process] = []
@@ -73,8 +90,9 @@ class WebEnvironment:
             raise EnvironmentClosed("this WebEnvironment was closed; create a new one")
         if self._browser is not None:
             return
-        if not self.chromium.exists():
-            raise RuntimeError(f"{self.chromium} not found: apt-get install chromium")
+        problem = browser_missing(self.chromium)
+        if problem:
+            raise RuntimeError(problem)
         from playwright.sync_api import sync_playwright
 
         try:

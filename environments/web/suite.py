@@ -55,6 +55,13 @@ class CdwmWebSuite(CdwmSuite):
                 digest.update(f.name.encode() + b"\0" + f.read_bytes())
         return {"path": str(root), "sha256": digest.hexdigest()}
 
+    def check_ready(self) -> None:
+        from environments.web.browser_env import browser_missing
+
+        problem = browser_missing()
+        if problem:
+            raise HarnessError(f"{self.name}: {problem}")
+
     def make_env(self, sample: Sample, judge: Callable[[str], str] | None):
         from environments.web.browser_env import WebEnvironment  # Playwright loads only when a task runs
 

@@ -71,6 +71,7 @@ def list_cmd(options: Optional[str] = typer.Option(None, "--options", help="Prin
 @app.command("runs")
 def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, "--suite")) -> None:
     """Runs in a run dir, with status and headline metric."""
+    from harness.providers.embedded import judge_note
     from harness.records import RunIndex
 
     if not (run_dir / "index.sqlite").exists():
@@ -81,7 +82,9 @@ def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, 
         table.add_column(col, overflow="fold")
     for r in index.runs(suite):
         head = f"{r['headline_metric']}={fmt(r['headline_value'])}" if r["headline_metric"] else ""
-        table.add_row(r["run_id"], f"{r['suite']} {r['suite_version']}", r["model"], r["judge"] or "",
+        note = judge_note(r["judge"])
+        judge = f"{r['judge']} [yellow]({note})[/]" if note else r["judge"] or ""
+        table.add_row(r["run_id"], f"{r['suite']} {r['suite_version']}", r["model"], judge,
                       r["status"], str(r["samples"]), str(r["errors"]), head)
     index.close()
     out.print(table)

@@ -42,6 +42,8 @@ def run_config(config: Any, run_dir: Path, *, resume: str | None = None, suite: 
 
     try:
         plan = plan_run(config, run_dir, resume=resume, suite=suite, command=sys.argv)
+        if not plan.config.source_run:  # a re-score runs no solver: it needs none of the solver's programs
+            plan.suite.check_ready()
         check_reachable(plan.endpoints())
     except HarnessError as exc:
         fail(str(exc))
@@ -84,7 +86,38 @@ def print_summary(summary: Any, path: Path) -> None:
         out.print(f"{summary.headline_metric} per epoch: {[fmt(v) for v in head.get('values', [])]} "
                   f"mean {fmt(head.get('mean'))} sd {fmt(head.get('std'))}", highlight=False)
     out.print("counts: " + ", ".join(f"{k}={v}" for k, v in summary.counts.items()), highlight=False)
+    print_spend(summary)
+    print_judge_note(path)
     out.print(f"records: {path}", highlight=False)
+    if summary.stop_reason:  # stopped at a budget: say so, and how to go on, and exit non-zero
+        err.print(f"[yellow]stopped[/]: {summary.stop_reason}; {summary.run_id} is saved. Continue with a higher cap: "
+                  f"`harness eval --resume {summary.run_id} --run-dir {path.parent} --budget ROLE=AMOUNT` "
+                  "(paid calls come from the cache)")
+        raise typer.Exit(3)
+
+
+def print_judge_note(path: Path) -> None:
+    """Say so when a judge of the run was the embedded model (the demo's, or opted in)."""
+    from harness.providers.embedded import judge_note
+    from harness.records import RunFolder, judge_label
+
+    note = judge_note(judge_label(RunFolder(path.parent, path.name).read_manifest().config.models))
+    if note:
+        err.print(f"[yellow]{note}[/]: the embedded 135M judge passes nearly everything; name a real judge "
+                  "with --judge-model SPEC for numbers that mean something", highlight=False)
+
+
+def print_spend(summary: Any) -> None:
+    """What each role paid in this run (all sessions), with its dollars where a price is known."""
+    if not summary.spend:
+        return
+    table = Table(title="spend (calls not answered from the cache)")
+    for col in ("role", "calls", "prompt tokens", "completion tokens", "USD"):
+        table.add_column(col, justify="right")
+    for role, s in summary.spend.items():
+        usd = "no known price" if s.usd is None else f"{s.usd:.4f}"
+        table.add_row(role, str(s.calls), f"{s.prompt_tokens:,}", f"{s.completion_tokens:,}", usd)
+    out.print(table)
 
 
 

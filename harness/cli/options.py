@@ -18,7 +18,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 EXTRA_ARGS = {"allow_extra_args": True, "ignore_unknown_options": True}
 SHORTHAND_HELP = ("Shorthands: --judge-model SPEC (repeat for a panel), --ROLE-model SPEC for the suite's other roles "
                   "(e.g. --planner-model, --user-model, --world-model), --max-tokens N, --temperature T, "
-                  "--judge-max-tokens N, --role-base-url ROLE=URL, --agent NAME, --action-format FORM.")
+                  "--judge-max-tokens N, --role-base-url ROLE=URL, --agent NAME, --action-format FORM. With a model under test "
+                  "other than the embedded one, every graded or simulating role must be named (--allow-embedded ROLE "
+                  "lets it be the embedded model).")
 
 
 # ---------------------------------------------------------------- the options eval and score share
@@ -34,6 +36,16 @@ class RunOptions(BaseModel):
     progress: bool = True
     executor: str = "asyncio"
     ray_address: Optional[str] = None
+    budget: list[str] = []
+    prices: Optional[Path] = None
+
+    def config_fields(self) -> dict[str, Any]:
+        """The RunConfig fields these options set (execution only: never hashed)."""
+        from harness.spend import parse_budgets
+
+        return {"max_connections": self.max_connections, "call_timeout_s": self.call_timeout,
+                "sample_timeout_s": self.sample_timeout, "max_retries": self.max_retries, "cache": self.cache,
+                "budgets": parse_budgets(self.budget), "prices_file": str(self.prices) if self.prices else None}
 
 
 def run_option_parameters() -> list[inspect.Parameter]:
@@ -53,6 +65,11 @@ def run_option_parameters() -> list[inspect.Parameter]:
                                  "(Ray tasks on a cluster; the `ray` extra)."),
         "ray_address": typer.Option(None, "--ray-address", help="With --executor ray: the cluster's HOST:PORT "
                                     "(default: start a local one)."),
+        "budget": typer.Option([], "--budget", help="ROLE=AMOUNT: stop the run cleanly when ROLE (judge: the whole "
+                               "panel) has spent AMOUNT (5usd, $5, 200000tokens); repeatable; --resume with a "
+                               "higher cap continues, paid calls come from the cache."),
+        "prices": typer.Option(None, "--prices", help="JSON file of $ per million tokens per model spec, for models "
+                               "without a list price (e.g. a self-hosted endpoint)."),
     }
     types = {name: field.annotation for name, field in RunOptions.model_fields.items()}
     return [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=types[name])

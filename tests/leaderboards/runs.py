@@ -14,15 +14,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 from harness.loopback import running_server
 from harness.records import (RunConfig, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord,
                              now_iso)
-from tests.conftest import JUDGE_PASS, harness_cli
+from tests.conftest import CHROMIUM, JUDGE_PASS, harness_cli
 
 JUDGE_FAIL = '{"score": "FAIL", "rationale": "it ignored the anchor", "evidence": "FAIL"}'
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 @dataclass
@@ -109,9 +106,8 @@ def make_loopback_runs(base: Path) -> LoopbackRuns:
 
 
 def launch_chromium(playwright):
-    """Debian's Chromium, headless, no sandbox (root in CI), no background network traffic."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} missing: apt-get install chromium (.ci/run does)")
+    """Debian's Chromium, headless, no sandbox (root in CI), no background network traffic. A
+    `browser` test without it has already failed, or been skipped on request (tests/conftest.py)."""
     return playwright.chromium.launch(
         executable_path=str(CHROMIUM), headless=True,
         args=["--no-sandbox", "--disable-background-networking", "--disable-component-update",

@@ -12,7 +12,7 @@ import pytest
 from harness.records import Metric, RunFolder
 from leaderboards.aggregate import Row, build_leaderboard, rank_rows
 from leaderboards.export import to_markdown
-from leaderboards.prices import Price, price_for
+from harness.prices import Price, price_for
 from tests.conftest import harness_cli
 from tests.leaderboards.runs import write_run
 
@@ -41,15 +41,16 @@ def test_csv_round_trips_through_pandas_with_one_row_per_model_judge_version(loo
     assert keys == sorted([("openai/a", "openai/j", "1.0.0"), ("openai/b", "openai/j", "1.0.0"),
                            ("openai/c", "openai/j", "1.0.0"), ("openai/a", "openai/k", "1.0.0"),
                            ("openai/a", "openai/j", "0.9.0")])
-    expected = {"rank", "tied", "model", "judge", "suite", "suite_version", "setup", "n", "samples", "errors", "runs",
+    expected = {"rank", "tied", "model", "judge", "judge_note", "suite", "suite_version", "setup", "n", "samples", "errors", "runs",
                 "run_ids", "configs", "date", "cost_usd", f"{HEADLINE}_run_sd"}
     for metric in ("proactivity_emergent_pass_rate", "proactivity_critical_weighted_score", HEADLINE):
         expected |= {metric, f"{metric}_ci_low", f"{metric}_ci_high"}
     for role in ("assistant", "judge"):
         expected |= {f"{role}_calls", f"{role}_prompt_tokens", f"{role}_completion_tokens", f"{role}_cost_usd"}
     assert expected <= set(frame.columns)
-    assert list(frame.columns[:14]) == ["rank", "tied", "model", "judge", "suite", "suite_version", "setup", "n",
-                                        "samples", "errors", "runs", "run_ids", "configs", "date"]
+    assert list(frame.columns[:15]) == ["rank", "tied", "model", "judge", "judge_note", "suite", "suite_version",
+                                        "setup", "n", "samples", "errors", "runs", "run_ids", "configs", "date"]
+    assert frame["judge_note"].isna().all(), "no judge here is the embedded model"
     assert frame["setup"].isna().all()  # proact's offline protocol: no options, no other roles
     # One value per cell, types a spreadsheet keeps: ISO dates, integer counts, booleans.
     assert pd.to_datetime(frame["date"], format="%Y-%m-%d").notna().all()
@@ -115,7 +116,7 @@ def test_markdown_json_and_html_exports(loopback_runs, tmp_path):
     doc = json.loads(_export(runs, "--format", "json", "--metric", "proactivity_overall_pass_rate"))
     assert doc["metric"] == "proactivity_overall_pass_rate" and doc["group_by"] == ["judge", "suite_version"]
     csv_cols = list(pd.read_csv(io.StringIO(_export(runs, "--metric", "proactivity_overall_pass_rate"))).columns)
-    assert list(doc["rows"][0]) == csv_cols and csv_cols[14] == "proactivity_overall_pass_rate"
+    assert list(doc["rows"][0]) == csv_cols and csv_cols[15] == "proactivity_overall_pass_rate"
     out = tmp_path / "reports" / "board.html"
     proc = harness_cli("leaderboard", "export", "--suite", "proact", "--run-dir", str(runs.main), "--format", "html",
                        "--out", str(out))

@@ -1,7 +1,8 @@
-"""Cost of a run's token usage, per role, where a price is known.
+"""Cost of a run's token usage, per role, where a price is known: one place, used while a run
+runs (its spend and `--budget`: harness/spend.py) and after (the leaderboard's cost columns).
 
 Prices come from (first match wins):
-1. a `--prices FILE` JSON object, `{"<model spec>": {"input_per_mtok": 2.5, "output_per_mtok": 10}}`
+1. a `--prices FILE` JSON object (`eval`, `score` and `leaderboard export` take it), `{"<model spec>": {"input_per_mtok": 2.5, "output_per_mtok": 10}}`
    (US dollars per million tokens) -- for endpoints whose owner bills you their own rates;
 2. the price table litellm ships inside its package (read as a file, without importing litellm,
    so nothing reaches the network), for `litellm/<provider>/<name>` models and for `openai/<name>`
