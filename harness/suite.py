@@ -18,7 +18,7 @@ import base64
 import binascii
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -68,7 +68,8 @@ class Transcript:
     """What a solver returns for one sample: the transcript and the errors met on the way."""
 
     output: Payload
-    errors: list[ErrorRecord | str] = field(default_factory=list)
+    # Sequence, not list: a family's own `list[str]` of messages is accepted as it is (read only here).
+    errors: Sequence[ErrorRecord | str] = field(default_factory=list)
 
 
 @dataclass
@@ -76,7 +77,7 @@ class Score:
     """What a scorer returns for one transcript."""
 
     values: Payload
-    errors: list[ErrorRecord | str] = field(default_factory=list)
+    errors: Sequence[ErrorRecord | str] = field(default_factory=list)
 
 
 @dataclass
@@ -88,7 +89,7 @@ class SampleOutcome:
     errors: list[str]
 
 
-def error_records(errors: list[ErrorRecord | str], stage: Stage) -> list[ErrorRecord]:
+def error_records(errors: Sequence[ErrorRecord | str], stage: Stage) -> list[ErrorRecord]:
     """A suite may report errors as plain text; the record keeps them typed (`kind` = suite)."""
     return [e if isinstance(e, ErrorRecord) else ErrorRecord(kind="suite", message=e, stage=stage) for e in errors]
 
@@ -290,7 +291,7 @@ class Suite(ABC):
         transcript = await self.solve(sample, ctx)
         output = dump_payload(transcript.output)
         score = await self.scorer(scorer).score(sample, output, ctx)
-        return SampleOutcome(output, dump_payload(score.values), [str(e) for e in transcript.errors + score.errors])
+        return SampleOutcome(output, dump_payload(score.values), [str(e) for e in [*transcript.errors, *score.errors]])
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can

@@ -35,7 +35,7 @@ LABELLED_SOURCES = (
 def stored_label(tp: dict[str, Any]) -> str | None:
     res = tp.get("evaluation_result")
     if isinstance(res, dict) and res.get("status") == "EVALUATED" and res.get("score") in GRADES:
-        return res["score"]
+        return str(res["score"])
     return None
 
 
@@ -117,7 +117,7 @@ class ProactJudgeAgreementSuite(CorpusSuite):
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
         """Confusion matrices (rows: stored label, columns: judge), overall and per type."""
-        out = {"labels": list(GRADES)}
+        out: dict[str, Any] = {"labels": list(GRADES)}
         for kind in (None, *TRIGGER_TYPES):
             matrix = confusion_per_dialogue(records, kind).sum(axis=0) if records else np.zeros((3, 3))
             out[f"confusion_{'overall' if kind is None else kind.lower()}"] = matrix.astype(int).tolist()

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
+
 import jsonschema
 
 from environments.proact.corpus_suite import CorpusSuite
@@ -45,7 +47,7 @@ def audit_messages(rubric: dict[str, Any], history: list[dict[str, str]]) -> lis
 
 def parse_audit(text: str) -> dict[str, Any] | None:
     for obj, problem in json_objects(text):
-        if problem is None and not list(_VALIDATOR.iter_errors(obj)):
+        if problem is None and isinstance(obj, dict) and not list(_VALIDATOR.iter_errors(obj)):
             return obj
     return None
 
@@ -97,5 +99,5 @@ class ProactAuditSuite(CorpusSuite):
                      errors=errors)
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        per_dialogue = [[1.0 if r.scores.get("accepted") else 0.0, 1.0] for r in records]
+        per_dialogue = np.array([[1.0 if r.scores.get("accepted") else 0.0, 1.0] for r in records]).reshape(-1, 2)
         return {"audit_pass_rate": ratio_metric(per_dialogue, lambda c: c[0], lambda c: c[1], seed=seed)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.table import Table
@@ -80,8 +80,8 @@ def validate(
               + (" (strict)" if strict else ""), highlight=False)
     # The layout decides what the corpus is good for: rubrics-only rows run `--suite proact`,
     # only labelled rows give `harness judge agreement` something to agree with.
-    for layout, n in sorted(layouts.items()):
-        out.print(f"layout: {n} row(s) {LAYOUT_NAMES[layout]}", highlight=False, soft_wrap=True)
+    for name, n in sorted(layouts.items()):
+        out.print(f"layout: {n} row(s) {LAYOUT_NAMES[name]}", highlight=False, soft_wrap=True)
     if errors:
         raise typer.Exit(1)
 
@@ -154,7 +154,7 @@ def metrics(
         raise typer.Exit(1)
 
 
-def _read_metrics_file(path: Path) -> dict:
+def _read_metrics_file(path: Path) -> dict[str, Any]:
     from corpora.validation import read_text
 
     fix = "pass --expect a {model}_proactivity_bench_metrics.json file"
@@ -184,7 +184,8 @@ def agreement(
 ) -> None:
     """Re-judge the corpus' curated responses; Cohen's kappa and the 3x3 confusion matrix against
     the stored labels, per trigger type, with bootstrap CIs over dialogues."""
-    from environments.proact.agreement import GRADES, ProactJudgeAgreementSuite
+    from corpora.proact_types import GRADES
+    from environments.proact.agreement import ProactJudgeAgreementSuite
     from harness.records import RunConfig
 
     models = judge_panel(judge_model)

@@ -253,7 +253,7 @@ def one_hot_pairs(reference: list[Score], judged: list[str]) -> np.ndarray:
     cells = np.zeros((len(reference), len(SCALE), len(SCALE)))
     for i, (ref, got) in enumerate(zip(reference, judged)):
         if got in SCALE:
-            cells[i, SCALE.index(ref), SCALE.index(got)] = 1  # type: ignore[arg-type]
+            cells[i, SCALE.index(ref), SCALE.index(got)] = 1
     return cells
 
 
@@ -278,7 +278,10 @@ def agreement_table(study: Study, judges: dict[str, dict[str, str]] | None = Non
     judge is always the first column."""
     kind = {it.item_id: it.trigger_type for it in study.items}
     all_judges = {PUBLISHED: {it.item_id: str(it.judge_score) for it in study.items}} | (judges or {})
-    groups: list[tuple[str, Callable[[Rating], bool]]] = [(t, lambda r, t=t: kind[r.item_id] == t) for t in TRIGGER_TYPES]
+    def of_type(t: str) -> Callable[[Rating], bool]:
+        return lambda r: kind[r.item_id] == t
+
+    groups: list[tuple[str, Callable[[Rating], bool]]] = [(t, of_type(t)) for t in TRIGGER_TYPES]
     groups.append((OVERALL, lambda r: True))
     return [agreement_row(name, [r for r in study.ratings if keep(r)], all_judges, seed=seed, resamples=resamples)
             for name, keep in groups]

@@ -90,4 +90,4 @@ async def judge_reply(ctx: SampleContext, rubric: dict[str, Any], history: list[
 
 def label_of(result: dict[str, Any]) -> str:
     """The trigger's label for metrics: the score, or SKIPPED / ERROR."""
-    return result["score"] if result["status"] == "EVALUATED" else result["status"]
+    return str(result["score"] if result["status"] == "EVALUATED" else result["status"])

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agents.proact_loop import Roles, build, make_schedule, run_dialogue
+from agents.proact_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
 from corpora.proact_blueprints import load_blueprints
 from environments.proact.live_prompts import (
     PLANNER_CONFIG,
@@ -102,12 +102,12 @@ class ProactLiveSuite(Suite):
     def _roles(self, ctx: SampleContext, blueprint: dict[str, Any], style: int) -> Roles:
         persona, card = blueprint["persona"], style_card(style)
 
-        async def plan(view, attempt: int) -> dict[str, Any]:
+        async def plan(view: PlannerView, attempt: int) -> dict[str, Any]:
             trigger = view.directive.trigger is not None
             config = self.planner_config.merged(seed=ctx.seed + attempt, json_schema=planner_decode_schema(trigger))
             return parse_planner(reply_text(await ctx.generate("planner", planner_messages(view), config)), trigger)
 
-        async def speak(view, attempt: int) -> str:
+        async def speak(view: UserView, attempt: int) -> str:
             messages = user_messages(persona, card, view.order, view.conversation, view.feedback)
             return (await ctx.generate("user", messages, self.user_config.merged(seed=ctx.seed + attempt))).text
 

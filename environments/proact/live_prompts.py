@@ -146,6 +146,7 @@ def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
             order["content_payload"] = [order["content_payload"]]
         error = jsonschema.exceptions.best_match(_VALIDATORS[trigger].iter_errors(obj))
         if error is None:
+            assert isinstance(order, dict)  # the schema requires the order object
             rubric = {k: obj["evaluation_rubric"][k].strip() for k in CRITERIA} if trigger else None
             return {"tactical_order": {k: order[k] for k in ORDER_SCHEMA["required"]}, "evaluation_rubric": rubric}
         last = f"schema: `{'.'.join(str(p) for p in error.absolute_path) or '(object)'}` {error.message}"

@@ -6,6 +6,7 @@ reported: the reference pipeline silently dropped failed calls; we never do).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,7 +15,9 @@ from corpora.proact_types import LABELS, RELEASE_LABELS, RESULT_AGENTS, TRIGGER_
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, ratio_metric, resampled_metric
 
-_COL = {(t, lab): i for i, (t, lab) in enumerate((t, lab) for t in TRIGGER_TYPES for lab in LABELS)}
+# (trigger type, label) -> column; keyed by plain strings: the records hold them as text
+_COL: dict[tuple[str, str], int] = {(t, lab): i for i, (t, lab) in enumerate((t, lab) for t in TRIGGER_TYPES
+                                                                            for lab in LABELS)}
 
 
 def trigger_labels(record: SampleRecord) -> list[tuple[str, str]]:
@@ -64,14 +67,21 @@ def proact_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Metr
     for name, types in groups.items():
         p, pa, f = _cols(types, "PASS"), _cols(types, "PARTIAL"), _cols(types, "FAIL")
 
-        def total(c, p=p, pa=pa, f=f):
-            return c[p].sum(axis=0) + c[pa].sum(axis=0) + c[f].sum(axis=0)
+        def total(c: np.ndarray, p: list[int] = p, pa: list[int] = pa, f: list[int] = f) -> np.ndarray:
+            return np.asarray(c[p].sum(axis=0) + c[pa].sum(axis=0) + c[f].sum(axis=0))
 
-        out[f"proactivity_{name}_pass_rate"] = ratio_metric(counts, lambda c, p=p: c[p].sum(axis=0), total, seed=seed)
-        out[f"proactivity_{name}_partial_rate"] = ratio_metric(counts, lambda c, pa=pa: c[pa].sum(axis=0), total, seed=seed)
-        out[f"proactivity_{name}_weighted_score"] = ratio_metric(
-            counts, lambda c, p=p, pa=pa: c[p].sum(axis=0) + 0.5 * c[pa].sum(axis=0), total, seed=seed
-        )
+        def passed(c: np.ndarray, p: list[int] = p) -> np.ndarray:
+            return np.asarray(c[p].sum(axis=0))
+
+        def partial(c: np.ndarray, pa: list[int] = pa) -> np.ndarray:
+            return np.asarray(c[pa].sum(axis=0))
+
+        def weighted(c: np.ndarray, p: list[int] = p, pa: list[int] = pa) -> np.ndarray:
+            return np.asarray(c[p].sum(axis=0) + 0.5 * c[pa].sum(axis=0))
+
+        out[f"proactivity_{name}_pass_rate"] = ratio_metric(counts, passed, total, seed=seed)
+        out[f"proactivity_{name}_partial_rate"] = ratio_metric(counts, partial, total, seed=seed)
+        out[f"proactivity_{name}_weighted_score"] = ratio_metric(counts, weighted, total, seed=seed)
     return out
 
 
@@ -98,9 +108,12 @@ def panel_agreement(records: list[SampleRecord], seed: int = 0) -> dict[str, Met
     if not by_dialogue:
         return {}
     units = np.stack(list(by_dialogue.values()))  # dialogue x type x first judge's label x second's
-    out = {f"judge_agreement_kappa_{t.lower()}": resampled_metric(
-        units, lambda u, i=i: cohen_kappa(u[:, i].sum(axis=0)), seed=seed) for t, i in index.items()}
-    out["judge_agreement_kappa_overall"] = resampled_metric(units, lambda u: cohen_kappa(u.sum(axis=(0, 1))), seed=seed)
+    def kappa_of(i: int | None) -> Callable[[np.ndarray], float | None]:  # one type's, or all types pooled (None)
+        return lambda u: cohen_kappa(u.sum(axis=(0, 1)) if i is None else u[:, i].sum(axis=0))
+
+    out = {f"judge_agreement_kappa_{t.lower()}": resampled_metric(units, kappa_of(i), seed=seed)
+           for t, i in index.items()}
+    out["judge_agreement_kappa_overall"] = resampled_metric(units, kappa_of(None), seed=seed)
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -102,7 +103,7 @@ def render_conversation(history: list[dict[str, str]]) -> str:
     return "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
 
 
-def json_objects(text: str):
+def json_objects(text: str) -> Iterator[tuple[Any, str | None]]:
     """Candidate JSON values in a model's answer -- each fenced block, then the whole text, cut
     to its outermost braces -- as (value, None) or (None, why it did not parse)."""
     for cand in [m.group(1) for m in _FENCE.finditer(text)] + [text]:

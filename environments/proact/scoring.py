@@ -19,7 +19,7 @@ from harness.records import SampleRecord
 from harness.suite import SampleContext
 
 def trigger_stats(labels: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    stats = {t: {lab: 0 for lab in LABELS} for t in TRIGGER_TYPES}
+    stats: dict[str, dict[str, int]] = {t: {lab: 0 for lab in LABELS} for t in TRIGGER_TYPES}
     for lab in labels:
         stats[lab["type"]][lab["label"]] += 1
     return stats
