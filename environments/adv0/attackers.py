@@ -1,6 +1,8 @@
 """The attacker of one evaluation episode (suite `adv0`): a pure function of (attacker, family,
 seed, trained state). The fixed options (none, random, scripted, CAT-like) need nothing more; the
-trained ADV-0 attacker reads `attacker.json` from a round folder of `harness adv0 train`.
+trained ADV-0 attacker reads `attacker.json` from a round folder of `harness adv0 train`. The
+closed-loop attacker (`closed_loop`) draws no scenario: `closed_loop_attacker` builds the policy
+that acts every step (the reference policy, or a saved one from `attacker_state=FILE.json`).
 """
 
 from __future__ import annotations
@@ -14,16 +16,17 @@ import numpy as np
 
 from environments.adv0 import baselines, loop
 from environments.adv0.attacker import Adv0Attacker
+from environments.adv0.closed_loop import ClosedLoopAttacker, ClosedLoopLimits, ClosedLoopPolicy
 from environments.adv0.scenario import ScenarioParams
 from harness.errors import HarnessError
 
-AttackerName = Literal["none", "random", "scripted", "cat", "adv0"]
+AttackerName = Literal["none", "random", "scripted", "cat", "adv0", "closed_loop"]
 ATTACKERS: tuple[str, ...] = get_args(AttackerName)
 
 
 def draw_scenario(name: str, family: str, seed: int, state_dir: str | None = None) -> ScenarioParams | None:
     """The scenario attacker `name` draws for this episode (None: normal traffic)."""
-    if name == "none":
+    if name in ("none", "closed_loop"):  # closed_loop acts every step instead (closed_loop_attacker)
         return None
     option = _option(name, family, state_dir)
     context = loop.context_of(loop.world_for(family), family, seed)
@@ -40,6 +43,24 @@ def _option(name: str, family: str, state_dir: str | None) -> Any:
     if name not in ATTACKERS:
         raise HarnessError(f"unknown attacker {name!r}; choose one of {', '.join(ATTACKERS)}")
     return baselines.make(name, loop.reference_prior(family))
+
+
+def closed_loop_attacker(seed: int, state_file: str | None = None,
+                         limits: ClosedLoopLimits | None = None) -> ClosedLoopAttacker:
+    """A fresh closed-loop attacker for one episode: its own generator seeded by the episode's seed
+    (so the episode stays a pure function of its inputs), taking over the nearest vehicle."""
+    policy = _closed_loop_policy(state_file)
+    return ClosedLoopAttacker(policy, limits, slot=0, seed=[seed, 0xC10])
+
+
+@lru_cache(maxsize=4)
+def _closed_loop_policy(state_file: str | None) -> ClosedLoopPolicy:
+    if state_file is None:
+        return ClosedLoopPolicy.reference()
+    try:
+        return ClosedLoopPolicy.load(state_file)
+    except ValueError as exc:
+        raise HarnessError(f"--suite-option attacker_state={state_file}: {exc}") from exc
 
 
 def check_state(state_dir: str | None) -> dict[str, Any]:

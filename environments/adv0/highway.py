@@ -37,6 +37,7 @@ from highway_env.envs.merge_env import MergeEnv  # noqa: E402
 from highway_env.envs.roundabout_env import RoundaboutEnv  # noqa: E402
 
 from environments.adv0 import geometry  # noqa: E402
+from environments.adv0.closed_loop import ClosedLoopAttacker, ClosedLoopVehicle  # noqa: E402
 from environments.adv0.vehicles import AttackerVehicle, PlannerEgo  # noqa: E402
 from environments.adv0.scenario import (  # noqa: E402
     META_ACTIONS,
@@ -185,8 +186,9 @@ class HighwayEpisode:
     """One running episode (the `scenario.Episode` protocol)."""
 
     def __init__(self, family: str, seed: int, attack: ScenarioParams | None, planner: IdmParams | None,
-                 frames: bool, defender: str | None) -> None:
+                 frames: bool, defender: str | None, closed_loop: ClosedLoopAttacker | None = None) -> None:
         self.family, self.seed, self.attack, self.planner = family, seed, attack, planner
+        self.closed_loop = closed_loop
         self.spec = FAMILIES[family]
         self.defender = defender or ("idm" if planner is not None else "driver")
         self.env = _acquire_env(family, frames)
@@ -208,7 +210,11 @@ class HighwayEpisode:
         for v in self.env.road.vehicles:
             if v is not self.ego:
                 self._bg_name(v)  # bg:k in road order at t0, before the attacker takes one over
-        self.attacker = self._install_attacker(attack) if attack is not None else None
+        self.attacker: AttackerVehicle | ClosedLoopVehicle | None = None
+        if attack is not None:
+            self.attacker = self._install_attacker(attack)
+        elif closed_loop is not None:
+            self.attacker = self._install_closed_loop(closed_loop)
         self.history: deque[_Frame] = deque(maxlen=int(round(geometry.HISTORY_S / self.dt)) + 1)
         self.images: deque[np.ndarray] = deque(maxlen=int(round(geometry.HISTORY_S / self.dt)) + 1)
         self._att_pos: list[np.ndarray] = []
@@ -216,14 +222,30 @@ class HighwayEpisode:
         self._record(first=True)
 
     # -- setup
-    def _install_attacker(self, z: ScenarioParams) -> AttackerVehicle | None:
+    def _victim(self, slot: int) -> Any:
+        """The background vehicle ranked `slot` by distance to the ego (fewer: the farthest)."""
         ego = self.ego
         others = [v for v in self.env.road.vehicles if v is not ego]
         if not others:
             return None
         ranked = sorted(range(len(others)), key=lambda i: (float(np.linalg.norm(others[i].position - ego.position)), i))
-        victim = others[ranked[min(z.slot, len(ranked) - 1)]]  # fewer vehicles than slots: the farthest
-        att = AttackerVehicle.take_over(victim, ego, z, self.dt)
+        return others[ranked[min(slot, len(ranked) - 1)]]
+
+    def _install_attacker(self, z: ScenarioParams) -> AttackerVehicle | None:
+        victim = self._victim(z.slot)
+        if victim is None:
+            return None
+        att = AttackerVehicle.take_over(victim, self.ego, z, self.dt)
+        self.view_names[id(att)] = self._bg_name(victim)
+        self._replace(victim, att)
+        self.names[id(att)] = "attacker"
+        return att
+
+    def _install_closed_loop(self, attacker: ClosedLoopAttacker) -> ClosedLoopVehicle | None:
+        victim = self._victim(attacker.slot)
+        if victim is None:
+            return None
+        att = ClosedLoopVehicle.take_over(victim, self.ego, attacker.limits, self.dt)
         self.view_names[id(att)] = self._bg_name(victim)
         self._replace(victim, att)
         self.names[id(att)] = "attacker"
@@ -379,6 +401,10 @@ class HighwayEpisode:
                 name = "IDLE"
             self.actions.append(name)
             index = self.env.action_type.actions_indexes[name]
+        if self.closed_loop is not None and isinstance(self.attacker, ClosedLoopVehicle) and not self.attacker.crashed:
+            # one decision per policy step: the attacker acts on the state the defender acts on
+            self.closed_loop.decide(self.attacker, self.ego, self.env.road, 1.0 / self.env.config["policy_frequency"],
+                                    float(self.env.time))
         self.log.kin_step = []
         steps_before = len(self.log.ttc_frames)
         self.obs, _, terminated, truncated, _ = self.env.step(index)
@@ -438,7 +464,9 @@ class HighwayEpisode:
             attack_feasible=att.feasible if att is not None else True,
             attack_fired=att.fired if att is not None else False,
             trigger_withheld=bool(att is not None and att.withheld and not att.fired),
-            attacker_kinematics=log.kinematics, actions=list(self.actions), invalid_actions=self.invalid_actions)
+            attacker_kinematics=log.kinematics, actions=list(self.actions), invalid_actions=self.invalid_actions,
+            attacker_trajectory=(self.closed_loop.trajectory.model_copy(deep=True)
+                                 if self.closed_loop is not None else None))
 
     def filmstrip(self, directory: str | Path, root: str | Path | None = None) -> list[str]:
         """Save the last frames (needs frames=True) as a filmstrip; paths relative to `root`."""
@@ -455,15 +483,19 @@ class HighwayEpisode:
 
 
 def start_episode(family: Family | str, seed: int, attack: ScenarioParams | dict[str, Any] | None,
-                  planner: IdmParams | None = None, frames: bool = False, defender: str | None = None) -> HighwayEpisode:
-    """Start one episode of `family` (see FAMILIES) with seed `seed`; `attack` None = normal traffic."""
+                  planner: IdmParams | None = None, frames: bool = False, defender: str | None = None,
+                  closed_loop: ClosedLoopAttacker | None = None) -> HighwayEpisode:
+    """Start one episode of `family` (see FAMILIES) with seed `seed`; `attack` None = normal traffic,
+    unless `closed_loop` (a fresh `ClosedLoopAttacker`) takes a vehicle over and acts every step."""
     _check_family(family)
+    if attack is not None and closed_loop is not None:
+        raise ValueError("start_episode: give a one-shot `attack` or a `closed_loop` attacker, not both")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed={seed!r} must be a non-negative integer")
     z = _check_attack(attack)
     if planner is not None and not isinstance(planner, IdmParams):
         raise ValueError(f"planner={planner!r} must be IdmParams (or None for a driver that names meta-actions)")
-    return HighwayEpisode(str(family), int(seed), z, planner, frames, defender)
+    return HighwayEpisode(str(family), int(seed), z, planner, frames, defender, closed_loop)
 
 
 def run_episode(family: str, seed: int, attack: ScenarioParams | None, planner: IdmParams | None = None,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from environments.adv0.scenario import HELD_OUT_FAMILIES, EpisodeResult
+from environments.adv0.scenario import DATA_HELD_OUT, HELD_OUT_FAMILIES, EpisodeResult
 from harness.records import Metric
 from harness.stats import quantile_metric, ratio_metric, summed_metric
 
@@ -55,15 +55,18 @@ def failure_cluster(result: EpisodeResult) -> str | None:
     rel = abs(np.hypot(ego.vx, ego.vy) - np.hypot(other.vx, other.vy)) if ego and other else 0.0
     speed_bin = int(np.searchsorted(REL_SPEED_BINS, rel))
     attack = result.attack
-    what = f"{attack.manoeuvre}|slot{attack.slot}" if attack is not None else "normal"
+    what = f"{attack.manoeuvre}|slot{attack.slot}" if attack is not None else (
+        "closed_loop" if result.attacker_trajectory is not None else "normal")
     return f"{what}|{rule}|dv{speed_bin}"
 
 
 def episode_scores(result: EpisodeResult) -> EpisodeScores:
     fault = result.collision.fault if result.collision is not None else None
     return EpisodeScores(
-        family=result.family, held_out=result.family in HELD_OUT_FAMILIES, attacked=result.attack is not None,
-        manoeuvre=result.attack.manoeuvre if result.attack is not None else None,
+        family=result.family, held_out=result.family in HELD_OUT_FAMILIES or result.family in DATA_HELD_OUT,
+        attacked=result.attack is not None or result.attacker_trajectory is not None,
+        manoeuvre=result.attack.manoeuvre if result.attack is not None else (
+            "closed_loop" if result.attacker_trajectory is not None else None),
         crashed=result.crashed, defender_failure=result.defender_failure,
         attacker_fault=result.crashed and fault == "attacker", near_miss=result.near_miss,
         min_ttc=result.min_ttc, reward=result.reward, mean_speed=result.mean_speed, distance_m=result.distance_m,

@@ -111,6 +111,9 @@ Family = Literal[
 ]
 TRAIN_FAMILIES: tuple[Family, ...] = ("highway",)
 HELD_OUT_FAMILIES: tuple[Family, ...] = ("highway-dense", "merge", "roundabout", "intersection", "aggressive")
+# Families declared in files (`families.py`) that are held out, filled as they are registered: the
+# metrics' held-out breakdown must see them without importing highway-env.
+DATA_HELD_OUT: set[str] = set()
 
 # The driver's meta-actions (highway-env's DiscreteMetaAction names, in its index order).
 META_ACTIONS = ("LANE_LEFT", "IDLE", "LANE_RIGHT", "FASTER", "SLOWER")
@@ -148,10 +151,22 @@ class Collision(BaseModel):
     geometry: list[VehicleState]  # ego and other over the last steps before contact (audit trail)
 
 
+class AttackerTrajectory(BaseModel):
+    """A closed-loop attacker's decisions (`closed_loop.py`), one entry per decision: the time, the
+    policy's features, which actions were feasible, and the action it chose -- enough to recompute
+    the trajectory's exact log-probability under any policy of the same shape."""
+
+    policy: str
+    t: list[float] = Field(default_factory=list)
+    features: list[list[float]] = Field(default_factory=list)
+    feasible: list[list[bool]] = Field(default_factory=list)
+    actions: list[str] = Field(default_factory=list)
+
+
 class EpisodeResult(BaseModel):
     """Everything the metrics, the attacker's utility and the checks need from one episode."""
 
-    family: Family
+    family: str  # a built-in `Family`, or a family file's name (`families.py`)
     seed: int
     attack: ScenarioParams | None  # None: normal traffic
     defender: str
@@ -172,6 +187,7 @@ class EpisodeResult(BaseModel):
     actions: list[str] = Field(default_factory=list)  # the defender's meta-actions (empty for a planner)
     invalid_actions: int = 0
     frames: list[str] = Field(default_factory=list)  # relative paths of filmstrip PNGs (failures only)
+    attacker_trajectory: AttackerTrajectory | None = None  # the closed-loop attacker's steps (None: one-shot or none)
 
     @property
     def defender_failure(self) -> bool:

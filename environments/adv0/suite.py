@@ -22,8 +22,10 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from environments.adv0 import highway
-from environments.adv0.attackers import ATTACKERS, AttackerName, check_state, draw_scenario
+from environments.adv0.attackers import ATTACKERS, AttackerName, check_state, closed_loop_attacker, draw_scenario
+from environments.adv0.closed_loop import ClosedLoopPolicy
 from environments.adv0.env import DrivingEnvironment
+from environments.adv0.families import DATA_FAMILIES, load_family_file
 from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
 from environments.adv0.report import failures_section
 from environments.adv0.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
@@ -45,11 +47,14 @@ class Adv0Options(SuiteOptions):
     seeds: int = Field(10, ge=1, le=10_000, description="episodes (seeds) per family")
     seed_offset: int = Field(1_000_000, ge=0, description="first seed (evaluation seeds stay clear of training's)")
     attacker: AttackerName = Field("scripted", description=f"who draws the scenario: {', '.join(ATTACKERS)}")
-    attacker_state: str | None = Field(None, description="attacker=adv0: a round directory of `harness adv0 train`")
+    attacker_state: str | None = Field(None, description="attacker=adv0: a round directory of `harness adv0 train`; "
+                                       "attacker=closed_loop: a policy JSON (default: the reference policy)")
     action_format: Form = Field("constrained", description="how the driver answers: constrained, tools or free")
     parse_attempts: int = Field(2, ge=1, le=5, description="asks per step before a counted invalid action (IDLE)")
     policy_max_tokens: int = Field(48, ge=8, le=512, description="max new tokens per driving decision")
     reflections: str | None = Field(None, description="a reflection memory (JSON) the driver starts from")
+    family_file: str | None = Field(None, description="a scenario family declared in a JSON/TOML file (highway-env id, "
+                                    "config, density, attacker limits); runs instead of `families` unless that is set too")
     filmstrips: bool = Field(True, description="keep a filmstrip of every crash")
     parallel_envs: int = Field(2, ge=1, le=16, description="episodes running at once")
 
@@ -63,6 +68,10 @@ class Adv0Options(SuiteOptions):
     def _trained_attacker_has_state(self) -> "Adv0Options":
         if self.attacker == "adv0":
             check_state(self.attacker_state)  # a ValueError naming the option and the fix
+        if self.family_file is not None:
+            load_family_file(self.family_file)  # registers it; a ValueError naming the family and the key
+        if self.attacker == "closed_loop" and self.attacker_state is not None:
+            ClosedLoopPolicy.load(self.attacker_state)  # a ValueError naming the file and the key
         return self
 
 
@@ -102,6 +111,10 @@ class Adv0Suite(Suite):
     def __init__(self, options: Adv0Options | None = None) -> None:
         super().__init__(options)
         self.families = parse_families(self.options.families)
+        if self.options.family_file is not None:  # registered by the options' validator
+            declared = load_family_file(self.options.family_file).name
+            explicit = "families" in self.options.model_fields_set
+            self.families = [*self.families, declared] if explicit else [declared]
         self.config = AgentConfig(max_steps=10_000, parse_attempts=self.options.parse_attempts,
                                   policy_max_tokens=self.options.policy_max_tokens,
                                   action_format=self.options.action_format)
@@ -120,7 +133,10 @@ class Adv0Suite(Suite):
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         state = self.options.attacker_state
         digest = _dir_digest(Path(state)) if state else None
-        return {"path": None, "generated": "seeds", "attacker_state_sha256": digest}
+        identity = {"path": None, "generated": "seeds", "attacker_state_sha256": digest}
+        if self.options.family_file is not None:  # the family's declaration is part of what was run
+            identity["family_file_sha256"] = hashlib.sha256(Path(self.options.family_file).read_bytes()).hexdigest()
+        return identity
 
     # ------------------------------------------------------------------ solve
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
@@ -133,8 +149,13 @@ class Adv0Suite(Suite):
         family, seed = str(sample.data["family"]), int(sample.data["seed"])
         attack: ScenarioParams | None = draw_scenario(self.options.attacker, family, seed, self.options.attacker_state)
         frames = self.options.filmstrips
-        env_impl = DrivingEnvironment(lambda: highway.start_episode(family, seed, attack, frames=frames, defender="llm"),
-                                      frames=frames)
+        closed = self.options.attacker == "closed_loop"
+        state = self.options.attacker_state
+        limits = DATA_FAMILIES[family].attacker_limits if family in DATA_FAMILIES else None
+        # a fresh closed-loop attacker per start: its generator and trajectory belong to one episode
+        env_impl = DrivingEnvironment(lambda: highway.start_episode(
+            family, seed, attack, frames=frames, defender="llm",
+            closed_loop=closed_loop_attacker(seed, state, limits) if closed else None), frames=frames)
         env = await ThreadedEnv.create(lambda: env_impl)
         agent = DriverAgent(memory=_memory(self.options.reflections))
         t0 = time.perf_counter()
@@ -204,13 +225,17 @@ def _memory(path: str | None) -> ReflectionMemory | None:
 
 def _caption(result: EpisodeResult) -> str:
     c = result.collision
-    what = "normal traffic" if result.attack is None else f"{result.attack.manoeuvre} from slot {result.attack.slot}"
+    what = ("normal traffic" if result.attack is None else f"{result.attack.manoeuvre} from slot {result.attack.slot}")
+    if result.attacker_trajectory is not None:
+        what = "closed-loop attacker: " + ", ".join(result.attacker_trajectory.actions[-3:])  # its last decisions
     if c is None:
         return f"{result.family} seed {result.seed}: crash ({what})"
     return f"{result.family} seed {result.seed}: crash at t={c.t:.1f}s with {c.other}, {c.fault} at fault ({c.rule}); {what}"
 
 
 def _dir_digest(path: Path) -> str:
+    if path.is_file():  # attacker=closed_loop's policy JSON
+        return hashlib.sha256(path.read_bytes()).hexdigest()
     if not path.is_dir():
         raise HarnessError(f"--suite-option attacker_state={path}: not a directory (a round directory of "
                            "`harness adv0 train`)")
