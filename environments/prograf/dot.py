@@ -6,10 +6,15 @@ subgraph operands, `dir=`) and attribute statements, scoped defaults, ports, quo
 concatenated) and HTML strings, comments. `subgraph cluster*` is a cluster (the only kind Graphviz
 draws). Attributes that make Graphviz read files or link out (image, shapefile, fontpath, URL...)
 are dropped and noted; HTML labels keep their text only; `style=invis` elements are not drawn.
+Labels read as Graphviz shows them: character entities (`&gt;`, `&amp;`, `&#62;`) decoded in HTML
+and quoted labels alike, record labels (`{a|<p> b}`) as their fields' text, an edge's text from
+`label`, else `xlabel`, else `taillabel` / `headlabel`, a node's from `label`, else `xlabel` when
+the label is empty. Input that is not DOT is an "unsupported construct X at line N" error.
 """
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import dataclass, field
 
@@ -32,10 +37,20 @@ TOKEN = re.compile(r"""
 KEYWORDS = {"strict", "graph", "digraph", "node", "edge", "subgraph"}
 
 
+class HtmlText(str):
+    """The text of an HTML-like label, already decoded: escapes such as \\N and entities are not read twice."""
+
+
 @dataclass
 class Tok:
     kind: str  # edgeop, punct, id (ids, numbers, strings), kw
     text: str
+    offset: int = 0  # where the token starts; DotParser.at turns it into a line number for an error
+
+
+def unsupported(code: str, i: int) -> InputRejected:
+    snippet = code[i:i + 30].split("\n", 1)[0]
+    return InputRejected(f"DOT: unsupported construct {snippet!r} at line {code.count(chr(10), 0, i) + 1}")
 
 
 def tokenize(code: str) -> list[Tok]:
@@ -44,7 +59,8 @@ def tokenize(code: str) -> list[Tok]:
     while i < len(code):
         m = TOKEN.match(code, i)
         if not m:
-            raise InputRejected(f"DOT: unexpected character {code[i]!r} at offset {i}")
+            raise unsupported(code, i)
+        offset = i
         kind = m.lastgroup or ""
         if kind == "html":
             end, depth = i, 0
@@ -55,7 +71,7 @@ def tokenize(code: str) -> list[Tok]:
                     break
             if depth:
                 raise InputRejected("DOT: an HTML label is not closed")
-            toks.append(Tok("html", code[i + 1:end - 1]))
+            toks.append(Tok("html", code[i + 1:end - 1], offset))
             i = end
             continue
         i = m.end()
@@ -68,13 +84,13 @@ def tokenize(code: str) -> list[Tok]:
                 toks.pop()
                 toks[-1].text += text
                 continue
-            toks.append(Tok("id", text))
+            toks.append(Tok("id", text, offset))
         elif kind == "id" and text.lower() in KEYWORDS:
-            toks.append(Tok("kw", text.lower()))
+            toks.append(Tok("kw", text.lower(), offset))
         elif kind in ("id", "num"):
-            toks.append(Tok("id", text))
+            toks.append(Tok("id", text, offset))
         else:
-            toks.append(Tok(kind, text))
+            toks.append(Tok(kind, text, offset))
     if any(t.kind == "plus" for t in toks):
         raise InputRejected("DOT: '+' joins two quoted strings only")
     return toks
@@ -92,6 +108,7 @@ class DotParser:
     def __init__(self, code: str):
         if len(code) > MAX_CHARS:
             raise InputRejected(f"DOT of {len(code)} characters (at most {MAX_CHARS})")
+        self.code = code
         self.toks = tokenize(code)
         self.i = 0
         self.nodes: dict[str, dict[str, str]] = {}
@@ -108,7 +125,7 @@ class DotParser:
         tok = self.peek()
         if tok is None or (kind and tok.kind != kind) or (text and tok.text != text):
             want = text or kind or "a token"
-            raise InputRejected(f"DOT: expected {want!r}, got {tok.text if tok else 'end of input'!r}")
+            raise InputRejected(f"DOT: expected {want!r}, got {tok.text if tok else 'end of input'!r}{self.at(tok)}")
         self.i += 1
         return tok
 
@@ -122,21 +139,27 @@ class DotParser:
     def ident(self) -> str:
         tok = self.take()
         if tok.kind not in ("id", "html"):
-            raise InputRejected(f"DOT: expected a name, got {tok.text!r}")
+            raise InputRejected(f"DOT: expected a name, got {tok.text!r}: unsupported construct{self.at(tok)}")
         return html_text(tok.text, self.notes) if tok.kind == "html" else tok.text
+
+    def at(self, tok: Tok | None) -> str:
+        return f" at line {self.code.count(chr(10), 0, tok.offset) + 1}" if tok is not None else " at the end"
 
     # -- grammar
     def parse(self) -> None:
         self.accept("strict")
         head = self.take()
         if head.kind != "kw" or head.text not in ("graph", "digraph"):
-            raise InputRejected(f"DOT: a graph starts with graph or digraph, not {head.text!r}")
+            raise InputRejected(f"DOT: a graph starts with graph or digraph, not {head.text!r}{self.at(head)}")
         self.directed = head.text == "digraph"
         if self.peek() and self.peek().kind in ("id", "html"):  # type: ignore[union-attr]
             self.ident()
         self.take("punct", "{")
         self.statements(Scope(), 0)
         self.take("punct", "}")
+        if (extra := self.peek()) is not None:  # Graphviz would draw a second graph; we read one
+            raise InputRejected(f"DOT: unsupported construct {extra.text!r} after the graph's closing brace"
+                                f"{self.at(extra)} (one graph per answer)")
 
     def statements(self, scope: Scope, depth: int) -> None:
         if depth > MAX_DEPTH:
@@ -218,15 +241,32 @@ class DotParser:
         return attrs
 
 
-def html_text(html: str, notes: list[str]) -> str:
-    if re.search(r"<\s*img", html, re.I):
+def html_text(label: str, notes: list[str]) -> str:
+    """An HTML-like label's text: tags (cells, fonts, <BR/>) are spacing, entities are their characters."""
+    if re.search(r"<\s*img", label, re.I):
         notes.append("dropped an <IMG> from an HTML label")
-    return " ".join(re.sub(r"<[^>]*>", " ", html).split())
+    return HtmlText(" ".join(html.unescape(re.sub(r"<[^>]*>", " ", label)).split()))
 
 
-def label_text(raw: str | None, name: str) -> str:
+def label_text(raw: str | None, name: str, record: bool = False) -> str:
+    if isinstance(raw, HtmlText):
+        return str(raw)
     text = name if raw is None else raw.replace("\\N", name).replace("\\G", "")
-    return " ".join(re.sub(r"\\[nlr]", " ", text).split())
+    if record:  # a record's fields: braces and bars lay them out, <port> names them; neither is shown
+        text = re.sub(r"(?<!\\)<[^>]*>", " ", text)
+        text = re.sub(r"(?<!\\)[{}|]", " ", text).replace("\\{", "{").replace("\\}", "}").replace("\\|", "|")
+    # Graphviz decodes character entities in ordinary labels too (&amp; shows as &)
+    return " ".join(html.unescape(re.sub(r"\\[nlr]", " ", text)).split())
+
+
+def edge_text(attrs: dict[str, str]) -> str:
+    """The text that names an edge: its label, else its external label, else the label at its tail or head
+    (a decision's yes / no is often put at the tail)."""
+    for key in ("label", "xlabel", "taillabel", "headlabel"):
+        text = label_text(attrs.get(key, ""), "")
+        if text:
+            return text
+    return ""
 
 
 def dot_family(shape: str, style: str) -> str:
@@ -250,13 +290,16 @@ def parse_dot(code: str) -> Scene:
             scene.hidden += 1
             continue
         visible.add(name)
-        scene.nodes.append(Node(key=name, label=label_text(attrs.get("label"), name),
-                                shape=dot_family(attrs.get("shape", "ellipse"), style)))
+        shape = attrs.get("shape", "ellipse")
+        label = label_text(attrs.get("label"), name, record=shape.lower() in ("record", "mrecord"))
+        if not label and attrs.get("xlabel"):  # an empty box with its text outside it
+            label = label_text(attrs["xlabel"], name)
+        scene.nodes.append(Node(key=name, label=label, shape=dot_family(shape, style)))
     for a, b, attrs in parser.edges:
         if a not in visible or b not in visible or "invis" in attrs.get("style", "").lower():
             scene.hidden += 1
             continue
-        label = label_text(attrs.get("label") or attrs.get("xlabel") or "", "")
+        label = edge_text(attrs)
         way = attrs.get("dir", "forward" if parser.directed else "none").lower()
         if way == "both":
             scene.edges += [Edge(a, b, label), Edge(b, a, label)]
