@@ -14,34 +14,113 @@ XY = tuple[float, float]
 
 
 class GeometryView:
-    """Labelled points bound to drawn vertices (segment ends, circle centres and dots)."""
+    """Labelled points bound to drawn vertices (segment ends, circle centres and dots), all labels
+    at once (`bind_labels`). Slacks are relative to the drawing: a share of the canvas diagonal,
+    with floors in pixels times the scene's units per pixel (a unit-scale viewBox reads as the
+    same figure drawn at 400 pixels)."""
 
     def __init__(self, scene: Scene, names: list[str]):
         self.scene = scene
         c = scene.canvas or (0.0, 0.0, 400.0, 400.0)
         self.diag = math.dist((c[0], c[1]), (c[2], c[3]))
-        self.dot_r = max(4.0, 0.012 * self.diag)
-        vertices = [(s.x1, s.y1) for s in scene.segments] + [(s.x2, s.y2) for s in scene.segments]
-        vertices += [(ci.cx, ci.cy) for ci in scene.circles]
-        self.points: dict[str, XY] = {}
-        bind = max(20.0, 0.07 * self.diag)
-        for name in names:
-            best, where = bind, None
-            for t in scene.texts:
-                if t.text.strip() != name:
-                    continue
-                for v in vertices:
-                    d = math.dist((t.x, t.y), v)
-                    if d < best:
-                        best, where = d, v
-            if where is not None:
-                self.points[name] = where
+        self.px = scene.px
+        self.dot_r = max(4.0 * self.px, 0.012 * self.diag)
+        self.points, self.ambiguous = bind_labels(scene, names, max(20.0 * self.px, 0.07 * self.diag), self.diag)
+        for name, (where, other) in sorted(self.ambiguous.items()):
+            scene.notes.append(f"label {name} is ambiguous: bound to ({where[0]:.4g}, {where[1]:.4g}), but "
+                               f"({other[0]:.4g}, {other[1]:.4g}) is nearly as good")
         self.big_circles = [ci for ci in scene.circles if ci.r > self.dot_r]
         self.label_names = {t.text.strip() for t in scene.texts if re.fullmatch(r"[A-Z][0-9']?", t.text.strip())}
 
+    def slack(self, pixels: float) -> float:
+        """A slack of so many pixels, in canvas units."""
+        return pixels * self.px
+
     def circle_at(self, centre: XY, tol: float) -> Circle | None:
-        near = [ci for ci in self.big_circles if math.dist((ci.cx, ci.cy), centre) <= tol * ci.r + 2]
+        near = [ci for ci in self.big_circles if math.dist((ci.cx, ci.cy), centre) <= tol * ci.r + self.slack(2)]
         return min(near, key=lambda ci: math.dist((ci.cx, ci.cy), centre)) if near else None
+
+
+MARK_SIZE = 0.06  # an element smaller than this share of the diagonal is a mark (right angle, arc, tick)
+
+
+def bind_labels(scene: Scene, names: list[str], reach: float, diag: float) -> tuple[dict[str, XY], dict[str, tuple[XY, XY]]]:
+    """Each name's label bound to a drawn vertex as one assignment (distinct vertices, least total
+    distance; scipy's linear_sum_assignment), not each to its nearest: a label between two
+    vertices goes where the other labels leave room. A vertex that only a small mark draws (the
+    corner of a right-angle mark, an angle arc's end) costs a whole reach extra, so it is bound
+    only when no vertex of the figure itself is in reach: a label is never captured by its
+    point's mark. Returns the bound points, and for each name whose second-best assignment is
+    nearly as good (within a quarter of its distance) the runner-up vertex."""
+    wanted = [n for n in names if any(t.text.strip() == n for t in scene.texts)]
+    if not wanted:
+        return {}, {}
+    spans: dict[int, list[float]] = {}  # element -> its extent, to tell marks from figure lines
+    for s in scene.segments:
+        b = spans.setdefault(s.element, [math.inf, math.inf, -math.inf, -math.inf])
+        b[:] = [min(b[0], s.x1, s.x2), min(b[1], s.y1, s.y2), max(b[2], s.x1, s.x2), max(b[3], s.y1, s.y2)]
+    small = {e for e, b in spans.items() if math.dist((b[0], b[1]), (b[2], b[3])) < MARK_SIZE * diag}
+    grid = max(1e-9, 0.002 * diag)  # vertices this close are one point drawn twice
+    where: dict[tuple[int, int], list[float]] = {}  # cell -> [x, y, is a mark only]
+    for s in scene.segments:
+        for (x, y), end in (((s.x1, s.y1), s.ends[0]), ((s.x2, s.y2), s.ends[1])):
+            if end:
+                cell = where.setdefault((round(x / grid), round(y / grid)), [x, y, 1.0])
+                cell[2] = min(cell[2], 1.0 if s.element in small else 0.0)
+    for ci in scene.circles:
+        cell = where.setdefault((round(ci.cx / grid), round(ci.cy / grid)), [ci.cx, ci.cy, 0.0])
+        cell[2] = 0.0
+    texts = {n: [(t.x, t.y) for t in scene.texts if t.text.strip() == n] for n in wanted}
+    vertices = [(v[0], v[1], v[2] > 0) for v in where.values()
+                if any(math.dist(p, (v[0], v[1])) < reach for n in wanted for p in texts[n])]
+    if not vertices:
+        return {}, {}
+    far = 1e6 * (reach + 1)
+    cost = [[far] * len(vertices) for _ in wanted]
+    for i, n in enumerate(wanted):
+        for j, (x, y, mark) in enumerate(vertices):
+            d = min(math.dist(p, (x, y)) for p in texts[n])
+            if d < reach:
+                cost[i][j] = d + (reach if mark else 0.0)
+    pairs = _assign(cost)
+    used = {j: i for i, j in pairs}
+    points: dict[str, XY] = {}
+    ambiguous: dict[str, tuple[XY, XY]] = {}
+    for i, j in pairs:
+        if cost[i][j] >= far:
+            continue
+        points[wanted[i]] = (vertices[j][0], vertices[j][1])
+        # the best assignment with this label's vertex forbidden: close in total cost = ambiguous.
+        # When its cheapest other vertex is free, moving it alone there stands for that assignment
+        # (exact unless a swap among other labels is cheaper still, which only makes it closer)
+        order = sorted(range(len(vertices)), key=cost[i].__getitem__)
+        k = next((c for c in order if c != j), None)
+        if k is None or cost[i][k] >= far:
+            continue
+        if k in used:
+            alt = [row[:] for row in cost]
+            alt[i][j] = far
+            alt_pairs = _assign(alt)
+            delta = sum(alt[a][b] for a, b in alt_pairs) - sum(cost[a][b] for a, b in pairs)
+            k = dict(alt_pairs).get(i, k)
+        else:
+            delta = cost[i][k] - cost[i][j]
+        if cost[i][k] < far and delta < 0.25 * cost[i][j]:
+            ambiguous[wanted[i]] = (points[wanted[i]], (vertices[k][0], vertices[k][1]))
+    return points, ambiguous
+
+
+def _assign(cost: list[list[float]]) -> list[tuple[int, int]]:
+    """The least-cost one-to-one assignment of rows to columns. When every row's cheapest column is
+    its own that is the optimum already (the usual case: labels sit by their points), and scipy is
+    neither imported nor called."""
+    firsts = [min(range(len(row)), key=row.__getitem__) for row in cost]
+    if len(set(firsts)) == len(firsts):
+        return list(enumerate(firsts))
+    from scipy.optimize import linear_sum_assignment
+
+    rows, cols = linear_sum_assignment(cost)
+    return [(int(i), int(j)) for i, j in zip(rows, cols)]
 
 
 def angle_between(p: XY, q: XY, r: XY, s: XY) -> float:
@@ -72,7 +151,7 @@ def segment_cover(view: GeometryView, a: XY, b: XY, tol: float) -> float:
     length = math.dist(a, b)
     if length == 0:
         return 0.0
-    slack = tol * length + 2
+    slack = tol * length + view.slack(2)
     spans = []
     for s in view.scene.segments:
         d1, t1 = line_distance((s.x1, s.y1), a, b)
@@ -250,7 +329,7 @@ def g_length_label(view: GeometryView, vp: VerificationPoint, spec: GeometrySpec
         return p
     a, b = p
     want = norm_text(str(vp.value))
-    reach = max(30.0, 0.3 * math.dist(a, b))
+    reach = max(view.slack(30), 0.3 * math.dist(a, b))
     near = []
     for t in view.scene.texts:
         d, u = line_distance((t.x, t.y), a, b)

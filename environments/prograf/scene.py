@@ -23,6 +23,9 @@ class Segment:
     arrow_start: bool = False
     arrow_end: bool = False
     element: int = -1  # index of the SVG element it came from (a polyline gives several)
+    # whether each end is a drawn vertex; False inside a flattened curve, where an end is only
+    # a step along the curve and no point of the figure
+    ends: tuple[bool, bool] = (True, True)
 
 
 @dataclass
@@ -39,6 +42,7 @@ class Text:
     x: float
     y: float
     element: int = -1
+    size: float = 0.0  # font size in canvas units (0: unknown)
 
 
 @dataclass
@@ -48,6 +52,7 @@ class Shape:
     family: str  # box, rounded, ellipse, circle, diamond, parallelogram, polygon, other
     box: Box
     element: int = -1
+    outlined: bool = True  # a stroke unlike its fill: False for a filled patch (a label's backdrop?)
 
 
 @dataclass
@@ -97,6 +102,7 @@ class Scene:
     ground_nets: set[int] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     hidden: int = 0  # elements drawn but not visible (outside the canvas, no paint)
+    px: float = 1.0  # canvas units per pixel: the reader's pixel-sized slacks are multiplied by it
 
 
 def norm_text(text: str) -> str:

@@ -1,13 +1,18 @@
 """SVG from a model: sanitised, then parsed into scene primitives (and, for graphs, nodes/edges).
 
-Sanitising: the XML parser refuses DTDs and entities (defusedxml); scripts, foreignObject,
-images, animation, event handlers and every reference that is not to `#an-id` in the same file
-are stripped and noted. Only the sanitised tree is ever re-serialised (for the rasteriser).
+Sanitising: the XML parser refuses DTDs and entities (defusedxml); scripts, images, animation,
+event handlers, empty `<foreignObject>`s and every reference that is not to `#an-id` in the same
+file are stripped and noted. Nesting deeper than MAX_DEPTH, a `<use>` cycle, `<use>`s that expand
+to more than MAX_EXPANDED elements or MAX_PIECES line pieces, and any construct the reader cannot place (a `<foreignObject>`
+holding text, `<textPath>`, an unknown SVG element) are refused as "... at line N", so nothing is
+silently misread. Only the sanitised tree is ever re-serialised (for the rasteriser).
 
 Parsing: transforms are composed, styles inherited (attributes, `style=`, and simple `<style>`
-rules by tag, class or id), and an element counts only if it paints something inside the canvas
-(the viewBox): a line with no stroke, `display:none`, zero opacity or a shape wholly outside the
-canvas is `hidden`, i.e. not drawn.
+rules by tag, class or id), `<use>` expanded (of a `<symbol>` or nested `<svg>` through its
+viewBox), path curves and arcs followed, tspans joined into lines, and an element counts only if
+it paints something inside the canvas (the viewBox): a line with no stroke, `display:none`, zero
+opacity, a shape wholly outside the canvas, or an unoutlined shape in the page's own colour (a
+label's backdrop) is `hidden`, i.e. not drawn.
 """
 
 from __future__ import annotations
@@ -15,21 +20,29 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-import defusedxml.ElementTree as SafeET
 from defusedxml.common import DefusedXmlException
+from defusedxml.ElementTree import DefusedXMLParser
 
 from environments.prograf.scene import Box, Circle, InputRejected, Scene, Segment, Shape, Text, box_union
 
 MAX_CHARS = 200_000
 MAX_ELEMENTS = 5_000
+MAX_DEPTH = 64  # nesting of elements, <use> expansions included: real drawings stay under 20
+MAX_EXPANDED = 10_000  # elements drawn once every <use> is expanded (a use-of-uses doubles per level)
+MAX_PIECES = 100_000  # straight pieces in the scene: a curve is 8, so a path used many times is bounded too
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK = "{http://www.w3.org/1999/xlink}href"
-STRIP = {"script", "foreignObject", "image", "iframe", "object", "embed", "audio", "video", "animate",
+STRIP = {"script", "image", "iframe", "object", "embed", "audio", "video", "animate",
          "animateMotion", "animateTransform", "set", "feImage", "handler", "listener"}
 NOT_DRAWN = {"defs", "marker", "symbol", "clipPath", "mask", "pattern", "title", "desc", "metadata",
              "linearGradient", "radialGradient", "filter", "style"}
+DRAWN = {"svg", "g", "a", "switch", "use", "text", "tspan", "line", "polyline", "polygon", "rect", "circle",
+         "ellipse", "path"}
+# known SVG elements that draw nothing by themselves (their content is read where it is used, or never)
+INERT = NOT_DRAWN | {"stop", "view", "cursor", "font", "font-face", "glyph", "missing-glyph", "hkern", "vkern",
+                     "color-profile", "font-face-src", "font-face-name", "font-face-uri"}
 INHERITED = ("fill", "stroke", "stroke-width", "visibility", "font-size", "text-anchor", "marker-start", "marker-end")
 Matrix = tuple[float, float, float, float, float, float]  # a b c d e f, as SVG's matrix()
 IDENTITY: Matrix = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
@@ -39,13 +52,44 @@ def local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
+def _svg_element(tag: str) -> bool:
+    """In the SVG namespace, or in none (models often leave xmlns out; renderers then read SVG)."""
+    return not tag.startswith("{") or tag.startswith("{" + SVG_NS + "}")
+
+
+def href(el: ET.Element) -> str:
+    return (el.get("href") or el.get(XLINK) or "").strip()
+
+
 # ---------------------------------------------------------------------- sanitise
+class _LineBuilder(ET.TreeBuilder):
+    """A tree builder that remembers each element's source line, so a refusal can name it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expat: object = None
+        self.lines: dict[int, int] = {}
+        self.keep: list[ET.Element] = []  # holds every element, so no id() in `lines` is reused
+        self.uses = False  # any <use> at all (most drawings have none: their check is skipped)
+
+    def start(self, tag: str, attrs: dict[str, str]) -> ET.Element:
+        el = super().start(tag, attrs)
+        self.lines[id(el)] = int(getattr(self.expat, "CurrentLineNumber", 0))
+        self.keep.append(el)
+        self.uses = self.uses or local(tag) == "use"
+        return el
+
+
 def sanitise(code: str) -> tuple[ET.Element, list[str]]:
     """The parsed, stripped tree and a note per thing stripped; InputRejected if unreadable."""
     if len(code) > MAX_CHARS:
         raise InputRejected(f"SVG of {len(code)} characters (at most {MAX_CHARS})")
+    builder = _LineBuilder()
     try:
-        root = SafeET.fromstring(code, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        parser = DefusedXMLParser(target=builder, forbid_dtd=True, forbid_entities=True, forbid_external=True)
+        builder.expat = parser.parser
+        parser.feed(code)
+        root = parser.close()
     except DefusedXmlException as exc:
         raise InputRejected(f"SVG refused: {type(exc).__name__} (no DTDs, entities or external references)") from None
     except ET.ParseError as exc:
@@ -54,9 +98,78 @@ def sanitise(code: str) -> tuple[ET.Element, list[str]]:
         raise InputRejected(f"root element is <{local(root.tag)}>, not <svg>")
     if sum(1 for _ in root.iter()) > MAX_ELEMENTS:
         raise InputRejected(f"SVG with more than {MAX_ELEMENTS} elements")
+    lines = builder.lines
+    _check_depth(root, lines)  # before anything below recurses over the tree
     notes: list[str] = []
-    _strip(root, notes)
+    _strip(root, notes, lines)
+    _check_constructs(root, lines)
+    if builder.uses:
+        _check_uses(root, lines)
     return root, notes
+
+
+def _line(el: ET.Element, lines: dict[int, int]) -> int:
+    return lines.get(id(el), 0)
+
+
+def _check_depth(root: ET.Element, lines: dict[int, int]) -> None:
+    stack = [(root, 0)]
+    while stack:
+        el, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise InputRejected(f"elements nested more than {MAX_DEPTH} deep at line {_line(el, lines)}")
+        stack.extend((c, depth + 1) for c in el)
+
+
+def _check_constructs(el: ET.Element, lines: dict[int, int]) -> None:
+    """Refuse what the reader cannot place rather than misread it."""
+    for child in el:
+        tag = child.tag if isinstance(child.tag, str) else ""
+        if not tag or not _svg_element(tag):
+            continue  # editor metadata (inkscape:, sodipodi:) draws nothing in any renderer
+        name = local(tag)
+        if name in ("textPath", "tref"):
+            raise InputRejected(f"unsupported construct <{name}> at line {_line(child, lines)}: "
+                                "text placed along a path or by reference is not read")
+        if name not in DRAWN and name not in INERT:
+            raise InputRejected(f"unsupported construct <{name}> at line {_line(child, lines)}")
+        if name in DRAWN or name in ("defs", "symbol"):  # defs and symbols are drawn through <use>
+            _check_constructs(child, lines)
+
+
+def _check_uses(root: ET.Element, lines: dict[int, int]) -> None:
+    """Expanding every <use> must end (no cycle), stay shallow and stay small: counted with a
+    memo per element, so a use-of-uses bomb is refused in time linear in the file."""
+    ids = {el.get("id"): el for el in root.iter() if el.get("id")}
+    memo: dict[int, tuple[int, int]] = {}  # element -> (elements drawn in it, its expanded height)
+    active: set[int] = set()
+
+    def size(el: ET.Element, depth: int) -> tuple[int, int]:
+        key = id(el)
+        if key in memo:
+            if depth + memo[key][1] > MAX_DEPTH:
+                raise InputRejected(f"<use> expansion nested more than {MAX_DEPTH} deep at line {_line(el, lines)}")
+            return memo[key]
+        if depth > MAX_DEPTH:
+            raise InputRejected(f"<use> expansion nested more than {MAX_DEPTH} deep at line {_line(el, lines)}")
+        active.add(key)
+        kids = list(el)
+        if isinstance(el.tag, str) and local(el.tag) == "use":
+            ref = ids.get(href(el)[1:]) if href(el).startswith("#") else None
+            if ref is not None and id(ref) in active:
+                raise InputRejected(f"a <use> cycle through #{ref.get('id')} at line {_line(el, lines)}")
+            kids = [ref] if ref is not None else []
+        total, height = 1, 0
+        for kid in kids:
+            n, h = size(kid, depth + 1)
+            total, height = total + n, max(height, h + 1)
+            if total > MAX_EXPANDED:
+                raise InputRejected(f"<use> expands to more than {MAX_EXPANDED} elements at line {_line(el, lines)}")
+        active.discard(key)
+        memo[key] = (total, height)
+        return total, height
+
+    size(root, 0)
 
 
 def _external(value: str) -> bool:
@@ -65,9 +178,16 @@ def _external(value: str) -> bool:
     return any(not r.strip().startswith("#") for r in refs) or "@import" in value
 
 
-def _strip(el: ET.Element, notes: list[str]) -> None:
+def _strip(el: ET.Element, notes: list[str], lines: dict[int, int]) -> None:
     for child in list(el):
         name = local(child.tag) if isinstance(child.tag, str) else ""
+        if name == "foreignObject":
+            if "".join(child.itertext()).strip():
+                raise InputRejected(f"unsupported construct <foreignObject> at line {_line(child, lines)}: "
+                                    "its HTML text would be a label, and HTML is not read")
+            el.remove(child)
+            notes.append("stripped <foreignObject>")
+            continue
         if not name or name in STRIP:
             el.remove(child)
             notes.append(f"stripped <{name or 'comment'}>" if name else "stripped a processing instruction")
@@ -76,7 +196,7 @@ def _strip(el: ET.Element, notes: list[str]) -> None:
             el.remove(child)
             notes.append("stripped <style> with an external reference")
             continue
-        _strip(child, notes)
+        _strip(child, notes, lines)
     for key in list(el.attrib):
         value = el.attrib[key]
         name = local(key).lower()
@@ -236,24 +356,82 @@ def paints_fill(s: Style) -> bool:
 
 
 # ---------------------------------------------------------------------- paths
-def path_points(d: str) -> list[tuple[list[tuple[float, float]], bool, bool]]:
-    """Subpaths of a path as (points, closed, curved): curves contribute their end points only."""
+@dataclass
+class SubPath:
+    """One subpath, flattened: its points, which of them are drawn vertices (a command's end, not
+    a point inside a flattened curve), closed or not, curved or not, and the circle it traces when
+    it is nothing but arcs of one circle sweeping all the way round."""
+
+    pts: list[tuple[float, float]] = field(default_factory=list)
+    anchors: list[bool] = field(default_factory=list)
+    closed: bool = False
+    curved: bool = False
+    circle: tuple[float, float, float] | None = None
+    straight: bool = False  # has at least one straight piece
+    arcs: list[tuple[float, float, float, float]] = field(default_factory=list)  # cx, cy, r, sweep (radians)
+
+
+CURVE_PIECES = 8  # a cubic or quadratic curve is followed by this many straight pieces
+
+
+def _arc_centre(x1: float, y1: float, rx: float, ry: float, phi_deg: float, large: bool, sweep: bool,
+                x2: float, y2: float) -> tuple[float, float, float, float, float, float]:
+    """SVG's endpoint arc in centre form: (cx, cy, rx, ry, start angle, sweep angle), radii scaled
+    up when they cannot reach (the SVG spec's conversion)."""
+    phi = math.radians(phi_deg)
+    cos, sin = math.cos(phi), math.sin(phi)
+    dx, dy = (x1 - x2) / 2, (y1 - y2) / 2
+    xp, yp = cos * dx + sin * dy, -sin * dx + cos * dy
+    rx, ry = abs(rx), abs(ry)
+    lam = (xp * xp) / (rx * rx) + (yp * yp) / (ry * ry)
+    if lam > 1:
+        rx, ry = rx * math.sqrt(lam), ry * math.sqrt(lam)
+    num_ = rx * rx * ry * ry - rx * rx * yp * yp - ry * ry * xp * xp
+    den = rx * rx * yp * yp + ry * ry * xp * xp
+    k = math.sqrt(max(0.0, num_ / den)) if den else 0.0
+    if large == sweep:
+        k = -k
+    cxp, cyp = k * rx * yp / ry, -k * ry * xp / rx
+    cx, cy = cos * cxp - sin * cyp + (x1 + x2) / 2, sin * cxp + cos * cyp + (y1 + y2) / 2
+
+    def angle(ux: float, uy: float, vx: float, vy: float) -> float:
+        return math.atan2(ux * vy - uy * vx, ux * vx + uy * vy)
+
+    t1 = angle(1, 0, (xp - cxp) / rx, (yp - cyp) / ry)
+    dt = angle((xp - cxp) / rx, (yp - cyp) / ry, (-xp - cxp) / rx, (-yp - cyp) / ry)
+    if not sweep and dt > 0:
+        dt -= 2 * math.pi
+    elif sweep and dt < 0:
+        dt += 2 * math.pi
+    return cx, cy, rx, ry, t1, dt
+
+
+def path_subpaths(d: str) -> list[SubPath]:
+    """Every subpath of a path's `d`, with curves (C S Q T) and arcs (A), absolute or relative,
+    followed by short straight pieces, so an edge drawn as a curve ends where it really ends and
+    points the way its last piece points."""
     tokens = re.findall(r"[MmLlHhVvZzCcSsQqTtAa]|" + NUMBER.pattern, d or "")
-    subpaths: list[tuple[list[tuple[float, float]], bool, bool]] = []
-    pts: list[tuple[float, float]] = []
-    closed = curved = False
+    out: list[SubPath] = []
+    sub = SubPath()
     x = y = 0.0
+    start = (0.0, 0.0)
+    last_ctrl: tuple[str, float, float] | None = None  # for S and T: the previous curve's control point
     cmd = ""
     i = 0
     arity = {"M": 2, "L": 2, "H": 1, "V": 1, "C": 6, "S": 4, "Q": 4, "T": 2, "A": 7, "Z": 0}
+
+    def add(px: float, py: float, anchor: bool) -> None:
+        sub.pts.append((px, py))
+        sub.anchors.append(anchor)
+
     while i < len(tokens):
         if tokens[i].isalpha():
             cmd = tokens[i]
             i += 1
             if cmd in "Zz":
-                closed = True
-                if pts:
-                    x, y = pts[0]
+                sub.closed = True
+                x, y = start
+                last_ctrl = None
                 continue
         if not cmd or cmd in "Zz":
             break
@@ -261,28 +439,164 @@ def path_points(d: str) -> list[tuple[list[tuple[float, float]], bool, bool]]:
         chunk = tokens[i:i + n]
         if len(chunk) < n or any(t.isalpha() for t in chunk):
             break
-        args = [float(t) for t in chunk]
+        a = [float(t) for t in chunk]
         i += n
         rel = cmd.islower()
         up = cmd.upper()
-        if up == "H":
-            x = x + args[0] if rel else args[0]
-        elif up == "V":
-            y = y + args[0] if rel else args[0]
-        else:
-            nx, ny = args[-2], args[-1]
-            x, y = (x + nx, y + ny) if rel else (nx, ny)
+        ox, oy = (x, y) if rel else (0.0, 0.0)
         if up == "M":
-            if pts:
-                subpaths.append((pts, closed, curved))
-            pts, closed, curved = [(x, y)], False, False
+            if sub.pts:
+                out.append(sub)
+            sub = SubPath()
+            x, y = ox + a[0], oy + a[1]
+            start = (x, y)
+            add(x, y, True)
             cmd = "l" if rel else "L"  # further pairs after a moveto are linetos
+            last_ctrl = None
             continue
-        curved = curved or up in "CSQTA"
-        pts.append((x, y))
-    if pts:
-        subpaths.append((pts, closed, curved))
-    return subpaths
+        if not sub.pts:  # a drawing command with no moveto starts at the current point
+            add(x, y, True)
+        if up in "LHV":
+            if up == "H":
+                x = ox + a[0] if rel else a[0]
+            elif up == "V":
+                y = oy + a[0] if rel else a[0]
+            else:
+                x, y = ox + a[0], oy + a[1]
+            sub.straight = True
+            add(x, y, True)
+            last_ctrl = None
+        elif up in "CSQT":
+            if up == "C":
+                c1, c2, end = (ox + a[0], oy + a[1]), (ox + a[2], oy + a[3]), (ox + a[4], oy + a[5])
+            elif up == "S":
+                c1 = (2 * x - last_ctrl[1], 2 * y - last_ctrl[2]) if last_ctrl and last_ctrl[0] == "C" else (x, y)
+                c2, end = (ox + a[0], oy + a[1]), (ox + a[2], oy + a[3])
+            elif up == "Q":
+                q, end = (ox + a[0], oy + a[1]), (ox + a[2], oy + a[3])
+            else:
+                q = (2 * x - last_ctrl[1], 2 * y - last_ctrl[2]) if last_ctrl and last_ctrl[0] == "Q" else (x, y)
+                end = (ox + a[0], oy + a[1])
+            for k in range(1, CURVE_PIECES + 1):
+                t = k / CURVE_PIECES
+                u = 1 - t
+                if up in "CS":
+                    px = u ** 3 * x + 3 * u * u * t * c1[0] + 3 * u * t * t * c2[0] + t ** 3 * end[0]
+                    py = u ** 3 * y + 3 * u * u * t * c1[1] + 3 * u * t * t * c2[1] + t ** 3 * end[1]
+                else:
+                    px = u * u * x + 2 * u * t * q[0] + t * t * end[0]
+                    py = u * u * y + 2 * u * t * q[1] + t * t * end[1]
+                add(*((px, py) if k < CURVE_PIECES else end), k == CURVE_PIECES)
+            last_ctrl = ("C", *c2) if up in "CS" else ("Q", *q)
+            x, y = end
+            sub.curved = True
+        else:  # A: rx ry x-axis-rotation large-arc sweep x y
+            end = (ox + a[5], oy + a[6])
+            last_ctrl = None
+            if a[0] == 0 or a[1] == 0 or (x, y) == end:
+                sub.straight = True  # zero radii: the spec draws a straight line
+                x, y = end
+                add(x, y, True)
+                continue
+            cx, cy, rx, ry, t1, dt = _arc_centre(x, y, a[0], a[1], a[2], a[3] != 0, a[4] != 0, *end)
+            pieces = max(2, math.ceil(abs(dt) / (math.pi / 8)))
+            phi = math.radians(a[2])
+            for k in range(1, pieces + 1):
+                t = t1 + dt * k / pieces
+                ex, ey = rx * math.cos(t), ry * math.sin(t)
+                if k == pieces:
+                    add(*end, True)  # exactly where the command ends, so a path that returns to its start closes
+                else:
+                    add(cx + math.cos(phi) * ex - math.sin(phi) * ey, cy + math.sin(phi) * ex + math.cos(phi) * ey, False)
+            if abs(rx - ry) <= 0.02 * max(rx, ry):
+                sub.arcs.append((cx, cy, rx, dt))
+            else:
+                sub.arcs.append((cx, cy, math.nan, dt))
+            x, y = end
+            sub.curved = True
+    if sub.pts:
+        out.append(sub)
+    for sp in out:
+        sp.circle = _arc_circle(sp)
+    return out
+
+
+def _arc_circle(sp: SubPath) -> tuple[float, float, float] | None:
+    """A subpath of arcs only, all of one circle, turning a full turn: that circle (two half-circle
+    arcs are how code draws a circle as a path)."""
+    if sp.straight or not sp.arcs or any(math.isnan(r) for _, _, r, _ in sp.arcs):
+        return None
+    cx, cy, r, _ = sp.arcs[0]
+    if any(math.dist((cx, cy), (c2x, c2y)) > 0.02 * r or abs(r2 - r) > 0.02 * r for c2x, c2y, r2, _ in sp.arcs):
+        return None
+    turn = abs(sum(dt for *_, dt in sp.arcs))
+    return (cx, cy, r) if turn >= 2 * math.pi * 0.98 else None
+
+
+def path_points(d: str) -> list[tuple[list[tuple[float, float]], bool, bool]]:
+    """Subpaths of a path as (points, closed, curved), curves followed piece by piece."""
+    return [(sp.pts, sp.closed, sp.curved) for sp in path_subpaths(d)]
+
+
+def curved_family(pts: list[tuple[float, float]]) -> str:
+    """What a closed shape with curves is: circle / ellipse (no straight run along its box),
+    stadium (a pill: straight sides, half-circle ends), rounded (a box with round corners) or other.
+    Read off the flattened outline: how far its boundary stays from the box's corners gives the
+    corner radius (a corner of radius r passes r(sqrt 2 - 1) from the box corner)."""
+    box = box_union([(x, y, x, y) for x, y in pts])
+    w, h = box[2] - box[0], box[3] - box[1]
+    if w <= 0 or h <= 0:
+        return "other"
+    short = min(w, h)
+    edge = 0.01 * max(w, h)
+    on_box = [min(abs(x - box[0]), abs(x - box[2]), abs(y - box[1]), abs(y - box[3])) <= edge for x, y in pts]
+    if not all(min(abs(x - box[0]), abs(x - box[2]), abs(y - box[1]), abs(y - box[3])) <= 0.5 * short + edge
+               for x, y in pts):
+        return "other"
+    corners = [(box[0], box[1]), (box[2], box[1]), (box[2], box[3]), (box[0], box[3])]
+    gaps = [min(math.dist(c, p) for p in _densified(pts)) for c in corners]
+    radius = max(gaps) / (math.sqrt(2) - 1)
+    straight = sum(on_box) / len(pts)
+    if max(gaps) <= 0.02 * short:
+        return "box"
+    if abs(min(gaps) - max(gaps)) > 0.15 * short:
+        return "other"  # corners unlike one another: not a symmetric rounded shape
+    ellipse_like = all(abs(((x - (box[0] + box[2]) / 2) / (w / 2)) ** 2 + ((y - (box[1] + box[3]) / 2) / (h / 2)) ** 2 - 1)
+                       <= 0.08 for x, y in pts)
+    if ellipse_like and straight < 0.3:
+        return "circle" if abs(w - h) <= 0.05 * max(w, h) else "ellipse"
+    if radius >= 0.45 * short:
+        return "stadium"
+    return "rounded" if radius >= 0.1 * short else "box"
+
+
+def _densified(pts: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The outline with points every quarter-piece, so a corner cut by one long chord still shows."""
+    out = []
+    for (x1, y1), (x2, y2) in zip(pts, pts[1:] + pts[:1]):
+        out += [(x1 + (x2 - x1) * t, y1 + (y2 - y1) * t) for t in (0.0, 0.25, 0.5, 0.75)]
+    return out
+
+
+# ---------------------------------------------------------------------- colours
+NAMED = {"white": "#ffffff", "black": "#000000", "red": "#ff0000", "green": "#008000", "blue": "#0000ff",
+         "gray": "#808080", "grey": "#808080", "yellow": "#ffff00", "silver": "#c0c0c0", "whitesmoke": "#f5f5f5",
+         "snow": "#fffafa", "ivory": "#fffff0", "lightgray": "#d3d3d3", "lightgrey": "#d3d3d3"}
+
+
+def colour(value: str) -> str:
+    """A colour as #rrggbb where it can be read (names in NAMED, #rgb, #rrggbb, rgb()), else as written."""
+    v = value.strip().lower()
+    if v in NAMED:
+        return NAMED[v]
+    if re.fullmatch(r"#[0-9a-f]{3}", v):
+        return "#" + "".join(c * 2 for c in v[1:])
+    if re.fullmatch(r"#[0-9a-f]{6}", v):
+        return v
+    m = re.fullmatch(r"rgb\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", v)
+    if m:
+        return "#" + "".join(f"{min(255, int(g)):02x}" for g in m.groups())
+    return v
 
 
 # ---------------------------------------------------------------------- parse
@@ -292,6 +606,32 @@ def canvas_of(root: ET.Element) -> Box:
         return (vb[0], vb[1], vb[0] + vb[2], vb[1] + vb[3])
     w, h = num(root.get("width"), 300.0), num(root.get("height"), 150.0)
     return (0.0, 0.0, w if w > 0 else 300.0, h if h > 0 else 150.0)
+
+
+def units_per_pixel(root: ET.Element, canvas: Box) -> float:
+    """Canvas units per CSS pixel, so the reader's pixel-sized slacks (how far an arrow may stop short
+    of a box, how big a dot is) scale with a drawing made in a unit-scale viewBox. The root's width
+    says how big the drawing is shown; without it a viewBox in the hundreds is taken as pixels (as
+    a browser shows it), and a small one (under 50 units: "0 0 1 1", "0 0 10 10") as drawn at the
+    render size, 400 pixels along its longer side."""
+    w, h = canvas[2] - canvas[0], canvas[3] - canvas[1]
+    width = root.get("width") or ""
+    if width and not width.strip().endswith("%") and num(width) > 0:
+        return w / num(width)
+    return 1.0 if max(w, h) >= 50 else max(w, h) / 400.0
+
+
+def length(value: str | None, reference: float, default: float = 0.0, font: float = 16.0) -> float:
+    """An SVG length: a number, px, a percentage of `reference` (the viewport's width, height or
+    diagonal), or em (the font size)."""
+    if value is None:
+        return default
+    v = value.strip()
+    if v.endswith("%"):
+        return num(v[:-1], 0.0) * reference / 100
+    if v.endswith("em"):
+        return num(v[:-2], 0.0) * font
+    return num(v, default)
 
 
 def clip(seg: Segment, box: Box) -> Segment | None:
@@ -311,68 +651,200 @@ def clip(seg: Segment, box: Box) -> Segment | None:
         if t0 > t1:
             return None
     return Segment(seg.x1 + t0 * dx, seg.y1 + t0 * dy, seg.x1 + t1 * dx, seg.y1 + t1 * dy,
-                   seg.arrow_start and t0 == 0.0, seg.arrow_end and t1 == 1.0, seg.element)
+                   seg.arrow_start and t0 == 0.0, seg.arrow_end and t1 == 1.0, seg.element,
+                   (seg.ends[0] or t0 > 0.0, seg.ends[1] or t1 < 1.0))
+
+
+@dataclass
+class _Context:
+    rules: list[tuple[str, dict[str, str]]]
+    scene: Scene
+    ids: dict[str, ET.Element]
+    viewport: tuple[float, float]
+    background: str = "#ffffff"
+    counter: int = 0
+    paths: dict[str, list[SubPath]] = field(default_factory=dict)  # a path's d read once, however often used
+    pieces: int = 0  # path points followed so far, drawn or clipped away
 
 
 def parse_svg(code: str) -> Scene:
     """The scene of an SVG: visible segments, circles, texts and closed shapes, in canvas units."""
     root, notes = sanitise(code)
-    scene = Scene(format="svg", canvas=canvas_of(root), notes=notes)
-    _walk(root, IDENTITY, Style(), css_rules(root), scene, [0])
+    canvas = canvas_of(root)
+    scene = Scene(format="svg", canvas=canvas, notes=notes, px=units_per_pixel(root, canvas))
+    ids = {el.get("id", ""): el for el in root.iter() if el.get("id")}
+    ctx = _Context(css_rules(root), scene, ids, (canvas[2] - canvas[0], canvas[3] - canvas[1]))
+    root_style, _ = element_style(root, Style(), ctx.rules)
+    _walk(root, IDENTITY, root_style, ctx)
     return scene
 
 
-def _walk(el: ET.Element, m: Matrix, style: Style, rules: list[tuple[str, dict[str, str]]], scene: Scene,
-          counter: list[int]) -> None:
+def _walk(el: ET.Element, m: Matrix, style: Style, ctx: _Context) -> None:
     for child in el:
-        if not isinstance(child.tag, str):
-            continue
-        name = local(child.tag)
-        if name in NOT_DRAWN:
-            continue
-        s, displayed = element_style(child, style, rules)
+        if isinstance(child.tag, str) and _svg_element(child.tag):
+            _draw(child, m, style, ctx)
+
+
+def _draw(child: ET.Element, m: Matrix, style: Style, ctx: _Context) -> None:
+    """One element (and what it holds) under matrix `m` and the style it inherits."""
+    name = local(child.tag)
+    if name in NOT_DRAWN or name not in DRAWN:
+        return
+    s, displayed = element_style(child, style, ctx.rules)
+    if not displayed:
+        ctx.scene.hidden += 1
+        return
+    cm = multiply(m, parse_transform(child.get("transform")))
+    ctx.counter += 1
+    if name == "svg":  # a nested viewport: its x, y, size and viewBox place its content
+        vw, vh = ctx.viewport
+        x, y = length(child.get("x"), vw), length(child.get("y"), vh)
+        w, h = length(child.get("width"), vw, vw), length(child.get("height"), vh, vh)
+        _walk(child, multiply(cm, _viewbox(child, x, y, w, h)), s, ctx)
+    elif name in ("g", "a", "switch"):
+        _walk(child, cm, s, ctx)
+    elif name == "use":
+        _use(child, cm, s, ctx)
+    elif name == "text":
+        _text(child, cm, s, ctx.scene, ctx.counter)
+    else:
+        _shape(name, child, cm, s, ctx)
+
+
+def _viewbox(el: ET.Element, x: float, y: float, w: float, h: float) -> Matrix:
+    """The map from an element's viewBox into the box (x, y, w, h), by its preserveAspectRatio
+    (default: uniform scale, centred)."""
+    vb = numbers(el.get("viewBox"))
+    if len(vb) != 4 or vb[2] <= 0 or vb[3] <= 0 or w <= 0 or h <= 0:
+        return (1.0, 0.0, 0.0, 1.0, x, y)
+    par = (el.get("preserveAspectRatio") or "xMidYMid meet").split()
+    sx, sy = w / vb[2], h / vb[3]
+    if par and par[0] != "none":
+        sx = sy = max(sx, sy) if "slice" in par else min(sx, sy)
+        align = par[0]
+        fx = 0.0 if "xMin" in align else 1.0 if "xMax" in align else 0.5
+        fy = 0.0 if "YMin" in align else 1.0 if "YMax" in align else 0.5
+        x += fx * (w - vb[2] * sx)
+        y += fy * (h - vb[3] * sy)
+    return (sx, 0.0, 0.0, sy, x - vb[0] * sx, y - vb[1] * sy)
+
+
+def _use(el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> None:
+    """A <use>: the referenced element drawn at (x, y), inheriting the use's style; a <symbol> or
+    <svg> through its viewBox into the use's width and height. Cycles and bombs were refused by
+    the sanitiser."""
+    ref_id = href(el)
+    ref = ctx.ids.get(ref_id[1:]) if ref_id.startswith("#") else None
+    if ref is None or not isinstance(ref.tag, str):
+        ctx.scene.hidden += 1
+        ctx.scene.notes.append(f"<use> of {ref_id or 'nothing'}: no such element, nothing drawn")
+        return
+    vw, vh = ctx.viewport
+    x, y = length(el.get("x"), vw), length(el.get("y"), vh)
+    um = multiply(m, (1.0, 0.0, 0.0, 1.0, x, y))
+    kind = local(ref.tag)
+    if kind in ("symbol", "svg"):
+        w = length(el.get("width") or ref.get("width"), vw, vw)
+        h = length(el.get("height") or ref.get("height"), vh, vh)
+        rs, displayed = element_style(ref, s, ctx.rules)
         if not displayed:
-            scene.hidden += 1
-            continue
-        cm = multiply(m, parse_transform(child.get("transform")))
-        counter[0] += 1
-        if name in ("g", "a", "svg", "switch"):
-            _walk(child, cm, s, rules, scene, counter)
-        elif name == "text":
-            _text(child, cm, s, scene, counter[0])
-        else:
-            _shape(name, child, cm, s, scene, counter[0])
+            ctx.scene.hidden += 1
+            return
+        if kind == "svg":
+            um = multiply(um, (1.0, 0.0, 0.0, 1.0, length(ref.get("x"), vw), length(ref.get("y"), vh)))
+        _walk(ref, multiply(multiply(um, parse_transform(ref.get("transform")) if kind == "svg" else IDENTITY),
+                            _viewbox(ref, 0.0, 0.0, w, h)), rs, ctx)
+    elif kind not in NOT_DRAWN:
+        _draw(ref, um, s, ctx)
 
 
 def _text(el: ET.Element, m: Matrix, s: Style, scene: Scene, index: int) -> None:
-    content = " ".join(" ".join(el.itertext()).split())
-    x, y = num(el.get("x")), num(el.get("y"))
-    for span in el:
-        if local(str(span.tag)) == "tspan" and (span.get("x") or span.get("y")) and not el.get("x"):
-            x, y = num(span.get("x"), x), num(span.get("y"), y)
-            break
+    """A text's words joined over its tspans; its place the centre of the lines they make (a tspan
+    with its own x or y starts a line; dx / dy move the pen, in em too)."""
+    lines: list[list[float | str]] = []  # [x of the pen at the line's start, baseline y, width, words]
+    anchor = s.text_anchor
+
+    def pen_line(x: float, y: float, new: bool) -> list[float | str]:
+        if new or not lines:
+            lines.append([x, y, 0.0, ""])
+        return lines[-1]
+
+    def visit(node: ET.Element, x: float, y: float, size: float, first: bool) -> tuple[float, float]:
+        explicit = node.get("x") is not None or node.get("y") is not None
+        fs = size
+        if node is not el:
+            fs = num(declarations(node.get("style") or "").get("font-size") or node.get("font-size"), size)
+        # x="10 20 30" places each character: the first places the run, which is what a label needs
+        nx = length(_first(node.get("x")), 0.0, x, fs) + length(_first(node.get("dx")), 0.0, 0.0, fs)
+        ny = length(_first(node.get("y")), 0.0, y, fs) + length(_first(node.get("dy")), 0.0, 0.0, fs)
+        new = first or explicit or ny != y
+        x, y = nx, ny
+        if node.text and node.text.strip():
+            line = pen_line(x, y, new)
+            new = False
+            line[2] = float(line[2]) + 0.55 * fs * len(node.text.strip())
+            line[3] = f"{line[3]} {node.text}"
+            x += 0.55 * fs * len(node.text)
+        for child in node:
+            if not isinstance(child.tag, str) or local(child.tag) not in ("tspan", "a"):
+                continue
+            x, y = visit(child, x, y, fs, new)
+            new = False
+            if child.tail and child.tail.strip():
+                line = pen_line(x, y, False)
+                line[2] = float(line[2]) + 0.55 * fs * len(child.tail.strip())
+                line[3] = f"{line[3]} {child.tail}"
+                x += 0.55 * fs * len(child.tail)
+        return x, y
+
+    visit(el, 0.0, 0.0, s.font_size, True)
+    lines = [ln for ln in lines if str(ln[3]).strip()]
+    content = " ".join(" ".join(str(ln[3]) for ln in lines).split())
     if not content or not paints_fill(s) or s.font_size <= 0:
         scene.hidden += bool(content)
         return
-    # the anchor is the baseline start (or middle/end): the label's centre is what sits on an object
-    width = 0.55 * s.font_size * len(content)
-    cx = {"middle": x, "end": x - width / 2}.get(s.text_anchor, x + width / 2)
-    px, py = apply(m, cx, y - 0.35 * s.font_size)
-    box = scene.canvas
-    if box and not (box[0] <= px <= box[2] and box[1] <= py <= box[3]):
+    # the anchor is each line's baseline start (or middle/end): the label's centre is what sits on an object
+    boxes = []
+    for x0, y0, width, _ in lines:
+        x0, y0, width = float(x0), float(y0), float(width)
+        left = {"middle": x0 - width / 2, "end": x0 - width}.get(anchor, x0)
+        boxes.append((left, y0 - 0.7 * s.font_size, left + width, y0))
+    box = box_union(boxes)
+    px, py = apply(m, (box[0] + box[2]) / 2, (box[1] + box[3]) / 2)
+    canvas = scene.canvas
+    if canvas and not (canvas[0] <= px <= canvas[2] and canvas[1] <= py <= canvas[3]):
         scene.hidden += 1
         return
-    scene.texts.append(Text(content, px, py, index))
+    scene.texts.append(Text(content, px, py, index, s.font_size * scale_of(m)))
 
 
-def _shape(name: str, el: ET.Element, m: Matrix, s: Style, scene: Scene, index: int) -> None:
+def _first(value: str | None) -> str | None:
+    parts = re.split(r"[\s,]+", (value or "").strip())
+    return parts[0] if parts[0] else None
+
+
+def _outlined(s: Style) -> bool:
+    """A stroke of its own colour (a stroke the fill's colour adds no outline)."""
+    return paints_stroke(s) and not (paints_fill(s) and colour(s.stroke) == colour(s.fill))
+
+
+def _backdrop(s: Style, ctx: _Context) -> bool:
+    """Filled in the page's colour and not outlined: it only hides what is under it (a label's
+    background), so it is no shape a reader would see."""
+    return paints_fill(s) and not _outlined(s) and colour(s.fill) == ctx.background
+
+
+def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> None:
+    scene, index = ctx.scene, ctx.counter
     stroke, fill = paints_stroke(s), paints_fill(s)
+    vw, vh = ctx.viewport
+    diag = math.hypot(vw, vh) / math.sqrt(2)
     g = el.get
     segs: list[tuple[tuple[float, float], tuple[float, float]]] = []
     family = ""
     local_pts: list[tuple[float, float]] = []
     if name == "line":
-        segs = [((num(g("x1")), num(g("y1"))), (num(g("x2")), num(g("y2"))))]
+        segs = [((length(g("x1"), vw), length(g("y1"), vh)), (length(g("x2"), vw), length(g("y2"), vh)))]
         fill = False
     elif name in ("polyline", "polygon"):
         v = numbers(g("points"))
@@ -384,72 +856,131 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, scene: Scene, index: 
         else:
             fill = False
     elif name == "rect":
-        x, y, w, h = num(g("x")), num(g("y")), num(g("width")), num(g("height"))
+        x, y = length(g("x"), vw), length(g("y"), vh)
+        w, h = length(g("width"), vw), length(g("height"), vh)
         if w <= 0 or h <= 0:
+            scene.hidden += 1
+            return
+        corners = [apply(m, x, y), apply(m, x + w, y), apply(m, x + w, y + h), apply(m, x, y + h)]
+        if scene.canvas and fill and not _outlined(s) and _covers(corners, scene.canvas):
+            # the page itself: its colour is what a label's backdrop is painted in
+            ctx.background = colour(s.fill)
             scene.hidden += 1
             return
         local_pts = [(x, y), (x + w, y), (x + w, y + h), (x, y + h)]
         segs = list(zip(local_pts, local_pts[1:] + local_pts[:1]))
-        family = "rounded" if num(g("rx") or g("ry")) > 0.1 * min(w, h) else "box"
+        rx = length(g("rx") or g("ry"), vw)  # one radius given: the other equals it
+        ry = length(g("ry") or g("rx"), vh)
+        r = min(max(rx, 0.0), w / 2, max(ry, 0.0), h / 2)
+        family = "stadium" if r >= 0.45 * min(w, h) else "rounded" if r > 0.1 * min(w, h) else "box"
     elif name in ("circle", "ellipse"):
-        cx, cy = num(g("cx")), num(g("cy"))
-        rx = num(g("r")) if name == "circle" else num(g("rx"))
-        ry = num(g("r")) if name == "circle" else num(g("ry"), rx)
-        if rx <= 0 or ry <= 0 or not (stroke or fill):
+        cx, cy = length(g("cx"), vw), length(g("cy"), vh)
+        rx = length(g("r"), diag) if name == "circle" else length(g("rx"), vw)
+        ry = length(g("r"), diag) if name == "circle" else length(g("ry"), vh, rx)
+        if rx <= 0 or ry <= 0 or not (stroke or fill) or _backdrop(s, ctx):
             scene.hidden += 1
             return
-        (px, py), k = apply(m, cx, cy), scale_of(m)
-        box = (px - rx * k, py - ry * k, px + rx * k, py + ry * k)
-        if scene.canvas and not _overlaps(box, scene.canvas):
-            scene.hidden += 1
-            return
-        if abs(rx - ry) <= 0.05 * max(rx, ry):
-            scene.circles.append(Circle(px, py, rx * k, index))
-        scene.shapes.append(Shape("circle" if abs(rx - ry) <= 0.05 * max(rx, ry) else "ellipse", box, index))
+        _round(scene, apply(m, cx, cy), rx * scale_of(m), ry * scale_of(m), index)
         return
     elif name == "path":
-        for pts, closed, curved in path_points(g("d") or ""):
-            wpts = [apply(m, *p) for p in pts]
-            if closed and len(wpts) >= 3:
-                fam = "other" if curved else polygon_family(wpts)
-                if stroke or fill:
-                    _add_shape(scene, fam, wpts, index)
+        d = g("d") or ""
+        if d not in ctx.paths:
+            ctx.paths[d] = path_subpaths(d)
+        for sp in ctx.paths[d]:
+            ctx.pieces += len(sp.pts)
+            if ctx.pieces > MAX_PIECES:  # counted before the work, so a path used many times stays cheap
+                raise InputRejected(f"the drawing expands to more than {MAX_PIECES} line pieces")
+            wpts = [apply(m, *p) for p in sp.pts]
+            if sp.circle is not None:
+                if (stroke or fill) and not _backdrop(s, ctx):
+                    cx, cy, r = sp.circle
+                    _round(scene, apply(m, cx, cy), r * scale_of(m), r * scale_of(m), index)
+                else:
+                    scene.hidden += 1
+                continue
+            # a subpath that comes back to its start is a closed outline, Z or not (fill closes it anyway)
+            closed = sp.closed or (len(wpts) >= 3 and wpts[0] == wpts[-1])
+            if closed and len(wpts) >= 3 and (stroke or fill):
+                if _backdrop(s, ctx):
+                    scene.hidden += 1
+                    continue
+                fam = curved_family(wpts) if sp.curved else polygon_family([p for p, a in zip(wpts, sp.anchors) if a])
+                _add_shape(scene, fam, wpts, index, _outlined(s))
             if stroke:
-                pairs = list(zip(wpts, wpts[1:] + (wpts[:1] if closed else [])))
-                _add_segments(scene, pairs, s, index)
+                pairs = list(zip(wpts, wpts[1:] + (wpts[:1] if sp.closed else [])))
+                ends = list(zip(sp.anchors, sp.anchors[1:] + (sp.anchors[:1] if sp.closed else [])))
+                _add_segments(scene, pairs, _heads(s, ctx), index, ends)
             elif not fill:
                 scene.hidden += 1
         return
     else:
         return
+    if family and fill and _backdrop(s, ctx):
+        scene.hidden += 1
+        return
     wsegs = [(apply(m, *a), apply(m, *b)) for a, b in segs]
     if family and (stroke or fill):
-        _add_shape(scene, family, [apply(m, *p) for p in local_pts], index)
+        _add_shape(scene, family, [apply(m, *p) for p in local_pts], index, _outlined(s))
     if stroke:
-        _add_segments(scene, wsegs, s, index)
+        _add_segments(scene, wsegs, _heads(s, ctx), index)
     elif not family or not fill:
         scene.hidden += 1
+
+
+def _covers(pts: list[tuple[float, float]], canvas: Box) -> bool:
+    box = box_union([(x, y, x, y) for x, y in pts])
+    w, h = canvas[2] - canvas[0], canvas[3] - canvas[1]
+    return (box[0] <= canvas[0] + 0.02 * w and box[1] <= canvas[1] + 0.02 * h
+            and box[2] >= canvas[2] - 0.02 * w and box[3] >= canvas[3] - 0.02 * h)
+
+
+def _round(scene: Scene, centre: tuple[float, float], rx: float, ry: float, index: int) -> None:
+    """A circle or ellipse (an element, or a path of arcs going all the way round)."""
+    px, py = centre
+    box = (px - rx, py - ry, px + rx, py + ry)
+    if scene.canvas and not _overlaps(box, scene.canvas):
+        scene.hidden += 1
+        return
+    is_circle = abs(rx - ry) <= 0.05 * max(rx, ry)
+    if is_circle:
+        scene.circles.append(Circle(px, py, rx, index))
+    scene.shapes.append(Shape("circle" if is_circle else "ellipse", box, index))
 
 
 def _overlaps(a: Box, b: Box) -> bool:
     return a[0] <= b[2] and b[0] <= a[2] and a[1] <= b[3] and b[1] <= a[3]
 
 
-def _add_shape(scene: Scene, family: str, pts: list[tuple[float, float]], index: int) -> None:
+def _add_shape(scene: Scene, family: str, pts: list[tuple[float, float]], index: int, outlined: bool = True) -> None:
     box = (min(p[0] for p in pts), min(p[1] for p in pts), max(p[0] for p in pts), max(p[1] for p in pts))
     if scene.canvas and not _overlaps(box, scene.canvas):
         scene.hidden += 1
         return
-    scene.shapes.append(Shape(family, box, index))
+    scene.shapes.append(Shape(family, box, index, outlined))
 
 
-def _add_segments(scene: Scene, pairs: list[tuple[tuple[float, float], tuple[float, float]]], s: Style, index: int) -> None:
+def _heads(s: Style, ctx: _Context) -> tuple[bool, bool]:
+    """Whether the start and the end carry an arrowhead: a marker that exists and draws a pointed
+    outline (a path, polygon or line); a dot or a square marker, or a reference to no marker,
+    draws no head."""
+    def arrow(value: str) -> bool:
+        m = re.match(r"url\(\s*['\"]?#([^)'\"]+)", value)
+        marker = ctx.ids.get(m.group(1).strip()) if m else None
+        return marker is not None and local(str(marker.tag)) == "marker" and any(
+            isinstance(e.tag, str) and local(e.tag) in ("path", "polygon", "polyline", "line") for e in marker.iter())
+    return arrow(s.marker_start), arrow(s.marker_end)
+
+
+def _add_segments(scene: Scene, pairs: list[tuple[tuple[float, float], tuple[float, float]]], heads: tuple[bool, bool], index: int,
+                  ends: list[tuple[bool, bool]] | None = None) -> None:
     for k, ((x1, y1), (x2, y2)) in enumerate(pairs):
-        seg = Segment(x1, y1, x2, y2, arrow_start=k == 0 and s.marker_start != "none",
-                      arrow_end=k == len(pairs) - 1 and s.marker_end != "none", element=index)
+        seg = Segment(x1, y1, x2, y2, arrow_start=k == 0 and heads[0],
+                      arrow_end=k == len(pairs) - 1 and heads[1], element=index,
+                      ends=ends[k] if ends else (True, True))
         clipped = clip(seg, scene.canvas) if scene.canvas else seg
         if clipped is None or math.dist((clipped.x1, clipped.y1), (clipped.x2, clipped.y2)) < 1e-9:
-            scene.hidden += 1
+            if ends is None:
+                scene.hidden += 1
             continue
         scene.segments.append(clipped)
 

@@ -4,7 +4,10 @@ A closed shape that holds other shapes is a cluster, any other (not a dot, not a
 a node; a text belongs to the smallest node its centre lies in, else to the nearest edge (its
 label), else to the smallest cluster around it (the cluster's title). Connected line pieces are
 chained; a chain whose two ends touch two nodes' boxes is an edge (VFig's rule: an arrow belongs
-to the nearest shape), directed by its markers or by a small triangle drawn at one end.
+to the nearest shape), directed by its markers or by a small triangle drawn at one end. A filled
+patch with no outline that a line runs through is a label's backdrop, not a node. Every slack in
+pixels is multiplied by the scene's units per pixel, so a drawing in a unit-scale viewBox reads
+as the same drawing at 400 pixels.
 """
 
 from __future__ import annotations
@@ -12,14 +15,15 @@ from __future__ import annotations
 import math
 
 from environments.prograf.scene import Box, Cluster, Edge, Node, Scene, Segment, Shape, box_contains, box_distance
+from environments.prograf.svg import clip
 
 Point = tuple[float, float]
 
 
 def tolerance(scene: Scene) -> float:
-    """How far an arrow's end may stop short of a box: 3% of the canvas diagonal, >= 15 units."""
+    """How far an arrow's end may stop short of a box: 3% of the canvas diagonal, >= 15 pixels."""
     c = scene.canvas or (0.0, 0.0, 400.0, 400.0)
-    return max(15.0, 0.03 * math.dist((c[0], c[1]), (c[2], c[3])))
+    return max(15.0 * scene.px, 0.03 * math.dist((c[0], c[1]), (c[2], c[3])))
 
 
 def _size(box: Box) -> tuple[float, float]:
@@ -31,22 +35,33 @@ def _area(box: Box) -> float:
     return w * h
 
 
-def _inside(inner: Box, outer: Box) -> bool:
-    return outer[0] - 1 <= inner[0] and outer[1] - 1 <= inner[1] and inner[2] <= outer[2] + 1 and inner[3] <= outer[3] + 1
+def _inside(inner: Box, outer: Box, u: float = 1.0) -> bool:
+    return outer[0] - u <= inner[0] and outer[1] - u <= inner[1] and inner[2] <= outer[2] + u and inner[3] <= outer[3] + u
 
 
 def split_shapes(scene: Scene) -> tuple[list[Shape], list[Shape], list[Shape]]:
     """(nodes, clusters, arrowheads) among the scene's closed shapes."""
-    heads = [s for s in scene.shapes if s.family == "triangle" and max(_size(s.box)) <= 24]
-    candidates = [s for s in scene.shapes if s not in heads and min(_size(s.box)) >= 8]
+    u = scene.px
+    heads = [s for s in scene.shapes if s.family == "triangle" and max(_size(s.box)) <= 24 * u]
+    shape_elements = {s.element for s in scene.shapes}
+    lines = [g for g in scene.segments if g.element not in shape_elements]
+    candidates = [s for s in scene.shapes if s not in heads and min(_size(s.box)) >= 8 * u
+                  and not (not s.outlined and any(_crosses(g, s.box) for g in lines))]
     clusters, nodes = [], []
     for s in candidates:
-        holds = any(o is not s and _inside(o.box, s.box) and _area(s.box) > 1.2 * _area(o.box) for o in candidates)
+        holds = any(o is not s and _inside(o.box, s.box, u) and _area(s.box) > 1.2 * _area(o.box) for o in candidates)
         (clusters if holds else nodes).append(s)
     return nodes, clusters, heads
 
 
-def chains(segments: list[Segment], boxes: list[Box], tol: float) -> list[tuple[list[Point], bool, bool]]:
+def _crosses(seg: Segment, box: Box) -> bool:
+    """The segment runs through the box's inside (an edge under its label), not just to its border."""
+    x0, y0, x1, y1 = box
+    w, h = x1 - x0, y1 - y0
+    return clip(seg, (x0 + 0.2 * w, y0 + 0.2 * h, x1 - 0.2 * w, y1 - 0.2 * h)) is not None
+
+
+def chains(segments: list[Segment], boxes: list[Box], tol: float, u: float = 1.0) -> list[tuple[list[Point], bool, bool]]:
     """Line pieces joined into polylines: (points, arrow at the start, arrow at the end). The pieces
     of one element (a polyline, a path) always join; pieces of different elements join where
     exactly two meet, with no arrowhead there, away from every node (a bend, not an endpoint)."""
@@ -66,15 +81,15 @@ def chains(segments: list[Segment], boxes: list[Box], tol: float) -> list[tuple[
         for i, (pa, sa, ea) in enumerate(pieces):
             for j in range(i + 1, len(pieces)):
                 pb, sb, eb = pieces[j]
-                joint = _joint(pa, pb)
-                if (joint is None or _degree(pieces, joint) != 2 or _head_at(pieces[i], joint)
-                        or _head_at(pieces[j], joint) or any(box_distance(b, *joint) <= tol for b in boxes)):
+                joint = _joint(pa, pb, u)
+                if (joint is None or _degree(pieces, joint, u) != 2 or _head_at(pieces[i], joint, u)
+                        or _head_at(pieces[j], joint, u) or any(box_distance(b, *joint) <= tol for b in boxes)):
                     continue
-                if math.dist(pa[-1], pb[0]) <= 1.5:
+                if math.dist(pa[-1], pb[0]) <= 1.5 * u:
                     new = (pa + pb[1:], sa, eb)
-                elif math.dist(pa[-1], pb[-1]) <= 1.5:
+                elif math.dist(pa[-1], pb[-1]) <= 1.5 * u:
                     new = (pa + pb[::-1][1:], sa, sb)
-                elif math.dist(pa[0], pb[-1]) <= 1.5:
+                elif math.dist(pa[0], pb[-1]) <= 1.5 * u:
                     new = (pb + pa[1:], sb, ea)
                 else:
                     new = (pb[::-1] + pa[1:], eb, ea)
@@ -87,21 +102,21 @@ def chains(segments: list[Segment], boxes: list[Box], tol: float) -> list[tuple[
     return pieces
 
 
-def _head_at(piece: tuple[list[Point], bool, bool], p: Point) -> bool:
+def _head_at(piece: tuple[list[Point], bool, bool], p: Point, u: float) -> bool:
     pts, head_start, head_end = piece
-    return (head_start and math.dist(pts[0], p) <= 1.5) or (head_end and math.dist(pts[-1], p) <= 1.5)
+    return (head_start and math.dist(pts[0], p) <= 1.5 * u) or (head_end and math.dist(pts[-1], p) <= 1.5 * u)
 
 
-def _joint(a: list[Point], b: list[Point]) -> Point | None:
+def _joint(a: list[Point], b: list[Point], u: float) -> Point | None:
     for p in (a[0], a[-1]):
         for q in (b[0], b[-1]):
-            if math.dist(p, q) <= 1.5:
+            if math.dist(p, q) <= 1.5 * u:
                 return p
     return None
 
 
-def _degree(pieces: list[tuple[list[Point], bool, bool]], p: Point) -> int:
-    return sum((math.dist(p, q[0]) <= 1.5) + (math.dist(p, q[-1]) <= 1.5) for q, _, _ in pieces)
+def _degree(pieces: list[tuple[list[Point], bool, bool]], p: Point, u: float) -> int:
+    return sum((math.dist(p, q[0]) <= 1.5 * u) + (math.dist(p, q[-1]) <= 1.5 * u) for q, _, _ in pieces)
 
 
 def point_polyline_distance(p: Point, pts: list[Point]) -> float:
@@ -117,12 +132,12 @@ def point_polyline_distance(p: Point, pts: list[Point]) -> float:
 def extract_graph(scene: Scene) -> None:
     """Fill the scene's nodes, edges and clusters from its shapes, lines and texts."""
     nodes, clusters, heads = split_shapes(scene)
-    tol = tolerance(scene)
+    tol, u = tolerance(scene), scene.px
     shape_elements = {s.element for s in scene.shapes}
     node_texts: dict[int, list[tuple[float, float, str]]] = {i: [] for i in range(len(nodes))}
     free = []
     for t in scene.texts:
-        holders = [i for i, n in enumerate(nodes) if box_contains(n.box, t.x, t.y, pad=2)]
+        holders = [i for i, n in enumerate(nodes) if box_contains(n.box, t.x, t.y, pad=2 * u)]
         if holders:
             node_texts[min(holders, key=lambda i: _area(nodes[i].box))].append((t.y, t.x, t.text))
         else:
@@ -131,9 +146,9 @@ def extract_graph(scene: Scene) -> None:
                         shape=n.family, box=n.box) for i, n in enumerate(nodes)]
     lines = [s for s in scene.segments if s.element not in shape_elements]
     found: list[tuple[list[Edge], list[Point]]] = []  # the edges one chain makes (two for a double arrow)
-    for pts, head_start, head_end in chains(lines, [n.box for n in scene.nodes if n.box], tol):
-        head_start = head_start or _near_head(pts[0], heads)
-        head_end = head_end or _near_head(pts[-1], heads)
+    for pts, head_start, head_end in chains(lines, [n.box for n in scene.nodes if n.box], tol, u):
+        head_start = head_start or _near_head(pts[0], heads, u)
+        head_end = head_end or _near_head(pts[-1], heads, u)
         a, b = _node_at(pts[0], scene.nodes, tol), _node_at(pts[-1], scene.nodes, tol)
         if a is None or b is None or a == b:
             continue
@@ -145,7 +160,7 @@ def extract_graph(scene: Scene) -> None:
     labels: dict[int, list[tuple[float, float, str]]] = {}
     leftover = []
     for t in free:
-        if _is_title(t.x, t.y, clusters, scene.nodes):
+        if _is_title(t.x, t.y, clusters, scene.nodes, u):
             leftover.append(t)
             continue
         dists = [point_polyline_distance((t.x, t.y), pts) for _, pts in found]
@@ -159,27 +174,27 @@ def extract_graph(scene: Scene) -> None:
             e.label = " ".join(x[2] for x in sorted(labels.get(k, [])))
     scene.edges = [e for made, _ in found for e in made]
     for i, c in enumerate(sorted(clusters, key=lambda c: _area(c.box))):
-        titles = sorted((t.y, t.x, t.text) for t in leftover if box_contains(c.box, t.x, t.y, pad=2))
-        leftover = [t for t in leftover if not box_contains(c.box, t.x, t.y, pad=2)]
-        members = {n.key for n in scene.nodes if n.box and _inside(n.box, c.box)}
+        titles = sorted((t.y, t.x, t.text) for t in leftover if box_contains(c.box, t.x, t.y, pad=2 * u))
+        leftover = [t for t in leftover if not box_contains(c.box, t.x, t.y, pad=2 * u)]
+        members = {n.key for n in scene.nodes if n.box and _inside(n.box, c.box, u)}
         scene.clusters.append(Cluster(key=f"c{i}", label=" ".join(x[2] for x in titles), members=members))
     for n in scene.nodes:
         around = [c for c in scene.clusters if n.key in c.members]
         n.cluster = around[0].key if around else None  # clusters are sorted smallest first
 
 
-def _is_title(x: float, y: float, clusters: list[Shape], nodes: list[Node]) -> bool:
+def _is_title(x: float, y: float, clusters: list[Shape], nodes: list[Node], u: float) -> bool:
     """A text in a cluster above all the nodes inside it is the cluster's title."""
-    around = [c for c in clusters if box_contains(c.box, x, y, pad=2)]
+    around = [c for c in clusters if box_contains(c.box, x, y, pad=2 * u)]
     if not around:
         return False
     c = min(around, key=lambda c: _area(c.box))
-    tops = [n.box[1] for n in nodes if n.box and _inside(n.box, c.box)]
+    tops = [n.box[1] for n in nodes if n.box and _inside(n.box, c.box, u)]
     return bool(tops) and y < min(tops)
 
 
-def _near_head(p: Point, heads: list[Shape]) -> bool:
-    return any(box_distance(h.box, *p) <= 3 for h in heads)
+def _near_head(p: Point, heads: list[Shape], u: float) -> bool:
+    return any(box_distance(h.box, *p) <= 3 * u for h in heads)
 
 
 def _node_at(p: Point, nodes: list[Node], tol: float) -> str | None:
