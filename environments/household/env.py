@@ -173,6 +173,12 @@ class HouseholdEnvironment:
         return bool(self._state is not None and self._state["won"])
 
     @property
+    def world_facts(self) -> frozenset[hf.Fact]:
+        """The engine's world facts now (`facts.world_facts`): what an exploring policy reads to find
+        its way to an object (`harness cdwm collect`); never shown to the agent under test."""
+        return frozenset(self._facts)
+
+    @property
     def admissible(self) -> list[str]:
         return list(self._state["admissible_commands"])
 
