@@ -512,9 +512,9 @@ async def execute(plan: RunPlan, *, show_progress: bool = True, executor: Execut
         manifest.stop_reason = plan.meter.stop_reason
         manifest.ended = now_iso()
         summary = summarize(suite, manifest, folder.iter_samples(), executor.call_stats())
-        # Paid per call in this process (the meter), or, where calls ran elsewhere (Ray), read
-        # from the records; earlier sessions' spend is in the meter from the start.
-        manifest.spend = plan.meter.spent if plan.meter.spent or not summary.usage else summary.usage
+        # Paid per call in this process (the meter, which starts from earlier sessions' spend), or,
+        # where calls ran elsewhere (Ray), read from the records of every session.
+        manifest.spend = plan.meter.spent if isinstance(executor, AsyncioExecutor) else summary.usage
         summary.spend = SpendMeter([], plan.meter.prices, manifest.spend).table()
         summary.stop_reason = manifest.stop_reason
         limits.add_to(summary)

@@ -56,12 +56,16 @@ def test_a_killed_nodes_browser_does_not_outlive_its_worker(tmp_path):
         with running_server("--echo", "--reply", '{"action": "noop"}', "--delay-s", "0.5") as url:
             cluster.start(workers=("w1",))
             args = [sys.executable, "-m", "harness.cli", "eval", "--suite", "cdwm-web", "--model", "openai/a",
-                    "--base-url", url, "--limit", "4", "--max-connections", "1", "--run-dir", str(tmp_path / "runs"),
+                    "--judge-model", "openai/j", "--base-url", url, "--limit", "4", "--max-connections", "1", "--run-dir", str(tmp_path / "runs"),
                     "--no-progress", "--executor", "ray", "--ray-address", cluster.address]
             driver = subprocess.Popen(args, cwd=REPO, env=cluster.env, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
-            _wait(lambda: [p for p in _environment_processes(mark) if "node" not in p.info["name"].lower()], 180,
-                  "no browser started on the worker node")
+            def browsers() -> list[psutil.Process]:
+                # a driver that exited (bad input, say) starts no browser: say so now, not after 180 s
+                assert driver.poll() is None, f"the driver exited with {driver.returncode} before a browser started"
+                return [p for p in _environment_processes(mark) if "node" not in p.info["name"].lower()]
+
+            _wait(browsers, 180, "no browser started on the worker node")
             os.kill(cluster.raylet_pid("w1"), signal.SIGKILL)
             # the worker exits once its raylet is gone; its watchdog then kills what it started
             _wait(lambda: not _environment_processes(mark), 30,
