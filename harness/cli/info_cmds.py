@@ -78,15 +78,26 @@ def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, 
         fail(f"no runs in {run_dir}: run `harness eval` first or pass --run-dir DIR")
     index = RunIndex(run_dir)
     table = Table()
-    for col in ("run_id", "suite", "model", "judge", "status", "samples", "errors", "headline"):
+    for col in ("run_id", "suite", "model", "judge", "status", "samples", "errors", "headline", "spend"):
         table.add_column(col, overflow="fold")
     for r in index.runs(suite):
         head = f"{r['headline_metric']}={fmt(r['headline_value'])}" if r["headline_metric"] else ""
         note = judge_note(r["judge"])
         judge = f"{r['judge']} [yellow]({note})[/]" if note else r["judge"] or ""
         table.add_row(r["run_id"], f"{r['suite']} {r['suite_version']}", r["model"], judge,
-                      r["status"], str(r["samples"]), str(r["errors"]), head)
+                      r["status"], str(r["samples"]), str(r["errors"]), head, _spend(run_dir, r["run_id"]))
     index.close()
     out.print(table)
 
 
+def _spend(run_dir: Path, run_id: str) -> str:
+    """What a run paid, per role, from its summary ("" before it has one, or for runs written
+    before spend was recorded): dollars where priced, else tokens."""
+    from harness.records import RunFolder
+
+    folder = RunFolder(run_dir, run_id)
+    summary = folder.read_summary() if folder.exists() else None
+    if summary is None:
+        return ""
+    return ", ".join(f"{role} ${s.usd:.4f}" if s.usd else f"{role} {s.prompt_tokens + s.completion_tokens:,} tok"
+                     for role, s in summary.spend.items())

@@ -168,6 +168,8 @@ def test_a_budgeted_run_stops_at_its_cap_and_resumes_without_paying_twice(tmp_pa
         assert cap <= spent < judge_tokens, "stopped at the cap, not before it and not at the end"
         recorded = len(folder.read_samples())
         assert 0 < recorded < 4
+        listing = harness_cli("runs", "--run-dir", str(run_dir))  # `runs` shows what each role paid
+        assert f"judge {spent:,} tok" in " ".join(listing.stdout.split()), listing.stdout
         with serving(run_dir) as viewer:  # the viewer shows why it stopped and what each role paid
             status, html, _ = get(f"{viewer}/runs/{folder.run_id}")
         assert status == 200 and "stopped: budget judge=" in html and "<td>judge</td>" in html
