@@ -11,7 +11,8 @@ import pytest
 from environments.prograf.check_geometry import CHECKS as GEOMETRY_CHECKS
 from environments.prograf.check_geometry import GeometryView
 from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.svg import path_subpaths, parse_svg
+from environments.prograf.svg import parse_svg
+from environments.prograf.svg_path import path_subpaths
 from environments.prograf.svg_graph import extract_graph
 from environments.prograf.task import VerificationPoint
 
