@@ -32,7 +32,8 @@ from environments.prograf.emit import NODE_H, GraphDrawing, graph_svg, node_widt
 from environments.prograf.mermaid import parse_mermaid
 from environments.prograf.render import Renderer, prepare
 from environments.prograf.scene import Box, InputRejected, Scene, box_union
-from environments.prograf.schematic import place, schemdraw_json_elements, schemdraw_source_elements
+from environments.prograf.schematic import place, schemdraw_json_elements
+from environments.prograf.schematic_source import schemdraw_source_elements
 from environments.prograf.svg import parse_svg
 from environments.prograf.svg_sanitise import sanitise, serialise
 from environments.prograf.svg_graph import extract_graph

@@ -19,7 +19,8 @@ from environments.prograf.dot import parse_dot
 from environments.prograf.mermaid import parse_mermaid
 from environments.prograf.render import Renderer, Visibility, filter_visible, painted_mask, prepare
 from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.schematic import parse_schemdraw_json, parse_schemdraw_source
+from environments.prograf.schematic import parse_schemdraw_json
+from environments.prograf.schematic_source import parse_schemdraw_source
 from environments.prograf.svg import parse_svg
 from environments.prograf.svg_sanitise import sanitise, serialise
 from environments.prograf.svg_graph import extract_graph

@@ -14,7 +14,8 @@ from environments.prograf.dot import parse_dot
 from environments.prograf.mermaid import parse_mermaid
 from environments.prograf.render import Renderer
 from environments.prograf.scene import InputRejected
-from environments.prograf.schematic import parse_schemdraw_json, parse_schemdraw_source
+from environments.prograf.schematic import parse_schemdraw_json
+from environments.prograf.schematic_source import parse_schemdraw_source
 from environments.prograf.svg import parse_svg
 from environments.prograf.svg_graph import extract_graph
 from environments.prograf.task import load_tasks

@@ -12,7 +12,8 @@ import pytest
 from environments.prograf.dot import parse_dot
 from environments.prograf.mermaid import parse_mermaid
 from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.schematic import parse_schemdraw_json, parse_schemdraw_source
+from environments.prograf.schematic import parse_schemdraw_json
+from environments.prograf.schematic_source import parse_schemdraw_source
 from environments.prograf.verify import verify
 
 
