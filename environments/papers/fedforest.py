@@ -22,21 +22,34 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from environments.papers.base import (CellResult, Claim, Condition, Departure, PaperOptions, PaperTask,
-                                        SeedPlan, describe_claim)
+from environments.papers.base import (
+    CellResult,
+    Claim,
+    Condition,
+    Departure,
+    PaperOptions,
+    PaperTask,
+    SeedPlan,
+    describe_claim,
+)
 
 N_CLIENTS, N_PER_CLIENT, N_TRAIN = 5, 600, 400  # per client: 400 train, 200 test
 N_FEATURES, N_BINS = 8, 32
 TREES, MAX_DEPTH, MIN_LEAF, MTRY = 30, 10, 5, 3
 LABEL_NOISE = 0.1
 SETTINGS = ("iid", "covariate", "concept")
-Solver = Literal["fedforest", "pooled_rf", "pooled_id", "local_only", "averaged_local"]
-Node = tuple[int, int, int, int, tuple[float, float]]  # feature (-1: client split), threshold bin or client, left, right, class weights
+Solver = Literal["fedforest", "pooled_rf", "pooled_id", "local_only", "averaged_local", "exact_cart"]
+Node = tuple[
+    int, int, int, int, tuple[float, float]
+]  # feature (-1: client split), threshold bin or client, left, right, class weights
 
 
 class Options(PaperOptions):
-    solver: Solver = Field("fedforest", description="fedforest (the paper's method), pooled_rf, pooled_id, local_only, "
-                                                    "averaged_local (baselines)")
+    solver: Solver = Field(
+        "fedforest",
+        description="fedforest (the paper's method), pooled_rf, pooled_id, local_only, "
+        "averaged_local, exact_cart (baselines)",
+    )
     seeds: int = Field(6, ge=1, le=500, description="seeds per setting (samples = settings x seeds, seeds 0..N-1)")
 
 
@@ -74,8 +87,19 @@ def federation(setting: str, seed: int) -> tuple[Client, ...]:
     return tuple(clients)
 
 
+def check_clients(clients: tuple[Client, ...]) -> None:
+    """A federation needs rows at every client: an empty one has no quantile sketch to send."""
+    for k, c in enumerate(clients):
+        if len(c.y_train) == 0:
+            raise ValueError(
+                f"client {k} has no training rows: every client of the federation needs at least one "
+                f"row (drop client {k} or give it data)"
+            )
+
+
 def agreed_edges(clients: tuple[Client, ...]) -> np.ndarray:
     """(N_BINS - 1, features) bin edges: the mean of the clients' quantile sketches."""
+    check_clients(clients)
     qs = np.linspace(0, 1, N_BINS + 1)[1:-1]
     return np.mean([np.quantile(c.x_train, qs, axis=0) for c in clients], axis=0)
 
@@ -101,20 +125,21 @@ def gini_impurity(left: np.ndarray, total: np.ndarray) -> np.ndarray:
     right = total - left
     n_left, n_right = left.sum(-1), right.sum(-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        g_left = n_left - (left ** 2).sum(-1) / n_left
-        g_right = n_right - (right ** 2).sum(-1) / n_right
+        g_left = n_left - (left**2).sum(-1) / n_left
+        g_right = n_right - (right**2).sum(-1) / n_right
     out = (g_left + g_right) / total.sum()
     return np.where((n_left >= MIN_LEAF) & (n_right >= MIN_LEAF), out, np.inf)
 
 
-def choose_split(left_bins: np.ndarray, left_clients: np.ndarray | None, total: np.ndarray,
-                 feats: np.ndarray) -> tuple[int, int] | None:
+def choose_split(
+    left_bins: np.ndarray, left_clients: np.ndarray | None, total: np.ndarray, feats: np.ndarray
+) -> tuple[int, int] | None:
     """The best (feature, threshold) or (-1, client) from the candidates' left class weights;
     first minimum wins ties; None when nothing lowers the node's impurity."""
     scores = gini_impurity(left_bins, total).ravel()  # (MTRY * (N_BINS - 1),)
     if left_clients is not None:
         scores = np.concatenate([scores, gini_impurity(left_clients, total)])
-    parent = (total.sum() - (total ** 2).sum() / total.sum()) / total.sum()
+    parent = (total.sum() - (total**2).sum() / total.sum()) / total.sum()
     best = int(np.argmin(scores))
     if not np.isfinite(scores[best]) or scores[best] >= parent - 1e-12:
         return None
@@ -162,19 +187,25 @@ class FederatedStats:
 
     def counts(self, members: list[np.ndarray], feats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         hist = np.zeros((MTRY, N_BINS, 2))
-        per_client = np.zeros((N_CLIENTS, 2))
+        per_client = np.zeros((len(self.parts), 2))
         for k, ((xb, y, w), m) in enumerate(zip(self.parts, members)):
             flat = (np.arange(MTRY)[None, :] * N_BINS + xb[m][:, feats]) * 2 + y[m][:, None]
-            hist += np.bincount(flat.ravel(), weights=np.repeat(w[m], MTRY), minlength=MTRY * N_BINS * 2).reshape(MTRY, N_BINS, 2)
+            hist += np.bincount(flat.ravel(), weights=np.repeat(w[m], MTRY), minlength=MTRY * N_BINS * 2).reshape(
+                MTRY, N_BINS, 2
+            )
             per_client[k] = np.bincount(y[m], weights=w[m], minlength=2)
         total = per_client.sum(axis=0)
         return np.cumsum(hist, axis=1)[:, :-1], per_client, total
 
-    def partition(self, members: list[np.ndarray], feature: int, value: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def partition(
+        self, members: list[np.ndarray], feature: int, value: int
+    ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         if feature == -1:
             empty = np.arange(0)
-            return ([m if k == value else empty for k, m in enumerate(members)],
-                    [empty if k == value else m for k, m in enumerate(members)])
+            return (
+                [m if k == value else empty for k, m in enumerate(members)],
+                [empty if k == value else m for k, m in enumerate(members)],
+            )
         lefts = [m[xb[m, feature] <= value] for (xb, _, _), m in zip(self.parts, members)]
         rights = [m[xb[m, feature] > value] for (xb, _, _), m in zip(self.parts, members)]
         return lefts, rights
@@ -202,12 +233,18 @@ class CentralStats:
 
 
 def federated_forest(setting: str, seed: int, client_split: bool = True) -> list[list[Node]]:
-    clients = federation(setting, seed)
+    return federated_forest_of(federation(setting, seed), seed, client_split)
+
+
+def federated_forest_of(clients: tuple[Client, ...], seed: int, client_split: bool = True) -> list[list[Node]]:
+    """The method on any federation: the clients send histograms, the server sums and splits."""
     edges = agreed_edges(clients)
     forest = []
     for tree in range(TREES):
-        parts = [(binned(c.x_train, edges), c.y_train, bootstrap_weights(seed, tree, k, N_TRAIN))
-                 for k, c in enumerate(clients)]
+        parts = [
+            (binned(c.x_train, edges), c.y_train, bootstrap_weights(seed, tree, k, len(c.y_train)))
+            for k, c in enumerate(clients)
+        ]
         forest.append(grow((seed, tree), FederatedStats(parts), client_split))
     return forest
 
@@ -246,124 +283,252 @@ def predict_tree(nodes: list[Node], xb: np.ndarray, client: int) -> np.ndarray:
 def sklearn_forest(seed: int) -> Any:
     from sklearn.ensemble import RandomForestClassifier
 
-    return RandomForestClassifier(n_estimators=TREES, max_depth=MAX_DEPTH, min_samples_leaf=MIN_LEAF,
-                                  max_features=MTRY, random_state=seed, n_jobs=1)
+    return RandomForestClassifier(
+        n_estimators=TREES,
+        max_depth=MAX_DEPTH,
+        min_samples_leaf=MIN_LEAF,
+        max_features=MTRY,
+        random_state=seed,
+        n_jobs=1,
+    )
 
 
-def baseline_predictions(setting: str, seed: int, solver: str) -> list[list[int]]:
-    """Each client's test predictions under a scikit-learn baseline."""
+def baseline_predictions(setting: str, seed: int, solver: str) -> tuple[list[list[int]], int]:
+    """Each client's test predictions under a scikit-learn baseline, and the node count of the
+    forests it fits (what averaging local forests ships)."""
     clients = federation(setting, seed)
     onehot = np.eye(N_CLIENTS)
     if solver in ("pooled_rf", "pooled_id"):
         with_id = solver == "pooled_id"
-        feats = lambda k, x: np.hstack([x, np.repeat(onehot[k:k + 1], len(x), axis=0)]) if with_id else x  # noqa: E731
-        model = sklearn_forest(seed).fit(np.concatenate([feats(k, c.x_train) for k, c in enumerate(clients)]),
-                                         np.concatenate([c.y_train for c in clients]))
-        return [model.predict(feats(k, c.x_test)).tolist() for k, c in enumerate(clients)]
+        feats = lambda k, x: np.hstack([x, np.repeat(onehot[k : k + 1], len(x), axis=0)]) if with_id else x  # noqa: E731
+        model = sklearn_forest(seed).fit(
+            np.concatenate([feats(k, c.x_train) for k, c in enumerate(clients)]),
+            np.concatenate([c.y_train for c in clients]),
+        )
+        return [model.predict(feats(k, c.x_test)).tolist() for k, c in enumerate(clients)], forest_nodes(model)
     local = [sklearn_forest(seed).fit(c.x_train, c.y_train) for c in clients]
+    nodes = sum(forest_nodes(m) for m in local)
     if solver == "local_only":
-        return [model.predict(c.x_test).tolist() for model, c in zip(local, clients)]
-    return [(np.mean([m.predict_proba(c.x_test)[:, 1] for m in local], axis=0) > 0.5).astype(int).tolist()
-            for c in clients]  # averaged_local
+        return [model.predict(c.x_test).tolist() for model, c in zip(local, clients)], nodes
+    return [
+        (np.mean([m.predict_proba(c.x_test)[:, 1] for m in local], axis=0) > 0.5).astype(int).tolist() for c in clients
+    ], nodes  # averaged_local
+
+
+def forest_nodes(model: Any) -> int:
+    return int(sum(t.tree_.node_count for t in model.estimators_))
 
 
 def forest_predictions(forest: list[list[Node]], setting: str, seed: int) -> list[list[int]]:
     clients = federation(setting, seed)
     edges = agreed_edges(clients)
-    return [(np.mean([predict_tree(t, binned(c.x_test, edges), k) for t in forest], axis=0) > 0.5).astype(int).tolist()
-            for k, c in enumerate(clients)]
+    return [
+        (np.mean([predict_tree(t, binned(c.x_test, edges), k) for t in forest], axis=0) > 0.5).astype(int).tolist()
+        for k, c in enumerate(clients)
+    ]
+
+
+# The abstract's own claim (issue 43): splits from aggregated statistics closely approximate the
+# centralised split (the binned builder exactly; exact CART closely), personalisation through
+# client-indicator splits, communication efficiency. The last three conditions are ours.
+ABSTRACT_CONDITIONS = (
+    [
+        Condition(metric="split_agreement", setting=s, solver="fedforest", op=">=", threshold=1.0, stat="min")
+        for s in SETTINGS
+    ]
+    + [Condition(metric="split_identity", setting=s, solver="fedforest", op=">=", threshold=0.9) for s in SETTINGS]
+    + [Condition(metric="impurity_gap", setting=s, solver="fedforest", op="<=", threshold=0.05) for s in SETTINGS]
+    + [
+        Condition(metric="accuracy", setting=s, solver="fedforest", versus="exact_cart", op=">=", threshold=-0.01)
+        for s in SETTINGS
+    ]
+    + [
+        Condition(
+            metric="accuracy", setting="concept", solver="fedforest", versus="pooled_rf", op=">=", threshold=0.08
+        ),
+        Condition(
+            metric="bytes_per_tree", setting="iid", solver="fedforest", versus="pooled_rf", op="<=", threshold=0.0
+        ),
+    ]
+)
+OUR_CONDITIONS = [
+    Condition(metric="accuracy", setting=s, solver="fedforest", versus="pooled_rf", op=">=", threshold=-0.01)
+    for s in ("iid", "covariate")
+] + [Condition(metric="accuracy", setting="concept", solver="fedforest", versus="local_only", op=">=", threshold=0.0)]
 
 
 class FedForestTask(PaperTask):
     task = "fedforest_shift"
     name = "papers.fedforest_shift"
-    version = "0.1.0"
+    version = "0.2.0"
     headline_metric = "accuracy@concept"
     Options = Options
-    solvers = ("fedforest", "pooled_rf", "pooled_id", "local_only", "averaged_local")
+    solvers = ("fedforest", "pooled_rf", "pooled_id", "local_only", "averaged_local", "exact_cart")
     settings = SETTINGS
-    metric_names = ("accuracy", "split_agreement", "client_splits")
+    metric_names = (
+        "accuracy",
+        "split_agreement",
+        "split_identity",
+        "impurity_gap",
+        "client_splits",
+        "bytes_per_tree",
+        "rounds_per_tree",
+    )
     claim: ClassVar[Claim] = Claim(
-        id=name, arms=solvers, settings=settings, plan=SeedPlan(looks=(6,)),
-        sentence="FedForest: federated random forests whose splits come from aggregated client statistics and match "
-                 "the centralised impurity split; may split on the client indicator (personalisation); robust to "
-                 "covariate and concept shift",
+        id=name,
+        arms=solvers,
+        settings=settings,
+        plan=SeedPlan(looks=(6,)),
+        sentence="FedForest: federated random forests in which a split computed from aggregated client statistics "
+        "closely approximates the centralized split; client-indicator splits personalise; communication "
+        "efficient; robust to covariate and concept shift",
         setting=f"{N_CLIENTS} synthetic clients x {N_PER_CLIENT} ({N_TRAIN} train), {N_FEATURES} features, binary labels "
-                f"({LABEL_NOISE:.0%} flipped); iid / covariate (per-client input mean) / concept (per-client labelling "
-                f"direction) shift; {TREES} trees, depth {MAX_DEPTH}, min leaf {MIN_LEAF}, {MTRY} features per node, "
-                f"{N_BINS} bins from averaged client quantile sketches, Poisson bootstrap per client",
-        conditions=[Condition(metric="split_agreement", setting=s, solver="fedforest", op=">=", threshold=1.0, stat="min")
-                   for s in SETTINGS]
-        + [Condition(metric="accuracy", setting=s, solver="fedforest", versus="pooled_rf", op=">=", threshold=-0.01)
-           for s in ("iid", "covariate")]
-        + [Condition(metric="accuracy", setting="concept", solver="fedforest", versus="pooled_rf", op=">=", threshold=0.08),
-           Condition(metric="accuracy", setting="concept", solver="fedforest", versus="local_only", op=">=", threshold=0.0)],
-        note="split_agreement: the fraction of the method's trees identical to the centralised binned builder's",
+        f"({LABEL_NOISE:.0%} flipped); iid / covariate (per-client input mean) / concept (per-client labelling "
+        f"direction) shift; {TREES} trees, depth {MAX_DEPTH}, min leaf {MIN_LEAF}, {MTRY} features per node, "
+        f"{N_BINS} bins from averaged client quantile sketches, Poisson bootstrap per client; references: a "
+        f"centralised binned builder, exact unbinned CART on the pooled rows, scikit-learn forests",
+        conditions=ABSTRACT_CONDITIONS + OUR_CONDITIONS,
+        note=f"the first {len(ABSTRACT_CONDITIONS)} conditions are the abstract's own claim (its verdict alone: "
+        "`python -m environments.papers.fedforest RUN_DIR`); the last three are ours. split_agreement: the "
+        "share of trees identical to the centralised binned builder's; split_identity / impurity_gap: against "
+        "exact CART node by node; bytes_per_tree / rounds_per_tree: communication per tree built",
         departures=[
-            Departure(paper="evaluates on federated data the summary does not name",
-                      ours="use 5 synthetic clients x 600 samples (8 Gaussian features, 10% of labels flipped) in "
-                           "three generated settings: iid, covariate shift (a per-client input mean) and concept "
-                           "shift (each client labels by its own random direction)",
-                      why="no downloads; each shift is one known mechanism",
-                      effect="our concept shift gives every client an unrelated rule, which favours purely local "
-                             "forests: that is the condition that failed (local-only beat the federated forest by 2 "
-                             "points); partly shared concepts could reverse it, and real shifts mix mechanisms"),
-            Departure(paper="claims the federated splits match the centralised impurity split",
-                      ours="compare with a centralised builder on the same binned data (32 bins whose edges average "
-                           "the clients' quantile sketches) with the same Poisson bootstrap weights and feature "
-                           "draws",
-                      why="summed histograms equal pooled counts only on a shared binning",
-                      effect="split_agreement = 1 holds by construction unless the code is wrong; it says nothing "
-                             "about matching an unbinned forest's thresholds"),
-            Departure(paper="compares with centralised forests (the summary names no implementation)",
-                      ours="use scikit-learn random forests (exact thresholds, multinomial bootstrap) for pooled_rf, "
-                           "pooled_id, local_only and averaged_local, while the method grows binned trees with "
-                           "Poisson weights",
-                      why="standard reference implementations",
-                      effect="the iid and covariate conditions (within 1 point of pooled RF) compare two forest "
-                             "implementations, so binning and bootstrap differences, not federation, can decide them "
-                             "(iid was -0.005, undecided)"),
-            Departure(paper="claims personalisation and robustness to shift, with no margins in the summary",
-                      ours="require >= pooled RF + 8 points and >= local-only at concept shift, and >= pooled RF - 1 "
-                           "point at iid and covariate shift",
-                      why="PAPER_TASKS.md's margins, set from a prototype run; only the abstract is known "
-                          "(PAPERS.md), and a check needs a comparison and a margin",
-                      effect="the verdict is on these margins: the >= local-only part is the one that fails, and a "
-                             "looser bar would flip it"),
-            Departure(paper="is a federated protocol (the summary does not say what the server may see)",
-                      ours="send every node's per-client histograms to the server in the clear: no secure "
-                           "aggregation, no differential-privacy noise, no communication accounting",
-                      why="the claim tested is about splits and accuracy",
-                      effect="secure aggregation would change nothing here; privacy noise would lower accuracy and "
-                             "break the exact split agreement, so our setting is the favourable case for those "
-                             "conditions"),
+            Departure(
+                paper="evaluates on federated data the summary does not name",
+                ours="use 5 synthetic clients x 600 samples (8 Gaussian features, 10% of labels flipped) in "
+                "three generated settings: iid, covariate shift (a per-client input mean) and concept "
+                "shift (each client labels by its own random direction)",
+                why="no downloads; each shift is one known mechanism",
+                effect="our concept shift gives every client an unrelated rule, which favours purely local "
+                "forests; partly shared concepts would favour federation, and real shifts mix "
+                "mechanisms",
+            ),
+            Departure(
+                paper="claims personalisation through client-indicator splits and robustness to shift; it "
+                "does not claim to beat each client's own forest",
+                ours="also require fedforest >= local-only at concept shift, and within 1 point of "
+                "scikit-learn's pooled forest at iid and covariate shift (the last three conditions)",
+                why="PAPER_TASKS.md's reading, from a prototype run; kept from the first criterion so its "
+                "verdict stays comparable",
+                effect="under our concept shift (no shared rule) local forests are the natural winner, so "
+                "'>= local-only' can fail while the abstract's claim holds; the abstract's conditions "
+                "alone have their own verdict (the note says how to print it)",
+            ),
+            Departure(
+                paper="claims the federated split closely approximates the centralized split",
+                ours="test it three ways: identical trees to a centralised builder on the same bins (exact by "
+                "construction), the same feature as exact unbinned CART at >= 90% of nodes with <= 5% of "
+                "its Gini decrease lost (node by node on the same rows), and accuracy within 1 point of "
+                "an exact CART forest with the same weights and feature draws",
+                why="the abstract gives no tolerance; 90% and 5% are ours",
+                effect="the node-by-node identity counts near-ties between features as misses; the thresholds are ours",
+            ),
+            Departure(
+                paper="claims communication efficiency (against what is not in the summary)",
+                ours="count bytes and rounds per tree: int32 histograms up from every client holding weight at "
+                "a node, 12-byte split broadcasts down, quantile sketches once; against shipping every "
+                "training row once (36 bytes a row, one round) and shipping the local forests (16 bytes a "
+                "node); the condition: fewer bytes per tree than shipping the data",
+                why="the issue's reading; a check needs a comparison",
+                effect="with 400 rows per client, 30 trees of depth 10 and 32 bins, histograms cost far more "
+                "than the rows themselves (arithmetic before any run: 10^5-10^6 bytes per tree against "
+                "~2.4 x 10^3); the comparison turns only at millions of rows, so at our size this "
+                "condition is expected to fail: it measures scale, not the protocol's design",
+            ),
+            Departure(
+                paper="compares with centralised forests (the summary names no implementation)",
+                ours="use scikit-learn random forests (exact thresholds, multinomial bootstrap) for pooled_rf, "
+                "pooled_id, local_only and averaged_local; exact_cart is ours (same Poisson weights and "
+                "feature draws as the method)",
+                why="standard reference implementations, plus one that isolates binning",
+                effect="the iid and covariate conditions against pooled_rf compare two forest implementations "
+                "(binning and bootstrap differ); the exact_cart conditions isolate binning alone",
+            ),
+            Departure(
+                paper="is a federated protocol (the summary does not say what the server may see)",
+                ours="send every node's per-client histograms to the server in the clear: no secure "
+                "aggregation, no differential-privacy noise",
+                why="the claim tested is about splits, accuracy and bytes",
+                effect="secure aggregation would add bytes; privacy noise would lower accuracy and break the "
+                "exact split agreement, so our setting is the favourable case for those conditions",
+            ),
         ],
     )
     description = describe_claim(task, claim, solvers)
 
     def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
+        from environments.papers.fedforest_exact import exact_forest
+
         t0 = time.perf_counter()
         answer: dict[str, Any] = {}
-        if solver == "fedforest":
-            forest = federated_forest(setting, seed)
+        if solver in ("fedforest", "exact_cart"):
+            clients = federation(setting, seed)
+            forest = federated_forest(setting, seed) if solver == "fedforest" else exact_forest(clients, seed)
             answer["forest"] = [[list(n[:4]) + list(n[4]) for n in tree] for tree in forest]
-            answer["predictions"] = forest_predictions(forest, setting, seed)
+            if solver == "fedforest":
+                answer["predictions"] = forest_predictions(forest, setting, seed)
+            else:
+                answer["predictions"] = [
+                    (np.mean([predict_tree(t, c.x_test, k) for t in forest], axis=0) > 0.5).astype(int).tolist()
+                    for k, c in enumerate(clients)
+                ]
         else:
-            answer["predictions"] = baseline_predictions(setting, seed, solver)
-        return CellResult(solver=solver, setting=setting, seed=seed, answer=answer, wall_s=round(time.perf_counter() - t0, 4))
+            answer["predictions"], answer["model_nodes"] = baseline_predictions(setting, seed, solver)
+        return CellResult(
+            solver=solver, setting=setting, seed=seed, answer=answer, wall_s=round(time.perf_counter() - t0, 4)
+        )
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
+        from environments.papers.fedforest_exact import comm_cost, compare_to_exact
+
         clients = federation(result.setting, result.seed)
         predictions = result.answer["predictions"]
         if len(predictions) != N_CLIENTS or any(len(p) != len(c.y_test) for p, c in zip(predictions, clients)):
             raise ValueError(f"predictions must be {N_CLIENTS} lists of {N_PER_CLIENT - N_TRAIN} labels")
         accuracy = float(np.mean([np.mean(np.asarray(p) == c.y_test) for p, c in zip(predictions, clients)]))
-        agreement = splits = None
-        if "forest" in result.answer:
+        out: dict[str, float | None] = {
+            "accuracy": accuracy,
+            "split_agreement": None,
+            "split_identity": None,
+            "impurity_gap": None,
+            "client_splits": None,
+        }
+        if result.solver == "fedforest":
             reference = central_forest(result.setting, result.seed)
-            mine = [[(int(n[0]), int(n[1]), int(n[2]), int(n[3]), (float(n[4]), float(n[5]))) for n in tree]
-                    for tree in result.answer["forest"]]
-            agreement = float(np.mean([a == b for a, b in zip(mine, reference, strict=True)]))
+            mine = [
+                [(int(n[0]), int(n[1]), int(n[2]), int(n[3]), (float(n[4]), float(n[5]))) for n in tree]
+                for tree in result.answer["forest"]
+            ]
+            out["split_agreement"] = float(np.mean([a == b for a, b in zip(mine, reference, strict=True)]))
+            out["split_identity"], out["impurity_gap"] = compare_to_exact(mine, clients, result.seed)
             inner = [n for tree in mine for n in tree if n[0] != -2]
-            splits = float(np.mean([n[0] == -1 for n in inner])) if inner else 0.0
-        return {"accuracy": accuracy, "split_agreement": agreement, "client_splits": splits}
+            out["client_splits"] = float(np.mean([n[0] == -1 for n in inner])) if inner else 0.0
+        out["bytes_per_tree"], out["rounds_per_tree"] = comm_cost(result.solver, result.answer, clients, result.seed)
+        return out
+
+
+def abstract_verdict(verdict: Any) -> tuple[str, list[Any]]:
+    """The verdict on the abstract's own conditions alone, from a saved check's `ClaimVerdict`."""
+    from harness.claims.decide import combine
+
+    wanted = {c.text() for c in ABSTRACT_CONDITIONS}
+    results = [r for r in verdict.conditions if r.condition in wanted]
+    if len(results) != len(wanted):
+        raise ValueError(
+            f"the verdict has {len(results)} of the abstract's {len(wanted)} conditions: "
+            "it was not computed under this criterion"
+        )
+    return combine(r.outcome for r in results), results
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    from harness.claims.verdict import ClaimVerdict, verdict_path
+
+    saved = verdict_path(Path(sys.argv[1]), FedForestTask.name)
+    verdict_, results_ = abstract_verdict(ClaimVerdict.model_validate_json(saved.read_text()))
+    for r in results_:
+        print(f"{r.outcome:10} {r.condition}: {r.estimate} [{r.ci_low}, {r.ci_high}] (n = {r.n})")
+    print(f"the abstract's own claim: {verdict_} (the whole criterion, ours included: {FedForestTask.name} in {saved})")
