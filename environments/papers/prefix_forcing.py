@@ -1,237 +1,315 @@
-"""Task `prefix_linear_forcing`: a prefix that forces a reachable target output, found by solving
-a linear system (the paper's method), against gradient prefix tuning (baseline), on a toy decoder
-(ours).
+"""Task `prefix_linear_forcing`: a prefix of embeddings that makes a pretrained GPT-2-architecture
+model greedily decode a target sequence y after an input x, computed by solving a sequence of linear
+systems (the paper's method, our construction), with a computed range test; against gradient prefix
+tuning (baseline).
 
-The decoder: token + position embeddings, 2 attention-only layers of 4 heads with a residual
-stream, an unembedding. A prefix is P key/value pairs per head and layer, visible to every
-position. With the prefix keys fixed (and layer 1's prefix fixed), the attention weights of layer 2
-do not depend on layer 2's prefix values, so the logits at every position are affine in those
-values: logits[t] = c[t] + sum_h sum_p alpha_h[t, p] * (v_hp Wo_h W_U). Forcing the logits of
-the last T positions is the least-squares solve of that stacked system; a target is flagged
-unreachable when the solve leaves a residual. The scorer checks every answer with the real
-forward pass, never with the linear map.
+The model (`prefix_model.py`): transformers' GPT2LMHeadModel (LayerNorm, GELU MLP, 3 layers, width
+48, vocabulary 32) trained 200 steps on a seeded Markov-chain corpus. The prefix is m embedding
+vectors placed before x (positions 0..m-1). Greedy decoding of `prefix + x` reproduces y exactly
+when, at each of the k positions that predict y's tokens (contexts x + y[:j], teacher forcing), y's
+token beats every other token's logit; we ask for a margin MARGIN.
+
+The construction (`solve_linear`): first the range test -- a token that no hidden state whatever can
+make the strict argmax (Gordan's alternative, one linear feasibility problem per token,
+`never_argmax`) puts y out of range at every position under every prefix, and the target is flagged.
+Otherwise, from the zero prefix, each step solves one linear system: the violated margin equations,
+linearised in the prefix embeddings (their exact Jacobian by reverse mode), set to 2 x MARGIN, by the
+minimum-norm solution (J^T (J J^T + eps I)^-1 r); a step is halved until the violation falls. It
+stops when every margin holds (forced) or after MAX_SYSTEMS systems (flagged 'not found', which is
+not a claim that y is out of range). The scorer decodes greedily from the recorded prefix with the
+real model and compares with y token by token; it never uses the linearisation.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
+from environments.papers.prefix_model import ModelSize, Trained, never_argmax, sample_corpus
 
-VOCAB, D_MODEL, HEADS, D_HEAD, LAYERS, SEQ = 32, 16, 4, 4, 2, 8
-FORCED = 3  # the last T positions' logits are the target
-TARGETS = 10  # reachable targets per cell, and as many unreachable ones
-FORCE_TOL = 1e-4  # max |logit error| for "forced" (the criterion's figure)
-RESIDUAL_TOL = 1e-6  # the solve's relative residual above which a target is flagged unreachable
-GRAD_STEPS, GRAD_LR = 300, 0.05
+if TYPE_CHECKING:  # torch loads when a cell runs, not when the family is listed
+    import torch
+
+X_LEN = 8  # the input x's tokens
+MARGIN = 0.5  # logit margin of y's token over every other at each forced position
+MAX_SYSTEMS = 15  # linear systems per target before 'not found'
+GRAD_STEPS, GRAD_LR = 200, 0.05  # the baseline's Adam budget
+IN_RANGE, OUT_OF_RANGE, RANDOM = 5, 2, 2  # targets per cell
 PREFIX_LENGTHS = {"prefix8": 8, "prefix2": 2}
 Solver = Literal["linear", "gradient"]
 
 
 class Options(PaperOptions):
-    solver: Solver = Field("linear", description="linear (the paper's method: least squares), gradient (baseline: Adam prefix tuning)")
+    solver: Solver = Field("linear", description="linear (the paper's method: a sequence of linear systems, with the "
+                                                 "range test), gradient (baseline: Adam prefix tuning)")
+    scale: int = Field(1, ge=1, le=16, description="multiplies the GPT-2's width, depth, heads, vocabulary, context "
+                                                   "and training steps (1: the registered check's size)")
+    device: Literal["cpu", "cuda"] = Field("cpu", description="where the model trains and the prefixes are solved")
+    target_len: int = Field(4, ge=1, le=4096, description="tokens of the target y (greedy decoding checks each)")
+
+    @field_validator("target_len")
+    @classmethod
+    def _fits_context(cls, value: int, info: ValidationInfo) -> int:
+        context = ModelSize.scaled(int(info.data.get("scale", 1))).context
+        need = max(PREFIX_LENGTHS.values()) + X_LEN + value - 1
+        if need > context:
+            raise ValueError(f"target_len {value}: prefix {max(PREFIX_LENGTHS.values())} + x {X_LEN} + the first "
+                             f"{value - 1} target tokens = {need} positions exceed the model's context of {context}; "
+                             f"use target_len <= {context - max(PREFIX_LENGTHS.values()) - X_LEN + 1} or a larger scale")
+        return value
 
 
-@dataclass(frozen=True)
-class Decoder:
-    emb: np.ndarray  # (V, d)
-    pos: np.ndarray  # (n, d)
-    wq: np.ndarray  # (L, H, d, dh)
-    wk: np.ndarray
-    wv: np.ndarray
-    wo: np.ndarray  # (L, H, dh, d)
-    unembed: np.ndarray  # (d, V)
-    prefix_keys: np.ndarray  # (L, H, P, dh), fixed random
-    layer1_values: np.ndarray  # (H, P, dh), fixed random
+def check_fits(size: ModelSize, prefix: int, k: int) -> None:
+    if prefix + X_LEN + k - 1 > size.context:
+        raise ValueError(f"target_len {k}: prefix {prefix} + x {X_LEN} + {k - 1} target tokens exceed the model's "
+                         f"context of {size.context}; lower target_len or raise scale")
 
 
-def make_decoder(seed: int, prefix: int) -> Decoder:
-    rng = np.random.default_rng([seed, prefix])
-    g = lambda *shape: rng.normal(size=shape) / np.sqrt(shape[-2] if len(shape) > 1 else 1)  # noqa: E731
-    return Decoder(emb=rng.normal(size=(VOCAB, D_MODEL)), pos=rng.normal(size=(SEQ, D_MODEL)) * 0.5,
-                   wq=g(LAYERS, HEADS, D_MODEL, D_HEAD), wk=g(LAYERS, HEADS, D_MODEL, D_HEAD),
-                   wv=g(LAYERS, HEADS, D_MODEL, D_HEAD), wo=g(LAYERS, HEADS, D_HEAD, D_MODEL),
-                   unembed=g(D_MODEL, VOCAB), prefix_keys=rng.normal(size=(LAYERS, HEADS, prefix, D_HEAD)),
-                   layer1_values=rng.normal(size=(HEADS, prefix, D_HEAD)))
+@lru_cache(maxsize=8)
+def problems(seed: int, prefix: int, k: int, scale: int = 1, device: str = "cpu") -> tuple[Trained, list[dict]]:
+    """The cell's trained model and its targets, each {x, y, kind}: `in_range` (the greedy decode
+    under a hidden random teacher prefix of the same length, which differs from the zero prefix's
+    decode: a prefix exists), `out_of_range` (such a y with one token replaced by the ghost, which
+    is never the argmax), `random` (corpus tokens drawn uniformly: status unknown, context only)."""
+    import torch
+
+    from environments.papers.prefix_model import greedy_decode, trained_model
+
+    size = ModelSize.scaled(scale)
+    check_fits(size, prefix, k)
+    trained = trained_model(seed, size, device)
+    model = trained.model
+    rng = np.random.default_rng([seed, prefix, k, 11])
+    zero = torch.zeros(prefix, size.width, device=device)
+    out: list[dict] = []
+    for _ in range(50 * (IN_RANGE + OUT_OF_RANGE)):
+        if len(out) == IN_RANGE + OUT_OF_RANGE:
+            break
+        x = torch.as_tensor(sample_corpus(trained.successors, trained.probs, rng, 1, X_LEN)[0], device=device)
+        teacher = torch.as_tensor(rng.normal(size=(prefix, size.width)), dtype=torch.float32, device=device)
+        y = greedy_decode(model, teacher, x, k)
+        if y != greedy_decode(model, zero, x, k) and size.ghost not in y:
+            out.append({"x": x.tolist(), "y": y, "kind": "in_range"})
+    if len(out) < IN_RANGE + OUT_OF_RANGE:
+        raise RuntimeError(f"seed {seed}: random teacher prefixes rarely change the model's decode; too few targets")
+    for t in out[IN_RANGE:]:
+        y = list(t["y"])
+        y[int(rng.integers(k))] = size.ghost
+        t.update(y=y, kind="out_of_range")
+    for _ in range(RANDOM):
+        x = sample_corpus(trained.successors, trained.probs, rng, 1, X_LEN)[0]
+        out.append({"x": x.tolist(), "y": rng.integers(0, size.vocab - 1, size=k).tolist(), "kind": "random"})
+    return trained, out
 
 
-def forward(dec: Decoder, tokens: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Logits (n, V) with layer 2's prefix values `values` (H, P, dh); and layer 2's attention
-    weights on the prefix (H, n, P)."""
-    h = dec.emb[tokens] + dec.pos
-    n, prefix = len(tokens), dec.prefix_keys.shape[2]
-    visible = np.concatenate([np.ones((n, prefix), bool), np.tril(np.ones((n, n), bool))], axis=1)
-    weights = np.zeros((HEADS, n, prefix))
-    for layer in range(LAYERS):
-        prefix_values = dec.layer1_values if layer == 0 else values
-        update = np.zeros_like(h)
-        for head in range(HEADS):
-            q = h @ dec.wq[layer, head]
-            k = np.concatenate([dec.prefix_keys[layer, head], h @ dec.wk[layer, head]])
-            v = np.concatenate([prefix_values[head], h @ dec.wv[layer, head]])
-            s = np.where(visible, q @ k.T / np.sqrt(D_HEAD), -np.inf)
-            a = np.exp(s - s.max(axis=1, keepdims=True))
-            a /= a.sum(axis=1, keepdims=True)
-            if layer == LAYERS - 1:
-                weights[head] = a[:, :prefix]
-            update += (a @ v) @ dec.wo[layer, head]
-        h = h + update
-    return h @ dec.unembed, weights
+@lru_cache(maxsize=8)
+def unreachable_tokens(seed: int, scale: int = 1, device: str = "cpu") -> frozenset[int]:
+    """The range test's verdict per token (computed once per model)."""
+    from environments.papers.prefix_model import trained_model
+
+    trained = trained_model(seed, ModelSize.scaled(scale), device)
+    unembed = trained.model.lm_head.weight.detach().cpu().double().numpy()
+    return frozenset(v for v in range(len(unembed)) if never_argmax(unembed, v))
 
 
-def linear_system(dec: Decoder, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(A, c): the forced logits (flattened) = A @ vec(values) + c, exactly."""
-    prefix = dec.prefix_keys.shape[2]
-    zero = np.zeros((HEADS, prefix, D_HEAD))
-    logits, weights = forward(dec, tokens, zero)
-    readout = np.einsum("hkd,dv->hkv", dec.wo[LAYERS - 1], dec.unembed)  # (H, dh, V)
-    a = np.einsum("htp,hkv->tvhpk", weights[:, -FORCED:], readout)  # (T, V, H, P, dh)
-    return a.reshape(FORCED * VOCAB, -1), logits[-FORCED:].ravel()
+def violation(m: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    gap = (MARGIN - m).clamp(min=0)
+    gap = gap.scatter(1, target[:, None], 0.0)
+    return (gap ** 2).sum()
 
 
-@lru_cache(maxsize=16)
-def problems(seed: int, prefix: int) -> tuple[Decoder, list[tuple[np.ndarray, np.ndarray, bool]]]:
-    """The cell's decoder and its targets: (tokens, target logits (T, V), reachable). Reachable ones
-    are what a hidden teacher prefix produces; unreachable ones add a component orthogonal to the
-    range of that input's system (so no prefix value can produce it)."""
-    dec = make_decoder(seed, prefix)
-    rng = np.random.default_rng([seed, prefix, 1])
-    out = []
-    for i in range(2 * TARGETS):
-        tokens = rng.integers(0, VOCAB, size=SEQ)
-        teacher = rng.normal(size=(HEADS, prefix, D_HEAD))
-        target = forward(dec, tokens, teacher)[0][-FORCED:]
-        reachable = i < TARGETS
-        if not reachable:
-            a, _ = linear_system(dec, tokens)
-            u, s, _ = np.linalg.svd(a, full_matrices=False)
-            basis = u[:, s > s[0] * 1e-10]
-            r = rng.normal(size=a.shape[0])
-            r -= basis @ (basis.T @ r)
-            target = target + (r / np.linalg.norm(r) * np.linalg.norm(target)).reshape(target.shape)
-        out.append((tokens, target, reachable))
-    return dec, out
+def solve_linear(trained: Trained, x: list[int], y: list[int], prefix: int, device: str = "cpu") -> tuple[torch.Tensor, int, bool]:
+    """(prefix embeddings, linear systems solved, forced) by the sequence of minimum-norm systems."""
+    import torch
+
+    from environments.papers.prefix_model import forced_logits, margins
+
+    model = trained.model
+    context = torch.as_tensor(x + y[:-1], device=device)
+    target = torch.as_tensor(y, device=device)
+    k = len(y)
+
+    def margin_fn(p: torch.Tensor) -> torch.Tensor:
+        return margins(forced_logits(model, p, context, k), target)
+
+    p = torch.zeros(prefix, trained.size.width, device=device)
+    for systems in range(MAX_SYSTEMS + 1):
+        with torch.no_grad():
+            m = margin_fn(p)
+        active = m < MARGIN
+        active[torch.arange(k), target] = False
+        if not active.any():
+            return p, systems, True
+        if systems == MAX_SYSTEMS:
+            break
+        jac = torch.func.jacrev(margin_fn)(p)[active].reshape(int(active.sum()), -1).double()  # (rows, m*d)
+        rhs = (2 * MARGIN - m[active]).double()
+        gram = jac @ jac.T
+        gram += torch.eye(len(gram), dtype=gram.dtype, device=device) * 1e-9 * gram.diagonal().mean()
+        step = (jac.T @ torch.linalg.solve(gram, rhs)).reshape(p.shape).float()
+        before = violation(m, target)
+        for _ in range(6):  # halve the step until the violation falls
+            with torch.no_grad():
+                if violation(margin_fn(p + step), target) < before:
+                    break
+            step = step / 2
+        p = p + step
+    return p, MAX_SYSTEMS, False
 
 
-def solve_linear(dec: Decoder, tokens: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, bool]:
-    a, c = linear_system(dec, tokens)
-    b = target.ravel() - c
-    x, *_ = np.linalg.lstsq(a, b, rcond=None)
-    residual = np.linalg.norm(a @ x - b) / max(np.linalg.norm(b), 1e-12)
-    return x.reshape(HEADS, -1, D_HEAD), bool(residual > RESIDUAL_TOL)
+def solve_gradient(trained: Trained, x: list[int], y: list[int], prefix: int, device: str = "cpu") -> tuple[torch.Tensor, int, bool]:
+    """Adam on the squared margin violation (prefix tuning), from the zero prefix."""
+    import torch
 
+    from environments.papers.prefix_model import forced_logits, margins
 
-def solve_gradient(dec: Decoder, tokens: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Adam on 1/2 ||forced logits - target||^2 over layer 2's prefix values. The gradient is
-    exact: the loss is quadratic in the values, and the residual comes from the real forward."""
-    a, _ = linear_system(dec, tokens)
-    x = np.zeros(a.shape[1])
-    m, v = np.zeros_like(x), np.zeros_like(x)
-    shape = (HEADS, -1, D_HEAD)
-    for step in range(1, GRAD_STEPS + 1):
-        residual = forward(dec, tokens, x.reshape(shape))[0][-FORCED:].ravel() - target.ravel()
-        grad = a.T @ residual
-        m = 0.9 * m + 0.1 * grad
-        v = 0.999 * v + 0.001 * grad ** 2
-        x -= GRAD_LR * (m / (1 - 0.9 ** step)) / (np.sqrt(v / (1 - 0.999 ** step)) + 1e-8)
-    error = np.abs(forward(dec, tokens, x.reshape(shape))[0][-FORCED:] - target).max()
-    return x.reshape(shape), bool(error > FORCE_TOL)
+    model = trained.model
+    context = torch.as_tensor(x + y[:-1], device=device)
+    target = torch.as_tensor(y, device=device)
+    p = torch.zeros(prefix, trained.size.width, device=device, requires_grad=True)
+    optimiser = torch.optim.Adam([p], lr=GRAD_LR)
+    for step in range(GRAD_STEPS):
+        loss = violation(margins(forced_logits(model, p, context, len(y)), target), target)
+        if loss.item() == 0.0:
+            return p.detach(), step, True
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+    return p.detach(), GRAD_STEPS, False
 
 
 class PrefixForcingTask(PaperTask):
     task = "prefix_linear_forcing"
     name = "papers.prefix_linear_forcing"
-    version = "0.1.0"
+    version = "0.2.0"
     headline_metric = "forced_rate@prefix8"
     Options = Options
     solvers = ("linear", "gradient")
     settings = tuple(PREFIX_LENGTHS)
-    metric_names = ("forced_rate", "max_logit_error", "flag_rate", "false_flag_rate", "max_seconds")
-    lower_is_better = frozenset({"max_logit_error", "false_flag_rate", "max_seconds"})
+    metric_names = ("forced_rate", "token_match", "flag_rate", "out_of_range_forced", "false_flag_rate",
+                    "random_forced_rate", "zero_prefix_token_match", "systems", "max_seconds", "lm_accuracy_gap")
+    lower_is_better = frozenset({"out_of_range_forced", "false_flag_rate", "zero_prefix_token_match", "systems",
+                                 "max_seconds", "lm_accuracy_gap"})
     claim: ClassVar[Claim] = Claim(
         id=name, arms=solvers, settings=settings,
-        sentence="Prefix expressiveness: if a target output is in the model's range, a prefix that forces it exists "
-                 "and is computed by solving linear systems",
-        setting=f"random toy decoder (vocab {VOCAB}, d {D_MODEL}, {LAYERS} attention-only layers x {HEADS} heads, "
-                f"no LayerNorm/MLP), sequences of {SEQ}, the last {FORCED} positions' logits forced; fixed random "
-                f"prefix keys and layer-1 prefix, layer-2 prefix values solved; {TARGETS} reachable (teacher prefix) "
-                f"and {TARGETS} unreachable (orthogonal to the range) targets per seed; prefix lengths 8 and 2",
+        sentence="Prefix expressiveness: for a pretrained GPT-style Transformer and any (x, y) with y in the model's "
+                 "range, a prefix that forces y exists and is computed by solving linear systems; without the range "
+                 "assumption it may not exist",
+        setting=f"transformers' GPT-2 architecture (vocab 32, width 48, 3 layers x 4 heads, LayerNorm + GELU MLP, "
+                f"tied unembedding, context 32) trained 200 AdamW steps per seed on a Markov-chain corpus; x = "
+                f"{X_LEN} corpus tokens, y = 4 tokens checked by greedy decoding of prefix + x; prefix of 8 or 2 "
+                f"embedding vectors; per seed {IN_RANGE} in-range targets (a hidden random teacher prefix's decode, "
+                f"unlike the zero prefix's), {OUT_OF_RANGE} out-of-range (one token replaced by a planted "
+                f"never-argmax token), {RANDOM} random (context)",
         conditions=[c for s in PREFIX_LENGTHS for c in (
             Condition(metric="forced_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
-            Condition(metric="max_logit_error", setting=s, solver="linear", op="<=", threshold=FORCE_TOL, stat="max"),
-            Condition(metric="max_seconds", setting=s, solver="linear", op="<=", threshold=1.0, stat="max"),
-            Condition(metric="flag_rate", setting=s, solver="linear", op=">=", threshold=0.95))],
-        note="the gradient baseline is context: the paper's claim is existence and the linear solve, not a margin",
+            Condition(metric="flag_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
+            Condition(metric="out_of_range_forced", setting=s, solver="linear", op="<=", threshold=0.0, stat="max"),
+            Condition(metric="false_flag_rate", setting=s, solver="linear", op="<=", threshold=0.0, stat="max"),
+            Condition(metric="max_seconds", setting=s, solver="linear", op="<=", threshold=60.0, stat="max"),
+            Condition(metric="lm_accuracy_gap", setting=s, solver="linear", op="<=", threshold=0.1, stat="max"))],
+        note="the gradient baseline is context: the paper's claim is existence and the linear-system computation, not "
+             "a margin over prefix tuning; random targets and the zero prefix's token match are context (how hard the "
+             "in-range targets are)",
         departures=[
-            Departure(paper="is about prefixes of transformer models (the summary names none)",
-                      ours="use a random, untrained toy decoder: vocabulary 32, width 16, 2 attention-only layers of "
-                           "4 heads, residual stream, no LayerNorm and no MLP -- not a real transformer stack",
-                      why="without LayerNorm or MLPs after layer 2 the logits are exactly affine in layer 2's prefix "
-                          "values, so the linear solve is exact and checkable to 1e-10 with the real forward pass",
-                      effect="the linear structure holds by construction, so 'reproduced' shows that the algebra and "
-                             "our solver are right, not that a real stack (LayerNorm, MLPs, later layers reading the "
-                             "forced values) is forced by linear systems: there the map is not affine and the result "
-                             "rests on the paper's own reduction"),
-            Departure(paper="computes the prefix by solving linear systems (the summary does not say which parts of "
-                            "the prefix are unknowns)",
-                      ours="fix the prefix keys of both layers and layer 1's prefix at random and solve only for "
-                           "layer 2's prefix values (one least-squares system per input; prefix lengths 8 and 2)",
-                      why="that is what makes the forced logits affine",
-                      effect="the range tested is that of one layer's values under fixed keys, smaller than a whole "
-                             "prefix's; 'in range' is defined by our system, not by the paper's notion of "
-                             "reachability"),
-            Departure(paper="forces targets that are in the model's range",
-                      ours="take reachable targets as the outputs of a hidden teacher prefix with the same fixed "
-                           "keys (in range by construction) and unreachable ones as a teacher output plus a "
-                           "component orthogonal to the system's range; 10 of each per seed, the logits of the last "
-                           "3 of 8 positions",
-                      why="exact ground truth for reachability",
-                      effect="every reachable target is exactly solvable and every unreachable one leaves a residual "
-                             "far above the 1e-6 flag, so the conditions test numerical exactness and the flag, not "
-                             "hard or natural targets (text continuations, near the range's boundary)"),
-            Departure(paper="gives no sizes or timings in the summary",
-                      ours="bound the slowest solve at 1 s per target at this toy size",
-                      why="PAPER_TASKS.md's bound",
-                      effect="the timing condition says nothing about the cost at real model sizes"),
+            Departure(paper="speaks of a pretrained GPT-style Transformer (GPT-2 scale)",
+                      ours="use the GPT-2 architecture itself (transformers' GPT2LMHeadModel: pre-LayerNorm blocks, "
+                           "GELU MLP, tied unembedding) at toy size: vocabulary 32 (not 50,257), width 48 (not 768), "
+                           "3 layers (not 12), context 32 (not 1,024), trained 200 steps on a Markov-chain corpus "
+                           "(not WebText)",
+                      why="the check must fit 15 minutes on 2 CPU cores; `--suite-option scale=N` grows it",
+                      effect="every linear system has at most 4 x 31 rows against 96-384 unknowns, far smaller than "
+                             "GPT-2's (4 x 50,256 rows); a small, nearly Markov model may be easier to steer than "
+                             "GPT-2, so 'reproduced' here does not show that GPT-2 itself is forced as easily"),
+            Departure(paper="computes the prefix by solving multiple linear systems (the summary gives no more of the "
+                            "construction)",
+                      ours="solve a sequence of linear systems on the whole stack: each linearises the violated "
+                           "greedy-decoding margin equations in the prefix embeddings (exact Jacobian) and takes the "
+                           "minimum-norm solution, with step halving, at most 15 systems; not a closed-form "
+                           "layer-by-layer construction",
+                      why="the summary does not give the paper's reduction; a Gauss-Newton sequence of linear systems "
+                          "is the procedure its words fit that works through LayerNorm and MLPs",
+                      effect="a target the sequence does not reach in 15 systems is 'not found' and counts against "
+                             "forced_rate although a prefix exists (a teacher made it): the verdict can fail for our "
+                             "solver where the paper's construction would succeed; and success shows the systems "
+                             "converged, not the paper's existence proof"),
+            Departure(paper="assumes y in the model's range and says the prefix may not exist otherwise",
+                      ours="take in-range targets as the decode of a hidden random teacher prefix of the same length "
+                           "(a prefix exists by construction); out-of-range ones contain a planted ghost token whose "
+                           "tied embedding is the mean of two others' (never the strict argmax); the range test is "
+                           "Gordan's alternative per token (a linear feasibility problem)",
+                      why="ground truth on both sides of the range",
+                      effect="the out-of-range side is planted and certified by a test that holds for it by "
+                             "construction: flag_rate and out_of_range_forced can fail only through a bug; the "
+                             "test misses range limits that are not per-token (the final LayerNorm's, and sequences "
+                             "whose tokens are each reachable but not together)"),
+            Departure(paper="forces the model's output y",
+                      ours="force greedy decoding with a logit margin of 0.5 at each of y's 4 positions, prefix of "
+                           "8 or 2 vectors, x of 8 tokens; per seed 5 in-range, 2 out-of-range and 2 random targets",
+                      why="greedy decoding is how a forced y is read; the margin keeps it robust to float rounding",
+                      effect="a margin > 0 is stricter than forcing the argmax; short y and x only"),
             Departure(paper="compares with no baseline in the summary",
-                      ours="run gradient prefix tuning (300 Adam steps, lr 0.05) as context, outside the criterion",
-                      why="PAPER_TASKS.md's baseline; the claim is existence and the linear solve, not a margin",
-                      effect="none on the verdict; the baseline's failure (0% forced) depends on our step budget and "
-                             "learning rate"),
+                      ours="run Adam prefix tuning (200 steps, lr 0.05, same objective) as context",
+                      why="the claim is existence and computation, not a margin over gradient tuning",
+                      effect="none on the verdict"),
         ],
     )
     description = describe_claim(task, claim, solvers)
 
     def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
+        import torch
+
         t_all = time.perf_counter()
-        dec, targets = problems(seed, PREFIX_LENGTHS[setting])
-        solve = solve_linear if solver == "linear" else solve_gradient
+        prefix, k = PREFIX_LENGTHS[setting], int(self.options.target_len)
+        scale, device = int(self.options.scale), str(self.options.device)
+        trained, targets = problems(seed, prefix, k, scale, device)
+        unreachable = unreachable_tokens(seed, scale, device)
         answers = []
-        for tokens, target, _ in targets:
+        for t in targets:
             t0 = time.perf_counter()
-            values, flagged = solve(dec, tokens, target)
-            answers.append({"values": values.ravel().tolist(), "flagged": flagged,
-                            "seconds": time.perf_counter() - t0})
+            out_of_range = solver == "linear" and any(v in unreachable for v in t["y"])
+            if out_of_range:
+                p, steps, forced = torch.zeros(prefix, trained.size.width), 0, False
+            else:
+                solve = solve_linear if solver == "linear" else solve_gradient
+                p, steps, forced = solve(trained, t["x"], t["y"], prefix, device)
+            answers.append({"prefix": p.cpu().double().ravel().tolist(), "flagged_out_of_range": out_of_range,
+                            "converged": forced, "steps": steps, "seconds": time.perf_counter() - t0})
         return CellResult(solver=solver, setting=setting, seed=seed, answer={"targets": answers},
                           wall_s=round(time.perf_counter() - t_all, 4))
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
-        prefix = PREFIX_LENGTHS[result.setting]
-        dec, targets = problems(result.seed, prefix)
-        errors, flags, false_flags = [], [], []
-        for (tokens, target, reachable), answer in zip(targets, result.answer["targets"], strict=True):
-            if reachable:
-                values = np.asarray(answer["values"]).reshape(HEADS, prefix, D_HEAD)
-                errors.append(float(np.abs(forward(dec, tokens, values)[0][-FORCED:] - target).max()))
-                false_flags.append(answer["flagged"])
-            else:
-                flags.append(answer["flagged"])
-        return {"forced_rate": float(np.mean([e < FORCE_TOL for e in errors])), "max_logit_error": max(errors),
-                "flag_rate": float(np.mean(flags)), "false_flag_rate": float(np.mean(false_flags)),
-                "max_seconds": max(a["seconds"] for a in result.answer["targets"])}
+        import torch
+
+        from environments.papers.prefix_model import greedy_decode
+
+        prefix, k = PREFIX_LENGTHS[result.setting], int(self.options.target_len)
+        scale, device = int(self.options.scale), str(self.options.device)
+        trained, targets = problems(result.seed, prefix, k, scale, device)
+        model, width = trained.model, trained.size.width
+        rows: dict[str, list[tuple[dict, dict, list[int]]]] = {"in_range": [], "out_of_range": [], "random": []}
+        for t, a in zip(targets, result.answer["targets"], strict=True):
+            p = torch.as_tensor(a["prefix"], dtype=torch.float32, device=device).reshape(prefix, width)
+            rows[t["kind"]].append((t, a, greedy_decode(model, p, torch.as_tensor(t["x"], device=device), k)))
+        inr, oor = rows["in_range"], rows["out_of_range"]
+        zero = torch.zeros(prefix, width, device=device)
+        zero_match = [np.mean(np.array(greedy_decode(model, zero, torch.as_tensor(t["x"], device=device), k)) ==
+                              np.array(t["y"])) for t, _, _ in inr]
+        linear = result.solver == "linear"
+        return {
+            "forced_rate": float(np.mean([d == t["y"] for t, _, d in inr])),
+            "token_match": float(np.mean([np.mean(np.array(d) == np.array(t["y"])) for t, _, d in inr])),
+            "flag_rate": float(np.mean([a["flagged_out_of_range"] for _, a, _ in oor])) if linear else None,
+            "out_of_range_forced": float(np.mean([d == t["y"] for t, _, d in oor])),
+            "false_flag_rate": float(np.mean([a["flagged_out_of_range"] for _, a, _ in inr])) if linear else None,
+            "random_forced_rate": float(np.mean([d == t["y"] for t, _, d in rows["random"]])),
+            "zero_prefix_token_match": float(np.mean(zero_match)),
+            "systems": float(np.mean([a["steps"] for _, a, d in inr])),
+            "max_seconds": max(a["seconds"] for a in result.answer["targets"]),
+            "lm_accuracy_gap": trained.chain_accuracy - trained.heldout_accuracy,
+        }
