@@ -77,14 +77,17 @@ test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # ruff (defects only), import-linter (the READMEs' "May import" lines as contracts), mypy (strict on
-# harness/, agents/, corpora/, leaderboards/ and environments/proact/; the other families, preft and tests are next); all three
+# harness/, agents/, corpora/, leaderboards/, environments/proact/ and the CDWM families web, household, science,
+# mind2web, procgen and atari; the other families, preft and tests are next); all three
 # run and report before it fails. Configured in pyproject.toml.
 .PHONY: lint
 lint: install
 	@status=0; \
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/lint-imports || status=1; \
-	$(VENV)/bin/mypy harness agents corpora leaderboards environments/proact || status=1; \
+	$(VENV)/bin/mypy harness agents corpora leaderboards environments/proact environments/prograf/loop_agent.py \
+		environments/web environments/household environments/science environments/mind2web environments/procgen \
+		environments/atari || status=1; \
 	exit $$status
 
 bench: install

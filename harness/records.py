@@ -204,6 +204,24 @@ class Metric(BaseModel):
     n: int = 0  # independent units (e.g. dialogues) behind the figure
 
 
+class MetricSpec(BaseModel):
+    """What a metric is, declared by its suite (`Suite.metric_specs`) and recorded in each run's
+    summary, so a leaderboard ranks and labels it without knowing the suite (or having it
+    installed): which way is better, its unit, what it means, and the breakdowns (keys of
+    `Suite.breakdowns`) that split it. An undeclared metric is "higher is better", unitless."""
+
+    model_config = ConfigDict(frozen=True)
+
+    direction: Literal["higher", "lower"] = "higher"
+    unit: str = ""  # "" (a number), "fraction", "s", "tokens", "m", ...
+    description: str = ""
+    breakdowns: tuple[str, ...] = ()
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.direction == "lower"
+
+
 class RunManifest(Versioned):
     """Written to disk with secrets masked (see `harness.redact`); the live config keeps them."""
 
@@ -290,6 +308,9 @@ class RunSummary(Versioned):
     suite_version: str
     headline_metric: str
     metrics: dict[str, Metric]
+    # The suite's declaration of each metric recorded (direction, unit); empty in runs written
+    # before metrics were declared (readers then ask the installed suite).
+    metric_specs: dict[str, MetricSpec] = Field(default_factory=dict)
     breakdowns: dict[str, dict[str, Metric]] = Field(default_factory=dict)  # group kind -> group -> headline
     epochs: dict[str, dict[str, Any]] = Field(default_factory=dict)  # metric -> per-epoch values, mean, std
     counts: dict[str, int] = Field(default_factory=dict)

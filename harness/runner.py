@@ -539,7 +539,8 @@ def summarize(suite: Suite, manifest: RunManifest, records: Iterable[SampleRecor
                     "failures": s.failures, "errors_by_kind": s.errors_by_kind} for name, s in call_stats.items()}
     return RunSummary(
         run_id=manifest.run_id, suite=suite.name, suite_version=suite.version,
-        headline_metric=suite.headline_metric, metrics=found.metrics, breakdowns=found.breakdowns,
+        headline_metric=suite.headline_metric, metrics=found.metrics,
+        metric_specs={name: suite.metric_spec(name) for name in found.metrics}, breakdowns=found.breakdowns,
         epochs=found.epochs, counts=found.counts, usage=found.usage, calls=calls, official=found.official,
         scorer=manifest.scorer, source_run=manifest.source_run,
     )

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import math
 from statistics import NormalDist
+from typing import Literal
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -117,13 +118,23 @@ def resampled_metric(
     return Metric(value=float(value), ci_low=float(lo), ci_high=float(hi), n=n_units)
 
 
-def cohen_kappa(confusion: np.ndarray) -> float | None:
+def cohen_kappa(confusion: np.ndarray, weights: Literal["linear", "quadratic"] | None = None) -> float | None:
     """Cohen's kappa of a square confusion matrix (rows: reference, columns: prediction);
-    None when chance agreement is total (kappa undefined) or the matrix is empty."""
+    None when chance agreement is total (kappa undefined) or the matrix is empty. `weights`: the
+    weighted kappa of an ordinal scale (categories in order), disagreement weighted by |i - j| or
+    (i - j)^2."""
     confusion = np.asarray(confusion, dtype=float)
     total = confusion.sum()
     if total == 0:
         return None
+    if weights is not None:
+        i, j = np.indices(confusion.shape)
+        w = np.abs(i - j) if weights == "linear" else (i - j) ** 2
+        chance = np.outer(confusion.sum(axis=1), confusion.sum(axis=0)) / total
+        disagreement_by_chance = float((w * chance).sum())
+        if disagreement_by_chance == 0:
+            return None
+        return 1.0 - float((w * confusion).sum()) / disagreement_by_chance
     observed = np.trace(confusion) / total
     expected = float((confusion.sum(axis=1) * confusion.sum(axis=0)).sum()) / total**2
     if expected >= 1.0:

@@ -14,14 +14,10 @@ The core knows no specific suite: families register theirs in pyproject.toml, e.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -30,7 +26,7 @@ from pydantic.fields import FieldInfo
 from harness.calls import ManagedModel
 from harness.errors import HarnessError
 from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, Usage
-from harness.records import CallRecord, ErrorRecord, Metric, RunFolder, SampleRecord, Stage
+from harness.records import CallRecord, ErrorRecord, Metric, MetricSpec, SampleRecord, Stage
 from harness.spend import SpendMeter
 
 
@@ -161,74 +157,24 @@ class FunctionScorer:
         return await self.fn(sample, transcript, ctx)
 
 
-REPORTS_FOLDER = "reports"
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
-
-
-def saved_reports_dir(run_dir: Path, suite: str) -> Path:
-    """Where a suite's commands save what its report hook reads besides runs (a claim check's
-    report, say): `RUN_DIR/reports/<suite>/`. The HTML report calls the hook of every suite it finds
-    there or in the run index."""
-    return run_dir / REPORTS_FOLDER / suite
-
-
-@dataclass(frozen=True)
-class ReportInput:
-    """What a report hook is given: its family's suites that the report found, their complete runs
-    (the ones the leaderboard ranked, oldest first) and the files saved under `saved_reports_dir`."""
-
-    suites: tuple[str, ...]
-    runs: dict[str, list[RunFolder]]
-    saved: dict[str, list[Path]]
-    run_dirs: tuple[Path, ...]
-
-
-@dataclass(frozen=True)
-class ReportSection:
-    """One section of the offline HTML report. `html` is trusted markup: the hook escapes every text
-    that came from a record, and a picture is inline (`src="data:image/png;base64,..."`); no
-    scripts, nothing to fetch (the report refuses a section that links out)."""
-
-    title: str
-    html: str
-    summary: str = ""  # one line of plain text for the report's overview (e.g. "3 of 14 reproduced")
-
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-
-
-def picture_html(png_base64: object, caption: str) -> str:
-    """A report picture: a base64 PNG (a transcript's `pictures[i].png`) as an inline <figure> with
-    its caption escaped; anything that is not a base64 PNG becomes a note, never markup."""
-    from html import escape
-
-    data = png_base64 if isinstance(png_base64, str) else ""
-    try:
-        ok = base64.b64decode(data[:24], validate=True).startswith(PNG_MAGIC)
-    except (binascii.Error, ValueError):
-        ok = False
-    if not ok or not _BASE64.fullmatch(data):
-        return f'<p class="note">(picture not shown: not a base64 PNG) {escape(caption)}</p>'
-    return (f'<figure class="picture"><img alt="{escape(caption)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{escape(caption)}</figcaption></figure>")
-
-
 class Suite(ABC):
     name: ClassVar[str]
     version: ClassVar[str]
     headline_metric: ClassVar[str]
     description: ClassVar[str] = ""
     Options: ClassVar[type[SuiteOptions]] = SuiteOptions
-    # Metrics where smaller is better (errors, regret, excess risk): leaderboards rank them
-    # ascending. A `name@setting` metric takes its direction from `name`.
-    lower_is_better: ClassVar[frozenset[str]] = frozenset()
+    # What each metric is (direction, unit, meaning, breakdowns), by name; a `name@setting` metric
+    # takes the declaration of `name`, an undeclared one is "higher is better" (MetricSpec()). The
+    # runner records the declarations in each run's summary, so leaderboards rank without knowing
+    # the suite.
+    metric_specs: ClassVar[Mapping[str, MetricSpec]] = {}
     # Options a leaderboard row always names, defaults filled in: a run of the default (the
     # papers' method, `solver`) must say so beside the runs that set it.
     label_options: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
-    def smaller_is_better(cls, metric: str) -> bool:
-        return metric.split("@", 1)[0] in cls.lower_is_better
+    def metric_spec(cls, metric: str) -> MetricSpec:
+        return cls.metric_specs.get(metric.split("@", 1)[0], MetricSpec())
 
     @classmethod
     def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:
@@ -312,17 +258,6 @@ class Suite(ABC):
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
         return {}
-
-    # ------------------------------------------------------------------ report
-    # Suites that share one section (the papers' tasks share the claims table) name one family;
-    # the report calls the hook once per family, with every member it found. "" = the suite alone.
-    report_family: ClassVar[str] = ""
-
-    @classmethod
-    def report_section(cls, found: ReportInput) -> ReportSection | None:
-        """This suite's own section of `harness leaderboard export --format html`, placed after its
-        leaderboard (failure pictures, renders, a claims table); None: the leaderboard alone."""
-        return None
 
 
 # ---------------------------------------------------------------------- registry

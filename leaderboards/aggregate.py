@@ -35,9 +35,9 @@ from harness.presenter import ReferenceRow, presenter_for
 from harness.providers import is_synthetic
 from harness.providers.embedded import judge_note
 from harness.providers.base import Usage
-from harness.records import Metric
+from harness.records import Metric, MetricSpec
 from harness.prices import Price, role_costs
-from leaderboards.runs import RunInfo, installed_suite, load_runs
+from leaderboards.runs import RunInfo, installed_suite, load_runs, metric_spec
 
 ROW_KEY = ("model", "judge", "suite_version")
 GROUP_BY_CHOICES = ROW_KEY
@@ -111,6 +111,10 @@ class Leaderboard:
     run_dirs: list[Path]
     generated: str = field(default_factory=lambda: datetime.now(timezone.utc).isoformat(timespec="seconds"))
     reference: list[ReferenceRow] = field(default_factory=list)  # published rows, best first (`add_reference_rows`)
+
+    def spec(self, metric: str | None = None) -> MetricSpec:
+        """How `metric` (default: the ranking metric) is read, as the board's runs recorded it."""
+        return metric_spec(self.suite, metric or self.metric, (run for row in self.rows for run in row.runs))
 
     @property
     def metric_names(self) -> list[str]:
@@ -245,8 +249,7 @@ def build_leaderboard(run_dirs: list[Path], suite: str, *, metric: str | None = 
     groups: dict[tuple[str, ...], list[Row]] = {}
     for row in rows:
         groups.setdefault(row.key(board.group_by), []).append(row)
-    cls = installed_suite(suite)
-    lower = cls is not None and cls.smaller_is_better(metric)
+    lower = metric_spec(suite, metric, kept).lower_is_better
     for group in sorted(groups):
         board.rows.extend(rank_rows(groups[group], metric, lower_is_better=lower))
     return board
@@ -262,7 +265,7 @@ def add_reference_rows(board: Leaderboard, source: Path | None) -> None:
     if rows is None:
         raise HarnessError(f"--with-published: suite {board.suite!r} has no published results to show "
                            "(its presenter gives no reference rows)")
-    lower = (cls := installed_suite(board.suite)) is not None and cls.smaller_is_better(board.metric)
+    lower = board.spec().lower_is_better
 
     def value(row: ReferenceRow) -> float:
         m = row.metrics.get(board.metric)

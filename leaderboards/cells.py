@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from harness.providers.embedded import judge_note
 from leaderboards.aggregate import Leaderboard, Row, comparability
-from leaderboards.runs import installed_suite
 
 
 def fmt_value(value: float | None) -> str:
@@ -62,8 +61,7 @@ REFERENCE_NOTE = ("The runs' rows (95% CI in brackets) among the published ones,
 def reference_cells(board: Leaderboard) -> list[tuple[str, ...]]:
     """Every run's row and every published row in one list, best first by the board's metric:
     (model, source, judge, n, where the figures come from or why not comparable, value)."""
-    cls = installed_suite(board.suite)
-    lower = cls is not None and cls.smaller_is_better(board.metric)
+    lower = board.spec().lower_is_better
     entries: list[tuple[float | None, tuple[str, ...]]] = []
     for row in board.rows:
         m = row.metrics.get(board.metric)

@@ -30,7 +30,6 @@ from harness.errors import HarnessError
 from harness.records import Metric, RoleConfig
 from harness.spec import panel_roles
 from leaderboards.aggregate import Leaderboard, Row
-from leaderboards.runs import installed_suite
 
 CI_LEVEL = 0.95
 CI_METHOD = "bootstrap over the suite's independent units (dialogues, episodes, tasks), from its own metrics code"
@@ -140,7 +139,6 @@ def _corpus(row: Row) -> dict[str, str]:
 def document(board: Leaderboard, row: Row, schema_version: str, retrieved: str) -> dict[str, Any]:
     roles = _roles(row)
     judging = _judging(board, row, roles)
-    cls = installed_suite(board.suite)
     ended = max((r.ended or r.started or "" for r in row.runs), default="")
     others = {f"role_{role}": rc.model for role, rc in sorted(roles.items())
               if role != "assistant" and role not in panel_roles(roles)}
@@ -149,9 +147,12 @@ def document(board: Leaderboard, row: Row, schema_version: str, retrieved: str) 
         m = row.metrics.get(name)
         if m is None or m.value is None:
             continue  # the schema's score is a number: a metric with no value (nothing scored) is left out
-        config: dict[str, Any] = {"metric_id": name, "metric_name": name,
-                                  "lower_is_better": cls is not None and cls.smaller_is_better(name),
-                                  "evaluation_description": f"{board.suite} {row.suite_version}: {name}"}
+        spec = board.spec(name)
+        config: dict[str, Any] = {"metric_id": name, "metric_name": name, "lower_is_better": spec.lower_is_better,
+                                  "evaluation_description": f"{board.suite} {row.suite_version}: {name}"
+                                  + (f" ({spec.description})" if spec.description else "")}
+        if spec.unit:
+            config["metric_unit"] = spec.unit
         if judging is not None:
             config["llm_scoring"] = judging
         results.append({"evaluation_result_id": f"{board.suite}/{name}", "evaluation_name": board.suite,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import cast
 
 from harness.errors import HarnessError
-from harness.suite import ReportSection
+from harness.presenter import ReportSection
 from leaderboards.aggregate import Leaderboard, to_frame
 from leaderboards.cells import (REFERENCE_HEAD, REFERENCE_NOTE, fmt_cost, fmt_judge, fmt_metric, fmt_rank, fmt_tokens,
                                group_title, reference_cells)

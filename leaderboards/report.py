@@ -9,7 +9,7 @@ from __future__ import annotations
 from html import escape
 from pathlib import Path
 
-from harness.suite import ReportSection
+from harness.presenter import ReportSection
 from leaderboards.aggregate import Leaderboard
 from leaderboards.cells import (REFERENCE_HEAD, REFERENCE_NOTE, fmt_cost, fmt_judge, fmt_metric, fmt_rank, fmt_tokens, group_title,
                                reference_cells)

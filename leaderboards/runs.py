@@ -7,13 +7,14 @@ timestamp and a random tail), so the same id met in two run dirs is the same run
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
 from harness.providers.base import Usage
-from harness.records import Metric, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord
+from harness.records import Metric, MetricSpec, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord
 from harness.suite import Suite, suite_class
 
 
@@ -39,6 +40,7 @@ class RunInfo:
     base_url: str | None = None
     usage: dict[str, Usage] = field(default_factory=dict)
     breakdowns: dict[str, dict[str, Metric]] = field(default_factory=dict)
+    metric_specs: dict[str, MetricSpec] = field(default_factory=dict)  # as the run's summary recorded them
     # What else defines the experiment besides model, judge and suite version: the suite's options
     # (e.g. agent=cdwm) and the models of its other roles (planner, user, world_model). Runs that
     # differ here measure different things and are never pooled into one row.
@@ -64,6 +66,17 @@ def installed_suite(name: str) -> type[Suite] | None:
         return suite_class(name)
     except HarnessError:
         return None
+
+
+def metric_spec(suite: str, metric: str, runs: Iterable[RunInfo] = ()) -> MetricSpec:
+    """How `metric` of `suite` is read (direction, unit): as the newest of `runs` that recorded it
+    says, else as the installed suite declares it (runs written before metrics were declared),
+    else "higher is better"."""
+    for run in sorted(runs, key=lambda r: (r.started or "", r.run_id), reverse=True):
+        if metric in run.metric_specs:
+            return run.metric_specs[metric]
+    cls = installed_suite(suite)
+    return cls.metric_spec(metric) if cls is not None else MetricSpec()
 
 
 def labelled_options(suite: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -130,6 +143,7 @@ def _details(run: RunInfo) -> RunInfo:
     if summary is not None:
         run.usage = dict(summary.usage)
         run.breakdowns = dict(summary.breakdowns)
+        run.metric_specs = dict(summary.metric_specs)
         # The summary is what the index was written from; it keeps the suite's metric order.
         run.metrics = dict(summary.metrics)
     return run

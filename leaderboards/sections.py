@@ -1,8 +1,8 @@
 """The suites' own report sections: which suites the run dirs hold, their report families, and a
-call of each family's hook (`Suite.report_section`) with what was found.
+call of each family's presenter hook (`Presenter.report_section`) with what was found.
 
 A suite is found by its runs (the run index) or by files its commands saved under
-`RUN_DIR/reports/<suite>/` (`harness.suite.saved_reports_dir`; e.g. `harness papers check --json
+`RUN_DIR/reports/<suite>/` (`harness.presenter.saved_reports_dir`; e.g. `harness papers check --json
 RUN_DIR`). A hook's markup goes into the offline report as is, so it is checked first: a section
 with a script, or a link or picture that is not inline, is refused with a note naming the suite.
 """
@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.suite import REPORTS_FOLDER, ReportInput, ReportSection, Suite, suite_class
+from harness.presenter import REPORTS_FOLDER, Presenter, ReportInput, ReportSection, presenter_for
+from harness.suite import suite_class
 from leaderboards.aggregate import Leaderboard
 from leaderboards.runs import RunInfo, check_run_dirs, load_runs
 
@@ -58,11 +59,11 @@ def unsafe_markup(html: str) -> str | None:
 
 @dataclass
 class Family:
-    """Suites that share one report section (`Suite.report_family`), the class whose hook builds it."""
+    """Suites that share one report section (`Presenter.report_family`), the presenter whose hook builds it."""
 
     name: str
     suites: list[str]
-    hook: type[Suite] | None
+    hook: Presenter | None
     notes: list[str] = field(default_factory=list)
 
 
@@ -81,10 +82,10 @@ def families(names: list[str]) -> list[Family]:
             out.setdefault(name, Family(name, [name], None)).notes.append(
                 f"suite {name!r} could not be loaded, so it has no section: {exc}")
             continue
-        key = cls.report_family or cls.name
-        family = out.setdefault(key, Family(key, [], cls))
+        presenter = presenter_for(cls.name)
+        key = presenter.report_family or cls.name
+        family = out.setdefault(key, Family(key, [], presenter))
         family.suites.append(name)
-        family.hook = family.hook or cls
     return list(out.values())
 
 

@@ -12,7 +12,7 @@ from html import escape
 from typing import Any
 
 from harness.records import RunFolder, SampleRecord
-from harness.suite import ReportInput, ReportSection, picture_html
+from harness.presenter import Presenter, ReportInput, ReportSection, picture_html
 
 MAX_FAILURES_PER_RUN = 12  # the rest are in `harness view` (the report stays a few MB at most)
 
@@ -88,3 +88,10 @@ def failures_section(found: ReportInput) -> ReportSection | None:
     return ReportSection(title="ADV-0: failures, with their filmstrips", html=note + "".join(parts),
                          summary=f"{len(crashes)} crashes in {episodes} episodes, "
                                  f"{sum(map(_has_strip, crashes))} with a filmstrip")
+
+
+class Adv0Presenter(Presenter):
+    """ADV-0's presenter (entry point `adv0` under `harness.presenters`): the report's failures section."""
+
+    def report_section(self, found: ReportInput) -> ReportSection | None:
+        return failures_section(found)

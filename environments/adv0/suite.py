@@ -27,15 +27,14 @@ from environments.adv0.closed_loop import ClosedLoopPolicy
 from environments.adv0.env import DrivingEnvironment
 from environments.adv0.families import DATA_FAMILIES, load_family_file
 from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
-from environments.adv0.report import failures_section
 from environments.adv0.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
 from agents.driver import DriverAgent, ReflectionMemory
 from harness.agents_registry import AgentConfig
 from harness.environment import ThreadedEnv
 from harness.errors import HarnessError
-from harness.records import Metric, SampleRecord
+from harness.records import Metric, MetricSpec, SampleRecord
 from harness.structured import Form
-from harness.suite import (FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Suite,
+from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
                            SuiteOptions, Transcript)
 
 EVAL_FAMILIES = TRAIN_FAMILIES + HELD_OUT_FAMILIES
@@ -103,6 +102,24 @@ class Adv0Suite(Suite):
     name = "adv0"
     version = "0.1.0"
     headline_metric = "defender_failure_rate"
+    # The row is the model that drives (the defender): fewer failures and crashes rank first.
+    metric_specs = {
+        "crash_rate": MetricSpec(direction="lower", unit="fraction"),
+        "defender_failure_rate": MetricSpec(direction="lower", unit="fraction",
+                                            description="episodes with a crash the defender is at fault for"),
+        "attacker_fault_share": MetricSpec(direction="lower", unit="fraction",
+                                           description="crashes the attacker caused (a fair attacker keeps it near 0)"),
+        "near_miss_rate": MetricSpec(direction="lower", unit="fraction"),
+        "median_min_ttc": MetricSpec(unit="s", description="median of each episode's least time to collision"),
+        "return": MetricSpec(description="highway-env's episode return"),
+        "mean_speed": MetricSpec(unit="m/s"),
+        "distance_m": MetricSpec(unit="m"),
+        "action_invalid_rate": MetricSpec(direction="lower", unit="fraction"),
+        "infeasible_attack_rate": MetricSpec(direction="lower", unit="fraction"),
+        "trigger_withheld_rate": MetricSpec(direction="lower", unit="fraction"),
+        "failure_clusters": MetricSpec(direction="lower", description="distinct kinds of defender failure found"),
+        "failure_entropy": MetricSpec(direction="lower", description="entropy of the failures over their kinds"),
+    }
     description = ("ADV-0 driving: the model drives highway-env traffic (training and held-out families) against an "
                    "attacker that took over a nearby vehicle; crash rate, fault from geometry, TTC, diversity")
     Options = Adv0Options
@@ -189,11 +206,6 @@ class Adv0Suite(Suite):
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return family_breakdown(_scores(records), seed=seed)
-
-    @classmethod
-    def report_section(cls, found: ReportInput) -> ReportSection | None:
-        """The HTML report's section: each run's crashes with their filmstrips and numbers."""
-        return failures_section(found)
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         scores = _scores(records)

@@ -27,7 +27,7 @@ from harness.agents_registry import AgentConfig, available_agents, load_agent
 from harness.environment import ActionMask, Environment, ThreadedEnv
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig
-from harness.records import Metric, SampleRecord
+from harness.records import Metric, MetricSpec, SampleRecord
 from harness.structured import Form
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
@@ -64,8 +64,24 @@ class CdwmOptions(SuiteOptions):
         return value
 
 
+LOWER = "lower"
+METRIC_SPECS = {
+    "success_rate": MetricSpec(unit="fraction", description="episodes whose goal was met"),
+    "irreversible_failure_rate": MetricSpec(direction=LOWER, unit="fraction",
+                                            description="episodes with an irreversible action the task did not require"),
+    "tokens_per_success": MetricSpec(direction=LOWER, unit="tokens", description="tokens spent per successful episode"),
+    "delta_f1": MetricSpec(unit="fraction", description="F1 of the world model's predicted deltas against the world's"),
+    "ece": MetricSpec(direction=LOWER, unit="fraction", description="calibration error of the predictions' confidence"),
+    "abstention_rate": MetricSpec(direction=LOWER, unit="fraction", description="episodes the agent ended by abstaining"),
+    "prediction_invalid_rate": MetricSpec(direction=LOWER, unit="fraction"),
+    "action_invalid_rate": MetricSpec(direction=LOWER, unit="fraction"),
+    "reward": MetricSpec(description="the paper's composite reward per episode"),
+}
+
+
 class CdwmSuite(Suite):
     headline_metric = "success_rate"
+    metric_specs = METRIC_SPECS
     mask: ActionMask | None = None
     world_model_help: str | None = None  # how this world names entities and relations (world-model prompt)
     # The family's action syntax as a regex, for constrained decoding where an observation lists no

@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from harness.claims import Claim, Condition, Departure, SeedPlan
 from harness.claims.model import cell_id
-from harness.records import Metric, SampleRecord
+from harness.records import Metric, MetricSpec, SampleRecord
 from harness.runner import package_versions
 from harness.stats import mean_metric
 from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
@@ -63,6 +63,15 @@ class PaperTask(Suite):
     claim: ClassVar[Claim]
     label_options: ClassVar[tuple[str, ...]] = ("solver",)  # method and baselines named side by side
     Options: ClassVar[type[SuiteOptions]] = PaperOptions
+    # The family's shorthand for its metric declarations: the metrics where smaller is better
+    # (errors, regret, excess risk); every other one of `metric_names` is higher-is-better.
+    lower_is_better: ClassVar[frozenset[str]] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "metric_names" in cls.__dict__ and "metric_specs" not in cls.__dict__:
+            cls.metric_specs = {n: MetricSpec(direction="lower" if n in cls.lower_is_better else "higher")
+                                for n in cls.metric_names}
 
     @property
     def solver_roles(self) -> tuple[str, ...]:

@@ -319,21 +319,39 @@ def human_study(
     run_dir: Path = RUN_DIR,
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     as_json: bool = typer.Option(False, "--json", help="Print the rows as JSON."),
+    quality_exclusion: bool = typer.Option(False, "--quality-exclusion", help="Leave out the raters the study's "
+                                           "README's pre-registered quality criterion excludes (quadratic-weighted "
+                                           "kappa < 0.10 against the judge over >= 5 items); its stored figures keep them."),
+    exclude_rater: Optional[list[str]] = typer.Option(None, "--exclude-rater", help="Leave out this rater (A01..A18; "
+                                                      "repeat for more)."),
 ) -> None:
     """Agreement in the release's human study, per trigger type and overall: ordinal
     Krippendorff's alpha among raters, and Cohen's kappa of the raters' majority vote against the
     published judge (and against --judge-model), each with a bootstrap CI over items. At the
-    study's seed and resamples, checks the study's stored figures are reproduced."""
-    from environments.proact.human_study import PUBLISHED, STATS_FILE, agreement_table, load_study, published_differences
+    study's seed and resamples, with every rater kept, checks the study's stored figures are
+    reproduced."""
+    from environments.proact.human_study import (PUBLISHED, STATS_FILE, agreement_table, load_study,
+                                                 published_differences, rater_quality, without_raters)
 
+    excluded: list[str] = []
     try:
         study = load_study(folder)
+        if quality_exclusion:
+            for q in rater_quality(study):
+                if q.excluded:
+                    excluded.append(q.rater)
+                    err.print(f"note: rater {q.rater} excluded by the quality criterion: quadratic-weighted kappa "
+                              f"{q.kappa_quadratic:.3f} against the published judge over {q.items} items", highlight=False)
+        excluded += [r for r in exclude_rater or [] if r not in excluded]
+        if excluded:
+            study = without_raters(study, excluded)
         judges: dict[str, dict[str, str]] = {}
         if judge_model:
             name = "+".join(judge_model)
             judges[name] = _rejudge(study, judge_model, base_url, judge_max_tokens, max_connections, run_dir, progress)
         rows = agreement_table(study, judges, seed=seed, resamples=bootstrap)
-        at_study = seed == STUDY_SEED and bootstrap == STUDY_RESAMPLES and (folder / STATS_FILE).is_file()
+        at_study = (seed == STUDY_SEED and bootstrap == STUDY_RESAMPLES and (folder / STATS_FILE).is_file()
+                    and not excluded)
         diffs = published_differences(folder, rows) if at_study else []
     except HarnessError as exc:
         _fail(escape(str(exc)))
@@ -357,7 +375,9 @@ def human_study(
     for item in study.unrated:
         err.print(f"note: item {item} was rated by nobody (as the study records); it is in no statistic",
                   highlight=False)
-    err.print(f"note: kappa is unweighted and every rater is kept, as in the study's stored figures; "
+    kept = f"raters {', '.join(excluded)} left out (the stored figures keep every rater)" if excluded else \
+        "every rater is kept, as in the study's stored figures"
+    err.print(f"note: kappa is unweighted and {kept}; "
               f"alpha by the `krippendorff` package; ties in the majority vote go Partial, then Pass, then Fail; "
               f"{PUBLISHED} = the scores stored in sample_items.json", highlight=False)
     if at_study:

@@ -287,6 +287,55 @@ def agreement_table(study: Study, judges: dict[str, dict[str, str]] | None = Non
             for name, keep in groups]
 
 
+# ---------------------------------------------------------------- the study's quality exclusion
+# The study's README: raters are excluded "under the pre-registered quality criterion", a
+# quadratic-weighted kappa below 0.10 against the judge over at least 5 items.
+QUALITY_KAPPA = 0.10
+QUALITY_MIN_ITEMS = 5
+
+
+class RaterQuality(BaseModel):
+    rater: str
+    items: int
+    kappa_quadratic: float | None = Field(description="the rater's scores against the published judge's")
+    excluded: bool
+
+
+def rater_quality(study: Study, *, threshold: float = QUALITY_KAPPA,
+                  min_items: int = QUALITY_MIN_ITEMS) -> list[RaterQuality]:
+    """Each rater's quadratic-weighted kappa against the published judge over the items they
+    scored, and whether the study's quality criterion excludes them (kappa below `threshold` with
+    at least `min_items` items; an undefined kappa excludes nobody)."""
+    judge = {it.item_id: str(it.judge_score) for it in study.items}
+    out = []
+    for rater in sorted({r.annotator_id for r in study.ratings}):
+        mine = {r.item_id: r.score for r in study.ratings if r.annotator_id == rater}  # the later score wins
+        confusion = np.zeros((len(SCALE), len(SCALE)))
+        for item, score in mine.items():
+            if judge.get(item) in SCALE:
+                confusion[SCALE.index(score), SCALE.index(judge[item])] += 1
+        kappa = cohen_kappa(confusion, weights="quadratic")
+        n = int(confusion.sum())
+        out.append(RaterQuality(rater=rater, items=n, kappa_quadratic=kappa,
+                                excluded=kappa is not None and n >= min_items and kappa < threshold))
+    return out
+
+
+def without_raters(study: Study, raters: Iterable[str]) -> Study:
+    """The study with these raters' ratings left out; an id the study does not have is an error
+    naming it and the ids it has."""
+    drop = set(raters)
+    have = {r.annotator_id for r in study.ratings}
+    unknown = sorted(drop - have)
+    if unknown:
+        raise HarnessError(f"--exclude-rater {unknown[0]}: no such rater in {study.folder / RESULTS_DIR} "
+                           f"(raters: {', '.join(sorted(have))})")
+    kept = [r for r in study.ratings if r.annotator_id not in drop]
+    rated = {r.item_id for r in kept}
+    return study.model_copy(update={"ratings": kept,
+                                    "unrated": [it.item_id for it in study.items if it.item_id not in rated]})
+
+
 # ---------------------------------------------------------------- the study's own figures
 def published_differences(folder: Path, rows: list[AgreementRow], tolerance: float = 1e-9) -> list[str]:
     """Each stored figure of `analysis_stats.json` (per trigger type: items, ratings, alpha and its

@@ -1,7 +1,7 @@
 """Suite `proact-live`: ProactBench's three-agent loop run live against the model under test.
 
 One sample = one (blueprint, style) pair = one dialogue, the independent unit. The Planner and
-the User Agent drive up to ten turns (`agents.proact_loop`), the Assistant under test answers
+the User Agent drive up to ten turns (`environments.proact.dialogue_loop`), the Assistant under test answers
 every turn, and the Judge grades the trigger turns against the rubric the Planner committed
 before the Assistant answered. The output is a row in the official release format, so the
 offline suite's metrics, exports and corpus checks read it unchanged.
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agents.proact_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
+from environments.proact.dialogue_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
 from corpora.proact_blueprints import load_blueprints
 from environments.proact.live_prompts import (
     PLANNER_CONFIG,

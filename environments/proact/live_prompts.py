@@ -21,7 +21,7 @@ from typing import Any
 
 import jsonschema
 
-from agents.proact_loop import CRITERIA, MAX_TURNS, PlannerFormatError, PlannerView, UserView
+from environments.proact.dialogue_loop import CRITERIA, MAX_TURNS, PlannerFormatError, PlannerView, UserView
 from environments.proact.protocol import json_objects
 from harness.providers.base import GenerateConfig
 

@@ -337,3 +337,41 @@ def calibrate_judge_cmd(
     dump(cal, out_path)
     out.print(format_judge_table(cal), highlight=False, markup=False)
     out.print(f"-> {out_path}", highlight=False)
+
+
+@prograf_app.command("verifier-audit")
+def verifier_audit_cmd(
+    corpus: Optional[Path] = typer.Option(None, "--corpus", help="Task file (default: the committed corpus)."),
+    show: int = typer.Option(3, "--show", min=0, help="Failures listed per category and format (what the verifier said)."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the table as Markdown (for docs/prograf.md)."),
+) -> None:
+    """How far the verifier can be trusted: the foreign-style corpus (correct outputs in other styles
+    than the references', each with a one-fault variant) verified, and per category and format the
+    false-alarm rate, the miss rate and the failed-for-another-reason rate with Wilson intervals
+    (targets: false alarms and misses at most 2%)."""
+    import time
+
+    from environments.prograf.audit import by_fault, findings, markdown as as_markdown, run_audit, table_rows
+    from harness.errors import HarnessError
+
+    start = time.perf_counter()
+    try:
+        audit = run_audit(corpus)
+    except HarnessError as exc:
+        fail(str(exc))
+    if markdown:
+        out.print(as_markdown(audit), highlight=False, markup=False)
+    else:
+        from rich.table import Table
+
+        rows = table_rows(audit)
+        table = Table(*rows[0], title="ProGraf verifier audit (foreign-style corpus; 95% Wilson intervals)")
+        for r in rows[1:]:
+            table.add_row(*r)
+        out.print(table)
+    kinds = ", ".join(f"{k} {n} (missed {m}, other {o})" for k, (n, m, o) in by_fault(audit).items())
+    out.print(f"faulty outputs by kind: {kinds}", highlight=False, markup=False)
+    for line in findings(audit, show) if show else []:
+        out.print("  " + line, highlight=False, markup=False)
+    out.print(f"{audit.outputs} outputs (corpus sha256 {audit.digest[:16]}), verified in {audit.seconds:.1f} s, "
+              f"{time.perf_counter() - start:.1f} s in all", highlight=False, markup=False)

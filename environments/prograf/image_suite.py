@@ -32,7 +32,7 @@ from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
 from harness.stats import wilson_metric
-from harness.suite import FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Transcript
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
 STYLE = ("Draw this as a clean, flat diagram, black lines on a white background, with every label written "
          "legibly as plain text and nothing that was not asked for.")
@@ -148,10 +148,6 @@ class ProGrafImageSuite(ProGrafSuite):
         return {"tasks": len(scores), "passed": sum(s["passed"] is True for s in scores),
                 "failed": sum(s["passed"] is False for s in scores), "undecided": sum(s["passed"] is None for s in scores),
                 "unreadable_images": sum(bool(s.get("error")) for s in scores)}
-
-    @classmethod
-    def report_section(cls, found: ReportInput) -> ReportSection | None:
-        return None
 
 
 def summarised(task: Task, points: list[dict[str, Any]]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Suite `prograf-loop`: the profile-guided ProGraf loop (`agents/prograf_loop.py`) and its
+"""Suite `prograf-loop`: the profile-guided ProGraf loop (`environments/prograf/loop_agent.py`) and its
 baselines at an equal budget of generator calls, on a generator's hardest subset.
 
 Options pick the method (`loop`, `single-shot`, `best-of`, `fixed-step`, `reflexion`), an
@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from agents.prograf_loop import CheckItem, LoopConfig, ProGrafLoop, StepRequest, best_of, reflexion, single_shot
+from environments.prograf.loop_agent import CheckItem, LoopConfig, ProGrafLoop, StepRequest, best_of, reflexion, single_shot
 from environments.prograf.build import CORPUS
 from environments.prograf.formats import FENCES, extract_code, user_prompt
 from environments.prograf.mock import ATTENTION_FLOOR, KEEP_FACTOR, StepMock

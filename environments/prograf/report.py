@@ -18,7 +18,7 @@ from environments.prograf.render import Renderer, cache_dir
 from environments.prograf.task import Task, load_tasks
 from environments.prograf.verify import PointResult, Verdict
 from harness.records import RunFolder, SampleRecord
-from harness.suite import ReportInput, ReportSection, picture_html
+from harness.presenter import Presenter, ReportInput, ReportSection, picture_html
 
 MAX_TASKS_PER_RUN = 16  # failed tasks first; the rest are in `harness view`
 
@@ -131,5 +131,16 @@ def renders_section(found: ReportInput) -> ReportSection | None:
             "Mermaid and schemdraw drawn from what the verifier parsed), failed points boxed on it and listed under "
             "it, and its verification points; FAIL with the verifier's reason, gated: not checked because a point "
             "it depends on failed.</p>")
-    return ReportSection(title="ProGraf: renders and their points", html=note + "".join(h for h, _ in parts),
+    from environments.prograf.audit import audit_html, cached_audit  # the verifier's audit, beside every result
+
+    return ReportSection(title="ProGraf: renders and their points",
+                         html=audit_html(cached_audit()) + note + "".join(h for h, _ in parts),
                          summary=f"{sum(n for _, n in parts)} tasks shown with their points")
+
+
+class ProGrafPresenter(Presenter):
+    """ProGraf's presenter (entry points `prograf` and `prograf-loop` under `harness.presenters`): the
+    report's renders section. The image suite has none: its runs hold no code to render."""
+
+    def report_section(self, found: ReportInput) -> ReportSection | None:
+        return renders_section(found)

@@ -24,8 +24,8 @@ from environments.prograf.task import Task, load_tasks
 from environments.prograf.verify import Verdict, verify
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError
-from harness.records import Metric, SampleRecord
-from harness.suite import (FunctionScorer, ReportInput, ReportSection, Sample, SampleContext, Score, Scorer, Suite,
+from harness.records import Metric, MetricSpec, SampleRecord
+from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
                            SuiteOptions, Transcript)
 
 SYSTEM = ("You draw structured diagrams as code. Follow the request exactly: every named object, relation,"
@@ -64,6 +64,11 @@ class ProGrafSuite(Suite):
     name = "prograf"
     version = "0.1.0"
     headline_metric = "pass_rate"
+    metric_specs = {"pass_rate": MetricSpec(unit="fraction", description="outputs whose every point passed",
+                                            breakdowns=("category",)),
+                    "point_rate": MetricSpec(unit="fraction"),
+                    "format_error_rate": MetricSpec(direction="lower", unit="fraction",
+                                                    description="outputs the verifier could not read")}
     description = "ProGraf single-shot: draw a geometry figure, circuit, flowchart or diagram as code; verified point by point"
     Options = Options
 
@@ -136,16 +141,9 @@ class ProGrafSuite(Suite):
                 "points": [{"id": vp.id, "kind": vp.kind, "component": vp.component, "passed": False,
                             "pattern": "no_output", "reason": "no output to verify"} for vp in task.points]}
 
-    # ------------------------------------------------------------------ metrics, report
+    # ------------------------------------------------------------------ metrics
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         return prograf_metrics(records, seed=seed)
-
-    @classmethod
-    def report_section(cls, found: ReportInput) -> ReportSection | None:
-        """The HTML report's section: each task's render next to its verification points."""
-        from environments.prograf.report import renders_section
-
-        return renders_section(found)
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         return prograf_breakdowns(records, seed=seed)

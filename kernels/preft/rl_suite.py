@@ -29,13 +29,14 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
 from harness.claims.model import Scalar, cell_id
 from harness.errors import HarnessError
-from harness.records import Metric, SampleRecord
+from harness.records import Metric, MetricSpec, SampleRecord
 from harness.runner import package_versions
 from harness.stats import mean_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
@@ -157,7 +158,9 @@ class RlSuite(Suite):
                    "defaults are the training settings its criterion is judged at.")
     Options: ClassVar[type[SuiteOptions]] = RlOptions
     label_options: ClassVar[tuple[str, ...]] = ("solver",)
-    lower_is_better: ClassVar[frozenset[str]] = frozenset({"wall_s"})
+    metric_specs: ClassVar[Mapping[str, MetricSpec]] = {
+        "final_reward": MetricSpec(unit="fraction", description="mean reward over the last quarter of steps"),
+        "wall_s": MetricSpec(direction="lower", unit="s", description="training wall time")}
 
     @classmethod
     def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:

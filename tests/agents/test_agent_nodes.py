@@ -15,7 +15,7 @@ from langgraph.graph import END
 
 from agents.cdwm import CdwmAgent, CdwmGraph
 from agents.episode import PolicyReply, policy_messages
-from agents.proact_loop import DialogueLoop, PlannerFormatError, Roles, Schedule
+from environments.proact.dialogue_loop import DialogueLoop, PlannerFormatError, Roles, Schedule
 from agents.react import ReactAgent, ReactGraph
 from agents.world_model import Prediction
 from harness.agents_registry import AgentConfig, StepRecord, available_agents, load_agent

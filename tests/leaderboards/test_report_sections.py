@@ -10,7 +10,7 @@ import re
 import pytest
 
 from harness.errors import HarnessError
-from harness.suite import ReportInput, ReportSection, Suite
+from harness.presenter import Presenter, ReportInput, ReportSection
 from leaderboards.combined import combined_report
 from leaderboards.sections import Family, hook_section, unsafe_markup
 
@@ -68,25 +68,23 @@ def test_pictures_are_inline_next_to_their_numbers(report):
     assert len(failed) == 1  # the mutant fails its target point, shown beside its render
     # DOT is drawn from what the verifier parsed (prograf/pictures.py), through the same render path
     assert 'src="data:image/png;base64,iVBORw0KGgo' in next(v for k, v in tasks.items() if k.startswith("flowchart"))
+    # the verifier audit heads the section: how far the verifier can be trusted, per category and format
+    assert "How far the verifier can be trusted" in prograf and "<td>flowchart</td><td>mermaid</td>" in prograf
     assert not re.search(r"""\b(?:src|href)\s*=\s*["']?(?:https?:|//|file:)""", report)  # nothing to fetch
 
 
 def test_a_section_that_would_fetch_or_run_is_left_out(tmp_path):
-    class Linking(Suite):
-        name, version, headline_metric = "linking", "0", "x"
-
-        @classmethod
-        def report_section(cls, found: ReportInput) -> ReportSection | None:
+    class Linking(Presenter):
+        def report_section(self, found: ReportInput) -> ReportSection | None:
             return ReportSection(title="t", html='<img src="https://example.com/a.png">')
 
-    class Crashing(Linking):
-        @classmethod
-        def report_section(cls, found: ReportInput) -> ReportSection | None:
+    class Crashing(Presenter):
+        def report_section(self, found: ReportInput) -> ReportSection | None:
             return {}["runs"]
 
-    section, notes = hook_section(Family("linking", ["linking"], Linking), {}, {}, [tmp_path])
+    section, notes = hook_section(Family("linking", ["linking"], Linking()), {}, {}, [tmp_path])
     assert section is None and "would run or fetch" in notes[0] and "linking" in notes[0]
-    section, notes = hook_section(Family("crashing", ["crashing"], Crashing), {}, {}, [tmp_path])
+    section, notes = hook_section(Family("crashing", ["crashing"], Crashing()), {}, {}, [tmp_path])
     assert section is None and "failed (KeyError: 'runs'); its section is left out" in notes[0]
     for bad in ("<script>1</script>", '<div onclick="x">', "<a href='//x'>", '<p style="background:url(http://a)">'):
         assert unsafe_markup(bad), bad

@@ -17,7 +17,7 @@ from environments.atari.suite import AtariOptions, CdwmAtariSuite
 from harness.errors import HarnessError
 from harness.loopback import running_server
 from harness.records import RunFolder
-from harness.suite import PNG_MAGIC
+from harness.presenter import PNG_MAGIC
 from tests.conftest import REPO
 
 

@@ -17,7 +17,7 @@ def test_solvers_sit_side_by_side_and_errors_rank_ascending(tmp_path):
         plan = plan_run(RunConfig(suite=TASK, models={}, suite_options=options), tmp_path, suite=suite)
         assert run_eval(plan, show_progress=False).counts["sample_errors"] == 0
     board = build_leaderboard([tmp_path], TASK)
-    assert board.metric.startswith("excess_f1") and get_suite(TASK).smaller_is_better(board.metric)
+    assert board.metric.startswith("excess_f1") and get_suite(TASK).metric_spec(board.metric).lower_is_better
     labels = [r.label for r in board.rows]
     assert sorted(labels) == ["seeds=2; solver=fixed_point", "seeds=2; solver=half", "seeds=2; solver=validation"]
     values = [r.metrics[board.metric].value for r in board.rows]

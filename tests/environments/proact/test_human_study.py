@@ -21,6 +21,8 @@ from environments.proact.human_study import (
     majority_vote,
     ordinal_alpha,
     published_differences,
+    rater_quality,
+    without_raters,
 )
 from harness.errors import HarnessError
 from harness.stats import resampled_metric
@@ -120,6 +122,32 @@ def test_the_command_prints_the_table_and_says_it_reproduced(study_dir):
     for kind in ("EMERGENT", "CRITICAL", "RECOVERY", "OVERALL"):
         assert kind in proc.stdout
     assert "reproduced: every per-type figure" in proc.stderr
+
+
+def test_the_quality_criterion_excludes_the_one_rater_the_readme_says_it_did(study_dir):
+    # The study's README: 18 raters, "one was excluded under the pre-registered quality criterion"
+    # (quadratic-weighted kappa < 0.10 against the judge with n >= 5), 17 retained.
+    study = load_study(study_dir)
+    quality = rater_quality(study)
+    assert len(quality) == 18
+    [out] = [q for q in quality if q.excluded]
+    assert out.items >= 5 and out.kappa_quadratic is not None and out.kappa_quadratic < 0.10
+    partial = [q for q in quality if q.items < 5]  # the README's "two contributed partial slates"
+    assert len(partial) == 2 and not any(q.excluded for q in partial)
+    kept = without_raters(study, [out.rater])
+    assert len({r.annotator_id for r in kept.ratings}) == 17 and out.rater not in {r.annotator_id for r in kept.ratings}
+    rows = agreement_table(kept, seed=2026, resamples=200)
+    assert rows[-1].ratings == len(study.ratings) - out.items  # every one of its ratings left out
+
+
+def test_the_command_with_the_exclusion_does_not_claim_the_stored_figures(study_dir):
+    proc = harness_cli("judge", "human-study", str(study_dir), "--quality-exclusion", "--bootstrap", "200",
+                       env={"COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr
+    assert "excluded by the quality criterion" in proc.stderr and "17 raters" in proc.stdout
+    assert "reproduced: every per-type figure" not in proc.stderr
+    bad = harness_cli("judge", "human-study", str(study_dir), "--exclude-rater", "A99")
+    assert bad.returncode != 0 and "--exclude-rater A99: no such rater" in bad.stderr and "Traceback" not in bad.stderr
 
 
 # ---------------------------------------------------------------- bad folders

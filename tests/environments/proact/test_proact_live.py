@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from agents.proact_loop import (
+from environments.proact.dialogue_loop import (
     MAX_MISSES,
     WINDOWS,
     anchor_keys,

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from agents.prograf_loop import CheckItem, LoopConfig, ProGrafLoop, make_plan
+from environments.prograf.loop_agent import CheckItem, LoopConfig, ProGrafLoop, make_plan
 from environments.prograf.build import CORPUS
 from environments.prograf.mock import PROFILES, SyntheticGenerator
 from environments.prograf.profile import build_profile, load_profile
