@@ -53,6 +53,7 @@ S_SCALE, D_SCALE, V_SCALE, SPEED_SCALE = 50.0, 4.0, 10.0, 30.0
 OWN_FEATURES = 4  # own speed, own offset in lane, lane to the left, lane to the right
 PER_VEHICLE = 4  # present, s, d, dv
 SPEED_TOL = 1e-6
+REFERENCE_TRAJECTORY = "closed_loop_reference"  # AttackerTrajectory.policy of a reference draw
 
 
 def n_features(k: int = K_NEAREST) -> int:
@@ -244,6 +245,43 @@ class ClosedLoopPolicy:
             return cls.from_state(json.loads(file.read_text(encoding="utf-8")))
         except json.JSONDecodeError as exc:
             raise ValueError(f"closed-loop policy {path}: not JSON ({exc})") from exc
+
+
+def step_kl(q: ClosedLoopPolicy, p: ClosedLoopPolicy, phis: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """KL(q(.|s) || p(.|s)) at each state (rows of `phis`, with its feasible `masks`), exact: both
+    policies normalise over the same feasible actions, so no masked action contributes."""
+    phis, masks = np.atleast_2d(phis), np.atleast_2d(masks)
+    lq = np.where(masks, _batch_log_softmax(phis @ q.weights.T + q.bias, masks), 0.0)  # 0 * -inf would be nan
+    lp = np.where(masks, _batch_log_softmax(phis @ p.weights.T + p.bias, masks), 0.0)
+    return np.where(masks, np.exp(lq) * (lq - lp), 0.0).sum(axis=1)
+
+
+def _batch_log_softmax(logits: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """Row-wise `_masked_log_softmax` (every row needs a feasible action)."""
+    z = np.where(masks, logits, -np.inf)
+    m = z.max(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        return np.where(masks, z - (m + np.log(np.exp(z - m).sum(axis=1, keepdims=True))), -np.inf)
+
+
+@dataclass(frozen=True)
+class ClosedLoopDraw:
+    """One episode's closed-loop attacker as data: which policy (a snapshot: a policy is never changed
+    in place), its limits, the vehicle it takes over and its generator's seed. It stands where a
+    one-shot attacker's `ScenarioParams` stands in the min-max loop's jobs; `attacker()` builds the
+    fresh `ClosedLoopAttacker` an episode needs, so replaying a draw replays its episode."""
+
+    policy: ClosedLoopPolicy
+    limits: ClosedLoopLimits
+    slot: int
+    seed: tuple[int, ...]
+    reference: bool = False  # drawn from the reference policy (the group's anchor), not the learner
+
+    def attacker(self) -> ClosedLoopAttacker:
+        att = ClosedLoopAttacker(self.policy, self.limits, self.slot, list(self.seed))
+        if self.reference:  # its trajectory says so: preference learning's KL estimate leaves it out
+            att.trajectory.policy = REFERENCE_TRAJECTORY
+        return att
 
 
 def _arrays(trajectory: AttackerTrajectory) -> tuple[np.ndarray, np.ndarray, list[int]]:

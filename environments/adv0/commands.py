@@ -27,7 +27,7 @@ def _choice(flag: str, value: str, allowed: tuple[str, ...]) -> str:
 @adv0_app.command("train")
 def train_cmd(
     defender: str = typer.Option("idm", "--defender", help="idm (CEM-tuned IDM/MOBIL), dqn (SB3 DQN) or llm (the LLM driver)."),
-    attacker: str = typer.Option("adv0", "--attacker", help="adv0, none, random, scripted, cat or sage."),
+    attacker: str = typer.Option("adv0", "--attacker", help="adv0, none, random, scripted, cat, sage or closed_loop (acts every step; trajectory DPO)."),
     ablation: str = typer.Option("none", "--ablation", help="ADV-0 only: none, no-kl, no-fault-gate, frozen, avoidable (draws only triggers escapable from the initial state) or avoidable-closed (fires each trigger only at a step whose state leaves an escape)."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="Rounds in all (default 3; with --resume: a new total, else the saved one)."),
     family: str = typer.Option("highway", "--family", help="highway (highway-env) or toy (the numpy world)."),
@@ -61,7 +61,14 @@ def train_cmd(
             _choice("--attacker", attacker, loop.ATTACKERS)
             _choice("--ablation", ablation, loop.ABLATIONS)
             _choice("--family", family, loop.LOOP_FAMILIES)
-            if ablation != "none" and attacker != "adv0":
+            if attacker == "closed_loop":
+                if family != "highway":
+                    _fail("--attacker closed_loop needs --family highway (the enumerable closed-loop toy game is "
+                          "environments/adv0/toy_game.py)")
+                if ablation not in loop.CLOSED_LOOP_ABLATIONS:
+                    _fail(f"--ablation {ablation} does not apply to --attacker closed_loop; use one of "
+                          f"{', '.join(loop.CLOSED_LOOP_ABLATIONS)}")
+            elif ablation != "none" and attacker != "adv0":
                 _fail(f"--ablation {ablation} applies to --attacker adv0 only (got --attacker {attacker})")
             if defender == "dqn" and family != "highway":
                 _fail("--defender dqn needs --family highway (the toy world has no Kinematics observation)")
@@ -133,6 +140,8 @@ def check_cmd(
     dqn_steps: int | None = typer.Option(None, "--dqn-steps", min=1, help="C7: DQN fine-tuning steps per round (default 3000)."),
     dqn_checkpoint: str | None = typer.Option(None, "--dqn-checkpoint", help="C7: the DQN to start from (default: the cached pretraining)."),
     json_out: Path | None = typer.Option(None, "--json", help="Also write the finding as JSON here."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Processes for the planner's episodes (default: one per core; 1 = serial)."),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Run the planner's episodes on this Ray cluster (HOST:PORT, or 'local')."),
     run_dir: Path = RUN_DIR,
 ) -> None:
     """Run one claim check and print the paper's sentence, the claim, the criterion, the numbers with CIs, the
@@ -148,6 +157,9 @@ def check_cmd(
         _fail(f"--family {family!r} is unknown; use highway or toy")
     if key == "C9":
         _check_model(model)
+    from environments.adv0 import parallel
+
+    err.print(f"episodes: {parallel.configure(workers, ray_address).label()}")
     try:
         check_run_dir(run_dir)
         finding = checks.run_check(key, episodes=episodes, seeds=seeds, family=family, model=model, rounds=rounds,

@@ -95,6 +95,16 @@ class DpoReport(BaseModel):
     kl_stopped: bool  # the KL budget ended the round early
 
 
+def preference_loss(diff: np.ndarray, target: np.ndarray, beta: float) -> tuple[float, np.ndarray]:
+    """The DPO loss shared by both attackers: the mean over pairs of the binary cross-entropy of
+    sigma(beta * diff) against the (soft) target, where diff is the winner's minus the loser's
+    log-ratio to the reference; returns it and dL/d diff per pair."""
+    m = beta * np.asarray(diff, dtype=float)
+    target = np.asarray(target, dtype=float)
+    loss = float(np.mean(target * np.logaddexp(0, -m) + (1 - target) * np.logaddexp(0, m)))
+    return loss, (1 / (1 + np.exp(-m)) - target) * beta / len(target)
+
+
 def dpo_loss_and_grads(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs,
                        beta: float, use_reference: bool = True) -> tuple[float, dict[str, np.ndarray]]:
     """Mean DPO loss over the pairs (soft targets: binary cross-entropy on sigma(beta * margin)) and
@@ -106,9 +116,7 @@ def dpo_loss_and_grads(policy: AttackerPolicy, reference: ReferencePrior, contex
                start=np.zeros(len(pairs)))
     if use_reference:
         diff = diff - (reference.log_prob(pairs.win) - reference.log_prob(pairs.lose))
-    m = beta * diff
-    loss = float(np.mean(pairs.target * np.logaddexp(0, -m) + (1 - pairs.target) * np.logaddexp(0, m)))
-    g = (1 / (1 + np.exp(-m)) - pairs.target) * beta / len(pairs)  # dL/d diff
+    loss, g = preference_loss(diff, pairs.target, beta)
     grads: dict[str, np.ndarray] = {}
     dh = np.zeros_like(h)
     for f in range(n_f):

@@ -6,7 +6,9 @@ A round r:
 (a) attacker: ADV-0 proposes K distinct candidates (+ reference draws) per training context, all
     rolled out against the current defender on the context's seed, then pairs, DPO, KL stop (as
     `attacker.iterate`); any option of `baselines.py` runs the same way (SAGE-like on its open-loop
-    surrogate, without defender episodes; the fixed options do not train);
+    surrogate, without defender episodes; the fixed options do not train); the closed-loop attacker
+    (`--attacker closed_loop`, `closed_loop_dpo.ClosedLoopAdv0`) the same way on trajectories: its
+    draws are `ClosedLoopDraw`s, played through `ClosedLoopWorld` by every defender;
 (b) defender: the round's scenarios are the updated attacker's draws on fresh seeds; the IDM/MOBIL
     planner is tuned by CEM on them mixed with as many normal-traffic episodes
     (`planner.tune_cem`), the DQN is fine-tuned with an adversarial mixing ratio (`dqn.finetune`),
@@ -44,7 +46,7 @@ import numpy as np
 
 from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, context_vector, fit_reference
 from environments.adv0.loop_state import (  # noqa: F401 -- re-exported: the loop's one front door
-    ABLATIONS, ATTACKERS, DEFENDERS, LOOP_FAMILIES, TRAIN_DIR, EvalRow, LoopConfig, RoundState, Split, clean_partial,
+    ABLATIONS, ATTACKERS, CLOSED_LOOP_ABLATIONS, DEFENDERS, LOOP_FAMILIES, TRAIN_DIR, EvalRow, LoopConfig, RoundState, Split, clean_partial,
     complete_rounds, load_round, load_rows, open_run, round_name, run_folder, save_round, start_run,
 )
 from environments.adv0.metrics import episode_scores
@@ -54,7 +56,7 @@ from environments.adv0.scenario import (
 )
 from harness.errors import HarnessError
 
-Job = tuple[ScenarioParams | None, int]  # (attack or None, seed)
+Job = tuple[Any, int]  # (attack, seed): a ScenarioParams, a closed_loop.ClosedLoopDraw, or None (normal traffic)
 
 
 # ---------------------------------------------------------------- worlds, seeds and contexts
@@ -66,6 +68,35 @@ def world_for(family: str) -> Any:
     from environments.adv0 import highway
 
     return highway
+
+
+class ClosedLoopWorld:
+    """A world whose jobs may carry a closed-loop draw: `start_episode` gives the episode a fresh
+    attacker built from the draw (`closed_loop=`), everything else is the wrapped world's. Every
+    defender -- the planner's episodes and CEM, the DQN's fine-tuning env and its greedy episodes,
+    the LLM driver -- plays through its world's `start_episode`, so this is all they need."""
+
+    def __init__(self, world: Any):
+        self.world = world
+
+    def start_episode(self, family: str, seed: int, attack: Any, **kwargs: Any) -> Any:
+        from environments.adv0.closed_loop import ClosedLoopDraw
+
+        if isinstance(attack, ClosedLoopDraw):
+            return self.world.start_episode(family, seed, None, closed_loop=attack.attacker(), **kwargs)
+        return self.world.start_episode(family, seed, attack, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "world":  # not set yet (a copy being rebuilt): no recursion
+            raise AttributeError(name)
+        return getattr(self.world, name)
+
+
+def defender_world(cfg: LoopConfig) -> Any:
+    """The world a defender plays in: the family's, able to play closed-loop draws when the loop's
+    attacker is the closed-loop one."""
+    world = world_for(cfg.family)
+    return ClosedLoopWorld(world) if cfg.attacker == "closed_loop" else world
 
 
 def seeds_for(cfg: LoopConfig, round_: int, what: Literal["attack", "defend", "eval", "held_out"], n: int) -> list[int]:
@@ -119,7 +150,7 @@ class IdmDefender:
     name = "idm"
 
     def __init__(self, cfg: LoopConfig, state: dict[str, Any] | None = None, folder: Path | None = None):
-        self.cfg, self.world = cfg, world_for(cfg.family)
+        self.cfg, self.world = cfg, defender_world(cfg)
         self.params = IdmParams.model_validate(state["params"]) if state else IdmParams()
 
     def run(self, jobs: Sequence[Job], family: str | None = None) -> list[EpisodeResult]:
@@ -165,7 +196,7 @@ class DqnLoopDefender:
 
         if cfg.family != "highway":
             raise HarnessError("--defender dqn needs --family highway (the toy world has no Kinematics observation)")
-        self.cfg, self.world, self.dqn = cfg, world_for(cfg.family), dqn
+        self.cfg, self.world, self.dqn = cfg, defender_world(cfg), dqn
         _one_torch_thread()
         if state and folder is not None:
             self.model = dqn.load_checkpoint(folder / state["checkpoint"])
@@ -202,7 +233,7 @@ def _one_torch_thread() -> None:
 
 
 class LlmLoopDefender:
-    """The LLM driver (`agents/driver.py`): its update is the reflection memory it writes while
+    """The LLM driver (`environments/adv0/driver.py`): its update is the reflection memory it writes while
     driving the round's scenarios; evaluation drives with a copy, so testing never teaches it."""
 
     name = "llm"
@@ -211,12 +242,12 @@ class LlmLoopDefender:
     def __init__(self, cfg: LoopConfig, state: dict[str, Any] | None = None, folder: Path | None = None):
         import asyncio
 
-        from agents.driver import ReflectionMemory
+        from environments.adv0.driver import ReflectionMemory
         from harness.agents_registry import AgentConfig
         from harness.providers import load_model
         from harness.spec import ModelSpec
 
-        self.cfg, self.world = cfg, world_for(cfg.family)
+        self.cfg, self.world = cfg, defender_world(cfg)
         self.memory = ReflectionMemory()
         if state and folder is not None:
             self.memory = ReflectionMemory.model_validate_json((folder / state["memory"]).read_text(encoding="utf-8"))
@@ -231,7 +262,7 @@ class LlmLoopDefender:
         return await self.model.generate(messages, config)
 
     async def _episode(self, family: str, seed: int, attack: ScenarioParams | None, memory: Any) -> EpisodeResult:
-        from agents.driver import DriverAgent
+        from environments.adv0.driver import DriverAgent
         from environments.adv0.env import DrivingEnvironment
         from harness.environment import ThreadedEnv
 
@@ -273,7 +304,7 @@ def make_defender(cfg: LoopConfig, state: dict[str, Any] | None = None, folder: 
 
 
 # ---------------------------------------------------------------- attackers
-Rollout = Callable[[list[int], list[ScenarioParams]], list[EpisodeResult]]
+Rollout = Callable[[list[int], list[Any]], list[EpisodeResult]]  # (seeds, draws) paired
 
 
 def reference_prior(family: str) -> Any:
@@ -306,6 +337,10 @@ class LoopAttacker:
         from environments.adv0 import baselines
 
         self.cfg, self.name = cfg, option_name(cfg)
+        if cfg.attacker == "closed_loop":
+            self.option: Any = closed_loop_option(cfg, state)
+            self.learns, self.open_loop = True, False
+            return
         reference = ReferencePrior.from_dict(state["reference"]) if state and "reference" in state \
             else reference_prior(cfg.family)
         config = AttackerConfig.model_validate(state["config"]) if state and "config" in state \
@@ -344,7 +379,10 @@ class LoopAttacker:
         return self.option.draw(context, rng, 1)[0]
 
     def kl_to_prior(self, contexts: Sequence[np.ndarray]) -> float | None:
-        """Mean exact KL(q || p0) over `contexts` (None for the options without a policy)."""
+        """Mean exact KL(q || p0) over `contexts` (None for the options without a policy); the
+        closed-loop attacker's is its last round's trajectory-KL estimate (it has no context)."""
+        if self.cfg.attacker == "closed_loop":
+            return float(self.option.last_kl)
         if not self.learns or not len(contexts):
             return None
         return float(self.option.policy.kl_to(self.option.reference, np.array(contexts)).mean())
@@ -353,6 +391,19 @@ class LoopAttacker:
         """The attacker alone (`attacker.json`): ADV-0's `Adv0Attacker.state()` plus its name."""
         inner = self.option.state() if self.learns else {}
         return {"kind": self.name, **inner}
+
+
+def closed_loop_option(cfg: LoopConfig, state: dict[str, Any] | None = None) -> Any:
+    """The closed-loop attacker (`closed_loop_dpo.ClosedLoopAdv0`) of a run, or restored from its
+    round state; the ablations are its config's flags, as they are ADV-0's."""
+    from environments.adv0.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig
+
+    if state:
+        return ClosedLoopAdv0.from_state(state)
+    flags = {"none": {}, "no-kl": {"use_reference": False}, "no-fault-gate": {"fault_gate": False},
+             "frozen": {"freeze_after": 1}}[cfg.ablation]
+    steps = {"dpo_steps": cfg.dpo_steps} if cfg.dpo_steps else {}
+    return ClosedLoopAdv0(ClosedLoopConfig(k=cfg.k, seed=cfg.seed, **steps, **flags))
 
 
 def make_attacker(cfg: LoopConfig, state: dict[str, Any] | None = None) -> LoopAttacker:

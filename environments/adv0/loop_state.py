@@ -17,13 +17,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from environments.adv0.metrics import EpisodeScores
 from harness.errors import HarnessError
 
 DEFENDERS = ("idm", "dqn", "llm")
-ATTACKERS = ("adv0", "none", "random", "scripted", "cat", "sage")
+ATTACKERS = ("adv0", "none", "random", "scripted", "cat", "sage", "closed_loop")
+CLOSED_LOOP_ABLATIONS = ("none", "no-kl", "no-fault-gate", "frozen")  # the closed-loop attacker's config flags
 ABLATIONS = ("none", "no-kl", "no-fault-gate", "frozen", "avoidable", "avoidable-closed")
 LOOP_FAMILIES = ("highway", "toy")
 TRAIN_DIR = "adv0-train"
@@ -34,7 +35,7 @@ class LoopConfig(BaseModel):
     """Everything a run is a function of (written to config.json)."""
 
     defender: Literal["idm", "dqn", "llm"] = "idm"
-    attacker: Literal["adv0", "none", "random", "scripted", "cat", "sage"] = "adv0"
+    attacker: Literal["adv0", "none", "random", "scripted", "cat", "sage", "closed_loop"] = "adv0"
     ablation: Literal["none", "no-kl", "no-fault-gate", "frozen", "avoidable", "avoidable-closed"] = "none"
     family: Literal["highway", "toy"] = "highway"
     rounds: int = Field(3, ge=1)
@@ -52,6 +53,19 @@ class LoopConfig(BaseModel):
     dqn_ratio: float = Field(0.5, ge=0, le=1, description="DQN: share of attacked episodes while fine-tuning")
     dqn_checkpoint: str | None = Field(None, description="DQN start (default: the cached pretraining)")
     model: str = Field("local/smollm2-135m", description="the LLM driver's model spec")
+
+    @model_validator(mode="after")
+    def _closed_loop_fits(self) -> "LoopConfig":
+        """The closed-loop attacker acts in highway-env (the toy world plays one-shot scripts; its
+        closed-loop game is `toy_game.py`) and has the ablations that are flags of its config."""
+        if self.attacker == "closed_loop":
+            if self.family != "highway":
+                raise ValueError("--attacker closed_loop needs --family highway (the toy world plays one-shot "
+                                 "scripts; the enumerable closed-loop game is environments/adv0/toy_game.py)")
+            if self.ablation not in CLOSED_LOOP_ABLATIONS:
+                raise ValueError(f"--ablation {self.ablation} does not apply to --attacker closed_loop; use one of "
+                                 f"{', '.join(CLOSED_LOOP_ABLATIONS)}")
+        return self
 
 
 class EvalRow(EpisodeScores):

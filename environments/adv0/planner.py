@@ -72,8 +72,9 @@ def episode_jobs(scenarios: Sequence[ScenarioParams | Job], normal: int | None =
     for i, item in enumerate(scenarios):
         if isinstance(item, ScenarioParams):
             jobs.append((item, seed + i))
-        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], (ScenarioParams, type(None))):
-            jobs.append((item[0], int(item[1])))
+        elif isinstance(item, tuple) and len(item) == 2 and (isinstance(item[0], (ScenarioParams, type(None)))
+                                                              or callable(getattr(item[0], "attacker", None))):
+            jobs.append((item[0], int(item[1])))  # the latter: a `closed_loop.ClosedLoopDraw` (the loop's world plays it)
         else:
             raise ValueError(f"scenarios[{i}]={item!r}: give a ScenarioParams or an (attack, seed) pair")
     normal = len(jobs) if normal is None else normal

@@ -2,7 +2,7 @@
 one nearby vehicle; one sample = one episode per (scenario family, seed), with the attacker's
 scenario drawn once per episode from the chosen attacker (option `attacker`).
 
-The driver is the LLM driver agent (`agents/driver.py`: a constrained choice of the available
+The driver is the LLM driver agent (`environments/adv0/driver.py`: a constrained choice of the available
 meta-actions by default, reflections after crashes it may have caused). The scorer reads the
 episode's ground truth (TTC, near misses, fault from geometry) and the metrics carry CIs over
 episodes, with the held-out families' figures as a breakdown. A crash keeps a filmstrip
@@ -28,7 +28,7 @@ from environments.adv0.env import DrivingEnvironment
 from environments.adv0.families import DATA_FAMILIES, load_family_file
 from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
 from environments.adv0.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
-from agents.driver import DriverAgent, ReflectionMemory
+from environments.adv0.driver import DriverAgent, ReflectionMemory
 from harness.agents_registry import AgentConfig
 from harness.environment import ThreadedEnv
 from harness.errors import HarnessError

@@ -35,7 +35,10 @@ class Surface(BaseModel):
 
 
 def egh(surface: Surface, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Energy (n,), gradient (n, 2) and Hessian (n, 2, 2) at points (n, 2)."""
+    """Energy (n,), gradient (n, d) and Hessian (n, d, d) at points (n, d): d = 2 for Mueller-Brown
+    with bumps; a surface of another dimension (ts_coupled.py) brings its own `egh`."""
+    if not isinstance(surface, Surface):
+        return surface.egh(points)  # type: ignore[no-any-return]
     p = np.atleast_2d(points).astype(float)
     dx, dy = p[:, :1] - X0, p[:, 1:] - Y0
     e = A * np.exp(AA * dx * dx + BB * dx * dy + CC * dy * dy)
@@ -48,8 +51,8 @@ def egh(surface: Surface, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
         d = p - np.asarray(c)
         b = h * np.exp(-(d * d).sum(axis=1) / (2 * w * w))
         energy = energy + b
-        grad = grad - b[:, None] * d / w ** 2
-        hess = hess + b[:, None, None] * (np.einsum("ni,nj->nij", d, d) / w ** 4 - np.eye(2) / w ** 2)
+        grad = grad - b[:, None] * d / w**2
+        hess = hess + b[:, None, None] * (np.einsum("ni,nj->nij", d, d) / w**4 - np.eye(2) / w**2)
     return energy, grad, hess
 
 
@@ -57,8 +60,9 @@ def negative_modes(surface: Surface, point: np.ndarray) -> int:
     return int((np.linalg.eigvalsh(egh(surface, point)[2][0]) < 0).sum())
 
 
-def newton_stationary(surface: Surface, start: np.ndarray, trust: float = 0.02, steps: int = 200,
-                      max_travel: float = np.inf) -> tuple[np.ndarray, bool]:
+def newton_stationary(
+    surface: Surface, start: np.ndarray, trust: float = 0.02, steps: int = 200, max_travel: float = np.inf
+) -> tuple[np.ndarray, bool]:
     """The stationary point Newton's method reaches from `start` (any index), steps capped at
     `trust`; not converged if it would travel farther than `max_travel` from the start."""
     start = np.asarray(start, dtype=float)
@@ -119,8 +123,9 @@ def faithful_check(surface: Surface, point: np.ndarray, reactant: np.ndarray, pr
     REFINE_TOL of itself) to a stationary point with exactly one negative Hessian eigenvalue whose
     steepest-descent paths end at the intended minima. Returns (valid, reason)."""
     point = np.asarray(point, dtype=float)
-    if point.shape != (2,) or not np.all(np.isfinite(point)):
-        return False, "not a finite 2-d point"
+    dim = getattr(surface, "dim", 2)
+    if point.shape != (dim,) or not np.all(np.isfinite(point)):
+        return False, f"not a finite {dim}-d point"
     refined, ok = newton_stationary(surface, point, max_travel=REFINE_TOL)
     if not ok or np.linalg.norm(refined - point) > REFINE_TOL:
         return False, f"no stationary point within {REFINE_TOL} of it"
@@ -144,9 +149,18 @@ def upwind_tangents(path: np.ndarray, e: np.ndarray) -> np.ndarray:
     return t / np.linalg.norm(t, axis=1, keepdims=True)
 
 
-def climbing_image_neb(surface: Surface, reactant: np.ndarray, product: np.ndarray, images: int = 11,
-                       spring: float = 100.0, rate: float = 4e-4, max_step: float = 0.01,
-                       climb_after: int = 100, iterations: int = 4000, force_tol: float = 0.05) -> tuple[np.ndarray, int]:
+def climbing_image_neb(
+    surface: Surface,
+    reactant: np.ndarray,
+    product: np.ndarray,
+    images: int = 11,
+    spring: float = 100.0,
+    rate: float = 4e-4,
+    max_step: float = 0.01,
+    climb_after: int = 100,
+    iterations: int = 4000,
+    force_tol: float = 0.05,
+) -> tuple[np.ndarray, int]:
     """CI-NEB (Henkelman, Uberuaga & Jonsson 2000): images on the straight line, upwinded tangents,
     spring forces along the tangent, true force perpendicular; after `climb_after` steps the
     highest image climbs (inverted force along the tangent, no spring). Steepest-descent moves,

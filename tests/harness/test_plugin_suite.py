@@ -1,6 +1,7 @@
 """A suite from a package of its own -- one module and two entry points (the suite and its
 presenter), nothing in this project touched -- runs end to end through `harness eval`, `harness
-score`, `harness leaderboard export` and `harness view` (its presenter draws the samples)."""
+score`, `harness leaderboard export` and `harness view` (its presenter draws the samples and its
+report section; its transcript is its own pydantic model; its metrics are declared)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,17 @@ from tests.conftest import harness_cli
 
 MODULE = '''
 """Toy suite: say the number back. Scorers: exact (pure) and judge (asks the judge role)."""
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from harness.providers.base import GenerateConfig
+from harness.records import MetricSpec
 from harness.stats import ratio_metric
-from harness.presenter import Presenter, e
+from harness.presenter import Presenter, ReportSection, e
 from harness.suite import FunctionScorer, Sample, Score, Suite, SuiteOptions, Transcript
+
+
+class Said(BaseModel):
+    reply: str
 
 
 class EchoPresenter(Presenter):
@@ -31,6 +37,10 @@ class EchoPresenter(Presenter):
 
     def sample_labels(self, scores):
         return f'<span class="echo-badge">{"right" if scores.get("correct") else "wrong"}</span>'
+
+    def report_section(self, found):
+        runs = sum(len(v) for v in found.runs.values())
+        return ReportSection(title="Echo: what was said", html=f'<p class="echo-section">{runs} run(s)</p>')
 
 
 class Options(SuiteOptions):
@@ -43,6 +53,7 @@ class EchoNumbers(Suite):
     headline_metric = "accuracy"
     description = "say the number back"
     Options = Options
+    metric_specs = {"accuracy": MetricSpec(unit="fraction", description="replies ending with the number")}
 
     def load_samples(self, corpus):
         return [Sample(id=f"n{i}", data={"n": i}) for i in range(self.options.count)]
@@ -50,7 +61,7 @@ class EchoNumbers(Suite):
     async def solve(self, sample, ctx):
         out = await ctx.generate("assistant", [{"role": "user", "content": str(sample.data["n"])}],
                                  GenerateConfig(max_tokens=8))
-        return Transcript(output={"reply": out.text})
+        return Transcript(output=Said(reply=out.text))
 
     def scorers(self):
         return {"exact": FunctionScorer("exact", self._exact, description="the reply ends with the number"),
@@ -94,6 +105,7 @@ def test_a_suite_from_its_own_package_runs_scores_exports_and_shows(tmp_path, mo
     [source] = [p.name for p in run_dir.iterdir() if (p / "manifest.json").exists()]
     summary = json.loads((run_dir / source / "summary.json").read_text())
     assert summary["metrics"]["accuracy"]["value"] == 1.0 and summary["metrics"]["accuracy"]["n"] == 3
+    assert summary["metric_specs"]["accuracy"]["unit"] == "fraction"  # the declaration, recorded with the run
     with running_server("--echo", "--reply", "no") as url:
         proc = harness_cli("score", source, "--scorer", "judge", "--judge-model", "openai/j", "--base-url", url,
                            "--run-dir", str(run_dir), "--no-progress", env=env)
@@ -108,6 +120,11 @@ def test_a_suite_from_its_own_package_runs_scores_exports_and_shows(tmp_path, mo
     assert proc.returncode == 0, proc.stderr
     text = board.read_text()
     assert "openai/a" in text and "openai/j" in text and "scored by judge" in text
+    report = tmp_path / "board.html"
+    proc = harness_cli("leaderboard", "export", "--suite", "echo-numbers", "--run-dir", str(run_dir),
+                       "--format", "html", "--out", str(report), env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert '<p class="echo-section">2 run(s)</p>' in report.read_text()  # the presenter's own section
     # `harness view`: the samples drawn by the plugin's own presenter (found by its entry point)
     from harness.presenter import presenter_for
     from tests.leaderboards.test_viewer import get, serving

@@ -15,7 +15,14 @@ import pytest
 from environments.papers import ts_faithful
 from environments.papers.ts_faithful import TSFaithfulTask, make_entry
 from environments.papers.ts_surface import (
-    MINIMA, SADDLES, Surface, climbing_image_neb, egh, faithful_check, negative_modes, newton_stationary,
+    MINIMA,
+    SADDLES,
+    Surface,
+    climbing_image_neb,
+    egh,
+    faithful_check,
+    negative_modes,
+    newton_stationary,
 )
 from harness.suite import SampleContext
 
@@ -81,10 +88,20 @@ def test_entries_are_pure_functions_of_their_seed():
 def tiny(monkeypatch):
     monkeypatch.setattr(ts_faithful, "ENTRIES", 4)
     monkeypatch.setattr(ts_faithful, "TRAIN_ENTRIES", 8)
-    for cached in (ts_faithful.cell_entries, ts_faithful.training_split, ts_faithful.trained_mlp, ts_faithful.label_checks):
+    for cached in (
+        ts_faithful.cell_entries,
+        ts_faithful.training_split,
+        ts_faithful.trained_mlp,
+        ts_faithful.label_checks,
+    ):
         cached.cache_clear()
     yield
-    for cached in (ts_faithful.cell_entries, ts_faithful.training_split, ts_faithful.trained_mlp, ts_faithful.label_checks):
+    for cached in (
+        ts_faithful.cell_entries,
+        ts_faithful.training_split,
+        ts_faithful.trained_mlp,
+        ts_faithful.label_checks,
+    ):
         cached.cache_clear()
 
 
@@ -92,17 +109,24 @@ def test_a_tiny_cell_scores_through_the_suite_contract(tiny):
     suite = TSFaithfulTask(TSFaithfulTask.Options(solver="knn", seeds=1))
     sample = suite.load_samples(None)[0]
     outcome = asyncio.run(suite.run_sample(sample, SampleContext({}, 0, {})))
-    entries = ts_faithful.cell_entries(0)
+    entries = ts_faithful.cell_entries("mb_bumps", 0)
     knn = np.array(outcome.output["answer"]["predicted_ts"])
     assert knn.shape == (4, 2) and 0.0 <= outcome.scores["validity"] <= 1.0
     labels = np.array([e.label for e in entries])
     assert outcome.scores["rmsd"] == pytest.approx(np.linalg.norm(knn - labels, axis=1).mean())
     # every implausible label is flagged and every true one accepted, whichever solver is scored
-    kinds = [kind for kind, _ in ts_faithful.label_checks(0)]
-    assert all(ok == (kind == "true") for kind, ok in ts_faithful.label_checks(0)) and kinds
-    oracle = suite.score_cell(ts_faithful.CellResult(solver="knn", setting="mb_bumps", seed=0,
-                                                     answer={"predicted_ts": [list(e.true_ts) for e in entries]}, wall_s=0.0))
-    assert oracle["validity"] == 1.0 and oracle["true_distance"] == 0.0
+    kinds = [kind for kind, _ in ts_faithful.label_checks("mb_bumps", 0)]
+    assert all(ok == (kind == "true") for kind, ok in ts_faithful.label_checks("mb_bumps", 0)) and kinds
+    oracle = suite.score_cell(
+        ts_faithful.CellResult(
+            solver="knn",
+            setting="mb_bumps",
+            seed=0,
+            answer={"predicted_ts": [list(e.true_ts) for e in entries]},
+            wall_s=0.0,
+        )
+    )
+    assert oracle["validity"] == 1.0 and oracle["true_distance"] == 0.0 and oracle["rank_tau"] is None
 
 
 def test_bad_options_and_answers_are_rejected(tiny):
@@ -110,6 +134,8 @@ def test_bad_options_and_answers_are_rejected(tiny):
         TSFaithfulTask.Options(solver="react_ot")
     with pytest.raises(ValueError, match="unknown setting 'lj7'"):
         TSFaithfulTask().solve_cell("lj7", 0, "midpoint")
-    bad = ts_faithful.CellResult(solver="midpoint", setting="mb_bumps", seed=0, answer={"predicted_ts": [[0.0, 0.0]]}, wall_s=0.0)
+    bad = ts_faithful.CellResult(
+        solver="midpoint", setting="mb_bumps", seed=0, answer={"predicted_ts": [[0.0, 0.0]]}, wall_s=0.0
+    )
     with pytest.raises(ValueError, match="expected \\(4, 2\\)"):
         TSFaithfulTask().score_cell(bad)

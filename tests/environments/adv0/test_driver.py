@@ -1,4 +1,4 @@
-"""The LLM driver (`agents/driver.py`) on a hand-made road behind the core's protocol.
+"""The LLM driver (`environments/adv0/driver.py`) on a hand-made road behind the core's protocol.
 
 A scripted model (our own logic): the decision path in each form (constrained JSON choice, forced
 tool call, free text), invalid replies counted and turned into IDLE, a model error ending the
@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from agents.driver import DriverAgent, Lesson, ReflectionMemory, named_action
+from environments.adv0.driver import DriverAgent, Lesson, ReflectionMemory, named_action
 from harness.agents_registry import AgentConfig
 from harness.environment import Delta, Observation, StepResult, ThreadedEnv
 from harness.providers.base import ModelError, ModelOutput, ToolCall, Usage

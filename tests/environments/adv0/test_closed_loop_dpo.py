@@ -1,0 +1,209 @@
+"""Iterative preference learning on closed-loop attacker trajectories (`closed_loop_dpo.py`), its exact
+check on the enumerable toy game (`toy_game.py`), and the min-max loop with `attacker=closed_loop`
+against the planner and the DQN on highway-env at the smallest size."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from environments.adv0 import loop, toy_game
+from environments.adv0.attacker import utility
+from environments.adv0.closed_loop import ACTIONS, ClosedLoopPolicy, ClosedLoopDraw, n_features, step_kl
+from environments.adv0.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, StepBatch, trajectory_pairs
+from environments.adv0.commands import adv0_app
+from environments.adv0.scenario import AttackerTrajectory, Collision, EpisodeResult
+
+
+def random_policy(rng: np.random.Generator, k: int = 1) -> ClosedLoopPolicy:
+    return ClosedLoopPolicy(rng.normal(size=(len(ACTIONS), n_features(k))), rng.normal(size=len(ACTIONS)), k)
+
+
+def random_trajectory(rng: np.random.Generator, policy: ClosedLoopPolicy, steps: int) -> AttackerTrajectory:
+    tr = AttackerTrajectory(policy="closed_loop")
+    for t in range(steps):
+        phi = rng.normal(size=n_features(policy.k))
+        mask = rng.random(len(ACTIONS)) < 0.6
+        mask[4] = True
+        tr.t.append(float(t))
+        tr.features.append(phi.tolist())
+        tr.feasible.append(mask.tolist())
+        tr.actions.append(ACTIONS[policy.sample(phi, mask, rng)])
+    return tr
+
+
+def test_the_step_batch_is_the_policys_own_log_probs_gradient_and_kl():
+    rng = np.random.default_rng(0)
+    q, p = random_policy(rng), random_policy(rng)
+    trajs = [random_trajectory(rng, q, n) for n in (3, 0, 5)]
+    batch = StepBatch(trajs)
+    assert np.allclose(batch.log_probs(q), [q.log_prob(t) for t in trajs])
+    coef = np.array([0.7, -2.0, -0.3])
+    assert np.allclose(batch.grad(q, coef), sum(c * q.grad_log_prob(t) for c, t in zip(coef, trajs)))
+    one = trajs[2]
+    phi, mask = np.array(one.features), np.array(one.feasible)
+    direct = []
+    for f, m in zip(phi, mask):
+        lq, lp = q.log_probs(f, m), p.log_probs(f, m)
+        direct.append(sum(np.exp(lq[a]) * (lq[a] - lp[a]) for a in np.flatnonzero(m)))
+    assert np.allclose(step_kl(q, p, phi, mask), direct)
+    assert batch.kl(q, p, np.array([False, False, True])) == pytest.approx(sum(direct))
+    assert batch.kl(q, q) == pytest.approx(0.0, abs=1e-12)
+
+
+def crash_result(seed: int, fault: str, trajectory: AttackerTrajectory) -> EpisodeResult:
+    """A crash at 25 m/s: J = -1 when the defender is at fault, else its progress 0.5 (not charged)."""
+    collision = Collision(t=3.0, other="attacker", fault=fault, rule="test", geometry=[])
+    return EpisodeResult(
+        family="highway",
+        seed=seed,
+        attack=None,
+        defender="idm",
+        steps=4,
+        duration_s=4.0,
+        crashed=True,
+        collision=collision,
+        ttc=[1.0],
+        min_ttc=0.0,
+        near_miss=False,
+        mean_speed=25.0,
+        distance_m=100.0,
+        reward=-1.0 if fault == "defender" else 0.5,
+        attacker_trajectory=trajectory,
+    )
+
+
+def test_the_fault_gate_ranks_an_attacker_at_fault_crash_below_a_defender_at_fault_one():
+    rng = np.random.default_rng(3)
+    policy = ClosedLoopPolicy.reference(k=1)
+    mine, theirs = (random_trajectory(rng, policy, 4) for _ in range(2))
+    while theirs.actions == mine.actions:
+        theirs = random_trajectory(rng, policy, 4)
+    at_fault, not_at_fault = crash_result(7, "attacker", mine), crash_result(7, "defender", theirs)
+    u = np.array([utility(r) for r in (at_fault, not_at_fault)])
+    assert u[0] == -np.inf and u[1] == 1.0
+    pairs = trajectory_pairs([([mine, theirs], u)])
+    assert len(pairs) == 1 and (pairs.win[0, 0], pairs.lose[0, 0], pairs.target[0]) == (1, 0, 1.0)
+    attacker = ClosedLoopAdv0(
+        ClosedLoopConfig(shaping=0.0, dpo_steps=5, lr=0.5, reference_draws=0), policy=policy, reference=policy
+    )
+    before = policy.log_prob(theirs) - policy.log_prob(mine)
+    report = attacker.update([at_fault, not_at_fault], {})
+    assert report.pairs == 1 and report.infeasible_share == 0.5 and report.dpo is not None and report.dpo.steps == 5
+    assert attacker.policy.log_prob(theirs) - attacker.policy.log_prob(mine) > before  # the update follows the gate
+    # Without the gate (the ablation) every crash is charged to the defender: a tie, nothing voided.
+    assert utility(at_fault, fault_gate=False) == utility(not_at_fault, fault_gate=False) == 1.0
+    ungated = ClosedLoopAdv0(
+        ClosedLoopConfig(shaping=0.0, fault_gate=False, dpo_steps=1, reference_draws=0), policy=policy, reference=policy
+    )
+    assert ungated.update([at_fault, not_at_fault], {}).infeasible_share == 0.0
+    # Identical action sequences on one seed are one trajectory: no pair.
+    assert len(trajectory_pairs([([mine, mine], np.array([0.0, 1.0]))])) == 0
+
+
+def test_preference_learning_on_the_toy_game_moves_towards_the_exact_optimum_within_the_kl_bound():
+    spec = toy_game.GameSpec()
+    ref = toy_game.table_of(toy_game.reference_policy(), spec)
+    opt, v0 = toy_game.soft_optimal(spec, ref)
+    best = toy_game.best_response(spec)
+    e_ref, e_opt = toy_game.evaluate(ref, spec, ref, best), toy_game.evaluate(opt, spec, ref, best)
+    # pi* is the regularised optimum: it beats the reference and the best response on E[u] - tau KL.
+    e_best = toy_game.evaluate(best, spec, ref, best)
+    value = lambda e: e.utility - spec.tau * e.kl  # noqa: E731
+    assert value(e_opt) > value(e_ref) and value(e_opt) > value(e_best)
+    assert value(e_opt) == pytest.approx(float(v0[spec.start_gap - 1].mean()), abs=1e-9)
+    # The best reactive strategy: brake when the ego accelerated into a gap of 2, never brake at a gap of 1.
+    assert best[0, 1, toy_game.MOVES.index("accelerate"), toy_game.MOVES.index("brake")] == 1.0
+    assert best[:, 0, :, toy_game.MOVES.index("brake")].max() == 0.0
+
+    kl_max = 0.05
+    cfg = ClosedLoopConfig(tau=spec.tau, k=8, shaping=0.0, kl_max=kl_max, lr=2.0, dpo_steps=10)
+    attacker, evals, reports = toy_game.train(spec, rounds=4, contexts=16, config=cfg)
+    learned = toy_game.table_of(attacker.policy, spec)
+    e_learned = toy_game.evaluate(learned, spec, opt, best)
+    assert e_learned.best_response_mass > evals[0].best_response_mass + 0.005
+    assert e_learned.utility > e_ref.utility + 0.05
+    assert e_learned.kl < 0.6 * toy_game.evaluate(ref, spec, opt).kl  # closer to pi* than the reference is
+    key = (0, 1, toy_game.MOVES.index("accelerate"), toy_game.MOVES.index("brake"))
+    assert learned[key] > ref[key]  # more mass on braking exactly where it pays
+    # The bound was active (steps halved or a round stopped), and the exact trajectory KL stayed within it.
+    assert any(r.dpo is not None and (r.dpo.backtracks or r.dpo.kl_stopped) for r in reports)
+    assert all(r.dpo is not None and r.dpo.kl <= kl_max for r in reports)
+    assert max(e.kl for e in evals) <= kl_max
+
+
+def test_closed_loop_config_errors_name_the_fix(tmp_path):
+    with pytest.raises(ValueError, match="--attacker closed_loop needs --family highway"):
+        loop.LoopConfig(attacker="closed_loop", family="toy")
+    with pytest.raises(ValueError, match="does not apply to --attacker closed_loop"):
+        loop.LoopConfig(attacker="closed_loop", ablation="avoidable")
+    for args, needle in (
+        (["--family", "toy"], "--attacker closed_loop needs --family highway"),
+        (["--ablation", "avoidable"], "--ablation avoidable does not apply to --attacker closed_loop"),
+    ):
+        result = CliRunner().invoke(adv0_app, ["train", "--attacker", "closed_loop", *args, "--run-dir", str(tmp_path)])
+        text = " ".join(result.output.split())
+        assert result.exit_code == 2 and needle in text and "Traceback" not in text
+    assert not list(tmp_path.glob("adv0-train/*"))
+
+
+SMALLEST = dict(
+    attacker="closed_loop",
+    family="highway",
+    rounds=1,
+    episodes=1,
+    held_out_episodes=0,
+    contexts=1,
+    k=2,
+    scenarios=1,
+    cem_generations=1,
+    cem_population=2,
+)
+
+
+def check_round(cfg: loop.LoopConfig, folder) -> None:
+    state = loop.load_round(folder, 1)
+    report = state.attacker_report
+    assert report["attacker"] == "closed_loop" and report["rollouts"] == cfg.contexts * (cfg.k + 1)
+    assert report["episodes"] == report["rollouts"] and report["dpo"] is not None
+    assert report["dpo"]["kl"] <= ClosedLoopConfig().kl_max
+    attacked = [r for r in state.rows if r.split == "attack"]
+    assert attacked and all(r.attacked and r.manoeuvre == "closed_loop" for r in attacked)
+    # The round's attacker file is a policy file suite adv0 reads (attacker_state=...), and a resumed
+    # attacker is the same policy.
+    saved = json.loads((folder / "rounds" / "0001" / "attacker.json").read_text())
+    policy = ClosedLoopPolicy.from_state(saved)
+    assert np.array_equal(policy.theta, loop.make_attacker(cfg, state.attacker).option.policy.theta)
+    # It learned, unless every trajectory of the group tied (a tie's soft target 0.5 has no gradient at p0).
+    learned = not np.array_equal(policy.theta, ClosedLoopPolicy.reference().theta)
+    assert learned or report["dpo"]["loss_end"] == pytest.approx(np.log(2))
+    draw = loop.make_attacker(cfg, state.attacker).draw(np.zeros(1), np.random.default_rng(0))
+    assert isinstance(draw, ClosedLoopDraw) and not draw.reference
+
+
+@pytest.mark.slow
+def test_one_min_max_round_with_the_closed_loop_attacker_against_the_planner(tmp_path):
+    cfg = loop.LoopConfig(defender="idm", **SMALLEST)
+    _, folder = loop.start_run(cfg, tmp_path)
+    assert loop.train(cfg, folder) == [1]
+    check_round(cfg, folder)
+    assert loop.load_round(folder, 1).defender_report["generations"]
+
+
+@pytest.mark.slow
+def test_one_min_max_round_with_the_closed_loop_attacker_against_the_dqn(tmp_path, monkeypatch):
+    """Tiny (run under `flock /tmp/harness-torch.lock`): a 100-step DQN, fine-tuned 40 steps, half of its
+    episodes against the closed-loop attacker's draws."""
+    from environments.adv0 import dqn
+
+    monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
+    checkpoint = dqn.build_checkpoint(100, seed=2)
+    cfg = loop.LoopConfig(defender="dqn", dqn_steps=40, dqn_ratio=1.0, dqn_checkpoint=str(checkpoint), **SMALLEST)
+    _, folder = loop.start_run(cfg, tmp_path / "runs")
+    assert loop.train(cfg, folder) == [1]
+    check_round(cfg, folder)
+    state = loop.load_round(folder, 1)
+    assert state.defender_report["steps"] == 40 and (folder / "rounds" / "0001" / "dqn.zip").is_file()
