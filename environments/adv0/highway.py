@@ -469,10 +469,16 @@ class HighwayEpisode:
                                  if self.closed_loop is not None else None))
 
     def filmstrip(self, directory: str | Path, root: str | Path | None = None) -> list[str]:
-        """Save the last frames (needs frames=True) as a filmstrip; paths relative to `root`."""
-        from environments.adv0.render import save_filmstrip
+        """Save the last frames (needs frames=True) as a filmstrip; paths relative to `root`. A closed-loop
+        attacker's frames carry its decision in force at each (`render.frame_captions`)."""
+        from environments.adv0.render import decisions_of, save_filmstrip
 
-        return save_filmstrip(list(self.images), directory, root=root, stem=f"{self.family}-{self.seed}")
+        if self.closed_loop is None:
+            return save_filmstrip(list(self.images), directory, root=root, stem=f"{self.family}-{self.seed}")
+        # `images` and `history` are appended together, frame by frame, and keep the same length
+        times = [f.t for f in self.history][-len(self.images) :] if self.images else []
+        return save_filmstrip(list(self.images), directory, root=root, stem=f"{self.family}-{self.seed}",
+                              times=times, decisions=decisions_of(self.closed_loop.trajectory, self.closed_loop.policy))
 
     def close(self) -> None:
         """Hand the environment back for reuse (idempotent)."""

@@ -27,6 +27,7 @@ from environments.adv0.closed_loop import ClosedLoopPolicy
 from environments.adv0.env import DrivingEnvironment
 from environments.adv0.families import DATA_FAMILIES, load_family_file
 from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
+from environments.adv0.render import decision_sequence, decisions_of
 from environments.adv0.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
 from environments.adv0.driver import DriverAgent, ReflectionMemory
 from harness.agents_registry import AgentConfig
@@ -184,8 +185,9 @@ class Adv0Suite(Suite):
         result = env_impl.result
         if result is None:
             raise RuntimeError(f"{sample.id}: the episode ended without a result")
+        policy = closed_loop_attacker(seed, self.options.attacker_state).policy if closed else None
         pictures = [] if env_impl.filmstrip_png is None else [Picture(
-            caption=_caption(result), png=env_impl.filmstrip_png)]
+            caption=_caption(result, policy), png=env_impl.filmstrip_png)]
         transcript = DrivingTranscript(
             episode=result, driver=agent.name, reflections=list(state.get("reflections", [])),
             invalid_replies=int(state.get("invalid_actions", 0)), episode_s=round(time.perf_counter() - t0, 3),
@@ -235,11 +237,11 @@ def _memory(path: str | None) -> ReflectionMemory | None:
         raise HarnessError(f"--suite-option reflections={path}: not a reflection memory ({str(exc).splitlines()[0]})") from exc
 
 
-def _caption(result: EpisodeResult) -> str:
+def _caption(result: EpisodeResult, policy: ClosedLoopPolicy | None = None) -> str:
     c = result.collision
     what = ("normal traffic" if result.attack is None else f"{result.attack.manoeuvre} from slot {result.attack.slot}")
-    if result.attacker_trajectory is not None:
-        what = "closed-loop attacker: " + ", ".join(result.attacker_trajectory.actions[-3:])  # its last decisions
+    if result.attacker_trajectory is not None:  # every decision in order, with its probability under `policy`
+        what = "closed-loop attacker's decisions: " + decision_sequence(decisions_of(result.attacker_trajectory, policy))
     if c is None:
         return f"{result.family} seed {result.seed}: crash ({what})"
     return f"{result.family} seed {result.seed}: crash at t={c.t:.1f}s with {c.other}, {c.fault} at fault ({c.rule}); {what}"

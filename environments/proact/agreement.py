@@ -18,7 +18,10 @@ import numpy as np
 
 from corpora.proact_types import GRADES, TRIGGER_TYPES
 from environments.proact.corpus_suite import CorpusSuite
+from environments.proact.judge_prompts import HARNESS_JUDGE
+from environments.proact.reference import judge_settings
 from environments.proact.scoring import judge_transcript
+from environments.proact.suite import JudgePromptOptions
 from harness.errors import HarnessError
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, summed_metric
@@ -59,6 +62,16 @@ class ProactJudgeAgreementSuite(CorpusSuite):
     version = "1.0.0"
     headline_metric = "judge_kappa_overall"
     description = "Judge agreement: re-judge a corpus' curated responses against its stored labels"
+    Options = JudgePromptOptions
+    options: JudgePromptOptions
+
+    def __init__(self, options: JudgePromptOptions | None = None) -> None:
+        super().__init__(options)
+        # The judge under test reads the options' prompt with the project's generation settings.
+        self.judge = judge_settings(self.options.judge_prompt_in_use(), "harness", HARNESS_JUDGE)
+
+    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+        return super().corpus_identity(corpus) | {"judge_prompt": self.judge.prompt.identity()}
 
     def keep(self, row: dict[str, Any]) -> bool:
         return any(stored_label(tp) for tp in row["trigger_points"])
@@ -94,7 +107,7 @@ class ProactJudgeAgreementSuite(CorpusSuite):
         row = sample.data
         labelled = [tp for tp in sorted(row["trigger_points"], key=lambda t: t["turn"]) if stored_label(tp)]
         replies = {t["turn"]: t for t in transcript["turn_records"]}
-        values, errors = await judge_transcript(ctx, row, labelled, replies)
+        values, errors = await judge_transcript(ctx, row, labelled, replies, self.judge)
         values["pairs"] = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "reference": stored_label(tp),
                             "predicted": lab["label"]} for tp, lab in zip(labelled, values["triggers"])]
         return Score(values=values, errors=errors)

@@ -30,11 +30,14 @@ from environments.proact.live_prompts import (
 from environments.proact.metrics import (official_metrics, panel_agreement, proact_breakdowns, proact_counts,
                                          proact_metrics)
 from environments.proact.protocol import ASSISTANT_CONFIG
+from environments.proact.judge_prompts import HARNESS_JUDGE
+from environments.proact.reference import judge_settings
 from environments.proact.scoring import judge_transcript
+from environments.proact.suite import JudgePromptOptions
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
 from harness.records import Metric, SampleRecord
 from harness.structured import reply_text
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, Transcript
 
 STYLE_STRIDE = 7  # coprime with 24: consecutive samples get styles far apart in the table
 
@@ -56,7 +59,7 @@ def row_blueprint_id(blueprint: dict[str, Any], style: int) -> str:
     return f"{blueprint['blueprint_id']}_{mnemonic(style)}"
 
 
-class LiveOptions(SuiteOptions):
+class LiveOptions(JudgePromptOptions):
     """The defaults are the protocol's; the knobs exist so a test can run the embedded model in
     every role within minutes. Results differ with them, so they are hashed into the run and
     recorded in every row's `protocol`."""
@@ -80,6 +83,8 @@ class ProactLiveSuite(Suite):
         self.planner_config = PLANNER_CONFIG.merged(max_tokens=self.options.planner_max_tokens)
         self.user_config = USER_CONFIG.merged(max_tokens=self.options.user_max_tokens)
         self.planner_attempts, self.user_attempts = self.options.planner_attempts, self.options.user_attempts
+        # The judge reads the options' prompt with the project's generation settings (no `preset` here).
+        self.judge = judge_settings(self.options.judge_prompt_in_use(), "harness", HARNESS_JUDGE)
         self._identity: dict[str | None, dict[str, Any]] = {}
 
     @property
@@ -96,7 +101,7 @@ class ProactLiveSuite(Suite):
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         if corpus not in self._identity:
             self.load_samples(corpus)
-        return dict(self._identity[corpus])
+        return dict(self._identity[corpus]) | {"judge_prompt": self.judge.prompt.identity()}
 
     # ------------------------------------------------------------ one dialogue
     def _roles(self, ctx: SampleContext, blueprint: dict[str, Any], style: int) -> Roles:
@@ -173,7 +178,7 @@ class ProactLiveSuite(Suite):
         for tp in triggers:
             if "assistant_error" in tp:
                 replies[tp["turn"]] = {"assistant_response": None, "error": tp["assistant_error"]}
-        values, errors = await judge_transcript(ctx, transcript, triggers, replies)
+        values, errors = await judge_transcript(ctx, transcript, triggers, replies, self.judge)
         scheduled = {int(t): k for t, k in transcript["protocol"]["scheduled_triggers"].items()}
         reached = {tp["turn"] for tp in triggers}
         values["triggers"] = sorted(values["triggers"] + [{"turn": t, "type": k, "label": "ERROR"}

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from environments.proact.corpus_suite import CorpusSuite
-from environments.proact.judge_prompts import HARNESS_JUDGE, HARNESS_PROMPT
+from environments.proact.judge_prompts import HARNESS_JUDGE, HARNESS_PROMPT, JudgePrompt
 from environments.proact.reference import (
     REFERENCE_ASSISTANT_CONFIG,
     judge_settings,
@@ -46,15 +46,16 @@ def sorted_triggers(row: dict[str, Any]) -> list[dict[str, Any]]:
     return sorted(row["trigger_points"], key=lambda tp: tp["turn"])
 
 
-class ProactOptions(SuiteOptions):
+class JudgePromptOptions(SuiteOptions):
+    """Which prompt the judge reads: the options of every ProactBench suite that judges (`proact`,
+    `proact-live`, `proact-judge`)."""
+
     judge_prompt: Literal["harness", "reference"] = Field(
         "harness", description="the judge's prompt: the project's own, or the reference code's (needs reference_repo)")
     reference_repo: str | None = Field(
         None, description="a local checkout of boson-ai/ProactBench (judge_prompt=reference reads its prompt builders)")
     judge_prompt_sha256: str | None = Field(
         None, description="set by judge_prompt=reference to its prompt's hash; given, the checkout must match it")
-    preset: Literal["harness", "reference"] = Field(
-        "harness", description="generation settings: the project's, or the reference's (docs/proact_reference.md)")
 
     @model_validator(mode="before")
     @classmethod
@@ -83,6 +84,21 @@ class ProactOptions(SuiteOptions):
         data["reference_repo"], data["judge_prompt_sha256"] = str(repo), prompt.sha256
         return data
 
+    def judge_prompt_in_use(self) -> JudgePrompt:
+        """The prompt the options name, checked again against the hash they pinned."""
+        if self.judge_prompt != "reference":
+            return HARNESS_PROMPT
+        prompt = load_reference_prompt(Path(self.reference_repo or ""))
+        if prompt.sha256 != self.judge_prompt_sha256:  # changed since the options were read
+            raise HarnessError(f"the reference judge prompt in {self.reference_repo} changed while "
+                               f"the run was being set up (sha256 {prompt.sha256}); start it again")
+        return prompt
+
+
+class ProactOptions(JudgePromptOptions):
+    preset: Literal["harness", "reference"] = Field(
+        "harness", description="generation settings: the project's, or the reference's (docs/proact_reference.md)")
+
 
 class ProactOfflineSuite(CorpusSuite):
     name = "proact"
@@ -94,13 +110,7 @@ class ProactOfflineSuite(CorpusSuite):
 
     def __init__(self, options: ProactOptions | None = None) -> None:
         super().__init__(options)
-        prompt = HARNESS_PROMPT
-        if self.options.judge_prompt == "reference":
-            prompt = load_reference_prompt(Path(self.options.reference_repo or ""))
-            if prompt.sha256 != self.options.judge_prompt_sha256:  # changed since the options were read
-                raise HarnessError(f"the reference judge prompt in {self.options.reference_repo} changed while "
-                                   f"the run was being set up (sha256 {prompt.sha256}); start it again")
-        self.judge = judge_settings(prompt, self.options.preset, HARNESS_JUDGE)
+        self.judge = judge_settings(self.options.judge_prompt_in_use(), self.options.preset, HARNESS_JUDGE)
 
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         """The corpus' identity, and the judge prompt that scores the run (name, sha256, source):

@@ -217,3 +217,15 @@ def test_the_manifest_names_the_prompt_and_the_leaderboard_keeps_the_two_apart(t
     setups = sorted(row.setup for row in board.rows)
     assert setups[0] == "" and "judge_prompt=reference" in setups[1] and reference.sha256 in setups[1]
     assert all(len(row.runs) == 1 for row in board.rows)
+
+
+@pytest.mark.parametrize("suite_name", ["proact-judge", "proact-live"])
+def test_the_other_judging_suites_read_the_reference_prompt_too(suite_name):
+    reference = load_reference_prompt(FIXTURE)
+    suite = get_suite(suite_name, {"judge_prompt": "reference", "reference_repo": str(FIXTURE)})
+    assert suite.judge.prompt.sha256 == reference.sha256
+    assert suite.options.judge_prompt_sha256 == reference.sha256  # pinned, so a resume checks the checkout
+    assert (suite.judge.config.temperature, suite.judge.config.max_tokens) == (0.0, 512)  # the project's settings
+    assert get_suite(suite_name).judge.prompt.sha256 == HARNESS_PROMPT.sha256
+    with pytest.raises(HarnessError, match="judge_prompt=reference needs --suite-option reference_repo=PATH"):
+        get_suite(suite_name, {"judge_prompt": "reference"})
