@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 
+from environments.prograf.binding import bind
 from environments.prograf.findings import Finding, count_finding, fail, ok
 from environments.prograf.scene import Circle, Scene, norm_text
 from environments.prograf.task import GeometrySpec, VerificationPoint
@@ -51,7 +52,8 @@ def bind_labels(scene: Scene, names: list[str], reach: float, diag: float) -> tu
     corner of a right-angle mark, an angle arc's end) costs a whole reach extra, so it is bound
     only when no vertex of the figure itself is in reach: a label is never captured by its
     point's mark. Returns the bound points, and for each name whose second-best assignment is
-    nearly as good (within a quarter of its distance) the runner-up vertex."""
+    nearly as good (within a quarter of its distance) the runner-up vertex (`binding.bind`, the
+    one assignment every reader's labels go through)."""
     wanted = [n for n in names if any(t.text.strip() == n for t in scene.texts)]
     if not wanted:
         return {}, {}
@@ -75,52 +77,16 @@ def bind_labels(scene: Scene, names: list[str], reach: float, diag: float) -> tu
                 if any(math.dist(p, (v[0], v[1])) < reach for n in wanted for p in texts[n])]
     if not vertices:
         return {}, {}
-    far = 1e6 * (reach + 1)
-    cost = [[far] * len(vertices) for _ in wanted]
+    cost: list[list[float | None]] = [[None] * len(vertices) for _ in wanted]
     for i, n in enumerate(wanted):
         for j, (x, y, mark) in enumerate(vertices):
             d = min(math.dist(p, (x, y)) for p in texts[n])
             if d < reach:
                 cost[i][j] = d + (reach if mark else 0.0)
-    pairs = _assign(cost)
-    used = {j: i for i, j in pairs}
-    points: dict[str, XY] = {}
-    ambiguous: dict[str, tuple[XY, XY]] = {}
-    for i, j in pairs:
-        if cost[i][j] >= far:
-            continue
-        points[wanted[i]] = (vertices[j][0], vertices[j][1])
-        # the best assignment with this label's vertex forbidden: close in total cost = ambiguous.
-        # When its cheapest other vertex is free, moving it alone there stands for that assignment
-        # (exact unless a swap among other labels is cheaper still, which only makes it closer)
-        order = sorted(range(len(vertices)), key=cost[i].__getitem__)
-        k = next((c for c in order if c != j), None)
-        if k is None or cost[i][k] >= far:
-            continue
-        if k in used:
-            alt = [row[:] for row in cost]
-            alt[i][j] = far
-            alt_pairs = _assign(alt)
-            delta = sum(alt[a][b] for a, b in alt_pairs) - sum(cost[a][b] for a, b in pairs)
-            k = dict(alt_pairs).get(i, k)
-        else:
-            delta = cost[i][k] - cost[i][j]
-        if cost[i][k] < far and delta < 0.25 * cost[i][j]:
-            ambiguous[wanted[i]] = (points[wanted[i]], (vertices[k][0], vertices[k][1]))
+    found = bind(cost)
+    points = {wanted[i]: (vertices[j][0], vertices[j][1]) for i, j in found.pairs.items()}
+    ambiguous = {wanted[i]: (points[wanted[i]], (vertices[k][0], vertices[k][1])) for i, k in found.runner_up.items()}
     return points, ambiguous
-
-
-def _assign(cost: list[list[float]]) -> list[tuple[int, int]]:
-    """The least-cost one-to-one assignment of rows to columns. When every row's cheapest column is
-    its own that is the optimum already (the usual case: labels sit by their points), and scipy is
-    neither imported nor called."""
-    firsts = [min(range(len(row)), key=row.__getitem__) for row in cost]
-    if len(set(firsts)) == len(firsts):
-        return list(enumerate(firsts))
-    from scipy.optimize import linear_sum_assignment
-
-    rows, cols = linear_sum_assignment(cost)
-    return [(int(i), int(j)) for i, j in zip(rows, cols)]
 
 
 def angle_between(p: XY, q: XY, r: XY, s: XY) -> float:

@@ -6,14 +6,19 @@ Placement follows schemdraw's drawing cursor: an element starts where the previo
 for `l` units (3, schemdraw's unit), or ends exactly `to` a point or anchor. Nets: every element
 end is snapped to a 1e-3 grid; `Line` elements join their ends, an end lying on a line's interior
 joins it (a T junction; crossing lines do not connect), a `Ground` marks its net as ground.
+A `Label` is text standing free at a point: the texts of a drawing are bound to the parts as one
+assignment (`bind_texts`), a name to an unnamed part, a value to a part without one.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import statistics
 from typing import Any
 
+from environments.prograf.binding import bind
 from environments.prograf.scene import Component, InputRejected, Scene
 
 UNIT = 3.0
@@ -25,7 +30,7 @@ KINDS = {
     "batterycell": "voltage_source", "sourcei": "current_source", "diode": "diode", "schottky": "diode",
     "zener": "diode", "led": "led", "lamp": "lamp", "lamp2": "lamp", "switch": "switch", "switchspst": "switch",
     "fuse": "fuse", "line": "wire", "wire": "wire", "ground": "ground", "groundsignal": "ground",
-    "groundchassis": "ground", "dot": "dot",
+    "groundchassis": "ground", "dot": "dot", "label": "text",
 }
 DIRECTIONS = {"right": 0.0, "up": 90.0, "left": 180.0, "down": 270.0}
 XY = tuple[float, float]
@@ -118,6 +123,12 @@ class Placer:
         name, value = split_label(str(el.get("label") or ""))
         value = str(el["value"]) if el.get("value") is not None else value
         at = self.point(el["at"], where) if "at" in el else self.here
+        if kind == "text":
+            # schemdraw's Label: text at a point; the cursor and the heading stay where they were. Its
+            # anchors go by its id or place in the list, never by its text (that names a part)
+            self.anchors[str(el.get("id") or f"#{index + 1}")] = {"start": at, "end": at, "center": at}
+            self.out.append((kind, name, value, at, at))
+            return self.out[-1]
         if kind in ("ground", "dot"):
             # one-terminal: all anchors at its position; it leaves the heading alone and, unless held,
             # moves `here` to where it was put
@@ -233,7 +244,7 @@ def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
         parent[find(a)] = find(b)
 
     wires = [(_snap(s), _snap(e)) for kind, _, _, s, e in placed if kind == "wire"]
-    ends = [_snap(p) for kind, _, _, s, e in placed if kind != "dot" for p in (s, e)]
+    ends = [_snap(p) for kind, _, _, s, e in placed if kind not in ("dot", "text") for p in (s, e)]
     for a, b in wires:
         union(a, b)
     for p in ends:
@@ -247,12 +258,68 @@ def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
         return ids.setdefault(find(_snap(p)), len(ids))
 
     scene = Scene(format=fmt)
+    lines: list[tuple[XY, XY]] = []
+    texts: list[tuple[str, XY]] = []
     for kind, name, value, start, end in placed:
         if kind == "ground":
             scene.ground_nets.add(net(start))
+        elif kind == "text":
+            text = " ".join(t for t in (name, value) if t)
+            if text:
+                texts.append((text, start))
         elif kind not in ("wire", "dot"):
             scene.components.append(Component(label=name, kind=kind, value=value, nets=(net(start), net(end))))
+            lines.append((start, end))
+    if texts:
+        bind_texts(scene, lines, texts)
     return scene
+
+
+PART_NAME = re.compile(r"[A-Za-z]{1,4}\d+[\w']*")  # R1, C2, SW1, LED3, Q1a: letters then a number
+
+
+def bind_texts(scene: Scene, lines: list[tuple[XY, XY]], texts: list[tuple[str, XY]]) -> None:
+    """Free texts bound to the parts (`lines[i]` is part i's lead) as one assignment each
+    (`binding.bind`, cost the distance to the lead, out of reach past half the median part's
+    length): texts that start with a part name (R1, or R1 10k) to the parts drawn without a name,
+    the other texts (10k) as values to the parts drawn without a value. Not each to its nearest:
+    a value between two parts goes where the other values leave room. A near-tie, and a text no
+    part is left for, is noted on the scene."""
+    reach = 0.5 * statistics.median(math.dist(a, b) for a, b in lines) if lines else 0.0
+    parts = scene.components
+    naming = [(t, p) for t, p in texts if PART_NAME.fullmatch(t.split()[0])]
+    values = [(t, p) for t, p in texts if not PART_NAME.fullmatch(t.split()[0])]
+    for group, free in ((naming, lambda c: not c.label), (values, lambda c: not c.value)):
+        if not group:
+            continue
+        dist = [[_lead_distance(p, lines[j]) if free(c) else None for j, c in enumerate(parts)] for _, p in group]
+        cost = [[d if d is not None and d <= reach else None for d in row] for row in dist]
+        bound = bind(cost)
+        for i, (text, _) in enumerate(group):
+            j = bound.pairs.get(i)
+            if j is None:
+                scene.notes.append(f"label {text!r} is near no part left without one: not read")
+                continue
+            if group is naming:
+                parts[j].label, rest = text.split()[0], " ".join(text.split()[1:])
+                parts[j].value = parts[j].value or rest
+            else:
+                parts[j].value = text
+            if i in bound.runner_up:
+                scene.notes.append(f"label {text!r} is ambiguous: bound to {_part_name(parts, j)}, but "
+                                   f"{_part_name(parts, bound.runner_up[i])} is nearly as good")
+
+
+def _lead_distance(p: XY, lead: tuple[XY, XY]) -> float:
+    (ax, ay), (bx, by) = lead
+    dx, dy = bx - ax, by - ay
+    n = dx * dx + dy * dy
+    t = 0.0 if n == 0 else max(0.0, min(1.0, ((p[0] - ax) * dx + (p[1] - ay) * dy) / n))
+    return math.dist(p, (ax + t * dx, ay + t * dy))
+
+
+def _part_name(parts: list[Component], j: int) -> str:
+    return parts[j].label or f"the {parts[j].kind} #{j + 1}"
 
 
 def parse_schemdraw_json(code: str) -> Scene:

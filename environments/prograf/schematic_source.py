@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.schematic import DIRECTIONS, Placer, finite, number, scene_of, split_label
+from environments.prograf.schematic import DIRECTIONS, Placer, element_kind, finite, number, scene_of, split_label
 
 # ---------------------------------------------------------------------- Python source, allow-listed
 # Element methods and what they set on our element record; the rest of METHODS change only the look.
@@ -110,14 +110,15 @@ class SourceReader:
                           " adds an element by itself as soon as the next one is made)")
         record = dict(elem.record)
         self.anon += 1
-        key = str(record.get("id") or split_label(str(record.get("label") or ""))[0] or f"#src{self.anon}")
+        text = element_kind(str(record.get("type"))) == "text"  # a Label's text names no element
+        key = str(record.get("id") or (not text and split_label(str(record.get("label") or ""))[0]) or f"#src{self.anon}")
         record["id"] = key
         kind, _, _, start, end = self.placer.add(record, len(self.records))
         elem.key = key
         # pictures re-place these records with `place`: they carry absolute ends, so they land where they did here
         out = {k: v for k, v in record.items() if k in ("type", "label", "value", "id")}
         out["at"] = list(start)
-        if kind not in ("ground", "dot"):
+        if kind not in ("ground", "dot", "text"):
             out["to"] = list(end)
         self.records.append(out)
 
@@ -272,9 +273,11 @@ class SourceReader:
         if self.in_with:  # making an element adds the one made before it
             self.flush()
         el: dict[str, Any] = {"type": type_name}
-        for a in node.args:  # positional arguments change the look only; read them to refuse anything else
-            self.value(a)
         labels: list[str] = []
+        for k, a in enumerate(node.args):  # positional arguments change the look only, but a Label's text
+            v = self.value(a)
+            if k == 0 and element_kind(type_name) == "text" and isinstance(v, (str, list)):
+                labels.append(_label_text(v))
         for kw in node.keywords:
             if kw.arg is None:
                 raise _reject(node, "** arguments are not read")

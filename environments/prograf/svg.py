@@ -16,6 +16,7 @@ import math
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from environments.prograf.scene import Box, Circle, InputRejected, Scene, Segment, Shape, Text, box_union
 from environments.prograf.svg_path import NUMBER, SubPath, curved_family, path_subpaths
@@ -32,8 +33,14 @@ IDENTITY: Matrix = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
 def num(value: str | None, default: float = 0.0) -> float:
     if value is None:
         return default
+    n = _number(value)
+    return default if n is None else n
+
+
+@lru_cache(maxsize=4096)  # the same few numbers ("0", "2", "16") are read again and again
+def _number(value: str) -> float | None:
     m = NUMBER.match(value.strip())
-    return float(m.group()) if m else default
+    return float(m.group()) if m else None
 
 
 def numbers(value: str | None) -> list[float]:
@@ -46,9 +53,14 @@ def multiply(m: Matrix, n: Matrix) -> Matrix:
     return (a * a2 + c * b2, b * a2 + d * b2, a * c2 + c * d2, b * c2 + d * d2, a * e2 + c * f2 + e, b * e2 + d * f2 + f)
 
 
+TRANSFORM = re.compile(r"(matrix|translate|scale|rotate|skewX|skewY)\s*\(([^)]*)\)")
+
+
 def parse_transform(text: str | None) -> Matrix:
     m = IDENTITY
-    for op, args in re.findall(r"(matrix|translate|scale|rotate|skewX|skewY)\s*\(([^)]*)\)", text or ""):
+    if not text:
+        return m
+    for op, args in TRANSFORM.findall(text):
         v = numbers(args)
         if op == "matrix" and len(v) == 6:
             t: Matrix = (v[0], v[1], v[2], v[3], v[4], v[5])
@@ -100,8 +112,11 @@ def declarations(text: str) -> dict[str, str]:
     return out
 
 
+SELECTOR = re.compile(r"([a-zA-Z][\w-]*)?(?:([.#])([\w-]+))?")
+
+
 def selector_matches(sel: str, el: ET.Element) -> bool:
-    m = re.fullmatch(r"([a-zA-Z][\w-]*)?(?:([.#])([\w-]+))?", sel)
+    m = SELECTOR.fullmatch(sel)
     if not m:
         return False
     tag, kind, name = m.groups()
@@ -127,16 +142,25 @@ class Style:
     opacity: float = 1.0
 
 
+STYLE_ATTRIBUTES = frozenset((*INHERITED, "display", "opacity", "fill-opacity", "stroke-opacity"))
+
+
 def element_style(el: ET.Element, parent: Style, rules: list[tuple[str, dict[str, str]]]) -> tuple[Style, bool]:
-    """This element's style and whether it is displayed at all."""
+    """This element's style and whether it is displayed at all. An element that sets nothing gets
+    its parent's style object itself (styles are never changed once made): most elements of a
+    drawing set nothing, and this is the reader's most frequent call."""
     props: dict[str, str] = {}
     for sel, decls in rules:
         if selector_matches(sel, el):
             props.update(decls)
-    for key in (*INHERITED, "display", "opacity", "fill-opacity", "stroke-opacity"):
-        if el.get(key) is not None:
-            props[key] = el.get(key, "")
-    props.update(declarations(el.get("style") or ""))
+    for key, value in el.attrib.items():
+        if key in STYLE_ATTRIBUTES:
+            props[key] = value
+    style = el.get("style")
+    if style:
+        props.update(declarations(style))
+    if not props:
+        return parent, True
     s = Style(**vars(parent))
     s.fill = props.get("fill", s.fill).strip()
     s.stroke = props.get("stroke", s.stroke).strip()
@@ -168,16 +192,20 @@ NAMED = {"white": "#ffffff", "black": "#000000", "red": "#ff0000", "green": "#00
          "snow": "#fffafa", "ivory": "#fffff0", "lightgray": "#d3d3d3", "lightgrey": "#d3d3d3"}
 
 
+HEX3, HEX6 = re.compile(r"#[0-9a-f]{3}"), re.compile(r"#[0-9a-f]{6}")
+RGB = re.compile(r"rgb\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
 def colour(value: str) -> str:
     """A colour as #rrggbb where it can be read (names in NAMED, #rgb, #rrggbb, rgb()), else as written."""
     v = value.strip().lower()
     if v in NAMED:
         return NAMED[v]
-    if re.fullmatch(r"#[0-9a-f]{3}", v):
+    if HEX3.fullmatch(v):
         return "#" + "".join(c * 2 for c in v[1:])
-    if re.fullmatch(r"#[0-9a-f]{6}", v):
+    if HEX6.fullmatch(v):
         return v
-    m = re.fullmatch(r"rgb\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)", v)
+    m = RGB.fullmatch(v)
     if m:
         return "#" + "".join(f"{min(255, int(g)):02x}" for g in m.groups())
     return v
@@ -210,12 +238,23 @@ def length(value: str | None, reference: float, default: float = 0.0, font: floa
     diagonal), or em (the font size)."""
     if value is None:
         return default
+    unit, n = _length_parts(value)
+    if unit == "%":
+        return (0.0 if n is None else n) * reference / 100
+    if unit == "em":
+        return (0.0 if n is None else n) * font
+    return default if n is None else n
+
+
+@lru_cache(maxsize=4096)  # coordinates repeat across a drawing's elements
+def _length_parts(value: str) -> tuple[str, float | None]:
+    """A length's unit ("%", "em" or "": a number or px) and its number (None if none is read)."""
     v = value.strip()
     if v.endswith("%"):
-        return num(v[:-1], 0.0) * reference / 100
+        return "%", _number(v[:-1])
     if v.endswith("em"):
-        return num(v[:-2], 0.0) * font
-    return num(v, default)
+        return "em", _number(v[:-2])
+    return "", _number(v)
 
 
 def clip(seg: Segment, box: Box) -> Segment | None:
@@ -278,7 +317,8 @@ def _draw(child: ET.Element, m: Matrix, style: Style, ctx: _Context) -> None:
     if not displayed:
         ctx.scene.hidden += 1
         return
-    cm = multiply(m, parse_transform(child.get("transform")))
+    transform = child.get("transform")
+    cm = multiply(m, parse_transform(transform)) if transform else m
     ctx.counter += 1
     if name == "svg":  # a nested viewport: its x, y, size and viewBox place its content
         vw, vh = ctx.viewport
@@ -402,8 +442,13 @@ def _text(el: ET.Element, m: Matrix, s: Style, scene: Scene, index: int) -> None
     scene.texts.append(Text(content, px, py, index, s.font_size * scale_of(m)))
 
 
+LIST_SEPARATOR = re.compile(r"[\s,]+")
+
+
 def _first(value: str | None) -> str | None:
-    parts = re.split(r"[\s,]+", (value or "").strip())
+    if value is None:
+        return None
+    parts = LIST_SEPARATOR.split(value.strip())
     return parts[0] if parts[0] else None
 
 
@@ -457,6 +502,10 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
         ry = length(g("ry") or g("rx"), vh)
         r = min(max(rx, 0.0), w / 2, max(ry, 0.0), h / 2)
         family = "stadium" if r >= 0.45 * min(w, h) else "rounded" if r > 0.1 * min(w, h) else "box"
+        if family == "box":
+            # Its outline as drawn: a rect under skewX is a parallelogram, under a 45-degree rotation a
+            # diamond (both are how people write a flowchart's I/O and decision shapes in SVG).
+            family = polygon_family(corners)
     elif name in ("circle", "ellipse"):
         cx, cy = length(g("cx"), vw), length(g("cy"), vh)
         rx = length(g("r"), diag) if name == "circle" else length(g("rx"), vw)
@@ -543,12 +592,18 @@ def _add_shape(scene: Scene, family: str, pts: list[tuple[float, float]], index:
     scene.shapes.append(Shape(family, box, index, outlined))
 
 
+MARKER_REF = re.compile(r"url\(\s*['\"]?#([^)'\"]+)")
+
+
 def _heads(s: Style, ctx: _Context) -> tuple[bool, bool]:
     """Whether the start and the end carry an arrowhead: a marker that exists and draws a pointed
     outline (a path, polygon or line); a dot or a square marker, or a reference to no marker,
     draws no head."""
+    if s.marker_start == "none" and s.marker_end == "none":
+        return False, False
+
     def arrow(value: str) -> bool:
-        m = re.match(r"url\(\s*['\"]?#([^)'\"]+)", value)
+        m = MARKER_REF.match(value)
         marker = ctx.ids.get(m.group(1).strip()) if m else None
         return marker is not None and local(str(marker.tag)) == "marker" and any(
             isinstance(e.tag, str) and local(e.tag) in ("path", "polygon", "polyline", "line") for e in marker.iter())

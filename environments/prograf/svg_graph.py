@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 
-from environments.prograf.scene import Box, Cluster, Edge, Node, Scene, Segment, Shape, box_contains, box_distance
+from environments.prograf.binding import bind
+from environments.prograf.scene import Box, Cluster, Edge, Node, Scene, Segment, Shape, Text, box_contains, box_distance
 from environments.prograf.svg import clip
 
 Point = tuple[float, float]
@@ -157,18 +158,9 @@ def extract_graph(scene: Scene) -> None:
         else:
             made = [Edge(a, b), Edge(b, a)] if head_start else [Edge(a, b, directed=False)]
         found.append((made, pts))
-    labels: dict[int, list[tuple[float, float, str]]] = {}
-    leftover = []
-    for t in free:
-        if _is_title(t.x, t.y, clusters, scene.nodes, u):
-            leftover.append(t)
-            continue
-        dists = [point_polyline_distance((t.x, t.y), pts) for _, pts in found]
-        k = min(range(len(dists)), key=dists.__getitem__) if dists else -1
-        if k >= 0 and dists[k] <= 2 * tol:
-            labels.setdefault(k, []).append((t.y, t.x, t.text))
-        else:
-            leftover.append(t)
+    titles = [t for t in free if _is_title(t.x, t.y, clusters, scene.nodes, u)]
+    labels, leftover = _edge_labels(scene, [t for t in free if t not in titles], found, 2 * tol, u)
+    leftover = titles + leftover
     for k, (made, _) in enumerate(found):
         for e in made:
             e.label = " ".join(x[2] for x in sorted(labels.get(k, [])))
@@ -181,6 +173,72 @@ def extract_graph(scene: Scene) -> None:
     for n in scene.nodes:
         around = [c for c in scene.clusters if n.key in c.members]
         n.cluster = around[0].key if around else None  # clusters are sorted smallest first
+
+
+def _edge_labels(scene: Scene, texts: list[Text], found: list[tuple[list[Edge], list[Point]]], reach: float,
+                 u: float) -> tuple[dict[int, list[tuple[float, float, str]]], list[Text]]:
+    """Free texts bound to the edges' lines as one assignment (`binding.bind`, cost the distance to
+    the line, out of reach past `reach`): one label per edge, so of two labels near one arrow the
+    one an unlabelled arrow nearby can take goes there. The lines of one label (stacked, overlapping)
+    are bound together. A label the assignment leaves over while an edge is in reach (more labels
+    than edges there: a label at both ends of one arrow) joins its nearest edge; one with no edge in
+    reach is left for the clusters. A near-tie is noted on the scene. Returns each chain's label
+    lines (y, x, text) and the texts left over."""
+    blocks = _label_blocks(texts, u)
+    dist = [[min(point_polyline_distance((t.x, t.y), pts) for t in block) for _, pts in found] for block in blocks]
+    cost: list[list[float | None]] = [[d if d <= reach else None for d in row] for row in dist]
+    bound = bind(cost)
+    labels: dict[int, list[tuple[float, float, str]]] = {}
+    leftover: list[Text] = []
+    for b, block in enumerate(blocks):
+        k = bound.pairs.get(b)
+        if k is None:
+            near = [c for c, d in enumerate(cost[b]) if d is not None]
+            k = min(near, key=dist[b].__getitem__) if near else None
+        if k is None:
+            leftover += block
+            continue
+        labels.setdefault(k, []).extend((t.y, t.x, t.text) for t in block)
+        if b in bound.runner_up:
+            scene.notes.append(f"edge label {' '.join(t.text for t in block)!r} is ambiguous: bound to the edge "
+                               f"{_edge_name(scene, found[k][0][0])}, but {_edge_name(scene, found[bound.runner_up[b]][0][0])}"
+                               " is nearly as good")
+    return labels, leftover
+
+
+def _label_blocks(texts: list[Text], u: float) -> list[list[Text]]:
+    """Texts grouped into labels: two texts are lines of one label when one sits a line below the
+    other (0.8 to 1.5 font sizes) and they are aligned as a writer aligns lines -- centres, left
+    ends or right ends within 0.15 em (a character is taken as 0.55 em wide). Labels of two arrows
+    that merely sit close are not aligned so."""
+    parent = list(range(len(texts)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, a in enumerate(texts):
+        for j in range(i + 1, len(texts)):
+            b = texts[j]
+            line = max(a.size, b.size) or 16 * u
+            if not 0.8 * line <= abs(a.y - b.y) <= 1.5 * line:
+                continue
+            half_a = 0.275 * (a.size or 16 * u) * len(a.text)
+            half_b = 0.275 * (b.size or 16 * u) * len(b.text)
+            shifts = (a.x - b.x, (a.x - half_a) - (b.x - half_b), (a.x + half_a) - (b.x + half_b))
+            if min(abs(d) for d in shifts) <= 0.15 * line:
+                parent[find(i)] = find(j)
+    groups: dict[int, list[Text]] = {}
+    for i, t in enumerate(texts):
+        groups.setdefault(find(i), []).append(t)
+    return list(groups.values())
+
+
+def _edge_name(scene: Scene, e: Edge) -> str:
+    names = {n.key: n.label or n.key for n in scene.nodes}
+    return f"{names.get(e.src, e.src)!r} -> {names.get(e.dst, e.dst)!r}"
 
 
 def _is_title(x: float, y: float, clusters: list[Shape], nodes: list[Node], u: float) -> bool:

@@ -367,3 +367,17 @@ def test_a_refused_construct_is_the_verdicts_format_error_on_every_point():
     verdict = verify(task, "svg", html_label)
     assert verdict.error and "unsupported construct <foreignObject> at line 2" in verdict.error
     assert all(not p.passed and p.pattern == "rejected_input" for p in verdict.points)
+
+
+def test_a_rect_is_classed_by_its_outline_as_drawn():
+    # Found by the verifier audit (session 22): flowchart I/O nodes drawn as a skewed <rect> were
+    # read as boxes; the outline under the transform is what a reader sees.
+    def family(transform: str) -> str:
+        scene = parse_svg('<svg xmlns="http://www.w3.org/2000/svg" width="400" height="200"><rect x="50" y="30" '
+                          f'width="100" height="40"{transform} fill="none" stroke="black"/></svg>')
+        [shape] = scene.shapes
+        return shape.family
+
+    assert family("") == "box" and family(' transform="scale(2,1)"') == "box"
+    assert family(' transform="skewX(-20)"') == "parallelogram"
+    assert family(' transform="rotate(90 100 50)"') == "box"
