@@ -38,17 +38,25 @@ if TYPE_CHECKING:  # torch loads when a cell runs, not when the family is listed
 X_LEN = 8  # the input x's tokens
 MARGIN = 0.5  # logit margin of y's token over every other at each forced position
 MAX_SYSTEMS = 15  # linear systems per target before 'not found'
-GRAD_STEPS, GRAD_LR = 200, 0.05  # the baseline's Adam budget
+GRAD_STEPS, GRAD_LR = 100, 0.05  # the baseline's Adam budget
 IN_RANGE, OUT_OF_RANGE, RANDOM = 5, 2, 2  # targets per cell
 PREFIX_LENGTHS = {"prefix8": 8, "prefix2": 2}
 Solver = Literal["linear", "gradient"]
 
 
 class Options(PaperOptions):
-    solver: Solver = Field("linear", description="linear (the paper's method: a sequence of linear systems, with the "
-                                                 "range test), gradient (baseline: Adam prefix tuning)")
-    scale: int = Field(1, ge=1, le=16, description="multiplies the GPT-2's width, depth, heads, vocabulary, context "
-                                                   "and training steps (1: the registered check's size)")
+    solver: Solver = Field(
+        "linear",
+        description="linear (the paper's method: a sequence of linear systems, with the "
+        "range test), gradient (baseline: Adam prefix tuning)",
+    )
+    scale: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="multiplies the GPT-2's width, depth, heads, vocabulary, context "
+        "and training steps (1: the registered check's size)",
+    )
     device: Literal["cpu", "cuda"] = Field("cpu", description="where the model trains and the prefixes are solved")
     target_len: int = Field(4, ge=1, le=4096, description="tokens of the target y (greedy decoding checks each)")
 
@@ -58,19 +66,23 @@ class Options(PaperOptions):
         context = ModelSize.scaled(int(info.data.get("scale", 1))).context
         need = max(PREFIX_LENGTHS.values()) + X_LEN + value - 1
         if need > context:
-            raise ValueError(f"target_len {value}: prefix {max(PREFIX_LENGTHS.values())} + x {X_LEN} + the first "
-                             f"{value - 1} target tokens = {need} positions exceed the model's context of {context}; "
-                             f"use target_len <= {context - max(PREFIX_LENGTHS.values()) - X_LEN + 1} or a larger scale")
+            raise ValueError(
+                f"target_len {value}: prefix {max(PREFIX_LENGTHS.values())} + x {X_LEN} + the first "
+                f"{value - 1} target tokens = {need} positions exceed the model's context of {context}; "
+                f"use target_len <= {context - max(PREFIX_LENGTHS.values()) - X_LEN + 1} or a larger scale"
+            )
         return value
 
 
 def check_fits(size: ModelSize, prefix: int, k: int) -> None:
     if prefix + X_LEN + k - 1 > size.context:
-        raise ValueError(f"target_len {k}: prefix {prefix} + x {X_LEN} + {k - 1} target tokens exceed the model's "
-                         f"context of {size.context}; lower target_len or raise scale")
+        raise ValueError(
+            f"target_len {k}: prefix {prefix} + x {X_LEN} + {k - 1} target tokens exceed the model's "
+            f"context of {size.context}; lower target_len or raise scale"
+        )
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=32)
 def problems(seed: int, prefix: int, k: int, scale: int = 1, device: str = "cpu") -> tuple[Trained, list[dict]]:
     """The cell's trained model and its targets, each {x, y, kind}: `in_range` (the greedy decode
     under a hidden random teacher prefix of the same length, which differs from the zero prefix's
@@ -120,10 +132,12 @@ def unreachable_tokens(seed: int, scale: int = 1, device: str = "cpu") -> frozen
 def violation(m: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     gap = (MARGIN - m).clamp(min=0)
     gap = gap.scatter(1, target[:, None], 0.0)
-    return (gap ** 2).sum()
+    return (gap**2).sum()
 
 
-def solve_linear(trained: Trained, x: list[int], y: list[int], prefix: int, device: str = "cpu") -> tuple[torch.Tensor, int, bool]:
+def solve_linear(
+    trained: Trained, x: list[int], y: list[int], prefix: int, device: str = "cpu"
+) -> tuple[torch.Tensor, int, bool]:
     """(prefix embeddings, linear systems solved, forced) by the sequence of minimum-norm systems."""
     import torch
 
@@ -149,9 +163,11 @@ def solve_linear(trained: Trained, x: list[int], y: list[int], prefix: int, devi
             break
         jac = torch.func.jacrev(margin_fn)(p)[active].reshape(int(active.sum()), -1).double()  # (rows, m*d)
         rhs = (2 * MARGIN - m[active]).double()
-        gram = jac @ jac.T
-        gram += torch.eye(len(gram), dtype=gram.dtype, device=device) * 1e-9 * gram.diagonal().mean()
-        step = (jac.T @ torch.linalg.solve(gram, rhs)).reshape(p.shape).float()
+        if not torch.isfinite(jac).all():
+            break
+        # The minimum-norm solution by the pseudo-inverse: rows can be dependent or vanish (the first
+        # check run hit an exactly singular J J^T with torch.linalg.solve).
+        step = (jac.T @ (torch.linalg.pinv(jac @ jac.T, hermitian=True) @ rhs)).reshape(p.shape).float()
         before = violation(m, target)
         for _ in range(6):  # halve the step until the violation falls
             with torch.no_grad():
@@ -162,7 +178,9 @@ def solve_linear(trained: Trained, x: list[int], y: list[int], prefix: int, devi
     return p, MAX_SYSTEMS, False
 
 
-def solve_gradient(trained: Trained, x: list[int], y: list[int], prefix: int, device: str = "cpu") -> tuple[torch.Tensor, int, bool]:
+def solve_gradient(
+    trained: Trained, x: list[int], y: list[int], prefix: int, device: str = "cpu"
+) -> tuple[torch.Tensor, int, bool]:
     """Adam on the squared margin violation (prefix tuning), from the zero prefix."""
     import torch
 
@@ -191,72 +209,107 @@ class PrefixForcingTask(PaperTask):
     Options = Options
     solvers = ("linear", "gradient")
     settings = tuple(PREFIX_LENGTHS)
-    metric_names = ("forced_rate", "token_match", "flag_rate", "out_of_range_forced", "false_flag_rate",
-                    "random_forced_rate", "zero_prefix_token_match", "systems", "max_seconds", "lm_accuracy_gap")
-    lower_is_better = frozenset({"out_of_range_forced", "false_flag_rate", "zero_prefix_token_match", "systems",
-                                 "max_seconds", "lm_accuracy_gap"})
+    metric_names = (
+        "forced_rate",
+        "token_match",
+        "flag_rate",
+        "out_of_range_forced",
+        "false_flag_rate",
+        "random_forced_rate",
+        "zero_prefix_token_match",
+        "systems",
+        "max_seconds",
+        "lm_accuracy_gap",
+    )
+    lower_is_better = frozenset(
+        {
+            "out_of_range_forced",
+            "false_flag_rate",
+            "zero_prefix_token_match",
+            "systems",
+            "max_seconds",
+            "lm_accuracy_gap",
+        }
+    )
     claim: ClassVar[Claim] = Claim(
-        id=name, arms=solvers, settings=settings,
+        id=name,
+        arms=solvers,
+        settings=settings,
         sentence="Prefix expressiveness: for a pretrained GPT-style Transformer and any (x, y) with y in the model's "
-                 "range, a prefix that forces y exists and is computed by solving linear systems; without the range "
-                 "assumption it may not exist",
+        "range, a prefix that forces y exists and is computed by solving linear systems; without the range "
+        "assumption it may not exist",
         setting=f"transformers' GPT-2 architecture (vocab 32, width 48, 3 layers x 4 heads, LayerNorm + GELU MLP, "
-                f"tied unembedding, context 32) trained 200 AdamW steps per seed on a Markov-chain corpus; x = "
-                f"{X_LEN} corpus tokens, y = 4 tokens checked by greedy decoding of prefix + x; prefix of 8 or 2 "
-                f"embedding vectors; per seed {IN_RANGE} in-range targets (a hidden random teacher prefix's decode, "
-                f"unlike the zero prefix's), {OUT_OF_RANGE} out-of-range (one token replaced by a planted "
-                f"never-argmax token), {RANDOM} random (context)",
-        conditions=[c for s in PREFIX_LENGTHS for c in (
-            Condition(metric="forced_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
-            Condition(metric="flag_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
-            Condition(metric="out_of_range_forced", setting=s, solver="linear", op="<=", threshold=0.0, stat="max"),
-            Condition(metric="false_flag_rate", setting=s, solver="linear", op="<=", threshold=0.0, stat="max"),
-            Condition(metric="max_seconds", setting=s, solver="linear", op="<=", threshold=60.0, stat="max"),
-            Condition(metric="lm_accuracy_gap", setting=s, solver="linear", op="<=", threshold=0.1, stat="max"))],
+        f"tied unembedding, context 32) trained 200 AdamW steps per seed on a Markov-chain corpus; x = "
+        f"{X_LEN} corpus tokens, y = 4 tokens checked by greedy decoding of prefix + x; prefix of 8 or 2 "
+        f"embedding vectors; per seed {IN_RANGE} in-range targets (a hidden random teacher prefix's decode, "
+        f"unlike the zero prefix's), {OUT_OF_RANGE} out-of-range (one token replaced by a planted "
+        f"never-argmax token), {RANDOM} random (context)",
+        conditions=[
+            c
+            for s in PREFIX_LENGTHS
+            for c in (
+                Condition(metric="forced_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
+                Condition(metric="flag_rate", setting=s, solver="linear", op=">=", threshold=1.0, stat="min"),
+                Condition(metric="out_of_range_forced", setting=s, solver="linear", op="<=", threshold=0.0, stat="max"),
+                Condition(metric="false_flag_rate", setting=s, solver="linear", op="<=", threshold=0.0, stat="max"),
+                Condition(metric="max_seconds", setting=s, solver="linear", op="<=", threshold=60.0, stat="max"),
+                Condition(metric="lm_accuracy_gap", setting=s, solver="linear", op="<=", threshold=0.1, stat="max"),
+            )
+        ],
         note="the gradient baseline is context: the paper's claim is existence and the linear-system computation, not "
-             "a margin over prefix tuning; random targets and the zero prefix's token match are context (how hard the "
-             "in-range targets are)",
+        "a margin over prefix tuning; random targets and the zero prefix's token match are context (how hard the "
+        "in-range targets are)",
         departures=[
-            Departure(paper="speaks of a pretrained GPT-style Transformer (GPT-2 scale)",
-                      ours="use the GPT-2 architecture itself (transformers' GPT2LMHeadModel: pre-LayerNorm blocks, "
-                           "GELU MLP, tied unembedding) at toy size: vocabulary 32 (not 50,257), width 48 (not 768), "
-                           "3 layers (not 12), context 32 (not 1,024), trained 200 steps on a Markov-chain corpus "
-                           "(not WebText)",
-                      why="the check must fit 15 minutes on 2 CPU cores; `--suite-option scale=N` grows it",
-                      effect="every linear system has at most 4 x 31 rows against 96-384 unknowns, far smaller than "
-                             "GPT-2's (4 x 50,256 rows); a small, nearly Markov model may be easier to steer than "
-                             "GPT-2, so 'reproduced' here does not show that GPT-2 itself is forced as easily"),
-            Departure(paper="computes the prefix by solving multiple linear systems (the summary gives no more of the "
-                            "construction)",
-                      ours="solve a sequence of linear systems on the whole stack: each linearises the violated "
-                           "greedy-decoding margin equations in the prefix embeddings (exact Jacobian) and takes the "
-                           "minimum-norm solution, with step halving, at most 15 systems; not a closed-form "
-                           "layer-by-layer construction",
-                      why="the summary does not give the paper's reduction; a Gauss-Newton sequence of linear systems "
-                          "is the procedure its words fit that works through LayerNorm and MLPs",
-                      effect="a target the sequence does not reach in 15 systems is 'not found' and counts against "
-                             "forced_rate although a prefix exists (a teacher made it): the verdict can fail for our "
-                             "solver where the paper's construction would succeed; and success shows the systems "
-                             "converged, not the paper's existence proof"),
-            Departure(paper="assumes y in the model's range and says the prefix may not exist otherwise",
-                      ours="take in-range targets as the decode of a hidden random teacher prefix of the same length "
-                           "(a prefix exists by construction); out-of-range ones contain a planted ghost token whose "
-                           "tied embedding is the mean of two others' (never the strict argmax); the range test is "
-                           "Gordan's alternative per token (a linear feasibility problem)",
-                      why="ground truth on both sides of the range",
-                      effect="the out-of-range side is planted and certified by a test that holds for it by "
-                             "construction: flag_rate and out_of_range_forced can fail only through a bug; the "
-                             "test misses range limits that are not per-token (the final LayerNorm's, and sequences "
-                             "whose tokens are each reachable but not together)"),
-            Departure(paper="forces the model's output y",
-                      ours="force greedy decoding with a logit margin of 0.5 at each of y's 4 positions, prefix of "
-                           "8 or 2 vectors, x of 8 tokens; per seed 5 in-range, 2 out-of-range and 2 random targets",
-                      why="greedy decoding is how a forced y is read; the margin keeps it robust to float rounding",
-                      effect="a margin > 0 is stricter than forcing the argmax; short y and x only"),
-            Departure(paper="compares with no baseline in the summary",
-                      ours="run Adam prefix tuning (200 steps, lr 0.05, same objective) as context",
-                      why="the claim is existence and computation, not a margin over gradient tuning",
-                      effect="none on the verdict"),
+            Departure(
+                paper="speaks of a pretrained GPT-style Transformer (GPT-2 scale)",
+                ours="use the GPT-2 architecture itself (transformers' GPT2LMHeadModel: pre-LayerNorm blocks, "
+                "GELU MLP, tied unembedding) at toy size: vocabulary 32 (not 50,257), width 48 (not 768), "
+                "3 layers (not 12), context 32 (not 1,024), trained 200 steps on a Markov-chain corpus "
+                "(not WebText)",
+                why="the check must fit 15 minutes on 2 CPU cores; `--suite-option scale=N` grows it",
+                effect="every linear system has at most 4 x 31 rows against 96-384 unknowns, far smaller than "
+                "GPT-2's (4 x 50,256 rows); a small, nearly Markov model may be easier to steer than "
+                "GPT-2, so 'reproduced' here does not show that GPT-2 itself is forced as easily",
+            ),
+            Departure(
+                paper="computes the prefix by solving multiple linear systems (the summary gives no more of the "
+                "construction)",
+                ours="solve a sequence of linear systems on the whole stack: each linearises the violated "
+                "greedy-decoding margin equations in the prefix embeddings (exact Jacobian) and takes the "
+                "minimum-norm solution, with step halving, at most 15 systems; not a closed-form "
+                "layer-by-layer construction",
+                why="the summary does not give the paper's reduction; a Gauss-Newton sequence of linear systems "
+                "is the procedure its words fit that works through LayerNorm and MLPs",
+                effect="a target the sequence does not reach in 15 systems is 'not found' and counts against "
+                "forced_rate although a prefix exists (a teacher made it): the verdict can fail for our "
+                "solver where the paper's construction would succeed; and success shows the systems "
+                "converged, not the paper's existence proof",
+            ),
+            Departure(
+                paper="assumes y in the model's range and says the prefix may not exist otherwise",
+                ours="take in-range targets as the decode of a hidden random teacher prefix of the same length "
+                "(a prefix exists by construction); out-of-range ones contain a planted ghost token whose "
+                "tied embedding is the mean of two others' (never the strict argmax); the range test is "
+                "Gordan's alternative per token (a linear feasibility problem)",
+                why="ground truth on both sides of the range",
+                effect="the out-of-range side is planted and certified by a test that holds for it by "
+                "construction: flag_rate and out_of_range_forced can fail only through a bug; the "
+                "test misses range limits that are not per-token (the final LayerNorm's, and sequences "
+                "whose tokens are each reachable but not together)",
+            ),
+            Departure(
+                paper="forces the model's output y",
+                ours="force greedy decoding with a logit margin of 0.5 at each of y's 4 positions, prefix of "
+                "8 or 2 vectors, x of 8 tokens; per seed 5 in-range, 2 out-of-range and 2 random targets",
+                why="greedy decoding is how a forced y is read; the margin keeps it robust to float rounding",
+                effect="a margin > 0 is stricter than forcing the argmax; short y and x only",
+            ),
+            Departure(
+                paper="compares with no baseline in the summary",
+                ours="run Adam prefix tuning (100 steps, lr 0.05, same objective) as context",
+                why="the claim is existence and computation, not a margin over gradient tuning",
+                effect="none on the verdict",
+            ),
         ],
     )
     description = describe_claim(task, claim, solvers)
@@ -278,10 +331,22 @@ class PrefixForcingTask(PaperTask):
             else:
                 solve = solve_linear if solver == "linear" else solve_gradient
                 p, steps, forced = solve(trained, t["x"], t["y"], prefix, device)
-            answers.append({"prefix": p.cpu().double().ravel().tolist(), "flagged_out_of_range": out_of_range,
-                            "converged": forced, "steps": steps, "seconds": time.perf_counter() - t0})
-        return CellResult(solver=solver, setting=setting, seed=seed, answer={"targets": answers},
-                          wall_s=round(time.perf_counter() - t_all, 4))
+            answers.append(
+                {
+                    "prefix": p.cpu().double().ravel().tolist(),
+                    "flagged_out_of_range": out_of_range,
+                    "converged": forced,
+                    "steps": steps,
+                    "seconds": time.perf_counter() - t0,
+                }
+            )
+        return CellResult(
+            solver=solver,
+            setting=setting,
+            seed=seed,
+            answer={"targets": answers},
+            wall_s=round(time.perf_counter() - t_all, 4),
+        )
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
         import torch
@@ -298,8 +363,10 @@ class PrefixForcingTask(PaperTask):
             rows[t["kind"]].append((t, a, greedy_decode(model, p, torch.as_tensor(t["x"], device=device), k)))
         inr, oor = rows["in_range"], rows["out_of_range"]
         zero = torch.zeros(prefix, width, device=device)
-        zero_match = [np.mean(np.array(greedy_decode(model, zero, torch.as_tensor(t["x"], device=device), k)) ==
-                              np.array(t["y"])) for t, _, _ in inr]
+        zero_match = [
+            np.mean(np.array(greedy_decode(model, zero, torch.as_tensor(t["x"], device=device), k)) == np.array(t["y"]))
+            for t, _, _ in inr
+        ]
         linear = result.solver == "linear"
         return {
             "forced_rate": float(np.mean([d == t["y"] for t, _, d in inr])),
