@@ -19,12 +19,20 @@ from pydantic import BaseModel
 from environments.adv0.checks_exposure import Arm, arm_numbers, check_sizes
 from environments.adv0.claims import MIN_RATE_EFFECT, NORMAL_RETURN_LOSS, size
 from environments.adv0.loop import (
-    Contexts, LoopConfig, held_out_jobs, make_attacker, make_defender, seeds_for, train_round,
+    Contexts,
+    LoopConfig,
+    held_out_jobs,
+    make_attacker,
+    make_defender,
+    seeds_for,
+    train_round,
 )
+from environments.adv0.parallel import defender_episodes
 from environments.adv0.scenario import HELD_OUT_FAMILIES, EpisodeResult, ScenarioParams
 from environments.adv0.verdicts import LEVEL, Finding, Part, fmt_metric, fmt_rate, rate_higher, relative_not_below
 from harness.errors import HarnessError
 from harness.stats import mean_metric
+
 
 class Trained(BaseModel):
     """What one trained loop of `two_loops` leaves: its final attacker and defender, the defender
@@ -57,39 +65,63 @@ def held_out_results(cfg: LoopConfig, defender: Any) -> list[EpisodeResult]:
     by_family: dict[str, list[tuple[ScenarioParams | None, int]]] = {}
     for fam, job in held_out_jobs(cfg):
         by_family.setdefault(fam, []).append(job)
-    return [r for fam, jobs in by_family.items() for r in defender.run(jobs, fam)]
+    return [r for fam, jobs in by_family.items() for r in defender_episodes(defender, jobs, fam)]
 
 
-def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds: int, **sizes: Any) -> tuple[
-        list[Part], dict[str, str], list[str]]:
+def generalisation(
+    defender: str, episodes: int, seeds: int, family: str, rounds: int, held_out: int, **sizes: Any
+) -> tuple[list[Part], dict[str, str], list[str]]:
     """The adv0-trained and the normally trained defender of `defender` (same budget), evaluated on
-    the held-out conditions and on normal traffic; pooled over `seeds` training seeds."""
+    the held-out conditions (`held_out` episodes in each) and on `episodes` of normal traffic;
+    pooled over `seeds` training seeds."""
     held: dict[str, list[EpisodeResult]] = {"adv0": [], "none": []}
     normal: dict[str, list[EpisodeResult]] = {"adv0": [], "none": []}
     spent: dict[str, int] = {"adv0": 0, "none": 0}
     for seed in range(seeds):
-        base = LoopConfig(defender=defender, family=family, rounds=rounds, seed=seed,  # type: ignore[arg-type]
-                          episodes=episodes, held_out_episodes=max(1, episodes // 2), **sizes)
+        base = LoopConfig(
+            defender=defender,
+            family=family,
+            rounds=rounds,
+            seed=seed,  # type: ignore[arg-type]
+            episodes=episodes,
+            held_out_episodes=held_out,
+            **sizes,
+        )
         trained = two_loops([("adv0", {"attacker": "adv0"}), ("none", {"attacker": "none"})], base)
         for name, t in trained.items():
             held[name] += held_out_results(base, t.defender)
-            normal[name] += t.defender.run([(None, s) for s in seeds_for(base, 0, "eval", episodes)])
+            normal[name] += defender_episodes(t.defender, [(None, s) for s in seeds_for(base, 0, "eval", episodes)])
             spent[name] += t.used
     k_none, n_none = sum(r.defender_failure for r in held["none"]), len(held["none"])
     k_adv, n_adv = sum(r.defender_failure for r in held["adv0"]), len(held["adv0"])
     parts = [
-        rate_higher("held-out defender-failure rate: normally trained - adv0-trained", k_none, n_none, k_adv, n_adv,
-                    MIN_RATE_EFFECT, metric="held-out defender-failure rate", arm="normally-trained",
-                    versus="adv0-trained"),
-        relative_not_below("normal-traffic return: adv0-trained relative to normally trained",
-                           [r.reward for r in normal["adv0"]], [r.reward for r in normal["none"]], NORMAL_RETURN_LOSS,
-                           metric="normal-traffic return, relative change", arm="adv0-trained",
-                           versus="normally-trained"),
+        rate_higher(
+            "held-out defender-failure rate: normally trained - adv0-trained",
+            k_none,
+            n_none,
+            k_adv,
+            n_adv,
+            MIN_RATE_EFFECT,
+            metric="held-out defender-failure rate",
+            arm="normally-trained",
+            versus="adv0-trained",
+        ),
+        relative_not_below(
+            "normal-traffic return: adv0-trained relative to normally trained",
+            [r.reward for r in normal["adv0"]],
+            [r.reward for r in normal["none"]],
+            NORMAL_RETURN_LOSS,
+            metric="normal-traffic return, relative change",
+            arm="adv0-trained",
+            versus="normally-trained",
+        ),
     ]
     numbers = {}
     for name in ("adv0", "none"):
         hr, nr = held[name], normal[name]
-        numbers[f"{name}-trained: held-out defender-failure rate"] = fmt_rate(sum(r.defender_failure for r in hr), len(hr))
+        numbers[f"{name}-trained: held-out defender-failure rate"] = fmt_rate(
+            sum(r.defender_failure for r in hr), len(hr)
+        )
         numbers[f"{name}-trained: held-out crash rate"] = fmt_rate(sum(r.crashed for r in hr), len(hr))
         numbers[f"{name}-trained: normal-traffic crash rate"] = fmt_rate(sum(r.crashed for r in nr), len(nr))
         numbers[f"{name}-trained: normal-traffic return"] = fmt_metric(mean_metric([r.reward for r in nr], LEVEL))
@@ -98,37 +130,74 @@ def generalisation(defender: str, episodes: int, seeds: int, family: str, rounds
         for r in hr:
             fams.setdefault(r.family, []).append(r.defender_failure)
         numbers[f"{name}-trained: held-out defender failures per family"] = ", ".join(
-            f"{f} {sum(v)}/{len(v)}" for f, v in sorted(fams.items()))
-    notes = [f"{seeds} training seed(s) x {rounds} rounds; held-out = {', '.join(HELD_OUT_FAMILIES)} under a fixed "
-             "uniform evaluation adversary (all manoeuvres) and the training map under held-out manoeuvres"
-             if family == "highway" else "held-out = the toy world's held-out manoeuvres"]
+            f"{f} {sum(v)}/{len(v)}" for f, v in sorted(fams.items())
+        )
+    notes = [
+        f"{seeds} training seed(s) x {rounds} rounds; held-out = {', '.join(HELD_OUT_FAMILIES)} under a fixed "
+        "uniform evaluation adversary (all manoeuvres) and the training map under held-out manoeuvres"
+        if family == "highway"
+        else "held-out = the toy world's held-out manoeuvres"
+    ]
     return parts, numbers, notes
 
 
-def check_c6(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
-             rounds: int | None = None, **_: object) -> Finding:
+def held_out_size(check: str, episodes: int | None) -> int:
+    """Held-out episodes per condition and seed: the registered size, or half of `--episodes` when
+    that flag moves the check off its default size (an exploratory run, as before the power plan)."""
+    return size(check, "held_out") if episodes is None else max(1, episodes // 2)
+
+
+def check_c6(
+    episodes: int | None = None,
+    seeds: int | None = None,
+    family: str | None = None,
+    rounds: int | None = None,
+    **_: object,
+) -> Finding:
     n, s, fam = check_sizes(episodes, seeds, family, "C6", seeds_key="seeds")
     rounds = rounds or size("C6", "rounds")
-    parts, numbers, notes = generalisation("idm", n, s, fam, rounds, contexts=4, k=4, scenarios=4,
-                                           cem_generations=2, cem_population=6)
+    parts, numbers, notes = generalisation(
+        "idm",
+        n,
+        s,
+        fam,
+        rounds,
+        held_out_size("C6", episodes),
+        contexts=4,
+        k=4,
+        scenarios=4,
+        cem_generations=2,
+        cem_population=6,
+    )
     return Finding.judge(
-        "C6", "the motion planner tuned against ADV-0 generalises to held-out families without losing normal return "
-              "by more than 5%",
+        "C6",
+        "the motion planner tuned against ADV-0 generalises to held-out families without losing normal return "
+        "by more than 5%",
         f"IDM/MOBIL tuned by CEM for {rounds} rounds against adv0's scenarios vs tuned the same way on normal traffic "
         f"only: held-out defender-failure rate lower (Newcombe CI of normal-trained - adv0-trained > 0; not reproduced "
         f"when its upper end < {MIN_RATE_EFFECT}) and normal-traffic return not more than 5% lower (Welch CI of "
         f"the relative change >= {NORMAL_RETURN_LOSS})",
-        parts, numbers=numbers, notes=notes, world=fam,
+        parts,
+        numbers=numbers,
+        notes=notes,
+        world=fam,
         setting=f"{fam}: IDM/MOBIL tuned by CEM, {rounds} rounds, {s} training seed(s), {n} normal-traffic episodes "
-                "per arm and the held-out conditions")
+        "per arm and the held-out conditions",
+    )
 
 
 C7_DQN_STEPS = size("C7", "dqn_steps")  # fine-tuning steps per round at C7's default size
 
 
-def check_c7(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
-             rounds: int | None = None, dqn_steps: int | None = None, dqn_checkpoint: str | None = None,
-             **_: object) -> Finding:
+def check_c7(
+    episodes: int | None = None,
+    seeds: int | None = None,
+    family: str | None = None,
+    rounds: int | None = None,
+    dqn_steps: int | None = None,
+    dqn_checkpoint: str | None = None,
+    **_: object,
+) -> Finding:
     n, s, fam = check_sizes(episodes, seeds, family, "C7", seeds_key="seeds")
     r, steps = rounds or size("C7", "rounds"), dqn_steps or C7_DQN_STEPS
     if fam != "highway":
@@ -138,50 +207,102 @@ def check_c7(episodes: int | None = None, seeds: int | None = None, family: str 
     target = Path(dqn_checkpoint) if dqn_checkpoint else dqn.checkpoint_path(dqn.DEFAULT_PRETRAIN_STEPS, 0)
     if not target.is_file():  # fail before any training, naming the command that builds it
         dqn.load_checkpoint(target)
-    parts, numbers, notes = generalisation("dqn", n, s, fam, r, contexts=6, k=6, scenarios=16, dqn_steps=steps,
-                                           dqn_checkpoint=dqn_checkpoint)
-    at = "the default size" if (n, s, r, steps) == (size("C7", "episodes"), size("C7", "seeds"), size("C7", "rounds"),
-                                                    C7_DQN_STEPS) else \
-        f"a reduced size ({s} seed(s), {r} round(s) x {steps} steps, {n} episodes) -- not the check's default"
+    parts, numbers, notes = generalisation(
+        "dqn",
+        n,
+        s,
+        fam,
+        r,
+        held_out_size("C7", episodes),
+        contexts=6,
+        k=6,
+        scenarios=16,
+        dqn_steps=steps,
+        dqn_checkpoint=dqn_checkpoint,
+    )
+    at = (
+        "the default size"
+        if (n, s, r, steps) == (size("C7", "episodes"), size("C7", "seeds"), size("C7", "rounds"), C7_DQN_STEPS)
+        else f"a reduced size ({s} seed(s), {r} round(s) x {steps} steps, {n} episodes) -- not the check's default"
+    )
     return Finding.judge(
-        "C7", "the DQN fine-tuned against ADV-0 generalises to held-out families better than one fine-tuned on normal "
-              "traffic, without losing normal return by more than 5%",
+        "C7",
+        "the DQN fine-tuned against ADV-0 generalises to held-out families better than one fine-tuned on normal "
+        "traffic, without losing normal return by more than 5%",
         f"the cached DQN fine-tuned {r} rounds x {steps} steps with half its episodes attacked by adv0's scenarios vs "
         f"the same fine-tuning on normal traffic, {s} seeds pooled: held-out defender-failure rate lower (Newcombe CI > "
         f"0; not reproduced when its upper end < {MIN_RATE_EFFECT}) and normal return not more than 5% lower (Welch CI "
         f"of the relative change >= {NORMAL_RETURN_LOSS})",
-        parts, numbers=numbers, notes=notes + [f"run at {at}; the default is a long command: about 1.5 CPU-hours"],
-        world=fam, setting=f"{fam}: SB3 DQN fine-tuned {r} rounds x {steps} steps, {s} seed(s), {n} episodes")
+        parts,
+        numbers=numbers,
+        notes=notes
+        + [
+            f"run at {at}; the default is a long command: about 1.5 CPU-hours in one process (`harness bench driving --checks`)"
+        ],
+        world=fam,
+        setting=f"{fam}: SB3 DQN fine-tuned {r} rounds x {steps} steps, {s} seed(s), {n} episodes",
+    )
 
 
-def check_c8(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
-             rounds: int | None = None, **_: object) -> Finding:
+def check_c8(
+    episodes: int | None = None,
+    seeds: int | None = None,
+    family: str | None = None,
+    rounds: int | None = None,
+    **_: object,
+) -> Finding:
     n, c, fam = check_sizes(episodes, seeds, family, "C8")
     rounds = rounds or size("C8", "rounds")
-    base = LoopConfig(defender="idm", attacker="adv0", family=fam, rounds=rounds, contexts=c, k=4,  # type: ignore[arg-type]
-                      scenarios=4, cem_generations=1, cem_population=6)
+    base = LoopConfig(
+        defender="idm",
+        attacker="adv0",
+        family=fam,
+        rounds=rounds,
+        contexts=c,
+        k=4,  # type: ignore[arg-type]
+        scenarios=4,
+        cem_generations=1,
+        cem_population=6,
+    )
     trained = two_loops([("iterated", {"ablation": "none"}), ("frozen", {"ablation": "frozen"})], base)
     ctx, arms = Contexts(), []
     for name, t in trained.items():
         rng = np.random.default_rng([base.seed, 99])
         eval_seeds = seeds_for(base, 0, "eval", n)
         jobs = [(t.attacker.draw(ctx(fam, s), rng), s) for s in eval_seeds]
-        arms.append(Arm(name=name, results=t.defender.run(jobs), train_rollouts=t.used,
-                        kl_to_prior=t.attacker.kl_to_prior([ctx(fam, s) for s in eval_seeds])))
-    parts = [rate_higher("defender-failure rate against its own final defender: iterated - frozen",
-                         *arms[0].count("defender_failure"), *arms[1].count("defender_failure"), MIN_RATE_EFFECT,
-                         metric="defender-failure rate against its own final defender", arm="iterated",
-                         versus="frozen")]
+        arms.append(
+            Arm(
+                name=name,
+                results=defender_episodes(t.defender, jobs),
+                train_rollouts=t.used,
+                kl_to_prior=t.attacker.kl_to_prior([ctx(fam, s) for s in eval_seeds]),
+            )
+        )
+    parts = [
+        rate_higher(
+            "defender-failure rate against its own final defender: iterated - frozen",
+            *arms[0].count("defender_failure"),
+            *arms[1].count("defender_failure"),
+            MIN_RATE_EFFECT,
+            metric="defender-failure rate against its own final defender",
+            arm="iterated",
+            versus="frozen",
+        )
+    ]
     return Finding.judge(
-        "C8", "an attacker iterated every round keeps finding failures of the adapting defender that an attacker frozen "
-              "after round 1 no longer finds",
+        "C8",
+        "an attacker iterated every round keeps finding failures of the adapting defender that an attacker frozen "
+        "after round 1 no longer finds",
         f"two min-max loops ({fam}, IDM/MOBIL tuned by CEM each round, {rounds} rounds), ADV-0 iterated vs frozen after "
         f"round 1; after the last round each attacker draws on the same {n} seeds against its own loop's defender: "
         f"iterated defender-failure rate above frozen's (Newcombe CI > 0; not reproduced when its upper end < "
         f"{MIN_RATE_EFFECT})",
-        parts, numbers=arm_numbers(arms), world=fam,
+        parts,
+        numbers=arm_numbers(arms),
+        world=fam,
         setting=f"{fam}: two min-max loops (CEM-tuned IDM/MOBIL), {rounds} rounds, {c} contexts, {n} evaluation "
-                "episodes per arm")
+        "episodes per arm",
+    )
 
 
 C9_K = 2  # ADV-0's candidates per context in C9: each is a whole driver episode, every step a model call
@@ -193,12 +314,28 @@ def c9_driver_episodes(episodes: int, contexts: int, rounds: int) -> int:
     return rounds * (contexts * (C9_K + 1) + 2 * contexts) + 2 * episodes
 
 
-def check_c9(episodes: int | None = None, seeds: int | None = None, family: str | None = None,
-             rounds: int | None = None, model: str = "local/smollm2-135m", **_: object) -> Finding:
+def check_c9(
+    episodes: int | None = None,
+    seeds: int | None = None,
+    family: str | None = None,
+    rounds: int | None = None,
+    model: str = "local/smollm2-135m",
+    **_: object,
+) -> Finding:
     n, c, fam = check_sizes(episodes, seeds, family, "C9")
     r = rounds or size("C9", "rounds")
-    cfg = LoopConfig(defender="llm", attacker="adv0", family=fam, rounds=r, contexts=c, k=C9_K,  # type: ignore[arg-type]
-                     scenarios=2 * c, model=model, held_out_episodes=0, episodes=n)
+    cfg = LoopConfig(
+        defender="llm",
+        attacker="adv0",
+        family=fam,
+        rounds=r,
+        contexts=c,
+        k=C9_K,  # type: ignore[arg-type]
+        scenarios=2 * c,
+        model=model,
+        held_out_episodes=0,
+        episodes=n,
+    )
     trained = two_loops([("adv0", {})], cfg)["adv0"]
     driver, ctx = trained.defender, Contexts()
     rng = np.random.default_rng([cfg.seed, 99])
@@ -211,40 +348,63 @@ def check_c9(episodes: int | None = None, seeds: int | None = None, family: str 
     finally:
         driver.close()
     k_wo, k_w = sum(r.crashed for r in without), sum(r.crashed for r in with_memory)
-    parts = [rate_higher("crash rate: without reflections - with ADV-0's reflections", k_wo, n, k_w, n,
-                         MIN_RATE_EFFECT, metric="crash rate", arm="without-reflections", versus="with-reflections")]
+    parts = [
+        rate_higher(
+            "crash rate: without reflections - with ADV-0's reflections",
+            k_wo,
+            n,
+            k_w,
+            n,
+            MIN_RATE_EFFECT,
+            metric="crash rate",
+            arm="without-reflections",
+            versus="with-reflections",
+        )
+    ]
     reports = trained.defender_reports
     steps = sum(x.steps for x in with_memory + without)
     numbers = {
-        "with reflections: crash rate": fmt_rate(k_w, n), "without: crash rate": fmt_rate(k_wo, n),
+        "with reflections: crash rate": fmt_rate(k_w, n),
+        "without: crash rate": fmt_rate(k_wo, n),
         "with reflections: defender-failure rate": fmt_rate(sum(x.defender_failure for x in with_memory), n),
         "without: defender-failure rate": fmt_rate(sum(x.defender_failure for x in without), n),
         "evaluation episodes whose crash outcome differs between the arms": str(
-            sum(a.crashed != b.crashed for a, b in zip(with_memory, without))),
+            sum(a.crashed != b.crashed for a, b in zip(with_memory, without))
+        ),
         "invalid actions (with / without)": f"{sum(x.invalid_actions for x in with_memory)} / "
-                                            f"{sum(x.invalid_actions for x in without)}",
+        f"{sum(x.invalid_actions for x in without)}",
         "training: driver episodes (attacker rollouts + reflection scenarios)": f"{trained.used} + "
-                                                                                f"{sum(x['episodes'] for x in reports)}",
+        f"{sum(x['episodes'] for x in reports)}",
         "training: crashes / lessons written per round": ", ".join(
-            f"{x['crashes']}/{x['lessons_added']}" for x in reports),
+            f"{x['crashes']}/{x['lessons_added']}" for x in reports
+        ),
         "lessons in memory": str(len(lessons)),
         "evaluation driving steps (model calls, both arms)": str(steps),
     }
-    notes = ["a long command: every driving step is a model call; this size plays "
-             f"{c9_driver_episodes(n, c, r)} driver episodes (rounds x (contexts x {C9_K + 1} + 2 x contexts) + "
-             "2 x episodes)",
-             "both arms drive the same episodes (same draws, same seeds, temperature 0): with an empty memory the "
-             "arms differ only by the lessons in the prompt"]
+    notes = [
+        "a long command: every driving step is a model call; this size plays "
+        f"{c9_driver_episodes(n, c, r)} driver episodes (rounds x (contexts x {C9_K + 1} + 2 x contexts) + "
+        "2 x episodes)",
+        "both arms drive the same episodes (same draws, same seeds, temperature 0): with an empty memory the "
+        "arms differ only by the lessons in the prompt",
+    ]
     if not lessons:
-        notes.append("the driver wrote no lesson in training (no crash it could have caused): the arms drive "
-                     "identical prompts, so this run cannot show an effect of reflection")
+        notes.append(
+            "the driver wrote no lesson in training (no crash it could have caused): the arms drive "
+            "identical prompts, so this run cannot show an effect of reflection"
+        )
     notes += [f"lesson: {les[:160]}" for les in lessons[:3]]
     return Finding.judge(
-        "C9", "the LLM driver crashes less with the reflections it learned from ADV-0's failures than without",
+        "C9",
+        "the LLM driver crashes less with the reflections it learned from ADV-0's failures than without",
         f"the driver ({model}) drives {r} round(s) of the min-max loop on {fam} (ADV-0 trains on {c} contexts x "
         f"(K={C9_K} + 1) rollouts against it; the driver then drives {2 * c} of its draws, reflecting after each "
         f"crash not the attacker's fault); then adv0's draws on the same {n} evaluation seeds with that memory vs an "
         f"empty one: crash rate lower with it (Newcombe CI > 0; not reproduced when its upper end < "
         f"{MIN_RATE_EFFECT})",
-        parts, numbers=numbers, notes=notes, world=fam,
-        setting=f"{fam}: the LLM driver ({model}), {r} round(s), {c} contexts, {n} evaluation episodes per arm")
+        parts,
+        numbers=numbers,
+        notes=notes,
+        world=fam,
+        setting=f"{fam}: the LLM driver ({model}), {r} round(s), {c} contexts, {n} evaluation episodes per arm",
+    )

@@ -8,9 +8,9 @@ stored: it is computed from the interval it prints by `harness.claims.decide` (h
 reproduced, fails -> not reproduced, undecided -> inconclusive), so the two cannot disagree. A
 part with no interval (none computed, or an unbounded one) is inconclusive. A check's verdict is
 `harness.claims.combine` of its parts' outcomes. An inconclusive part prints the sample size that
-would decide it at alpha 0.05 / power 0.8 (ADV-0's planning figures, kept here: the two-proportion
-formula for rates, the one-proportion formula for a bound, the core's `seeds_to_decide` for means,
-the current n scaled by the squared ratio of the needed to the observed standard error otherwise).
+would decide it at alpha 0.05 / power 0.8 (ADV-0's planning figures: the two-proportion formula for
+rates (`power.two_proportion_n`, which also sizes the checks), the one-proportion formula for a
+bound, the core's `seeds_to_decide` for means, the current n scaled by the squared ratio of the needed to the observed standard error otherwise).
 
 The intervals are all `harness.stats`': a rate difference by Newcombe's hybrid score interval, a
 bound on a rate by Wilson's, a mean over units by Student t, a difference of the means of two
@@ -24,7 +24,7 @@ is judged by its registered criterion (`claims.py`): `claim_of` checks that its 
 registered conditions; at any other size it is exploratory and says so.
 
 May import: the standard library, numpy, pydantic and `harness`, `environments.adv0.paper`,
-`environments.adv0.claims`.
+`environments.adv0.claims`, `environments.adv0.power`.
 """
 
 from __future__ import annotations
@@ -39,8 +39,20 @@ from pydantic import BaseModel, Field, computed_field
 
 from environments.adv0.claims import CRITERIA_LOG, SIZES, registered_claim
 from environments.adv0.paper import departures_for, sentence_for
+from environments.adv0.power import two_proportion_n
 from harness.claims import (
-    Claim, ClaimVerdict, Condition, ConditionResult, Departure, Look, Op, Outcome, SeedPlan, Verdict, combine, decide,
+    Claim,
+    ClaimVerdict,
+    Condition,
+    ConditionResult,
+    Departure,
+    Look,
+    Op,
+    Outcome,
+    SeedPlan,
+    Verdict,
+    combine,
+    decide,
     seeds_to_decide,
 )
 from harness.claims.model import Scalar
@@ -48,13 +60,38 @@ from harness.claims.prereg import first_committed
 from harness.errors import HarnessError
 from harness.records import Metric
 from harness.stats import (
-    BOOTSTRAP_MIN_UNITS, bootstrap_difference, mean_interval, newcombe_difference, paired_ratio_interval,
-    welch_interval, wilson_interval, z_value,
+    BOOTSTRAP_MIN_UNITS,
+    bootstrap_difference,
+    mean_interval,
+    newcombe_difference,
+    paired_ratio_interval,
+    welch_interval,
+    wilson_interval,
+    z_value,
 )
 
-__all__ = ["ALPHA", "Finding", "LEVEL", "Part", "Verdict", "claim_of", "claim_verdict", "fmt_metric", "fmt_rate",
-           "judged", "mean_above", "one_proportion_n", "rate_at_most", "rate_higher", "ratio_at_most",
-           "relative_not_below", "render", "scaled_n", "stat_higher", "two_proportion_n"]
+__all__ = [
+    "ALPHA",
+    "Finding",
+    "LEVEL",
+    "Part",
+    "Verdict",
+    "claim_of",
+    "claim_verdict",
+    "fmt_metric",
+    "fmt_rate",
+    "judged",
+    "mean_above",
+    "one_proportion_n",
+    "rate_at_most",
+    "rate_higher",
+    "ratio_at_most",
+    "relative_not_below",
+    "render",
+    "scaled_n",
+    "stat_higher",
+    "two_proportion_n",
+]
 
 ALPHA, POWER = 0.05, 0.8
 LEVEL = 1 - ALPHA  # every interval a check prints is at this level
@@ -64,18 +101,6 @@ VERDICT_OF: dict[Outcome, Verdict] = {"holds": "reproduced", "fails": "not repro
 
 
 # ---------------------------------------------------------------- planning figures (ADV-0's own)
-def two_proportion_n(p1: float, p2: float, alpha: float = ALPHA, power: float = POWER) -> int | None:
-    """Episodes per arm to detect p1 != p2 (two-sided, pooled-variance normal approximation);
-    None when p1 == p2. 0.35 vs 0.25 at 0.05 / 0.8 needs 329 per arm."""
-    p1, p2 = min(max(p1, 1e-6), 1 - 1e-6), min(max(p2, 1e-6), 1 - 1e-6)
-    if abs(p1 - p2) < 1e-12:
-        return None
-    za, zb = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
-    pbar = (p1 + p2) / 2
-    num = za * math.sqrt(2 * pbar * (1 - pbar)) + zb * math.sqrt(p1 * (1 - p1) + p2 * (1 - p2))
-    return math.ceil((num / (p1 - p2)) ** 2)
-
-
 def one_proportion_n(p: float, limit: float, alpha: float = ALPHA, power: float = POWER) -> int | None:
     """Episodes to show a true rate `p` lies on its side of `limit` (two-sided test against
     p0 = limit); None when p == limit."""
@@ -130,8 +155,15 @@ class Part(BaseModel):
 
     def condition(self, setting: str) -> Condition:
         """The core condition this part is judged by."""
-        return Condition(metric=self.metric, setting=setting, arm=self.arm, versus=self.versus, op=self.op,
-                         threshold=self.threshold, refute_at=self.refute_at)
+        return Condition(
+            metric=self.metric,
+            setting=setting,
+            arm=self.arm,
+            versus=self.versus,
+            op=self.op,
+            threshold=self.threshold,
+            refute_at=self.refute_at,
+        )
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -163,37 +195,85 @@ class Part(BaseModel):
         return text + (f"; {self.note}" if self.note else "")
 
     def condition_text(self) -> str:
-        beyond = f" (refuted below {self.refute_at:g})" if self.refute_at is not None and self.upward else \
-            f" (refuted above {self.refute_at:g})" if self.refute_at is not None else ""
+        beyond = (
+            f" (refuted below {self.refute_at:g})"
+            if self.refute_at is not None and self.upward
+            else f" (refuted above {self.refute_at:g})"
+            if self.refute_at is not None
+            else ""
+        )
         return f"{self.what} {self.claim_text()}{beyond}"
 
 
-def judged(what: str, value: float | None, lo: float | None, hi: float | None, *, op: Op, threshold: float,
-           method: str, n: str, size: int, metric: str, arm: str, versus: str | None = None,
-           refute_at: float | None = None, unit: str = "episodes per arm", note: str = "") -> Part:
+def judged(
+    what: str,
+    value: float | None,
+    lo: float | None,
+    hi: float | None,
+    *,
+    op: Op,
+    threshold: float,
+    method: str,
+    n: str,
+    size: int,
+    metric: str,
+    arm: str,
+    versus: str | None = None,
+    refute_at: float | None = None,
+    unit: str = "episodes per arm",
+    note: str = "",
+) -> Part:
     """A part from an estimate and its interval (non-finite ends: no interval)."""
     lo, hi = _finite(lo), _finite(hi)
     if lo is None or hi is None:
         lo = hi = None
-    return Part(what=what, metric=metric, arm=arm, versus=versus, value=_finite(value), ci_low=lo, ci_high=hi, n=n,
-                size=size, op=op, threshold=threshold, refute_at=refute_at, method=method, unit=unit,
-                note=note)
+    return Part(
+        what=what,
+        metric=metric,
+        arm=arm,
+        versus=versus,
+        value=_finite(value),
+        ci_low=lo,
+        ci_high=hi,
+        n=n,
+        size=size,
+        op=op,
+        threshold=threshold,
+        refute_at=refute_at,
+        method=method,
+        unit=unit,
+        note=note,
+    )
 
 
 def _needing(part: Part, needed: Callable[[], int | None]) -> Part:
     return part.model_copy(update={"needed_n": needed()}) if part.outcome == "undecided" else part
 
 
-def rate_higher(what: str, k1: int, n1: int, k2: int, n2: int, min_effect: float, *, metric: str, arm: str,
-                versus: str) -> Part:
+def rate_higher(
+    what: str, k1: int, n1: int, k2: int, n2: int, min_effect: float, *, metric: str, arm: str, versus: str
+) -> Part:
     """Claim: rate 1 (k1 of n1) is higher than rate 2 (k2 of n2). Newcombe CI of the difference >
     0: reproduced; its upper end < `min_effect`: not reproduced (an effect that large is ruled out)."""
     if n1 == 0 or n2 == 0:
         d = lo = hi = None
     else:
         d, lo, hi = newcombe_difference(k1, n1, k2, n2, LEVEL)
-    part = judged(what, d, lo, hi, op=">", threshold=0.0, refute_at=min_effect, method="Newcombe CI",
-                  n=f"{k1}/{n1} vs {k2}/{n2}", size=min(n1, n2), metric=metric, arm=arm, versus=versus)
+    part = judged(
+        what,
+        d,
+        lo,
+        hi,
+        op=">",
+        threshold=0.0,
+        refute_at=min_effect,
+        method="Newcombe CI",
+        n=f"{k1}/{n1} vs {k2}/{n2}",
+        size=min(n1, n2),
+        metric=metric,
+        arm=arm,
+        versus=versus,
+    )
 
     def needed() -> int | None:
         if d is None:
@@ -209,8 +289,20 @@ def rate_at_most(what: str, k: int, n: int, limit: float, *, metric: str, arm: s
     its lower end > limit: not reproduced. n = 0: the interval is [0, 1], inconclusive."""
     lo, hi = wilson_interval(k, n, LEVEL)
     p = k / n if n else None
-    part = judged(what, p, lo, hi, op="<=", threshold=limit, method="Wilson CI", n=f"{k}/{n}", size=n, metric=metric,
-                  arm=arm, unit=unit)
+    part = judged(
+        what,
+        p,
+        lo,
+        hi,
+        op="<=",
+        threshold=limit,
+        method="Wilson CI",
+        n=f"{k}/{n}",
+        size=n,
+        metric=metric,
+        arm=arm,
+        unit=unit,
+    )
 
     def needed() -> int | None:
         if not p:  # Wilson's upper end at k = 0 is z^2 / (n + z^2): <= limit from this n
@@ -220,34 +312,82 @@ def rate_at_most(what: str, k: int, n: int, limit: float, *, metric: str, arm: s
     return _needing(part, needed)
 
 
-def mean_above(what: str, values: Sequence[float] | np.ndarray, threshold: float, *, metric: str, arm: str,
-               unit: str, strict: bool = True) -> Part:
+def mean_above(
+    what: str,
+    values: Sequence[float] | np.ndarray,
+    threshold: float,
+    *,
+    metric: str,
+    arm: str,
+    unit: str,
+    strict: bool = True,
+) -> Part:
     """Claim: the mean of per-unit values (paired differences, one per unit) is above `threshold`
     (Student-t interval); refuted when the interval lies below it."""
     v = np.asarray(values, dtype=float)
     mean, lo, hi = mean_interval(v, LEVEL) if v.size else (None, None, None)
-    part = judged(what, mean, lo, hi, op=">" if strict else ">=", threshold=threshold, method="Student-t CI",
-                  n=f"{v.size} {unit}", size=int(v.size),
-                  metric=metric, arm=arm, unit=unit)
+    part = judged(
+        what,
+        mean,
+        lo,
+        hi,
+        op=">" if strict else ">=",
+        threshold=threshold,
+        method="Student-t CI",
+        n=f"{v.size} {unit}",
+        size=int(v.size),
+        metric=metric,
+        arm=arm,
+        unit=unit,
+    )
     return _needing(part, lambda: seeds_to_decide(v, threshold, LEVEL) if v.size else None)
 
 
-def ratio_at_most(what: str, x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray, limit: float, *,
-                  metric: str, arm: str, unit: str) -> Part:
+def ratio_at_most(
+    what: str,
+    x: Sequence[float] | np.ndarray,
+    y: Sequence[float] | np.ndarray,
+    limit: float,
+    *,
+    metric: str,
+    arm: str,
+    unit: str,
+) -> Part:
     """Claim: mean(x) / mean(y) <= limit over paired units (Fieller's interval). "Ratio <= limit"
     is "the t interval of x - limit * y lies at or below 0", so the units that would decide it are
     the core's `seeds_to_decide` of x - limit * y."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ratio, lo, hi = paired_ratio_interval(xs, ys, LEVEL)
-    part = judged(what, ratio, lo, hi, op="<=", threshold=limit, method="Fieller CI (paired Student t)",
-                  n=f"{xs.size} {unit}", size=int(xs.size), metric=metric, arm=arm, unit=unit,
-                  note="no interval when mean(denominator) is not clearly away from 0 at this n")
+    part = judged(
+        what,
+        ratio,
+        lo,
+        hi,
+        op="<=",
+        threshold=limit,
+        method="Fieller CI (paired Student t)",
+        n=f"{xs.size} {unit}",
+        size=int(xs.size),
+        metric=metric,
+        arm=arm,
+        unit=unit,
+        note="no interval when mean(denominator) is not clearly away from 0 at this n",
+    )
     return _needing(part, lambda: seeds_to_decide(xs - limit * ys, 0.0, LEVEL))
 
 
-def stat_higher(what: str, a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.ndarray,
-                stat: Callable[[np.ndarray], float], min_effect: float, *, metric: str, arm: str, versus: str,
-                seed: int = 0) -> Part:
+def stat_higher(
+    what: str,
+    a: Sequence[Any] | np.ndarray,
+    b: Sequence[Any] | np.ndarray,
+    stat: Callable[[np.ndarray], float],
+    min_effect: float,
+    *,
+    metric: str,
+    arm: str,
+    versus: str,
+    seed: int = 0,
+) -> Part:
     """Claim: a statistic that is not a mean (e.g. distinct clusters) is higher over the episodes
     `a` than over `b`: percentile bootstrap over episodes (`harness.stats.bootstrap_difference`),
     judged only at >= BOOTSTRAP_MIN_UNITS (30) episodes per arm -- below, no interval."""
@@ -256,14 +396,40 @@ def stat_higher(what: str, a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.
     size_note = f"judged only at >= {BOOTSTRAP_MIN_UNITS} episodes per arm (a percentile bootstrap below that has unknown coverage)"
     if n < BOOTSTRAP_MIN_UNITS:
         d = float(stat(a_) - stat(b_)) if n else None
-        part = judged(what, d, None, None, op=">", threshold=0.0, refute_at=min_effect,
-                      method="percentile bootstrap CI over episodes", n=f"{len(a_)} vs {len(b_)} episodes", size=n,
-                      metric=metric, arm=arm, versus=versus, note=size_note)
+        part = judged(
+            what,
+            d,
+            None,
+            None,
+            op=">",
+            threshold=0.0,
+            refute_at=min_effect,
+            method="percentile bootstrap CI over episodes",
+            n=f"{len(a_)} vs {len(b_)} episodes",
+            size=n,
+            metric=metric,
+            arm=arm,
+            versus=versus,
+            note=size_note,
+        )
         return part.model_copy(update={"needed_n": BOOTSTRAP_MIN_UNITS})
     d, lo, hi, se = bootstrap_difference(a_, b_, stat, LEVEL, seed=seed)
-    part = judged(what, d, lo, hi, op=">", threshold=0.0, refute_at=min_effect,
-                  method="percentile bootstrap CI over episodes", n=f"{len(a_)} vs {len(b_)} episodes", size=n,
-                  metric=metric, arm=arm, versus=versus, note=size_note)
+    part = judged(
+        what,
+        d,
+        lo,
+        hi,
+        op=">",
+        threshold=0.0,
+        refute_at=min_effect,
+        method="percentile bootstrap CI over episodes",
+        n=f"{len(a_)} vs {len(b_)} episodes",
+        size=n,
+        metric=metric,
+        arm=arm,
+        versus=versus,
+        note=size_note,
+    )
 
     def needed() -> int | None:
         effect = max(d, min_effect)
@@ -272,8 +438,9 @@ def stat_higher(what: str, a: Sequence[Any] | np.ndarray, b: Sequence[Any] | np.
     return _needing(part, needed)
 
 
-def relative_not_below(what: str, a: Sequence[float], b: Sequence[float], limit: float, *, metric: str, arm: str,
-                       versus: str) -> Part:
+def relative_not_below(
+    what: str, a: Sequence[float], b: Sequence[float], limit: float, *, metric: str, arm: str, versus: str
+) -> Part:
     """Claim: mean(a) / mean(b) - 1 >= limit (e.g. -0.05: a loses at most 5% of b), a and b two
     independent arms. The interval is Welch's for mean(a) - mean(b), divided by |mean(b)| (the
     base taken as fixed, as before: its own spread is not in the interval). mean(b) = 0: no
@@ -282,14 +449,38 @@ def relative_not_below(what: str, a: Sequence[float], b: Sequence[float], limit:
     base = float(b_.mean()) if b_.size else 0.0
     n = f"{len(a_)} vs {len(b_)} episodes"
     if base == 0.0 or a_.size == 0:
-        return judged(what, None, None, None, op=">=", threshold=limit, method="Welch t CI", n=n,
-                      size=min(len(a_), len(b_)), metric=metric, arm=arm, versus=versus,
-                      note="the base mean is 0: no relative change")
+        return judged(
+            what,
+            None,
+            None,
+            None,
+            op=">=",
+            threshold=limit,
+            method="Welch t CI",
+            n=n,
+            size=min(len(a_), len(b_)),
+            metric=metric,
+            arm=arm,
+            versus=versus,
+            note="the base mean is 0: no relative change",
+        )
     d, lo, hi = welch_interval(a_, b_, LEVEL)
     scale = abs(base)
     rel, lo, hi = d / scale, lo / scale, hi / scale
-    part = judged(what, rel, lo, hi, op=">=", threshold=limit, method="Welch t CI (scaled by |mean(b)|)", n=n,
-                  size=min(len(a_), len(b_)), metric=metric, arm=arm, versus=versus)
+    part = judged(
+        what,
+        rel,
+        lo,
+        hi,
+        op=">=",
+        threshold=limit,
+        method="Welch t CI (scaled by |mean(b)|)",
+        n=n,
+        size=min(len(a_), len(b_)),
+        metric=metric,
+        arm=arm,
+        versus=versus,
+    )
 
     def needed() -> int | None:
         if a_.size < 2 or b_.size < 2:
@@ -334,8 +525,16 @@ class Finding(BaseModel):
         top = max(needs, key=lambda p: p.needed_n or 0) if verdict == "inconclusive" and needs else None
         kw.setdefault("sentence", sentence_for(check))
         kw.setdefault("departures", departures_for(check))
-        return cls(check=check, claim=claim, criterion=criterion, parts=parts, verdict=verdict,
-                   needed_n=top.needed_n if top else None, needed_unit=top.unit if top else "episodes per arm", **kw)
+        return cls(
+            check=check,
+            claim=claim,
+            criterion=criterion,
+            parts=parts,
+            verdict=verdict,
+            needed_n=top.needed_n if top else None,
+            needed_unit=top.unit if top else "episodes per arm",
+            **kw,
+        )
 
 
 def claim_of(f: Finding) -> tuple[Claim, bool]:
@@ -351,16 +550,35 @@ def claim_of(f: Finding) -> tuple[Claim, bool]:
         registered = registered_claim(f.check)
         if conditions != registered.conditions:
             ran = "; ".join(c.text() for c in conditions)
-            raise HarnessError(f"check {f.check} judged by {ran!r}, which is not its registered criterion "
-                               f"({registered.criterion_text()}): register the change in environments/adv0/"
-                               "criteria_log.toml and environments/adv0/claims.py, or restore the threshold")
+            raise HarnessError(
+                f"check {f.check} judged by {ran!r}, which is not its registered criterion "
+                f"({registered.criterion_text()}): register the change in environments/adv0/"
+                "criteria_log.toml and environments/adv0/claims.py, or restore the threshold"
+            )
+        look = registered.plan.looks[0]
+        short = [p for p in f.parts if p.unit == registered.plan.unit and p.size != look]
+        if short:  # the default-size path ran another size than the registered plan: not its criterion
+            raise HarnessError(
+                f"check {f.check} ran {short[0].size} {short[0].unit} at its default size, but its "
+                f"registered plan looks at {look}: the check's default and claims.SIZES disagree"
+            )
         return registered, True
     protocol: dict[str, Scalar] = dict(SIZES.get(f.check, {})) | (f.overrides or {})
-    claim = Claim(id=f"adv0.{f.check}", sentence=f.sentence or f.claim, setting=f.setting or f.world, arms=arms,
-                  settings=(f.world,), conditions=conditions,
-                  plan=SeedPlan(looks=(max(1, f.parts[0].size if f.parts else 1),), level=LEVEL,
-                                unit=f.parts[0].unit if f.parts else "episodes per arm"),
-                  protocol=protocol, departures=f.departures)
+    claim = Claim(
+        id=f"adv0.{f.check}",
+        sentence=f.sentence or f.claim,
+        setting=f.setting or f.world,
+        arms=arms,
+        settings=(f.world,),
+        conditions=conditions,
+        plan=SeedPlan(
+            looks=(max(1, f.parts[0].size if f.parts else 1),),
+            level=LEVEL,
+            unit=f.parts[0].unit if f.parts else "episodes per arm",
+        ),
+        protocol=protocol,
+        departures=f.departures,
+    )
     return claim, False
 
 
@@ -376,19 +594,38 @@ def claim_verdict(f: Finding) -> ClaimVerdict:
     """The finding as the core saves a verdict (`RUN_DIR/claims/adv0.CN.json`): one condition per
     part, one look at the size the check ran, `seeds` = that size (episodes per arm or contexts)."""
     claim, registered = claim_of(f)
-    conditions = [ConditionResult(condition=p.condition_text(), estimate=p.value, ci_low=p.ci_low, ci_high=p.ci_high,
-                                  n=p.size, level=LEVEL, outcome=p.outcome,
-                                  seeds_needed=p.needed_n if p.outcome == "undecided" else None) for p in f.parts]
+    conditions = [
+        ConditionResult(
+            condition=p.condition_text(),
+            estimate=p.value,
+            ci_low=p.ci_low,
+            ci_high=p.ci_high,
+            n=p.size,
+            level=LEVEL,
+            outcome=p.outcome,
+            seeds_needed=p.needed_n if p.outcome == "undecided" else None,
+        )
+        for p in f.parts
+    ]
     size = claim.plan.looks[0]
-    return ClaimVerdict(claim=claim.id, sentence=claim.sentence, setting=claim.setting,
-                        criterion=f"{f.criterion} [{f.parts[0].unit if f.parts else ''}: {size}]",
-                        criterion_hash=claim.criterion_hash(), registered=registration(claim, registered),
-                        verdict=f.verdict, seeds=size, subject=f.overrides.get("model") if f.overrides else None,
-                        conditions=conditions, looks=[Look(seeds=size, level=LEVEL, verdict=f.verdict,
-                                                           conditions=conditions)],
-                        departures=f.departures, seeds_to_decide=f.needed_n, wall_s=f.wall_s,
-                        unit=f.needed_unit if f.needed_n else (f.parts[0].unit if f.parts else "episodes per arm"),
-                        note="; ".join([f"ours: {f.claim}", *([] if registered else [EXPLORATORY]), *f.notes])[:2000])
+    return ClaimVerdict(
+        claim=claim.id,
+        sentence=claim.sentence,
+        setting=claim.setting,
+        criterion=f"{f.criterion} [{f.parts[0].unit if f.parts else ''}: {size}]",
+        criterion_hash=claim.criterion_hash(),
+        registered=registration(claim, registered),
+        verdict=f.verdict,
+        seeds=size,
+        subject=f.overrides.get("model") if f.overrides else None,
+        conditions=conditions,
+        looks=[Look(seeds=size, level=LEVEL, verdict=f.verdict, conditions=conditions)],
+        departures=f.departures,
+        seeds_to_decide=f.needed_n,
+        wall_s=f.wall_s,
+        unit=f.needed_unit if f.needed_n else (f.parts[0].unit if f.parts else "episodes per arm"),
+        note="; ".join([f"ours: {f.claim}", *([] if registered else [EXPLORATORY]), *f.notes])[:2000],
+    )
 
 
 # ---------------------------------------------------------------- printing
@@ -415,8 +652,10 @@ def fmt_part(p: Part) -> str:
 def render(f: Finding) -> str:
     """The finding as the command prints it."""
     claim, registered = claim_of(f)
-    lines = [f"{f.check} ({claim.id}) -- the paper: {f.sentence or '(not stated)'}",
-             f"claim (as we test it): {f.claim}"]
+    lines = [
+        f"{f.check} ({claim.id}) -- the paper: {f.sentence or '(not stated)'}",
+        f"claim (as we test it): {f.claim}",
+    ]
     if f.setting:
         lines.append(f"setting (ours): {f.setting}")
     if registered:
@@ -435,8 +674,11 @@ def render(f: Finding) -> str:
         lines.append(f"departure {i}: the paper: {d.paper} | ours: {d.ours} | why: {d.why} | effect: {d.effect}")
     verdict = f.verdict.upper()
     if f.verdict == "inconclusive":
-        verdict += (f" -- deciding it needs ~{f.needed_n} {f.needed_unit}" if f.needed_n
-                    else " -- no sample size estimate (see the parts)")
+        verdict += (
+            f" -- deciding it needs ~{f.needed_n} {f.needed_unit}"
+            if f.needed_n
+            else " -- no sample size estimate (see the parts)"
+        )
     lines.append(f"verdict: {verdict}")
     lines.append(f"wall {f.wall_s:.1f} s, CPU {f.cpu_s:.1f} s")
     return "\n".join(lines)

@@ -206,7 +206,7 @@ def test_every_check_names_the_papers_sentence_and_its_departures():
         deps = paper.departures_for(name)
         texts = [d.ours for d in deps]
         assert any("factorised categorical" in t and "drawn once per episode" in t for t in texts), name
-        assert any("far smaller than the sizes that would decide it" in t for t in texts), name
+        assert any("from a power calculation fixed before its run" in t for t in texts), name
         assert all(d.paper and d.ours and d.why and d.effect for d in deps)
 
 
@@ -247,7 +247,7 @@ def test_check_command_saves_the_verdict_under_run_dir(tmp_path):
     [v] = load_verdicts([tmp_path])
     assert v.claim == "adv0.C1" and v.seeds == 3 and f"saved: {tmp_path}/claims/adv0.C1.json" in text
     assert v.verdict in text.lower()
-    assert "exploratory" in text and "seeds=3" in text and v.registered is None  # 3 contexts: not the registered 8
+    assert "exploratory" in text and "seeds=3" in text and v.registered is None  # 3 contexts: not the registered 34
 
 
 def test_a_check_at_its_default_size_is_judged_by_its_registered_criterion(tmp_path):
@@ -259,8 +259,13 @@ def test_a_check_at_its_default_size_is_judged_by_its_registered_criterion(tmp_p
     assert registered and f.overrides == {} and claim == registered_claim("C1")
     v = verdicts.claim_verdict(f)
     assert v.criterion_hash == registered_claim("C1").criterion_hash() and verdicts.EXPLORATORY not in v.note
-    assert checks.overrides("C1", {"seeds": 8, "episodes": None}, "toy") == {}  # the default given: still registered
+    default = registered_claim("C1").plan.looks[0]
+    assert checks.overrides("C1", {"seeds": default, "episodes": None}, "toy") == {}  # the default given: still registered
     # A threshold moved in the check without an amendment is an error at its first run, naming the fix.
     moved = f.model_copy(update={"parts": [f.parts[0].model_copy(update={"threshold": 0.6})]})
     with pytest.raises(HarnessError, match="not its registered criterion.*criteria_log.toml"):
         verdicts.claim_of(moved)
+    # ... and so is a default-size run of fewer units than the registered power plan looks at
+    short = f.model_copy(update={"parts": [f.parts[0].model_copy(update={"size": 8})]})
+    with pytest.raises(HarnessError, match="ran 8 contexts at its default size.*looks at 34"):
+        verdicts.claim_of(short)
