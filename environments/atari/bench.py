@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
+from typing import TypedDict
 
 from environments.atari.env import AtariEnvironment
 from environments.atari.objects import EXTRACTORS
 
 
+class VisualBench(TypedDict):
+    """`run_visual_bench`'s result: the settings and, per game, its timings and overheads."""
+
+    steps: int
+    seed: int
+    filmstrip: bool
+    action_repeat: int
+    games: dict[str, dict[str, float]]
+
+
 def run_visual_bench(games: tuple[str, ...] = tuple(EXTRACTORS), steps: int = 2000,
-                     seed: int = 0, filmstrip: bool = False, action_repeat: int = 4) -> dict[str, Any]:
-    rows = {}
+                     seed: int = 0, filmstrip: bool = False, action_repeat: int = 4) -> VisualBench:
+    rows: dict[str, dict[str, float]] = {}
     for game in games:
         env = AtariEnvironment(action_repeat=action_repeat, filmstrip=filmstrip)
         rng = random.Random(seed)
@@ -45,7 +55,7 @@ def run_visual_bench(games: tuple[str, ...] = tuple(EXTRACTORS), steps: int = 20
     return {"steps": steps, "seed": seed, "filmstrip": filmstrip, "action_repeat": action_repeat, "games": rows}
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_table(result: VisualBench) -> str:
     lines = [f"{result['steps']} emulator steps per game (frame skip 4, sticky 0.25), "
              f"{result['action_repeat']} per agent step, filmstrip={result['filmstrip']}; "
              "wrapper = everything step() does besides the emulator (extraction, typed delta, observation text)",

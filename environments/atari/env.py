@@ -18,14 +18,18 @@ import base64
 import io
 import time
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from environments.atari import games
-from environments.atari.objects import Frame, coarse, delta_between, describe, lost, read
+from environments.atari.frame import Frame
+from environments.atari.objects import coarse, delta_between, describe, lost, read
 from environments.cdwm.env import fixed_action_class, screen_action
 from harness.environment import ACTION_HELP, STOP, WORLD_MODEL_HELP, Observation, StepResult
+
+if TYPE_CHECKING:
+    import gymnasium
 
 FILMSTRIP_FRAMES = 6
 MAX_FILMSTRIPS = 3
@@ -41,7 +45,7 @@ WORLD_MODEL_HELP_TEXT = (
 )
 
 
-def make_ale_env(game: str, sticky: float = games.STICKY_ACTION_P):
+def make_ale_env(game: str, sticky: float = games.STICKY_ACTION_P) -> gymnasium.Env[np.ndarray, int]:
     """ale-py's gymnasium env for `game` with the Atari 100k settings (RAM observations; the
     screen is read from the emulator only when a frame is kept)."""
     import gymnasium as gym
@@ -78,7 +82,8 @@ class AtariEnvironment:
         ale = self._env.unwrapped.ale
         self.actions = [m.lower() for m in self._env.unwrapped.get_action_meanings()]
         self.score, self.env_steps, self.agent_steps = 0.0, 0, 0
-        self.done, self.game_over, self.stopped = False, False, None
+        self.done, self.game_over = False, False
+        self.stopped: str | None = None
         self.frame = read(self.game, self.ram, self.score, ale.lives(), None)
         self.recent: deque[np.ndarray] = deque(maxlen=FILMSTRIP_FRAMES)
         self.filmstrips = []

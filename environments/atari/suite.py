@@ -24,7 +24,7 @@ from harness.environment import ALL, NONE, ActionMask, Environment
 from harness.errors import HarnessError
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import Sample, SampleContext, Transcript
+from harness.suite import Sample, SampleContext, Score, Transcript, dump_payload
 
 DEFAULT_GAMES = "breakout,pong"
 # The world moves whatever the agent does (a noop can lose a life), so every game action may
@@ -94,10 +94,10 @@ class CdwmAtariSuite(GeneratedCdwmSuite):
             transcript.output["pictures"] = list(env.filmstrips)  # shown by `harness view`
         return transcript
 
-    async def _score_episode(self, sample, transcript, ctx):
+    async def _score_episode(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         score = await super()._score_episode(sample, transcript, ctx)
         ev = transcript["evaluation"]
-        score.values |= {"game": ev.get("game"), "game_score": ev.get("score", 0.0),
+        score.values = dump_payload(score.values) | {"game": ev.get("game"), "game_score": ev.get("score", 0.0),
                          "human_normalized_score": ev.get("human_normalized_score", 0.0)}
         return score
 

@@ -10,14 +10,27 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import TypedDict
 
 from environments.household.env import HouseholdEnvironment
 from environments.household.generator import generate_tasks
 from harness.stats import nearest_rank
 
 
-def run_household_bench(passes: int = 1, seed: int = 0) -> dict[str, Any]:
+class HouseholdBench(TypedDict):
+    """`run_household_bench`'s result; each timing row is n, mean_ms, p95_ms."""
+
+    tasks: int
+    passes: int
+    won: int
+    episodes: int
+    total_s: float
+    reset: dict[str, float]
+    step: dict[str, float]
+    by_class: dict[str, dict[str, float]]
+
+
+def run_household_bench(passes: int = 1, seed: int = 0) -> HouseholdBench:
     tasks = generate_tasks(seed)
     resets: list[float] = []
     steps: dict[str, list[float]] = {}
@@ -48,7 +61,7 @@ def run_household_bench(passes: int = 1, seed: int = 0) -> dict[str, Any]:
             "by_class": {cls: row(ts) for cls, ts in sorted(steps.items())}}
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_table(result: HouseholdBench) -> str:
     lines = [f"{result['episodes']} episodes ({result['tasks']} tasks x {result['passes']}), gold plans won "
              f"{result['won']}, {result['total_s']:.1f} s", f"{'':12} {'n':>6} {'mean ms':>9} {'p95 ms':>9}"]
     for name, r in [("reset", result["reset"]), ("step", result["step"])] + list(result["by_class"].items()):

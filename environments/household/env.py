@@ -83,7 +83,8 @@ def game_data(task: dict[str, Any]) -> dict[str, Any]:
     """The engine's game: an official `game.tw-pddl` unchanged, or a generated problem with the
     bundled domain and grammar (the task's description filled in as ALFWorld does)."""
     if task.get("game_file"):
-        return json.loads(Path(task["game_file"]).read_text())
+        game: dict[str, Any] = json.loads(Path(task["game_file"]).read_text())
+        return game
     domain, grammar = bundled_logic()
     return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", task["intent"]),
             "pddl_problem": task["pddl_problem"]}

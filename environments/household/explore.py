@@ -8,7 +8,7 @@ reverse (the acyclic import contract); `cdwm/collect.py` names this module by st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from environments.household.catalog import OBJECTS, SLICE
 from environments.household.env import HouseholdEnvironment
@@ -19,8 +19,16 @@ LONG = {short: long for long, short in SHORT.items()}
 SLICEABLE = tuple(sorted(name.lower() for name, o in OBJECTS.items() if SLICE in o.affords))
 
 
+class HouseholdSpec(TypedDict):
+    """One collection episode: the generator's seed, task type (short name) and index."""
+
+    seed: int
+    type: str
+    index: int
+
+
 class HouseholdEpisode:
-    def __init__(self, spec: dict[str, Any], max_steps: int) -> None:
+    def __init__(self, spec: HouseholdSpec, max_steps: int) -> None:
         self.task = generate_task(int(spec["seed"]), LONG[spec["type"]], int(spec["index"]))
         self.intent = self.task["intent"]
         self.env = HouseholdEnvironment(max_steps=max_steps)
@@ -88,10 +96,10 @@ class HouseholdWorld:
     perturbations: dict[str, tuple[str, ...]] = {}
     max_steps = 30
 
-    def spec(self, task_type: str, index: int, seed: int, perturbation: str | None) -> dict[str, Any]:
+    def spec(self, task_type: str, index: int, seed: int, perturbation: str | None) -> HouseholdSpec:
         return {"seed": seed, "type": task_type, "index": index}
 
-    def open(self, spec: dict[str, Any]) -> HouseholdEpisode:
+    def open(self, spec: HouseholdSpec) -> HouseholdEpisode:
         return HouseholdEpisode(spec, self.max_steps)
 
 

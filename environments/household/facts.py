@@ -79,8 +79,8 @@ def delta_between(before: set[Fact], after: set[Fact], static: Mapping[str, set[
                 attribute = ATTRIBUTES[pred]
                 delta.attributes.append(AttributeChange(entity=args[0], attribute=attribute,
                                                         before=sign == "-", after=sign == "+"))
-                if sign == "+" and attribute in UNDO and (UNDO[attribute] is None
-                                                          or args[0] not in static.get(UNDO[attribute], set())):
+                if sign == "+" and attribute in UNDO and ((undo := UNDO[attribute]) is None
+                                                          or args[0] not in static.get(undo, set())):
                     delta.reversible = False
                     delta.irreversible_cost = 1.0  # the object is lost for tasks needing it as it was
                 continue

@@ -18,6 +18,7 @@ other tasks unchanged.
 from __future__ import annotations
 
 import random
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,7 @@ class Scene:
     def rtype(self, rid: str) -> str:
         return dict(self.receptacles)[rid]
 
-    def holders(self, otype: str, exclude: set[str] = frozenset()) -> list[str]:
+    def holders(self, otype: str, exclude: AbstractSet[str] = frozenset()) -> list[str]:
         return [rid for rid, rt in self.receptacles if accepts(rt, otype) and rt not in exclude]
 
 
@@ -116,7 +117,7 @@ def generate_task(seed: int, task_type: str, index: int) -> dict[str, Any]:
     else:  # pragma: no cover - the catalogue always has one
         raise RuntimeError(f"no target object for {task_type} in a {room.name}")
     goal_rtype = rng.choice(goal_types) if task_type != "look_at_obj_in_light" else None
-    exclude = {goal_rtype, appliance} - {None}
+    exclude = {rtype for rtype in (goal_rtype, appliance) if rtype is not None}
     sources = scene.holders(target, exclude=exclude)
     copies = 2 if task_type == "pick_two_obj_and_place" else 1
     targets = [scene.add_object(target, rng.choice(sources)) for _ in range(copies)]
@@ -209,9 +210,11 @@ def gold_plan(task_type: str, scene: Scene, targets: list[str], goal_rtype: str 
             plan.append(f"{VERB[task_type]} {{{oid}}} with {{{app}}}")
         if task_type == "look_at_obj_in_light":
             lamp = next(o for o, t, _ in scene.objects if t == "DeskLamp")
+            assert lamp_host is not None  # the generator places a lamp for this task type
             go(lamp_host)
             plan.append(f"use {{{lamp}}}")
         else:
+            assert goal_rid is not None  # every other task type has a goal receptacle
             visit(goal_rid)
             plan.append(f"move {{{oid}}} to {{{goal_rid}}}")
     return plan

@@ -22,6 +22,7 @@ from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.household import generator
 from environments.household.mask import HOUSEHOLD_MASK
 from environments.household.official import DEFAULT_SPLIT, OfficialDataError, data_root, intent_of_game, official_tasks
+from harness.environment import Environment
 from harness.errors import HarnessError
 from harness.suite import Sample
 
@@ -95,7 +96,7 @@ class CdwmHouseholdSuite(CdwmSuite):
         task = self.task_of(sample)
         return task.get("intent") or intent_of_game(task["game_file"])
 
-    def make_env(self, sample: Sample, judge: Callable[[str], str] | None):
+    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:
         from environments.household.env import HouseholdEnvironment
 
         # One step above the agent's limit: the agent's own limit ends the episode (and says so).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html import escape
 from html.parser import HTMLParser
@@ -32,7 +33,7 @@ class Node:
     parent: "Node | None" = None
     bid: str = ""  # backend_node_id
 
-    def elements(self):
+    def elements(self) -> Iterator[Node]:
         """This node and every element below it, in document order."""
         yield self
         for c in self.children:

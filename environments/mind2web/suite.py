@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
+import numpy as np
+
 from pydantic import Field
 
 from corpora.mind2web.loader import load_tasks
@@ -30,7 +32,7 @@ from environments.mind2web.metrics import mind2web_metrics, task_scores
 from environments.web.suite import WEB_WORLD_MODEL_HELP
 from harness.records import CallRecord, Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript, dump_payload
 
 MIND2WEB_WORLD_MODEL_HELP = (
     "Only a click can change stored state: typing or selecting fills a form, and nothing is stored until a "
@@ -116,7 +118,7 @@ class CdwmMind2WebSuite(CdwmSuite):
     async def _score_task(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
         base = await self._score_episode(sample, transcript, ctx)
         evaluation = transcript["evaluation"]
-        values = base.values | {k: evaluation[k] for k in M2W_KEYS} | {"split": evaluation.get("split", "")}
+        values = dump_payload(base.values) | {k: evaluation[k] for k in M2W_KEYS} | {"split": evaluation.get("split", "")}
         if "mindact" in evaluation:
             values["mindact"] = evaluation["mindact"]
         return Score(values=values)
@@ -132,7 +134,7 @@ class CdwmMind2WebSuite(CdwmSuite):
         by_split: dict[str, list[list[float]]] = {}
         for r in records:
             by_split.setdefault(str(r.scores.get("split", "")), []).append([r.scores.get("step_success_rate", 0.0), 1.0])
-        return {"split": {name: ratio_metric(rows, lambda c: c[0], lambda c: c[1], seed=seed)
+        return {"split": {name: ratio_metric(np.asarray(rows, dtype=float), lambda c: c[0], lambda c: c[1], seed=seed)
                           for name, rows in sorted(by_split.items())}}
 
 

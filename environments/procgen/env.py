@@ -36,10 +36,15 @@ def check_level(level: str) -> str:
     return name
 
 
-def read_state(env: Any) -> dict[str, dict[str, Any]]:
+# A level's state: entity -> attribute -> value (cells, a direction name, "type:colour", door flags).
+Attributes = dict[str, int | str | bool]
+GridState = dict[str, Attributes]
+
+
+def read_state(env: Any) -> GridState:
     """Entity -> attributes of a MiniGrid level (walls, floor and lava are static scenery)."""
     u = env.unwrapped
-    state: dict[str, dict[str, Any]] = {"agent": {"x": int(u.agent_pos[0]), "y": int(u.agent_pos[1]),
+    state: GridState = {"agent": {"x": int(u.agent_pos[0]), "y": int(u.agent_pos[1]),
                                                   "dir": DIRECTIONS[int(u.agent_dir)]}}
     if u.carrying is not None:
         state["agent"]["carrying"] = f"{u.carrying.type}:{u.carrying.color}"
@@ -49,7 +54,7 @@ def read_state(env: Any) -> dict[str, dict[str, Any]]:
             if cell is None or cell.type in ("wall", "floor", "lava"):
                 continue
             name = "goal" if cell.type == "goal" else f"{cell.type}:{cell.color}"
-            attrs: dict[str, Any] = {"x": x, "y": y}
+            attrs: Attributes = {"x": x, "y": y}
             if cell.type == "door":
                 attrs |= {"open": bool(cell.is_open), "locked": bool(cell.is_locked)}
             state[name] = attrs
@@ -62,9 +67,14 @@ def lava_cells(env: Any) -> list[tuple[int, int]]:
             if (c := u.grid.get(x, y)) is not None and c.type == "lava"]
 
 
-def grid_delta(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]], ended: str | None) -> Delta:
+def _carrying(state: GridState) -> str | None:
+    held = state["agent"].get("carrying")  # "type:colour" when the agent holds something
+    return held if isinstance(held, str) else None
+
+
+def grid_delta(before: GridState, after: GridState, ended: str | None) -> Delta:
     """The typed delta between two level states; `ended` is "complete" or "failed" when the level ended."""
-    held_before, held_after = before["agent"].get("carrying"), after["agent"].get("carrying")
+    held_before, held_after = _carrying(before), _carrying(after)
     created = sorted(set(after) - set(before))
     deleted = sorted(set(before) - set(after))
     attributes = [AttributeChange(entity=e, attribute=k, before=before.get(e, {}).get(k), after=v)
@@ -96,7 +106,9 @@ class GridEnvironment:
         self._env = gym.make(LEVELS[self.level])
         self._env.reset(seed=self.seed)
         self.state, self.lava = read_state(self._env), lava_cells(self._env)
-        self.steps, self.done, self.outcome, self.reward, self.stopped = 0, False, None, 0.0, None
+        self.steps, self.done, self.reward = 0, False, 0.0
+        self.outcome: str | None = None
+        self.stopped: str | None = None
         return self._observe("The level starts.")
 
     def step(self, action: str) -> StepResult:

@@ -147,6 +147,7 @@ def diff(before: WorldState, after: WorldState) -> Delta:
     for uuid in sorted(set(before.things) | set(after.things), key=_uuid_order):
         old, new = before.things.get(uuid), after.things.get(uuid)
         if old is None:
+            assert new is not None  # the uuid is in one of the two states
             created.append(new.name)
             if new.parent is not None:
                 added.append(Relation(subject=new.name, relation="in", object=after.name(new.parent)))
@@ -203,9 +204,9 @@ def _life_stage(node: dict[str, Any], entry: Any) -> tuple[str | None, str | Non
     return (stage if stage != "none" else None), printed
 
 
-def irreversible_facts(delta: Delta) -> set[tuple]:
+def irreversible_facts(delta: Delta) -> set[tuple[str, ...]]:
     """The facts of `delta` (normalised as in `Delta.facts`) that no later action can undo."""
-    out = set()
+    out: set[tuple[str, ...]] = set()
     for fact in delta.facts():
         kind = fact[0]
         if (kind == "delete" and fact[1] not in RENEWABLE) or (kind == "rel+" and fact[2] == FOCUS) or (
@@ -221,7 +222,7 @@ def settle(delta: Delta) -> Delta:
     return delta
 
 
-def as_predicate(fact: tuple) -> dict[str, Any]:
+def as_predicate(fact: tuple[str, ...]) -> dict[str, Any]:
     """A normalised fact as a requirement predicate (the language of `cdwm.metrics.delta_matches`)."""
     kind = fact[0]
     if kind in ("create", "delete"):

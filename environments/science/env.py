@@ -26,7 +26,7 @@ import atexit
 import re
 import shutil
 import threading
-from typing import Any
+from typing import Any, TypedDict
 
 import psutil
 
@@ -66,8 +66,24 @@ FEEDBACK_CHARS = 2000
 JVM_EXIT_S = 5.0
 
 _START_LOCK = threading.Lock()  # JVM starts one at a time, so a failed start knows its own process
-_GOLD_CACHE: dict[tuple[str, int, str], tuple[frozenset[tuple], int | None]] = {}
+_GOLD_CACHE: dict[tuple[str, int, str], tuple[frozenset[tuple[str, ...]], int | None]] = {}
 _GOLD_LOCK = threading.Lock()
+
+
+class _TaskKey(TypedDict):
+    """The loaded task, as ScienceWorld names it (also the gold-path cache's key)."""
+
+    task_name: str
+    variation: int
+    simplification: str
+
+
+class _Move(TypedDict):
+    """One step of the episode, as the evaluation reads it back."""
+
+    action: str
+    delta: Delta
+    failed: bool
 
 
 class ScienceEnvironment:
@@ -78,7 +94,7 @@ class ScienceEnvironment:
         self._sw: Any = None  # scienceworld.ScienceWorldEnv
         self._java: psutil.Process | None = None
         self._closed = False
-        self._task: dict[str, Any] | None = None
+        self._task: _TaskKey | None = None
         self._evaluation: dict[str, Any] | None = None
         self.gold_path: list[str] | None = None
         atexit.register(self.close)
@@ -184,10 +200,11 @@ class ScienceEnvironment:
         self._server = self._sw.server
         self._state, look = self._snapshot()
         self._score, self._completed, self._moves = 0, False, int(self._server.getNumMoves())
-        self._steps, self._done, self._ended_by = 0, False, None
+        self._steps, self._done = 0, False
+        self._ended_by: str | None = None
         self._question: dict[str, str] = {}  # the latest question's numbered choices
         self._pending = False  # the question waits for its answer
-        self._history: list[dict[str, Any]] = []
+        self._history: list[_Move] = []
         self._admissible: list[str] | None = None
         self._evaluation = None
         return self._observe(f"{self.description}\n\n{look}")
@@ -293,9 +310,11 @@ class ScienceEnvironment:
             self._evaluation["gold_replay_error"] = replay_error
         return self._evaluation
 
-    def gold_requirements(self) -> tuple[set[tuple], int | None]:
+    def gold_requirements(self) -> tuple[set[tuple[str, ...]], int | None]:
         """The irreversible facts of the task's gold path and the score the replay reached (None
         without a gold path). Replays in this JVM, so the current world is lost; cached per task."""
+        if self._task is None:
+            raise RuntimeError("call reset(task) before gold_requirements()")
         key = (self._task["task_name"], self._task["variation"], self._task["simplification"])
         with _GOLD_LOCK:
             cached = _GOLD_CACHE.get(key)
@@ -304,7 +323,7 @@ class ScienceEnvironment:
             self._sw.load(key[0], key[1], key[2], generateGoldPath=True)
             gold = [a for a in self._sw.get_gold_action_sequence() if not a.startswith("ERROR")]
             self._sw.reset()
-            facts: set[tuple] = set()
+            facts: set[tuple[str, ...]] = set()
             state, _ = self._snapshot()
             score = None
             moves = int(self._server.getNumMoves())
@@ -363,8 +382,8 @@ class ScienceEnvironment:
         if self._admissible is not None:
             return list(self._admissible)
         rank = {cls: i for i, cls in enumerate(ADMISSIBLE_ORDER)}
-        valid = {" ".join(a.split()) for a in self._sw.get_valid_action_object_combinations()}
-        valid = [a for a in valid if self.action_class(a) != RESET_TASK]
+        combos = {" ".join(a.split()) for a in self._sw.get_valid_action_object_combinations()}
+        valid = [a for a in combos if self.action_class(a) != RESET_TASK]
         valid.sort(key=lambda a: (rank.get(self.action_class(a), len(rank)), a))
         self._admissible = valid[: self.max_admissible]
         return list(self._admissible)

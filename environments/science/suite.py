@@ -29,6 +29,7 @@ from pydantic import Field, field_validator
 
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.science.mask import SCIENCE_MASK
+from harness.environment import Environment
 from harness.errors import HarnessError
 from harness.suite import Sample
 
@@ -135,7 +136,7 @@ class CdwmScienceSuite(CdwmSuite):
                 "variations": self.variations, "simplification": self.simplification,
                 "env_step_limit": self.env_step_limit, "max_admissible": self.max_admissible}
 
-    def make_env(self, sample: Sample, judge: Callable[[str], str] | None):
+    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:
         from environments.science.env import ScienceEnvironment
 
         # One step above the agent's limit: the agent's own limit ends the episode (and says so).

@@ -54,7 +54,7 @@ def render(nodes: list[dict[str, Any]]) -> AxTree:
         backend = node.get("backendDOMNodeId")
         shown = not node.get("ignored") and role not in SKIP_ROLES and backend is not None and (
             role in INTERACTIVE or (name and not (role == "StaticText" and (in_field or name in parent_name))))
-        if shown:
+        if shown and backend is not None:  # (shown implies a backend id; said again for the type checker)
             parts = [f"[{backend}] {role} {name!r}"]
             value = _value(node.get("value"))
             if role in INTERACTIVE and value not in (None, ""):

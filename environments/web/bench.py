@@ -12,7 +12,7 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any
+from typing import TypedDict
 
 from environments.web.browser_env import WebEnvironment
 from environments.web.replay import resolve
@@ -23,7 +23,19 @@ from harness.stats import nearest_rank
 BENCH_TASK_IDS = ("shop_009", "travel_007", "mail_008", "shop_006", "travel_006", "mail_005")
 
 
-def run_env_bench(episodes: int = 3, screenshot: bool = False) -> dict[str, Any]:
+class WebBench(TypedDict):
+    """`run_env_bench`'s result (milliseconds: mean, p50, p95, max; per class n, mean, p95)."""
+
+    steps: int
+    episodes: int
+    screenshot: bool
+    step_ms: dict[str, float]
+    step_ms_by_class: dict[str, dict[str, float]]
+    reset_ms: dict[str, float]
+    wall_s: float
+
+
+def run_env_bench(episodes: int = 3, screenshot: bool = False) -> WebBench:
     tasks = {t["task_id"]: t for t in load_tasks()}
     chosen = [tasks[i] for i in BENCH_TASK_IDS if i in tasks]
     steps: dict[str, list[float]] = {}
@@ -45,7 +57,10 @@ def run_env_bench(episodes: int = 3, screenshot: bool = False) -> dict[str, Any]
                     if result.done:
                         break
     all_steps = [v for vs in steps.values() for v in vs]
-    ms = lambda v: round(v * 1000, 1)  # noqa: E731
+
+    def ms(v: float) -> float:
+        return round(v * 1000, 1)
+
     return {
         "steps": len(all_steps), "episodes": episodes * len(chosen), "screenshot": screenshot,
         "step_ms": {"mean": ms(statistics.mean(all_steps)), "p50": ms(statistics.median(all_steps)),
@@ -57,7 +72,7 @@ def run_env_bench(episodes: int = 3, screenshot: bool = False) -> dict[str, Any]
     }
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_table(result: WebBench) -> str:
     lines = [f"web env overhead: {result['steps']} steps over {result['episodes']} episodes "
              f"(screenshot={result['screenshot']}, wall {result['wall_s']} s)",
              f"  step   mean {result['step_ms']['mean']} ms  p50 {result['step_ms']['p50']} ms  "

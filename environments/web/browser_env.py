@@ -14,9 +14,10 @@ import importlib.util
 import os
 import re
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from urllib.parse import urlparse
 
 import psutil
@@ -31,6 +32,9 @@ from environments.web.world import WorldServer
 from harness.environment import ACTION_HELP as HELP_KEY, Delta, EnvironmentClosed, Observation, StepResult
 from harness.processes import kill_trees
 
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser, BrowserContext, CDPSession, Locator, Page, Playwright
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-background-networking", "--disable-component-update", "--no-first-run",
                  "--disable-default-apps", "--disable-sync", "--disable-dev-shm-usage"]
@@ -43,6 +47,14 @@ TAG_JS = """function(tag) {
   el.setAttribute('data-cdwm-target', tag);
   return {tag: el.tagName.toLowerCase(), type: (el.type || '').toLowerCase(), disabled: !!el.disabled};
 }"""
+
+
+class ElementMeta(TypedDict):
+    """What TAG_JS reports about the element it tagged."""
+
+    tag: str
+    type: str
+    disabled: bool
 
 
 def browser_missing(chromium: Path | None = None) -> str | None:
@@ -67,8 +79,11 @@ class WebEnvironment:
         self.max_steps, self.screenshot, self.viewport = max_steps, screenshot, viewport
         self.chromium = chromium or CHROMIUM  # read at call time: one setting for the suite's check and this
         self.world = WorldServer() if world else None
-        self._pw = self._browser = self._context = self._page = None
-        self._cdp: dict[int, Any] = {}
+        self._pw: Playwright | None = None
+        self._browser: Browser | None = None
+        self._context: BrowserContext | None = None
+        self._page: Page | None = None
+        self._cdp: dict[int, CDPSession] = {}
         self._browser_procs: list[psutil.Process] = []
         self._profile: str | None = None
         self._hosts = set(LOOPBACK)
@@ -98,20 +113,21 @@ class WebEnvironment:
         try:
             if self.world is not None:
                 self.world.start()
-            self._hosts = LOOPBACK | {urlparse(u).hostname for u in taskmod.webarena_urls().values()}
+            # (A URL without a host, which _blocked_urls could not sort, adds nothing.)
+            self._hosts = LOOPBACK | {h for u in taskmod.webarena_urls().values() if (h := urlparse(u).hostname)}
             before = _descendants()
-            self._pw = sync_playwright().start()
-            self._browser = self._pw.chromium.launch(executable_path=str(self.chromium), headless=True,
-                                                     args=CHROMIUM_ARGS, timeout=self.timeout_ms * 3)
+            pw = self._pw = sync_playwright().start()
+            browser = self._browser = pw.chromium.launch(executable_path=str(self.chromium), headless=True,
+                                                         args=CHROMIUM_ARGS, timeout=self.timeout_ms * 3)
             self._browser_procs = [p for pid, p in _descendants().items() if pid not in before]
             self._profile = _profile_dir(self._browser_procs)
-            self._context = self._browser.new_context(viewport={"width": self.viewport[0], "height": self.viewport[1]})
-            self._context.set_default_timeout(self.timeout_ms)
-            self._context.set_default_navigation_timeout(self.timeout_ms)
+            context = self._context = browser.new_context(viewport={"width": self.viewport[0], "height": self.viewport[1]})
+            context.set_default_timeout(self.timeout_ms)
+            context.set_default_navigation_timeout(self.timeout_ms)
             # Only requests to other hosts are intercepted (the regex is matched inside the driver), so
             # loopback traffic pays nothing for the block.
-            self._context.route(_blocked_urls(self._hosts), lambda route: route.abort("blockedbyclient"))
-            self._page = self._context.new_page()
+            context.route(_blocked_urls(self._hosts), lambda route: route.abort("blockedbyclient"))
+            self._page = context.new_page()
         except BaseException:
             self.close()
             raise
@@ -121,8 +137,10 @@ class WebEnvironment:
         if self._closed:
             return
         self._closed = True
-        for step in (lambda: self._context and self._context.close(), lambda: self._browser and self._browser.close(),
-                     lambda: self._pw and self._pw.stop()):
+        steps: list[Callable[[], None]] = [x.close for x in (self._context, self._browser) if x is not None]
+        if self._pw is not None:
+            steps.append(self._pw.stop)
+        for step in steps:
             try:
                 step()
             except BaseException:  # a dead browser cannot be closed politely; it is killed below
@@ -132,6 +150,18 @@ class WebEnvironment:
             self.world.stop()
         self._pw = self._browser = self._context = self._page = None
         atexit.unregister(self.close)
+
+    @property
+    def _live_context(self) -> BrowserContext:
+        if self._context is None:
+            raise EnvironmentClosed("the browser is not running; call reset(task) on an open WebEnvironment")
+        return self._context
+
+    @property
+    def _live_page(self) -> Page:
+        if self._page is None:
+            raise EnvironmentClosed("the browser is not running; call reset(task) on an open WebEnvironment")
+        return self._page
 
     @property
     def site_urls(self) -> dict[str, str]:
@@ -151,14 +181,15 @@ class WebEnvironment:
             if self.world is not None and taskmod.uses_world(task):
                 self.world.reset()
             self._task = taskmod.substitute(task, self.site_urls)
-            for extra in self._context.pages[1:]:
+            context = self._live_context
+            for extra in context.pages[1:]:
                 extra.close()
-            self._page = self._context.pages[0] if self._context.pages else self._context.new_page()
+            page = self._page = context.pages[0] if context.pages else context.new_page()
             urls = [u.strip() for u in self._task["start_url"].split(" |AND| ")]
             for i, url in enumerate(urls):  # WebArena: several start URLs open several tabs
                 if i:
-                    self._page = self._context.new_page()
-                self._page.goto(url, wait_until="load")
+                    page = self._page = context.new_page()
+                page.goto(url, wait_until="load")
         self._seen = self.world.last_ledger_id() if self.world is not None and self.world.base_url else 0
         self._entries: list[LedgerEntry] = []
         self._answer: str | None = None
@@ -189,7 +220,7 @@ class WebEnvironment:
         if self._answer is not None or self._steps >= self.max_steps:
             self._done = True
         return self._result(merge([e.delta for e in entries]) if entries else Delta(), valid=error is None,
-                            error=error, ledger=[e.model_dump(mode="json") for e in entries])
+                            error=error, ledger=entries)
 
     def action_class(self, action: str) -> str:
         return action_class(action)
@@ -198,7 +229,7 @@ class WebEnvironment:
         if self._task is None:
             raise RuntimeError("call reset(task) and run the episode before evaluate()")
         with self._watchdog("evaluate"):
-            return evaluate(self._task, answer=self._answer, last_url=self._page.url, page=self._page,
+            return evaluate(self._task, answer=self._answer, last_url=self._live_page.url, page=self._page,
                             entries=self._entries, judge=self.judge, timeout_ms=self.timeout_ms)
 
     @property
@@ -207,14 +238,15 @@ class WebEnvironment:
         return list(self._entries)
 
     # -- internals -----------------------------------------------------------------------------
-    def _result(self, delta: Delta, *, valid: bool, error: str | None, ledger: list | None = None) -> StepResult:
-        info = {"error": error} if error else {}
-        info["ledger"] = ledger or []
+    def _result(self, delta: Delta, *, valid: bool, error: str | None,
+                ledger: Sequence[LedgerEntry] = ()) -> StepResult:
+        info: dict[str, object] = {"error": error} if error else {}
+        info["ledger"] = [e.model_dump(mode="json") for e in ledger]
         obs = self._observe(error)
         return StepResult(observation=obs, delta=delta, done=self._done, valid=valid, info=info)
 
     def _execute(self, a: Action) -> None:
-        page = self._page
+        page, context = self._live_page, self._live_context
         if a.kind in ("click", "hover", "type"):
             el, meta = self._element(a.element)
             if a.kind == "click":
@@ -244,52 +276,53 @@ class WebEnvironment:
         elif a.kind == "go_forward":
             page.go_forward(wait_until="load")
         elif a.kind == "new_tab":
-            self._page = self._context.new_page()
+            self._page = context.new_page()
         elif a.kind == "tab_focus":
-            pages = self._context.pages
-            if not 0 <= a.index < len(pages):
+            pages = context.pages
+            if a.index is None or not 0 <= a.index < len(pages):
                 raise ActionError(f"tab_focus [{a.index}]: there are {len(pages)} tabs; use an index from 0 to {len(pages) - 1}")
             self._page = pages[a.index]
             self._page.bring_to_front()
         elif a.kind == "close_tab":
             page.close()
-            pages = self._context.pages
-            self._page = pages[-1] if pages else self._context.new_page()
+            pages = context.pages
+            self._page = pages[-1] if pages else context.new_page()
         elif a.kind == "stop":
             self._answer = a.text
         if a.kind not in ("stop", "new_tab"):
-            self._page.wait_for_load_state("load")
+            self._live_page.wait_for_load_state("load")
 
-    def _element(self, element_id: int) -> tuple[Any, dict[str, Any]]:
+    def _element(self, element_id: int | None) -> tuple[Locator, ElementMeta]:
         if element_id not in self._ids:
             raise ActionError(f"element [{element_id}] is not on the current page; use an id from the latest observation")
         self._tag += 1
         tag = f"t{self._tag}"
         cdp = self._cdp_session()
         obj = cdp.send("DOM.resolveNode", {"backendNodeId": element_id})["object"]["objectId"]
-        meta = cdp.send("Runtime.callFunctionOn", {"objectId": obj, "functionDeclaration": TAG_JS,
+        meta: ElementMeta | None = cdp.send("Runtime.callFunctionOn", {"objectId": obj, "functionDeclaration": TAG_JS,
                                                    "arguments": [{"value": tag}], "returnByValue": True})["result"].get("value")
         if not meta:
             raise ActionError(f"element [{element_id}] is no longer on the page; use an id from the latest observation")
         if meta["disabled"]:
             raise ActionError(f"element [{element_id}] is disabled; it cannot be used now")
-        return self._page.locator(f'[data-cdwm-target="{tag}"]'), meta
+        return self._live_page.locator(f'[data-cdwm-target="{tag}"]'), meta
 
-    def _cdp_session(self) -> Any:
-        key = id(self._page)
+    def _cdp_session(self) -> CDPSession:
+        page, context = self._live_page, self._live_context
+        key = id(page)
         if key not in self._cdp:
-            self._cdp = {k: v for k, v in self._cdp.items() if any(id(p) == k for p in self._context.pages)}
-            self._cdp[key] = self._context.new_cdp_session(self._page)
+            self._cdp = {k: v for k, v in self._cdp.items() if any(id(p) == k for p in context.pages)}
+            self._cdp[key] = context.new_cdp_session(page)
         return self._cdp[key]
 
     def _observe(self, error: str | None = None) -> Observation:
-        page = self._page
+        page = self._live_page
         try:
             with self._watchdog("observe"):
                 tree = render(self._cdp_session().send("Accessibility.getFullAXTree")["nodes"])
                 # The current tab's title is the tree's root name: one browser round trip fewer per step.
                 tabs = [f"[{i}] " + (f"{tree.title!r} (current)" if p is page else repr(p.title()))
-                        for i, p in enumerate(self._context.pages)]
+                        for i, p in enumerate(self._live_context.pages)]
                 shot = page.screenshot(timeout=self.timeout_ms) if self.screenshot else None
         except EnvironmentClosed:
             raise
@@ -303,7 +336,7 @@ class WebEnvironment:
                            info={"url": page.url, "step": getattr(self, "_steps", 0), HELP_KEY: ACTION_HELP})
 
     @contextmanager
-    def _watchdog(self, what: str):
+    def _watchdog(self, what: str) -> Iterator[None]:
         """Per-call timeouts cover Playwright; this covers a browser that stops answering at all
         (CDP calls have no timeout of their own): the browser is killed and the call fails."""
         fired = threading.Event()

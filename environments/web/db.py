@@ -124,6 +124,7 @@ def seed(conn: sqlite3.Connection) -> None:
         for (cls, refundable, fee), price in zip(FARE_CLASSES, prices3):
             cur = conn.execute("INSERT INTO fare (flight_id, class, price, refundable, cancel_fee) VALUES (?,?,?,?,?)",
                                (fid, cls, price, int(refundable), price if fee is None else fee))
+            assert cur.lastrowid is not None  # set by every INSERT
             fare_ids[(fid, cls)] = cur.lastrowid
     for bid, fid, cls, passenger, seat in BOOKINGS:
         fare_id = fare_ids[(fid, cls)]

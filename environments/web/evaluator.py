@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -144,7 +144,8 @@ def _target_url(raw: str, last_url: str) -> str:
 def _select(page: Any, target: dict[str, Any]) -> str:
     locator = target.get("locator", "") or ""
     if not locator.strip():
-        return page.content()
+        content: str = page.content()
+        return content
     if locator.startswith("func:"):
         raise EvaluationError(f"program_html locator {locator[:60]!r}: WebArena helper functions that query a "
                               "site's API are not available here; use a JavaScript locator")
@@ -196,7 +197,7 @@ def cdwm_check(task: dict[str, Any], entries: list[LedgerEntry]) -> dict[str, An
 
 
 def evaluate(task: dict[str, Any], *, answer: str | None, last_url: str, page: Any = None,
-             entries: list[LedgerEntry] = (), judge: Judge | None = None, timeout_ms: float = 10_000) -> dict[str, Any]:
+             entries: Sequence[LedgerEntry] = (), judge: Judge | None = None, timeout_ms: float = 10_000) -> dict[str, Any]:
     """Score one finished episode of a task whose placeholders are already substituted."""
     scores: dict[str, float] = {}
     for kind in task["eval"]["eval_types"]:

@@ -101,7 +101,8 @@ def read(db: Path | sqlite3.Connection, since_id: int = 0) -> list[LedgerEntry]:
 def last_id(db: Path) -> int:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
     try:
-        return conn.execute("SELECT COALESCE(MAX(id), 0) FROM ledger").fetchone()[0]
+        last: int = conn.execute("SELECT COALESCE(MAX(id), 0) FROM ledger").fetchone()[0]
+        return last
     finally:
         conn.close()
 

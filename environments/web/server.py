@@ -20,7 +20,9 @@ import threading
 import time
 from pathlib import Path
 
-from flask import Flask, abort, jsonify, redirect, request
+from flask import Flask, Response, abort, jsonify, redirect, request
+from flask.typing import ResponseReturnValue
+from werkzeug.exceptions import HTTPException
 from werkzeug.serving import make_server
 
 from environments.web import db as dbm
@@ -43,48 +45,49 @@ def create_app(db_path: Path, template: Path, token: str) -> Flask:
             abort(403)
 
     @app.get("/")
-    def index():
+    def index() -> str:
         return ('<!doctype html><title>Web world</title><h1>Web world</h1><ul>'
                 + "".join(f'<li><a href="/{s}/">{s}</a></li>' for s in SITES) + "</ul>")
 
     @app.get("/favicon.ico")
-    def favicon():
+    def favicon() -> tuple[str, int]:
         return "", 204
 
     @app.post("/__reset")
-    def reset():
+    def reset() -> Response:
         admin()
         dbm.reset(app.config["TEMPLATE"], app.config["DB_PATH"])
         return jsonify(ok=True)
 
     @app.get("/__ledger")
-    def ledger_view():
+    def ledger_view() -> Response:
         admin()
         since = request.args.get("since", "0")
         entries = ledger.read(app.config["DB_PATH"], int(since) if since.isdigit() else 0)
         return jsonify([e.model_dump(mode="json") for e in entries])
 
     @app.after_request
-    def no_cache(resp):
+    def no_cache(resp: Response) -> Response:
         resp.headers["Cache-Control"] = "no-store"  # every observation shows the current state
         return resp
 
     @app.errorhandler(400)
     @app.errorhandler(403)
     @app.errorhandler(409)
-    def refused(err):
+    def refused(err: HTTPException) -> tuple[str, int]:
+        assert err.code is not None  # registered for 400, 403 and 409 only
         return (f"<!doctype html><title>Request refused</title><h1>Request refused</h1>"
                 f"<p class=error role=alert>{_escape(err.description)}</p><p><a href=\"javascript:history.back()\">Back</a></p>",
                 err.code)
 
     @app.get("/<site>")
-    def site_root(site: str):
+    def site_root(site: str) -> ResponseReturnValue:
         return redirect(f"/{site}/") if site in SITES else abort(404)
 
     return app
 
 
-def _escape(text: str) -> str:
+def _escape(text: object) -> str:
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

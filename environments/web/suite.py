@@ -16,6 +16,7 @@ from typing import Any
 from environments.cdwm.suite_base import CdwmSuite
 from environments.web.actions import ACTION_PATTERN, WEB_MASK
 from environments.web.tasks import TASK_DIR, TaskError, load_tasks
+from harness.environment import Environment
 from harness.errors import HarnessError
 from harness.suite import Sample
 
@@ -62,7 +63,7 @@ class CdwmWebSuite(CdwmSuite):
         if problem:
             raise HarnessError(f"{self.name}: {problem}")
 
-    def make_env(self, sample: Sample, judge: Callable[[str], str] | None):
+    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:
         from environments.web.browser_env import WebEnvironment  # Playwright loads only when a task runs
 
         # One step above the agent's limit: the agent's own limit ends the episode (and says so).

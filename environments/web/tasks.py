@@ -125,7 +125,8 @@ def substitute(task: dict[str, Any], urls: dict[str, str]) -> dict[str, Any]:
             return {k: fill(v) for k, v in value.items()}
         return value
 
-    return fill(copy.deepcopy(task))
+    filled: dict[str, Any] = fill(copy.deepcopy(task))
+    return filled
 
 
 def uses_world(task: dict[str, Any]) -> bool:

@@ -27,10 +27,10 @@ class WorldError(RuntimeError):
 class WorldServer:
     def __init__(self, work_dir: Path | None = None, start_timeout_s: float = 20.0):
         self._tmp = None if work_dir else tempfile.TemporaryDirectory(prefix="cdwm-web-")
-        self.work_dir = Path(work_dir or self._tmp.name)
+        self.work_dir = work_dir if work_dir else Path(self._tmp.name if self._tmp else "")
         self.db_path = self.work_dir / "episode.sqlite"
         self.start_timeout_s = start_timeout_s
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.base_url = ""
         self._token = secrets.token_hex(16)
 
@@ -42,12 +42,15 @@ class WorldServer:
     def start(self) -> None:
         env = os.environ | {"CDWM_WEB_TOKEN": self._token, "PYTHONUNBUFFERED": "1"}
         # A new session: stop() can signal the server and anything it starts as one group.
-        with open(self.work_dir / "server.log", "wb") as log:
-            self.proc = subprocess.Popen(
+        with open(self.work_dir / "server.log", "wb") as server_log:
+            proc = self.proc = subprocess.Popen(
                 [sys.executable, "-m", "environments.web.server", "--db", str(self.db_path), "--port", "0",
-                 "--exit-with-parent"], stdout=subprocess.PIPE, stderr=log, env=env, start_new_session=True, text=True)
+                 "--exit-with-parent"], stdout=subprocess.PIPE, stderr=server_log, env=env, start_new_session=True,
+                text=True)
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         line: list[str] = []
-        reader = threading.Thread(target=lambda: line.append(self.proc.stdout.readline()), daemon=True)
+        reader = threading.Thread(target=lambda: line.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(self.start_timeout_s)
         match = re.match(r"serving (http://127\.0\.0\.1:\d+)", line[0] if line else "")
@@ -61,7 +64,8 @@ class WorldServer:
     def _admin(self, method: str, path: str) -> bytes:
         req = urllib.request.Request(self.base_url + path, method=method, headers={TOKEN_HEADER: self._token})
         with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.read()
+            body: bytes = resp.read()
+            return body
 
     def reset(self) -> None:
         """A fresh database from the seed template (the ledger starts empty)."""

@@ -14,7 +14,8 @@ from environments.web.ledger import DeltaBuilder, record
 def conn() -> sqlite3.Connection:
     if "conn" not in g:
         g.conn = dbm.connect(current_app.config["DB_PATH"])
-    return g.conn
+    c: sqlite3.Connection = g.conn
+    return c
 
 
 def close_conn(_exc: BaseException | None = None) -> None:
@@ -30,8 +31,8 @@ def commit(site: str, summary: str, built: DeltaBuilder) -> None:
     c.commit()
 
 
-def one(sql: str, *args) -> sqlite3.Row:
-    row = conn().execute(sql, args).fetchone()
+def one(sql: str, *args: object) -> sqlite3.Row:
+    row: sqlite3.Row | None = conn().execute(sql, args).fetchone()
     if row is None:
         abort(404)
     return row

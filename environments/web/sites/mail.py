@@ -3,6 +3,7 @@ trash with restore, and delete forever (irreversible)."""
 
 from __future__ import annotations
 
+from flask.typing import ResponseReturnValue
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from environments.web.db import ME
@@ -15,22 +16,22 @@ MESSAGE_COST = 1.0  # the mail site's unit: one message sent or destroyed
 
 
 @bp.context_processor
-def _ctx():
+def _ctx() -> dict[str, object]:
     counts = dict(conn().execute("SELECT folder, COUNT(*) FROM message GROUP BY folder").fetchall())
     return {"site_title": "Post Mail", "folders": FOLDERS, "counts": counts, "me": ME}
 
 
-def _render(template: str, **kw):
+def _render(template: str, **kw: object) -> str:
     return render_template(f"mail/{template}.html", **kw)
 
 
 @bp.get("/")
-def home():
+def home() -> ResponseReturnValue:
     return folder("inbox")
 
 
 @bp.get("/folder/<name>")
-def folder(name: str):
+def folder(name: str) -> ResponseReturnValue:
     if name not in FOLDERS:
         abort(404)
     rows = conn().execute("SELECT * FROM message WHERE folder=? ORDER BY date DESC, id DESC", (name,)).fetchall()
@@ -38,17 +39,17 @@ def folder(name: str):
 
 
 @bp.get("/contacts")
-def contacts():
+def contacts() -> ResponseReturnValue:
     return _render("contacts", contacts=conn().execute("SELECT * FROM contact ORDER BY name").fetchall())
 
 
 @bp.get("/message/<int:mid>")
-def message(mid: int):
+def message(mid: int) -> ResponseReturnValue:
     return _render("message", m=one("SELECT * FROM message WHERE id=?", mid))
 
 
 @bp.get("/compose")
-def compose():
+def compose() -> ResponseReturnValue:
     """A blank form, a reply (`reply_to`), a forward (`forward`) or a draft to edit (`draft`)."""
     to = subject = body = ""
     draft_id = None
@@ -67,7 +68,7 @@ def compose():
 
 
 @bp.post("/compose")
-def send_or_save():
+def send_or_save() -> ResponseReturnValue:
     action = request.form.get("action", "")
     if action not in ("save", "send"):
         abort(400, "action must be save or send")
@@ -101,7 +102,7 @@ def send_or_save():
 
 
 @bp.post("/message/<int:mid>/star")
-def star(mid: int):
+def star(mid: int) -> ResponseReturnValue:
     m = one("SELECT * FROM message WHERE id=?", mid)
     new = 0 if m["starred"] else 1
     conn().execute("UPDATE message SET starred=? WHERE id=?", (new, mid))
@@ -111,7 +112,7 @@ def star(mid: int):
 
 
 @bp.post("/message/<int:mid>/trash")
-def trash(mid: int):
+def trash(mid: int) -> ResponseReturnValue:
     m = one("SELECT * FROM message WHERE id=?", mid)
     if m["folder"] == "trash":
         abort(409, "already in the trash")
@@ -122,7 +123,7 @@ def trash(mid: int):
 
 
 @bp.post("/message/<int:mid>/restore")
-def restore(mid: int):
+def restore(mid: int) -> ResponseReturnValue:
     m = one("SELECT * FROM message WHERE id=? AND folder='trash'", mid)
     back = m["previous_folder"] or "inbox"
     conn().execute("UPDATE message SET folder=?, previous_folder=NULL WHERE id=?", (back, mid))
@@ -132,7 +133,7 @@ def restore(mid: int):
 
 
 @bp.post("/message/<int:mid>/delete")
-def delete_forever(mid: int):
+def delete_forever(mid: int) -> ResponseReturnValue:
     one("SELECT * FROM message WHERE id=? AND folder='trash'", mid)
     conn().execute("DELETE FROM message WHERE id=?", (mid,))
     commit("mail", f"deleted message {mid} forever", DeltaBuilder().delete(f"message:{mid}").irreversible(MESSAGE_COST))

@@ -3,6 +3,9 @@ item), and account settings (including closing the account, which forfeits store
 
 from __future__ import annotations
 
+import sqlite3
+
+from flask.typing import ResponseReturnValue
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from environments.web.db import money, order_totals
@@ -14,24 +17,24 @@ CATEGORIES = ("footwear", "kitchen", "clothing", "outdoor", "fitness")
 
 
 @bp.context_processor
-def _ctx():
+def _ctx() -> dict[str, object]:
     c = conn()
     return {"site_title": "Harbour Shop", "money": money,
             "cart_count": c.execute("SELECT COALESCE(SUM(quantity), 0) FROM cart_item").fetchone()[0],
             "account": c.execute("SELECT * FROM shop_account WHERE id=1").fetchone(), "categories": CATEGORIES}
 
 
-def _render(template: str, **kw):
+def _render(template: str, **kw: object) -> str:
     return render_template(f"shop/{template}.html", **kw)
 
 
 @bp.get("/")
-def home():
+def home() -> ResponseReturnValue:
     return _render("list", heading="All products", products=conn().execute("SELECT * FROM product ORDER BY id").fetchall())
 
 
 @bp.get("/search")
-def search():
+def search() -> ResponseReturnValue:
     q = request.args.get("q", "").strip()
     rows = conn().execute("SELECT * FROM product WHERE name LIKE ? OR description LIKE ? ORDER BY id",
                           (f"%{q}%", f"%{q}%")).fetchall()
@@ -39,7 +42,7 @@ def search():
 
 
 @bp.get("/category/<name>")
-def category(name: str):
+def category(name: str) -> ResponseReturnValue:
     if name not in CATEGORIES:
         abort(404)
     rows = conn().execute("SELECT * FROM product WHERE category=? ORDER BY price", (name,)).fetchall()
@@ -47,12 +50,12 @@ def category(name: str):
 
 
 @bp.get("/product/<int:pid>")
-def product(pid: int):
+def product(pid: int) -> ResponseReturnValue:
     return _render("product", p=one("SELECT * FROM product WHERE id=?", pid))
 
 
 @bp.post("/cart/add/<int:pid>")
-def cart_add(pid: int):
+def cart_add(pid: int) -> ResponseReturnValue:
     p = one("SELECT * FROM product WHERE id=?", pid)
     qty = form_int("quantity", default=1, lo=1, hi=20)
     have = conn().execute("SELECT quantity FROM cart_item WHERE product_id=?", (pid,)).fetchone()
@@ -71,7 +74,7 @@ def cart_add(pid: int):
 
 
 @bp.post("/cart/update/<int:pid>")
-def cart_update(pid: int):
+def cart_update(pid: int) -> ResponseReturnValue:
     have = one("SELECT quantity FROM cart_item WHERE product_id=?", pid)[0]
     qty = form_int("quantity", lo=0, hi=20)
     b = DeltaBuilder()
@@ -83,7 +86,7 @@ def cart_update(pid: int):
 
 
 @bp.post("/cart/remove/<int:pid>")
-def cart_remove(pid: int):
+def cart_remove(pid: int) -> ResponseReturnValue:
     one("SELECT quantity FROM cart_item WHERE product_id=?", pid)
     conn().execute("DELETE FROM cart_item WHERE product_id=?", (pid,))
     b = DeltaBuilder().delete(f"cart_item:{pid}").relate("cart", "contains", f"product:{pid}", added=False)
@@ -91,7 +94,7 @@ def cart_remove(pid: int):
     return redirect(url_for("shop.cart"))
 
 
-def _cart():
+def _cart() -> tuple[list[sqlite3.Row], int, int, int]:
     items = conn().execute("SELECT p.*, c.quantity FROM cart_item c JOIN product p ON p.id=c.product_id"
                            " ORDER BY p.id").fetchall()
     subtotal = sum(i["price"] * i["quantity"] for i in items)
@@ -100,13 +103,13 @@ def _cart():
 
 
 @bp.get("/cart")
-def cart():
+def cart() -> ResponseReturnValue:
     items, subtotal, shipping, total = _cart()
     return _render("cart", items=items, subtotal=subtotal)
 
 
 @bp.route("/checkout", methods=["GET", "POST"])
-def checkout():
+def checkout() -> ResponseReturnValue:
     items, subtotal, shipping, total = _cart()
     final = any(i["final_sale"] for i in items)
     if request.method == "GET":
@@ -134,28 +137,28 @@ def checkout():
 
 
 @bp.get("/orders")
-def orders():
+def orders() -> ResponseReturnValue:
     rows = conn().execute("SELECT * FROM shop_order ORDER BY id DESC").fetchall()
     return _render("orders", orders=[(o, _items(o["id"])) for o in rows])
 
 
-def _items(oid: int):
+def _items(oid: int) -> list[sqlite3.Row]:
     return conn().execute("SELECT p.name, i.quantity, i.price FROM order_item i JOIN product p ON p.id=i.product_id"
                           " WHERE i.order_id=? ORDER BY p.id", (oid,)).fetchall()
 
 
-def _cancellable(o) -> bool:
+def _cancellable(o: sqlite3.Row) -> bool:
     return o["status"] == "placed" and not o["final_sale"]
 
 
 @bp.get("/order/<int:oid>")
-def order(oid: int):
+def order(oid: int) -> ResponseReturnValue:
     o = one("SELECT * FROM shop_order WHERE id=?", oid)
     return _render("order", o=o, items=_items(oid), cancellable=_cancellable(o))
 
 
 @bp.route("/order/<int:oid>/cancel", methods=["GET", "POST"])
-def cancel(oid: int):
+def cancel(oid: int) -> ResponseReturnValue:
     o = one("SELECT * FROM shop_order WHERE id=?", oid)
     if not _cancellable(o):
         abort(409, f"order #{oid} can no longer be cancelled")
@@ -175,15 +178,15 @@ def cancel(oid: int):
 
 
 @bp.route("/account", methods=["GET", "POST"])
-def account():
+def account() -> ResponseReturnValue:
     a = one("SELECT * FROM shop_account WHERE id=1")
     if request.method == "GET":
         return _render("account", a=a)
     if a["status"] != "active":
         abort(403, "this account is closed")
-    new = {"name": request.form.get("name", "").strip(), "email": request.form.get("email", "").strip(),
+    new: dict[str, str | int] = {"name": request.form.get("name", "").strip(), "email": request.form.get("email", "").strip(),
            "address": request.form.get("address", "").strip(), "newsletter": int("newsletter" in request.form)}
-    if not new["name"] or "@" not in new["email"] or not new["address"]:
+    if not new["name"] or "@" not in str(new["email"]) or not new["address"]:
         abort(400, "name, a valid email and an address are required")
     conn().execute("UPDATE shop_account SET name=?, email=?, address=?, newsletter=? WHERE id=1",
                    (new["name"], new["email"], new["address"], new["newsletter"]))
@@ -199,7 +202,7 @@ def account():
 
 
 @bp.route("/account/close", methods=["GET", "POST"])
-def close_account():
+def close_account() -> ResponseReturnValue:
     a = one("SELECT * FROM shop_account WHERE id=1")
     if a["status"] != "active":
         abort(409, "this account is already closed")

@@ -3,6 +3,9 @@ Flex refundable), bookings with seat and passenger changes, and cancellation wit
 
 from __future__ import annotations
 
+import sqlite3
+
+from flask.typing import ResponseReturnValue
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from environments.web.db import money
@@ -17,15 +20,15 @@ BOOKING_SQL = ("SELECT b.*, f.class, f.refundable, f.cancel_fee, f.price, f.flig
 
 
 @bp.context_processor
-def _ctx():
+def _ctx() -> dict[str, object]:
     return {"site_title": "CloudWays Travel", "money": money}
 
 
-def _render(template: str, **kw):
+def _render(template: str, **kw: object) -> str:
     return render_template(f"travel/{template}.html", **kw)
 
 
-def fare_label(f) -> str:
+def fare_label(f: sqlite3.Row) -> str:
     """One wording for a fare's refund rule, used on the flight page and in bookings."""
     if not f["refundable"]:
         return "non-refundable"
@@ -33,12 +36,12 @@ def fare_label(f) -> str:
 
 
 @bp.get("/")
-def home():
+def home() -> ResponseReturnValue:
     return _render("home")
 
 
 @bp.get("/search")
-def search():
+def search() -> ResponseReturnValue:
     args = {k: request.args.get(k, "").strip() for k in ("origin", "destination", "date")}
     sql, params = "SELECT l.*, MIN(f.price) AS lowest FROM flight l JOIN fare f ON f.flight_id=l.id WHERE 1=1", []
     for key, value in args.items():
@@ -50,14 +53,14 @@ def search():
 
 
 @bp.get("/flight/<int:fid>")
-def flight(fid: int):
+def flight(fid: int) -> ResponseReturnValue:
     f = one("SELECT * FROM flight WHERE id=?", fid)
     fares = conn().execute("SELECT * FROM fare WHERE flight_id=? ORDER BY price", (fid,)).fetchall()
     return _render("flight", f=f, fares=fares, fare_label=fare_label)
 
 
 @bp.post("/book")
-def book():
+def book() -> ResponseReturnValue:
     fare = one("SELECT f.*, l.code FROM fare f JOIN flight l ON l.id=f.flight_id WHERE f.id=?",
                form_int("fare", lo=1, hi=10_000))
     passenger = " ".join(request.form.get("passenger", "").split())
@@ -79,23 +82,23 @@ def book():
 
 
 @bp.get("/bookings")
-def bookings():
+def bookings() -> ResponseReturnValue:
     rows = conn().execute(BOOKING_SQL + " ORDER BY b.id DESC").fetchall()
     return _render("bookings", bookings=rows)
 
 
 @bp.get("/booking/<int:bid>")
-def booking(bid: int):
+def booking(bid: int) -> ResponseReturnValue:
     b = one(BOOKING_SQL + " WHERE b.id=?", bid)
     return _render("booking", b=b, rule=fare_label(b), refund=_refund(b))
 
 
-def _refund(b) -> int:
-    return b["paid"] - b["cancel_fee"] if b["refundable"] else 0
+def _refund(b: sqlite3.Row) -> int:
+    return int(b["paid"] - b["cancel_fee"]) if b["refundable"] else 0
 
 
 @bp.post("/booking/<int:bid>/update")
-def update(bid: int):
+def update(bid: int) -> ResponseReturnValue:
     b = one(BOOKING_SQL + " WHERE b.id=?", bid)
     if b["status"] != "confirmed":
         abort(409, f"booking #{bid} is {b['status']}")
@@ -112,7 +115,7 @@ def update(bid: int):
 
 
 @bp.route("/booking/<int:bid>/cancel", methods=["GET", "POST"])
-def cancel(bid: int):
+def cancel(bid: int) -> ResponseReturnValue:
     b = one(BOOKING_SQL + " WHERE b.id=?", bid)
     if b["status"] != "confirmed":
         abort(409, f"booking #{bid} is already {b['status']}")
