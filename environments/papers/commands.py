@@ -39,8 +39,13 @@ def check_cmd(
     executor: str = typer.Option("asyncio", "--executor", help="asyncio or ray."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: HOST:PORT."),
     details: bool = typer.Option(False, "--details", help="Also print every arm's metrics side by side."),
+    scale: Optional[int] = typer.Option(None, "--scale", min=1,
+                                        help="A task's size multiplier (its `scale` option; tasks that have one)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (a task's `device` option)."),
 ) -> None:
-    """Run the claim: every arm an ordinary run on shared seeds, paired intervals, a verdict."""
+    """Run the claim: every arm an ordinary run on shared seeds, paired intervals, a verdict.
+    `--scale`/`--device` set the task's options of those names (the registered check is at their
+    defaults; any other size is a bigger setting than the one the criterion was registered for)."""
     from environments.papers.tasks import TASKS
 
     if all_tasks == (task is not None):
@@ -49,8 +54,13 @@ def check_cmd(
     unknown = [n for n in names if n not in TASKS]
     if unknown:
         fail(f"unknown task {unknown[0]!r}: choose one of {', '.join(TASKS)}")
+    options = {k: v for k, v in (("scale", scale), ("device", device)) if v is not None}
+    lacking = [n for n in names if any(k not in TASKS[n].Options.model_fields for k in options)]
+    if lacking:
+        fail(f"--scale/--device: task {lacking[0]!r} has no such option (tasks with both: "
+             + ", ".join(n for n, c in TASKS.items() if {"scale", "device"} <= set(c.Options.model_fields)) + ")")
     verdicts = check_claims([TASKS[n].name for n in names], run_dir, seeds=seeds, executor=executor,
-                            ray_address=ray_address, details=details)
+                            ray_address=ray_address, details=details, options=options)
     if all_tasks:
         from harness.claims.table import to_markdown
 

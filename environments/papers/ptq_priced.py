@@ -92,7 +92,7 @@ def rotation_seed(seed: int, layer: int) -> int:
     return 1_000_003 * seed + 101 * layer + 17
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)  # every seed of a check, across its arms
 def effective_weights(seed: int, cands: tuple[Candidate, ...]) -> list[list[np.ndarray]]:
     """[layer][candidate] the effective weight; the smoothing scale reads calibration inputs only."""
     net, (x_calib, _), _ = trained(seed)
@@ -113,14 +113,20 @@ def budget_bits(net: CNN, setting: str) -> float:
     return BUDGETS[setting] * sum(w.size for w in net.weights)
 
 
-def price_table(net: CNN, x_calib: np.ndarray, eff: list[list[np.ndarray]], solver: str) -> list[list[float]]:
+@lru_cache(maxsize=8)  # every seed of a check, across its arms
+def calibration(seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each layer's calibration inputs and its output Fisher H_l (from unlabelled inputs only)."""
+    net, (x_calib, _), _ = trained(seed)
+    factors = fisher_factors(net, x_calib)
+    return layer_inputs(net, x_calib), [g.T @ g / len(x_calib) for g in factors]
+
+
+def price_table(seed: int, eff: list[list[np.ndarray]], solver: str) -> list[list[float]]:
     """prices[layer][candidate] under the solver's rule (calibration inputs only, never labels)."""
-    inputs = layer_inputs(net, x_calib)
-    factors = fisher_factors(net, x_calib) if solver in ("priced", "diag_hessian") else None
-    n = len(x_calib)
+    net = trained(seed)[0]
+    inputs, hs = calibration(seed)
     table = []
     for layer, w in enumerate(net.weights):
-        h = factors[layer].T @ factors[layer] / n if factors is not None else None
         row = []
         for w_hat in eff[layer]:
             dw = w_hat - w
@@ -128,10 +134,11 @@ def price_table(net: CNN, x_calib: np.ndarray, eff: list[list[np.ndarray]], solv
                 row.append(float((dw**2).sum()))
                 continue
             dz = output_error(layer, inputs[layer], dw)
+            n = len(dz)
             if solver == "priced":  # 1/2 Tr(H Sigma), Sigma = E[dz dz^T]
-                row.append(0.5 * float((dz * (dz @ h)).sum()) / n)
+                row.append(0.5 * float((dz * (dz @ hs[layer])).sum()) / n)
             elif solver == "diag_hessian":  # 1/2 Tr(diag(H) Sigma)
-                row.append(0.5 * float((dz**2 * np.diag(h)).sum()) / n)
+                row.append(0.5 * float((dz**2 * np.diag(hs[layer])).sum()) / n)
             else:  # recon: 1/2 Tr(Sigma)
                 row.append(0.5 * float((dz**2).sum()) / n)
         table.append(row)
@@ -174,7 +181,7 @@ def uniform_choice(cands: tuple[Candidate, ...], costs: list[list[int]], budget:
     raise ValueError(f"budget of {budget:g} bits: no uniform integer configuration fits; raise the budget")
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=8)  # every seed of a check, across its arms
 def true_increase(seed: int, cands: tuple[Candidate, ...]) -> list[float]:
     """Test cross-entropy increase of each single-layer candidate, layer-major (the scorer's truth)."""
     net, _, (x_test, y_test) = trained(seed)
@@ -283,10 +290,10 @@ class PtqPricedTask(PaperTask):
 
     def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
         t0 = time.perf_counter()
-        net, (x_calib, _), _ = trained(seed)  # the method sees calibration inputs only, never labels
+        net = trained(seed)[0]  # the method sees calibration inputs only, never labels
         cands = self.candidate_set()
         costs, budget = layer_costs(net, cands), budget_bits(net, setting)
-        prices = None if solver == "uniform" else price_table(net, x_calib, effective_weights(seed, cands), solver)
+        prices = None if solver == "uniform" else price_table(seed, effective_weights(seed, cands), solver)
         choice = uniform_choice(cands, costs, budget) if prices is None else knapsack(prices, costs, budget)
         answer: dict[str, Any] = {
             "allocation": [cands[k].label() for k in choice],

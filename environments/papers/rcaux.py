@@ -36,32 +36,56 @@ from pydantic import Field
 
 from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 from environments.papers.rcaux_model import (
-    DOOR, GOAL_TOL, MAX_STEPS, OBS_DIM, REACH_WEIGHT, REGIMES, SIGREG_WEIGHT, STEP, TRAIN_STEPS, geodesic,
-    plan_with_model, step, trained_model,
+    DOOR,
+    GOAL_TOL,
+    MAX_STEPS,
+    OBS_DIM,
+    REACH_WEIGHT,
+    REGIMES,
+    SIGREG_WEIGHT,
+    STEP,
+    TRAIN_STEPS,
+    geodesic,
+    plan_with_model,
+    step,
+    trained_model,
 )
 
 EPISODES = 16
 SETTINGS = REGIMES  # scratch, continued: how every learned model was trained; the episodes are shared
 Solver = Literal["rcaux", "rcaux_plain_planner", "one_step", "multi_horizon", "true_model"]
 # the solver's world-model variant and its planner's reachability weight
-ARMS = {"rcaux": ("rcaux", REACH_WEIGHT), "rcaux_plain_planner": ("rcaux", 0.0), "one_step": ("one_step", 0.0),
-        "multi_horizon": ("multi_horizon", 0.0)}
+ARMS = {
+    "rcaux": ("rcaux", REACH_WEIGHT),
+    "rcaux_plain_planner": ("rcaux", 0.0),
+    "one_step": ("one_step", 0.0),
+    "multi_horizon": ("multi_horizon", 0.0),
+}
 
 
 class Options(PaperOptions):
-    solver: Solver = Field("rcaux", description="rcaux (the paper's method: RC-aux losses + reachability-aware "
-                                                "planner), rcaux_plain_planner (its model, plain planner), one_step "
-                                                "(baseline), multi_horizon (ablation), true_model (positive control)")
+    solver: Solver = Field(
+        "rcaux",
+        description="rcaux (the paper's method: RC-aux losses + reachability-aware "
+        "planner), rcaux_plain_planner (its model, plain planner), one_step "
+        "(baseline), multi_horizon (ablation), true_model (positive control)",
+    )
+    scale: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="multiplies the exploration data, training steps and episodes (1: the registered check's size)",
+    )
 
 
-def episodes(setting: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, goals), each (EPISODES, 2), in different rooms (at least 0.3 from the wall); the
+def episodes(setting: str, seed: int, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, goals), each (n or EPISODES, 2), in different rooms (at least 0.3 from the wall); the
     same in both settings (only the training differs), so the settings pair by seed."""
     if setting not in SETTINGS:
         raise ValueError(f"unknown setting {setting!r}: use one of {SETTINGS}")
     rng = np.random.default_rng([seed, 0, 2])
     starts, goals = [], []
-    while len(starts) < EPISODES:
+    while len(starts) < (n or EPISODES):
         side = rng.choice([-1.0, 1.0])
         starts.append(np.array([side * rng.uniform(0.3, 0.9), rng.uniform(-0.9, 0.9)]))
         goals.append(np.array([-side * rng.uniform(0.3, 0.9), rng.uniform(-0.9, 0.9)]))
@@ -77,8 +101,15 @@ def replay(start: np.ndarray, goal: np.ndarray, actions: np.ndarray) -> tuple[bo
     return reached, float(geodesic(p, goal))
 
 
-def true_model_plan(starts: np.ndarray, goals: np.ndarray, seed: int, horizon: int = 10, population: int = 64,
-                    elites: int = 8, iterations: int = 3) -> list[list[list[float]]]:
+def true_model_plan(
+    starts: np.ndarray,
+    goals: np.ndarray,
+    seed: int,
+    horizon: int = 10,
+    population: int = 64,
+    elites: int = 8,
+    iterations: int = 3,
+) -> list[list[list[float]]]:
     """The positive control: the same CEM-MPC with the true dynamics and the true path-length cost."""
     rng = np.random.default_rng([seed, 3])
     n = len(starts)
@@ -118,82 +149,113 @@ class RCAuxTask(PaperTask):
     metric_names = ("success", "final_distance")
     lower_is_better = frozenset({"final_distance"})
     claim: ClassVar[Claim] = Claim(
-        id=name, arms=solvers, settings=settings,
+        id=name,
+        arms=solvers,
+        settings=settings,
         sentence="RC-aux: a reconstruction-free latent world model trained with multi-horizon open-loop prediction "
-                 "and a budget-conditioned reachability head (temporal hard negatives), planning with a "
-                 "reachability-aware planner, plans better, both continuing a one-step model and trained from scratch",
+        "and a budget-conditioned reachability head (temporal hard negatives), planning with a "
+        "reachability-aware planner, plans better, both continuing a one-step model and trained from scratch",
         setting=f"two-room point mass (wall at x=0, door |y|<={DOOR}, step {STEP}), observed only through {OBS_DIM} "
-                f"seeded random Fourier features; reconstruction-free world models (latent prediction + a "
-                f"SIGReg-style anti-collapse term, weight {SIGREG_WEIGHT}; no decoder) trained {TRAIN_STEPS} steps per "
-                f"seed on exploratory trajectories, from scratch or continuing a one-step model after "
-                f"{TRAIN_STEPS // 2}; CEM-MPC (reachability-aware: + {REACH_WEIGHT} x the head's steps to go), "
-                f"{EPISODES} across-the-wall episodes per cell, at most {MAX_STEPS} steps, success = within one step "
-                f"of the goal",
-        conditions=[c for s in SETTINGS for c in (
-            Condition(metric="success", setting=s, solver="rcaux", versus="one_step", op=">=", threshold=0.20),
-            Condition(metric="success", setting=s, solver="rcaux_plain_planner", versus="one_step", op=">=",
-                      threshold=0.20))],
+        f"seeded random Fourier features; reconstruction-free world models (latent prediction + a "
+        f"SIGReg-style anti-collapse term, weight {SIGREG_WEIGHT}; no decoder) trained {TRAIN_STEPS} steps per "
+        f"seed on exploratory trajectories, from scratch or continuing a one-step model after "
+        f"{TRAIN_STEPS // 2}; CEM-MPC (reachability-aware: + {REACH_WEIGHT} x the head's steps to go), "
+        f"{EPISODES} across-the-wall episodes per cell, at most {MAX_STEPS} steps, success = within one step "
+        f"of the goal",
+        conditions=[
+            c
+            for s in SETTINGS
+            for c in (
+                Condition(metric="success", setting=s, solver="rcaux", versus="one_step", op=">=", threshold=0.20),
+                Condition(
+                    metric="success",
+                    setting=s,
+                    solver="rcaux_plain_planner",
+                    versus="one_step",
+                    op=">=",
+                    threshold=0.20,
+                ),
+            )
+        ],
         note="true_model is a positive control (true dynamics and true path cost), not a baseline to beat; "
-             "multi_horizon is an ablation (context); rcaux - rcaux_plain_planner is the planner's own share",
+        "multi_horizon is an ablation (context); rcaux - rcaux_plain_planner is the planner's own share",
         departures=[
-            Departure(paper="trains LeWM-style reconstruction-free latent world models (its anti-collapse mechanism "
-                            "is not in the summary)",
-                      ours="train every learned model (rcaux, multi_horizon, one_step) in latent space only, "
-                           "against collapse a SIGReg-style regulariser (Epps-Pulley distance of 16 random 1-D "
-                           "projections of the latents from N(0, 1), weight 1, no stop-gradient); no decoder",
-                      why="the summary names no regulariser; SIGReg is the LeJEPA/LeWM family's, and its weight "
-                          "is ours, fixed before any check run",
-                      effect="another regulariser or weight shapes the latent differently, and the plain planner's "
-                             "latent distance depends on that shape: the verdict is about this regulariser"),
-            Departure(paper="plans with a reachability-aware planner (the summary does not give its cost)",
-                      ours="plan by CEM-MPC on squared latent distance to the goal's encoding plus 0.5 x the head's "
-                           "steps to go (sum over budgets 1..32 of P(not reachable within b) x the budget's width), "
-                           "at the plan's end; the plain planner is the same without the head term, as an arm",
-                      why="our reading of 'latent distance plus a reachability term'; the weight 0.5 puts a "
-                          "32-step estimate on the scale of an 8-dimensional unit-variance latent's distances, "
-                          "chosen before any run of it",
-                      effect="a different cost or weight could help or hurt; an earlier pilot (issue 18, with a "
-                             "decoder) in which planning by the head's cost-to-go alone lost is why the plain "
-                             "planner is kept in the criterion too"),
-            Departure(paper="plans in environments the summary does not name, from pixels in LeWM's setting",
-                      ours="use a 2-D two-room point mass seen through 32 random Fourier features (not a rendered "
-                           "image); 256 exploratory trajectories of 64 steps per seed, 400 training steps (the "
-                           "continuation: 200 one-step then 200 of the variant's losses), 16 across-the-wall "
-                           "episodes per cell of at most 40 steps",
-                      why="CPU budget: the check must fit 15 minutes on 2 shared cores (a rendered-image "
-                          "observation did not fit)",
-                      effect="a small world whose only long-horizon difficulty is the wall; under-trained models "
-                             "leave room for either loss to matter more or less than in the paper's tasks"),
-            Departure(paper="claims the models plan better, with no margin in the summary",
-                      ours="require success(arm) - success(one_step) >= 0.20 in both settings for both the "
-                           "reachability-aware and the plain planner, paired by seed",
-                      why="PAPER_TASKS.md's margin; a check needs a comparison and a margin",
-                      effect="an improvement below 20 points counts as not shown"),
+            Departure(
+                paper="trains LeWM-style reconstruction-free latent world models (its anti-collapse mechanism "
+                "is not in the summary)",
+                ours="train every learned model (rcaux, multi_horizon, one_step) in latent space only, "
+                "against collapse a SIGReg-style regulariser (Epps-Pulley distance of 16 random 1-D "
+                "projections of the latents from N(0, 1), weight 1, no stop-gradient); no decoder",
+                why="the summary names no regulariser; SIGReg is the LeJEPA/LeWM family's, and its weight "
+                "is ours, fixed before any check run",
+                effect="another regulariser or weight shapes the latent differently, and the plain planner's "
+                "latent distance depends on that shape: the verdict is about this regulariser",
+            ),
+            Departure(
+                paper="plans with a reachability-aware planner (the summary does not give its cost)",
+                ours="plan by CEM-MPC on squared latent distance to the goal's encoding plus 0.5 x the head's "
+                "steps to go (sum over budgets 1..32 of P(not reachable within b) x the budget's width), "
+                "at the plan's end; the plain planner is the same without the head term, as an arm",
+                why="our reading of 'latent distance plus a reachability term'; the weight 0.5 puts a "
+                "32-step estimate on the scale of an 8-dimensional unit-variance latent's distances, "
+                "chosen before any run of it",
+                effect="a different cost or weight could help or hurt; an earlier pilot (issue 18, with a "
+                "decoder) in which planning by the head's cost-to-go alone lost is why the plain "
+                "planner is kept in the criterion too",
+            ),
+            Departure(
+                paper="plans in environments the summary does not name, from pixels in LeWM's setting",
+                ours="use a 2-D two-room point mass seen through 32 random Fourier features (not a rendered "
+                "image); 256 exploratory trajectories of 64 steps per seed, 400 training steps (the "
+                "continuation: 200 one-step then 200 of the variant's losses), 16 across-the-wall "
+                "episodes per cell of at most 40 steps",
+                why="CPU budget: the check must fit 15 minutes on 2 shared cores (a rendered-image "
+                "observation did not fit)",
+                effect="a small world whose only long-horizon difficulty is the wall; under-trained models "
+                "leave room for either loss to matter more or less than in the paper's tasks",
+            ),
+            Departure(
+                paper="claims the models plan better, with no margin in the summary",
+                ours="require success(arm) - success(one_step) >= 0.20 in both settings for both the "
+                "reachability-aware and the plain planner, paired by seed",
+                why="PAPER_TASKS.md's margin; a check needs a comparison and a margin",
+                effect="an improvement below 20 points counts as not shown",
+            ),
         ],
     )
     description = describe_claim(task, claim, solvers)
 
     def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
         t0 = time.perf_counter()
-        starts, goals = episodes(setting, seed)
+        scale = int(self.options.scale)
+        starts, goals = episodes(setting, seed, EPISODES * scale)
         if solver == "true_model":
             actions = true_model_plan(starts, goals, seed)
         else:
             variant, reach_weight = ARMS[solver]
-            actions = plan_with_model(trained_model(seed, variant, setting), starts, goals, seed, reach_weight)
-        return CellResult(solver=solver, setting=setting, seed=seed, answer={"actions": actions},
-                          wall_s=round(time.perf_counter() - t0, 4))
+            actions = plan_with_model(trained_model(seed, variant, setting, scale), starts, goals, seed, reach_weight)
+        return CellResult(
+            solver=solver,
+            setting=setting,
+            seed=seed,
+            answer={"actions": actions},
+            wall_s=round(time.perf_counter() - t0, 4),
+        )
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
-        starts, goals = episodes(result.setting, result.seed)
+        starts, goals = episodes(result.setting, result.seed, EPISODES * int(self.options.scale))
         plans: Any = result.answer.get("actions")
         if not isinstance(plans, list) or len(plans) != len(starts):
-            raise ValueError(f"actions must hold one action list per episode ({len(starts)}), got {type(plans).__name__}")
+            raise ValueError(
+                f"actions must hold one action list per episode ({len(starts)}), got {type(plans).__name__}"
+            )
         reached, final = [], []
         for start, goal, plan in zip(starts, goals, plans):
             acts = np.asarray(plan, dtype=float).reshape(-1, 2) if len(plan) else np.zeros((0, 2))
             if len(acts) > MAX_STEPS or not np.isfinite(acts).all():
-                raise ValueError(f"each episode's actions must be at most {MAX_STEPS} finite (x, y) pairs, got {len(acts)}")
+                raise ValueError(
+                    f"each episode's actions must be at most {MAX_STEPS} finite (x, y) pairs, got {len(acts)}"
+                )
             ok, dist = replay(start, goal, acts)
             reached.append(ok)
             final.append(dist)

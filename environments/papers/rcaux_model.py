@@ -1,17 +1,25 @@
-"""The two-room world (dynamics, exact path length, observations), the latent world models and the
-latent CEM-MPC planner of `rcaux_pointmaze` (torch, one thread, imported only when a model trains).
+"""The two-room world (dynamics, exact path length, observations), the reconstruction-free latent
+world models and the latent CEM-MPC planners of `rcaux_pointmaze` (torch, one thread, imported only
+when a model trains).
 
-A model is an encoder (observation -> latent z), a residual latent dynamics z' = z + f(z, a), a
-decoder (z -> observation) and, for the method, a reachability head R(z, z_goal, budget) -> logit
-of "the goal is reachable within `budget` steps". Losses: reconstruction; latent prediction
-(decoded prediction vs the next observation, and the predicted latent vs the encoded next one);
-`one_step` predicts each step from the encoded current observation (teacher forcing), `multi_horizon`
-and `rcaux` roll the dynamics open loop for HORIZON steps from the window's first observation;
-`rcaux` adds binary cross-entropy on reachability pairs: positives are pairs k <= budget apart on
-one trajectory (the trajectory itself reaches), negatives are pairs -- on one trajectory (temporal
-hard negatives) or across trajectories -- whose exact lower bound on steps exceeds the budget.
-Every learned model plans with the same CEM-MPC and the same cost (squared latent distance to the
-goal's encoding at the end of the sequence), so a difference in success is the losses' doing.
+A model is an encoder (observation -> latent z), a residual latent dynamics z' = z + f(z, a) and a
+reachability head R(z, z_goal, budget) -> logit of "the goal is reachable within `budget` steps".
+There is no decoder: every variant is trained in latent space only (LeWM style), with an
+anti-collapse regulariser on the encoder's latents -- SIGReg-style: the latents projected on random
+unit directions are pushed toward a standard normal by the Epps-Pulley statistic (the distance
+between their empirical characteristic function and exp(-t^2/2)), so a constant encoder is costly.
+Losses: latent prediction (the predicted latent vs the encoded next observation); `one_step`
+predicts each step from the encoded current observation (teacher forcing), `multi_horizon` and
+`rcaux` roll the dynamics open loop for HORIZON steps from the window's first latent; `rcaux` adds
+binary cross-entropy on reachability pairs: positives are pairs k <= budget apart on one trajectory
+(the trajectory itself reaches), negatives are pairs -- on one trajectory (temporal hard negatives)
+or across trajectories -- whose exact lower bound on steps exceeds the budget.
+Training regimes: `scratch` (TRAIN_STEPS steps of the variant's losses from a fresh model) and
+`continued` (a one-step model trained TRAIN_STEPS // 2 steps, then TRAIN_STEPS // 2 steps of the
+variant's losses: the same total).
+Planners: the plain one (CEM-MPC on the squared latent distance to the goal's encoding at the end of
+the sequence) and the reachability-aware one (that distance plus REACH_WEIGHT x the head's
+estimate of the steps still needed, sum_b (1 - sigmoid R(z_end, z_goal, b)) x (b - previous b)).
 """
 
 from __future__ import annotations
@@ -30,6 +38,10 @@ TRAIN_STEPS, BATCH, REACH_BATCH, REACH_POOL = 400, 64, 256, 20000
 BUDGETS = (1, 2, 4, 8, 16, 32)
 PLAN_HORIZON, POPULATION, ELITES, CEM_ITERS = 10, 64, 8, 3
 VARIANTS = ("rcaux", "one_step", "multi_horizon")
+REGIMES = ("scratch", "continued")
+SIGREG_WEIGHT, SIGREG_DIRECTIONS = 1.0, 16  # the anti-collapse regulariser's weight and random directions
+SIGREG_T = (-3.0, 3.0, 17)  # the Epps-Pulley quadrature grid
+REACH_WEIGHT = 0.5  # the reachability-aware planner: latent distance + this x estimated steps to go
 
 
 def step(p: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -53,9 +65,13 @@ def geodesic(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     p, q = np.broadcast_arrays(np.asarray(p, float), np.asarray(q, float))
     direct = np.abs(p - q).max(axis=-1)
     px, py, qx, qy = (np.abs(p[..., 0]), p[..., 1], np.abs(q[..., 0]), q[..., 1])
-    candidates = np.stack([py, qy, py - px, py + px, qy - qx, qy + qx, np.full_like(py, DOOR), np.full_like(py, -DOOR)], -1)
+    candidates = np.stack(
+        [py, qy, py - px, py + px, qy - qx, qy + qx, np.full_like(py, DOOR), np.full_like(py, -DOOR)], -1
+    )
     y = np.clip(candidates, -DOOR, DOOR)
-    through = (np.maximum(px[..., None], np.abs(py[..., None] - y)) + np.maximum(qx[..., None], np.abs(qy[..., None] - y))).min(-1)
+    through = (
+        np.maximum(px[..., None], np.abs(py[..., None] - y)) + np.maximum(qx[..., None], np.abs(qy[..., None] - y))
+    ).min(-1)
     same_room = (p[..., 0] < 0) == (q[..., 0] < 0)
     return np.where(same_room, direct, through)
 
@@ -84,13 +100,14 @@ def torch_single_thread() -> Any:
     return torch
 
 
-def exploration_data(seed: int) -> tuple[np.ndarray, np.ndarray]:
+def exploration_data(seed: int, scale: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(states (N, T+1, 2), actions (N, T, 2)): uniform starts, each direction held HOLD steps with
     noise, so trajectories travel far enough to cross rooms."""
     rng = np.random.default_rng([seed, 4])
-    states = np.zeros((TRAJECTORIES, TRAJ_LEN + 1, 2))
-    states[:, 0] = rng.uniform(-1, 1, size=(TRAJECTORIES, 2))
-    held = np.repeat(rng.uniform(-1, 1, size=(TRAJECTORIES, TRAJ_LEN // HOLD + 1, 2)), HOLD, axis=1)[:, :TRAJ_LEN]
+    n = TRAJECTORIES * scale
+    states = np.zeros((n, TRAJ_LEN + 1, 2))
+    states[:, 0] = rng.uniform(-1, 1, size=(n, 2))
+    held = np.repeat(rng.uniform(-1, 1, size=(n, TRAJ_LEN // HOLD + 1, 2)), HOLD, axis=1)[:, :TRAJ_LEN]
     actions = np.clip(held + 0.3 * rng.normal(size=held.shape), -1, 1)
     for t in range(TRAJ_LEN):
         states[:, t + 1] = step(states[:, t], actions[:, t])
@@ -116,9 +133,10 @@ def reachability_pairs(states: np.ndarray, seed: int) -> tuple[np.ndarray, np.nd
 
 def build(torch: Any) -> Any:
     nn = torch.nn
-    mlp = lambda i, o: nn.Sequential(nn.Linear(i, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, o))  # noqa: E731
-    return nn.ModuleDict({"enc": mlp(OBS_DIM, LATENT), "dyn": mlp(LATENT + 2, LATENT), "dec": mlp(LATENT, OBS_DIM),
-                          "reach": mlp(2 * LATENT + 1, 1)})
+    mlp = lambda i, o: nn.Sequential(
+        nn.Linear(i, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, o)
+    )  # noqa: E731
+    return nn.ModuleDict({"enc": mlp(OBS_DIM, LATENT), "dyn": mlp(LATENT + 2, LATENT), "reach": mlp(2 * LATENT + 1, 1)})
 
 
 def advance(model: Any, z: Any, a: Any) -> Any:
@@ -131,7 +149,23 @@ def reach_logit(model: Any, z: Any, z_goal: Any, budget: Any) -> Any:
     return model["reach"](torch.cat([z, z_goal, torch.log2(budget)[..., None] / 5.0], -1))[..., 0]
 
 
-def prediction_loss(model: Any, obs: Any, acts: Any, open_loop: bool) -> Any:
+def sigreg(z: Any, gen: Any) -> Any:
+    """Epps-Pulley distance of the latents' 1-D projections on SIGREG_DIRECTIONS random unit directions
+    from N(0, 1), averaged over the directions: 0 only when every projection is standard normal, large
+    for a collapsed (constant) encoder."""
+    torch = torch_single_thread()
+    z = z.reshape(-1, z.shape[-1])
+    u = torch.randn(z.shape[-1], SIGREG_DIRECTIONS, generator=gen)
+    s = z @ (u / u.norm(dim=0, keepdim=True))  # (N, M)
+    t = torch.linspace(*SIGREG_T)
+    ts = s[:, :, None] * t  # (N, M, T)
+    gauss = torch.exp(-(t**2) / 2)
+    gap = (torch.cos(ts).mean(0) - gauss) ** 2 + torch.sin(ts).mean(0) ** 2  # (M, T)
+    return torch.trapezoid(gap * gauss, t, dim=-1).mean()
+
+
+def prediction_loss(model: Any, obs: Any, acts: Any, open_loop: bool, gen: Any) -> Any:
+    """Latent prediction error plus the anti-collapse regulariser; no decoder, no reconstruction."""
     torch = torch_single_thread()
     z = model["enc"](obs)  # (B, H+1, Z)
     if open_loop:  # roll the dynamics from the window's first latent, never re-encoding
@@ -142,50 +176,105 @@ def prediction_loss(model: Any, obs: Any, acts: Any, open_loop: bool) -> Any:
         predicted = torch.stack(steps, 1)
     else:  # teacher forcing: each step predicted from the encoded current observation
         predicted = advance(model, z[:, :-1], acts)
-    # One decoder call on the stack: the same loss as per step, a third of the small ops.
-    decoded = model["dec"](torch.cat([z, predicted], 1))
-    target = torch.cat([obs, obs[:, 1:]], 1)
-    return ((decoded - target) ** 2).mean() * 2 + ((predicted - z[:, 1:].detach()) ** 2).mean()
+    return ((predicted - z[:, 1:]) ** 2).mean() + SIGREG_WEIGHT * sigreg(z, gen)
 
 
-@lru_cache(maxsize=24)
-def trained_model(seed: int, variant: str) -> Any:
-    """The variant's world model trained on the seed's exploration data, then frozen."""
-    if variant not in VARIANTS:
-        raise ValueError(f"unknown world-model variant {variant!r}: use one of {VARIANTS}")
+def train(model: Any, variant: str, steps: int, seed: int, data: tuple[Any, ...]) -> None:
+    """`steps` Adam steps of the variant's losses on the seed's exploration data (in place)."""
     torch = torch_single_thread()
-    states, actions = exploration_data(seed)
-    obs = torch.from_numpy(observe(states, seed))
-    acts = torch.from_numpy(actions.astype(np.float32))
-    torch.manual_seed(seed)
-    model = build(torch)
+    states, obs, acts, pairs = data
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     gen = torch.Generator().manual_seed(seed)
-    if variant == "rcaux":
-        first, second, budget, label = (torch.from_numpy(np.asarray(x)) for x in reachability_pairs(states, seed))
-        budget, label = budget.float(), label.float()
-    for _ in range(TRAIN_STEPS):
+    for _ in range(steps):
         traj = torch.randint(0, states.shape[0], (BATCH,), generator=gen)
         t0 = torch.randint(0, TRAJ_LEN - HORIZON + 1, (BATCH,), generator=gen)
         window = t0[:, None] + torch.arange(HORIZON + 1)
-        loss = prediction_loss(model, obs[traj[:, None], window], acts[traj[:, None], window[:, :-1]],
-                               open_loop=variant != "one_step")
+        loss = prediction_loss(
+            model,
+            obs[traj[:, None], window],
+            acts[traj[:, None], window[:, :-1]],
+            open_loop=variant != "one_step",
+            gen=gen,
+        )
         if variant == "rcaux":
+            first, second, budget, label = pairs
             k = torch.randint(0, len(label), (REACH_BATCH,), generator=gen)
             za = model["enc"](obs[first[k, 0], first[k, 1]])
             zb = model["enc"](obs[second[k, 0], second[k, 1]])
-            loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(reach_logit(model, za, zb, budget[k]), label[k])
+            loss = loss + torch.nn.functional.binary_cross_entropy_with_logits(
+                reach_logit(model, za, zb, budget[k]), label[k]
+            )
         opt.zero_grad()
         loss.backward()
         opt.step()
+
+
+@lru_cache(maxsize=8)
+def training_data(seed: int, scale: int = 1) -> tuple[Any, ...]:
+    torch = torch_single_thread()
+    states, actions = exploration_data(seed, scale)
+    first, second, budget, label = reachability_pairs(states, seed)
+    pairs = (
+        torch.from_numpy(first),
+        torch.from_numpy(second),
+        torch.from_numpy(budget).float(),
+        torch.from_numpy(label).float(),
+    )
+    return states, torch.from_numpy(observe(states, seed)), torch.from_numpy(actions.astype(np.float32)), pairs
+
+
+@lru_cache(maxsize=32)
+def trained_model(seed: int, variant: str, regime: str = "scratch", scale: int = 1) -> Any:
+    """The variant's world model trained on the seed's exploration data under `regime`, then frozen
+    (`scale` multiplies the exploration data and the training steps)."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown world-model variant {variant!r}: use one of {VARIANTS}")
+    if regime not in REGIMES:
+        raise ValueError(f"unknown training regime {regime!r}: use one of {REGIMES}")
+    torch = torch_single_thread()
+    data, steps = training_data(seed, scale), TRAIN_STEPS * scale
+    torch.manual_seed(seed)
+    model = build(torch)
+    if regime == "scratch":
+        train(model, variant, steps, seed, data)
+    else:
+        model.load_state_dict(pretrained_one_step(seed, scale).state_dict())
+        train(model, variant, steps - steps // 2, seed + 1, data)
     for p in model.parameters():
         p.requires_grad_(False)
     return model
 
 
-def plan_with_model(model: Any, starts: np.ndarray, goals: np.ndarray, seed: int) -> list[list[list[float]]]:
+@lru_cache(maxsize=8)
+def pretrained_one_step(seed: int, scale: int = 1) -> Any:
+    """The continuation regime's starting point: a one-step model after half the training."""
+    torch = torch_single_thread()
+    torch.manual_seed(seed)
+    model = build(torch)
+    train(model, "one_step", TRAIN_STEPS * scale // 2, seed, training_data(seed, scale))
+    return model
+
+
+def steps_to_go(model: Any, z: Any, z_goal: Any) -> Any:
+    """The head's estimate of the steps from z to the goal: sum over budgets of P(not reachable
+    within b) x (b - previous b), capped at the largest budget."""
+    torch = torch_single_thread()
+    total, previous = torch.zeros(z.shape[:-1]), 0
+    for b in BUDGETS:
+        total = total + (1 - torch.sigmoid(reach_logit(model, z, z_goal, torch.full(z.shape[:-1], float(b))))) * (
+            b - previous
+        )
+        previous = b
+    return total
+
+
+def plan_with_model(
+    model: Any, starts: np.ndarray, goals: np.ndarray, seed: int, reach_weight: float = 0.0
+) -> list[list[list[float]]]:
     """CEM-MPC in the model's latent space, replanning every step; the chosen actions are executed
-    in the true world (rounded to 6 decimals, as recorded)."""
+    in the true world (rounded to 6 decimals, as recorded). The cost of a sequence is the squared
+    latent distance of its end to the goal's encoding, plus `reach_weight` x the reachability head's
+    steps to go from there (the reachability-aware planner; 0: the plain one)."""
     torch = torch_single_thread()
     gen = torch.Generator().manual_seed(seed + 3)
     n = len(starts)
@@ -200,11 +289,15 @@ def plan_with_model(model: Any, starts: np.ndarray, goals: np.ndarray, seed: int
             z0 = model["enc"](torch.from_numpy(observe(p, seed)))
             std = torch.full_like(mean, 0.6)
             for _ in range(CEM_ITERS):
-                seqs = (mean[:, None] + std[:, None] * torch.randn(n, POPULATION, PLAN_HORIZON, 2, generator=gen)).clamp(-1, 1)
+                seqs = (
+                    mean[:, None] + std[:, None] * torch.randn(n, POPULATION, PLAN_HORIZON, 2, generator=gen)
+                ).clamp(-1, 1)
                 z = z0[:, None].expand(n, POPULATION, LATENT)
                 for t in range(PLAN_HORIZON):
                     z = advance(model, z, seqs[:, :, t])
                 score = ((z - z_goal) ** 2).sum(-1)
+                if reach_weight:
+                    score = score + reach_weight * steps_to_go(model, z, z_goal)
                 best = score.argsort(dim=1)[:, :ELITES]
                 chosen = torch.gather(seqs, 1, best[:, :, None, None].expand(n, ELITES, PLAN_HORIZON, 2))
                 mean, std = chosen.mean(1), chosen.std(1) + 0.05

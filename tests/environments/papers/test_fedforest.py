@@ -1,6 +1,8 @@
-"""fedforest_shift: the federated trees are exactly the centralised binned builder's (the paper's
-split identity), the split search is the Gini optimum, client-indicator splits route by client,
-and one cell scores through the suite contract (a tampered forest loses its agreement)."""
+"""fedforest_shift: the federated trees are exactly the centralised binned builder's (aggregated
+histograms give the binned split exactly), the split search is the Gini optimum, client-indicator
+splits route by client, exact CART is the brute-force optimum and binning can only lose impurity
+against it, a client with no rows is one clear error, communication is counted as described, and one
+cell scores through the suite contract (a tampered forest loses its agreement)."""
 
 from __future__ import annotations
 
@@ -9,17 +11,34 @@ import asyncio
 import numpy as np
 import pytest
 
-from environments.papers import fedforest
+from environments.papers import fedforest_trees
 from environments.papers.fedforest import (
-    MIN_LEAF, N_BINS, SETTINGS, FedForestTask, central_forest, choose_split, federated_forest, federation, gini_impurity,
+    MIN_LEAF,
+    MTRY,
+    N_BINS,
+    SETTINGS,
+    CentralStats,
+    Client,
+    FederatedStats,
+    FedForestTask,
+    agreed_edges,
+    binned,
+    bootstrap_weights,
+    central_forest,
+    choose_split,
+    federated_forest,
+    federated_forest_of,
+    federation,
+    gini_impurity,
     predict_tree,
 )
+from environments.papers.fedforest_exact import Pooled, comm_cost, compare_to_exact, exact_best, exact_forest
 from harness.suite import SampleContext
 
 
 @pytest.fixture
 def few_trees(monkeypatch):
-    monkeypatch.setattr(fedforest, "TREES", 3)
+    monkeypatch.setattr(fedforest_trees, "TREES", 3)
 
 
 @pytest.mark.parametrize("setting", SETTINGS)
@@ -88,3 +107,89 @@ def test_one_cell_scores_through_the_suite_contract_and_tampering_is_caught(few_
     assert suite.score_cell(result)["split_agreement"] == pytest.approx(2 / 3)
     local = suite.score_cell(suite.solve_cell("concept", 0, "local_only"))
     assert local["split_agreement"] is None and 0.5 < local["accuracy"] <= 1.0
+    assert local["bytes_per_tree"] == 0.0 and outcome.scores["bytes_per_tree"] > 0
+    assert 0.0 <= outcome.scores["impurity_gap"] <= 1.0 and 0.0 <= outcome.scores["split_identity"] <= 1.0
+
+
+def test_aggregated_histograms_give_the_binned_split_exactly():
+    """The server's sum of client histograms equals the pooled counts, so it picks the pooled split."""
+    clients = federation("covariate", 3)
+    edges = agreed_edges(clients)
+    parts = [
+        (binned(c.x_train, edges), c.y_train, bootstrap_weights(3, 0, k, len(c.y_train))) for k, c in enumerate(clients)
+    ]
+    central = CentralStats(
+        np.concatenate([p[0] for p in parts]),
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+        np.repeat(np.arange(len(parts)), len(parts[0][1])),
+    )
+    fed = FederatedStats(parts)
+    for feats in (np.array([0, 3, 7]), np.array([5, 1, 2])):
+        got, want = fed.counts(fed.root(), feats), central.counts(central.root(), feats)
+        for a, b in zip(got, want):
+            assert np.array_equal(a, b)
+        assert choose_split(got[0], got[1], got[2], feats) == choose_split(want[0], want[1], want[2], feats)
+
+
+def test_a_client_with_no_rows_is_one_clear_error():
+    clients = list(federation("iid", 0))
+    clients[2] = Client(np.zeros((0, clients[0].x_train.shape[1])), np.zeros(0, dtype=int))
+    with pytest.raises(ValueError, match="client 2 has no training rows"):
+        federated_forest_of(tuple(clients), 0)
+
+
+def test_exact_cart_split_is_the_brute_force_optimum_and_binning_only_loses(few_trees):
+    clients = federation("iid", 4)
+    p = Pooled(clients, 4, 0)
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        m = np.sort(rng.choice(np.nonzero(p.w > 0)[0], size=60, replace=False))
+        feats = rng.choice(p.x.shape[1], size=MTRY, replace=False)
+        best = exact_best(p, m, feats, client_split=False)
+        wy = p.class_weights(m)
+        brute = min(
+            float(gini_impurity(wy[p.x[m, f] <= t].sum(axis=0), wy.sum(axis=0)))
+            for f in feats
+            for t in np.unique(p.x[m, f])
+        )
+        assert best is not None and best[2] == pytest.approx(brute, abs=1e-12)
+        go = p.x[m, best[0]] <= best[1]
+        assert float(gini_impurity(wy[go].sum(axis=0), wy.sum(axis=0))) == pytest.approx(best[2], abs=1e-12)
+    identity, gap = compare_to_exact(federated_forest("iid", 4), clients, 4)
+    assert 0.5 < identity <= 1.0 and 0.0 <= gap < 0.5
+    exact = exact_forest(clients, 4)
+    assert compare_to_exact(exact, clients, 4) != (identity, gap) or identity == 1.0  # a different forest
+
+
+def test_communication_is_counted_as_described(few_trees):
+    clients = federation("iid", 0)
+    leaf = [[-2, 0, -1, -1, 1.0, 1.0]]
+    per_tree, rounds = comm_cost("fedforest", {"forest": [leaf] * 3}, clients, 0)
+    setup = 2 * 5 * (N_BINS - 1) * 8 * 4
+    assert per_tree == pytest.approx(setup / 3 + 5 * (MTRY * N_BINS * 2 + 2) * 4) and rounds == pytest.approx(4 / 3)
+    ship, one = comm_cost("pooled_rf", {}, clients, 0)
+    assert ship == 5 * 400 * 9 * 4 / 3 and one == pytest.approx(1 / 3)
+    assert comm_cost("averaged_local", {"model_nodes": 30}, clients, 0)[0] == 30 * 16 / 3
+    assert comm_cost("local_only", {}, clients, 0) == (0.0, 0.0)
+
+
+def test_the_abstracts_own_verdict_leaves_our_conditions_out():
+    from types import SimpleNamespace
+
+    from environments.papers.fedforest import ABSTRACT_CONDITIONS, OUR_CONDITIONS, abstract_verdict
+
+    conditions = FedForestTask.claim.conditions
+    assert conditions == ABSTRACT_CONDITIONS + OUR_CONDITIONS
+    assert not {c.text() for c in OUR_CONDITIONS} & {c.text() for c in ABSTRACT_CONDITIONS}
+    ours_fail = [
+        SimpleNamespace(condition=c.text(), outcome="fails" if c in OUR_CONDITIONS else "holds") for c in conditions
+    ]
+    assert abstract_verdict(SimpleNamespace(conditions=ours_fail))[0] == "reproduced"
+    one_of_its_own = [
+        SimpleNamespace(condition=r.condition, outcome="undecided" if i == 4 else r.outcome)
+        for i, r in enumerate(ours_fail)
+    ]
+    assert abstract_verdict(SimpleNamespace(conditions=one_of_its_own))[0] == "inconclusive"
+    with pytest.raises(ValueError, match="not computed under this criterion"):
+        abstract_verdict(SimpleNamespace(conditions=ours_fail[5:]))
