@@ -21,7 +21,9 @@ cdwm_app = typer.Typer(no_args_is_help=True, help="CDWM (causal delta world mode
 def export_transitions_cmd(
     run: list[str] = typer.Option(..., "--run", help="Run id (under --run-dir) or a run folder; repeat to pool runs."),
     run_dir: Path = RUN_DIR,
-    out_dir: Path = typer.Option(..., "--out", help="Folder for dataset/ (Hugging Face save_to_disk) and transitions.jsonl."),
+    out_dir: Path = typer.Option(
+        ..., "--out", help="Folder for dataset/ (Hugging Face save_to_disk) and transitions.jsonl."
+    ),
 ) -> None:
     """Write every executed step of CDWM runs as (observation, action, ground-truth delta) records."""
     from environments.cdwm.transitions import export_transitions
@@ -35,21 +37,43 @@ def export_transitions_cmd(
 
 @cdwm_app.command("collect")
 def collect_cmd(
-    out_dir: Path = typer.Option(..., "--out", help="Folder for shards/, manifest.json, dataset/ (save_to_disk) and README.md; "
-                                 "rerun with the same options to resume a killed collection."),
+    out_dir: Path = typer.Option(
+        ...,
+        "--out",
+        help="Folder for shards/, manifest.json, dataset/ (save_to_disk) and README.md; "
+        "rerun with the same options to resume a killed collection.",
+    ),
     worlds: str = typer.Option("household,minigrid", "--worlds", help="Comma-separated: household, minigrid."),
     transitions: int = typer.Option(2000, "--transitions", min=1, help="Rows in all, shared evenly by the worlds."),
     seed: int = typer.Option(0, "--seed", help="Same seed and options = the same dataset."),
-    off_plan_rate: float = typer.Option(0.2, "--off-plan-rate", min=0.0, max=1.0, help="Per-step chance of an off-plan action."),
-    irreversible_rate: float = typer.Option(0.03, "--irreversible-rate", min=0.0, max=1.0,
-                                            help="Per-step chance that the episode turns to an irreversible action."),
+    off_plan_rate: float = typer.Option(
+        0.2, "--off-plan-rate", min=0.0, max=1.0, help="Per-step chance of an off-plan action."
+    ),
+    irreversible_rate: float = typer.Option(
+        0.03,
+        "--irreversible-rate",
+        min=0.0,
+        max=1.0,
+        help="Per-step chance that the episode turns to an irreversible action.",
+    ),
     shard_size: int = typer.Option(250, "--shard-size", min=1, help="Rows per shard (the unit of resumption)."),
-    heldout: str = typer.Option("", "--heldout", help="Held-out task types, e.g. household:cool+heat,minigrid:lavagap6 "
-                                "(defaults: household:cool, minigrid:lavagap6)."),
+    heldout: str = typer.Option(
+        "",
+        "--heldout",
+        help="Held-out task types, e.g. household:cool+heat,minigrid:lavagap6 "
+        "(defaults: household:cool, minigrid:lavagap6).",
+    ),
 ) -> None:
     """Collect (observation, action, ground-truth delta) transitions from the worlds' own exploring
     policies (no model), with train / validation / held-out splits, as a Hugging Face dataset."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from environments.cdwm.collect import CollectConfig, collect, parse_heldout, parse_worlds, plan_shards
 
@@ -57,14 +81,25 @@ def collect_cmd(
         names = parse_worlds(worlds)
         if off_plan_rate + irreversible_rate > 1.0:
             raise HarnessError(f"--off-plan-rate {off_plan_rate} + --irreversible-rate {irreversible_rate} exceed 1")
-        config = CollectConfig(worlds=names, transitions=transitions, seed=seed, off_plan_rate=off_plan_rate,
-                               irreversible_rate=irreversible_rate, shard_size=shard_size,
-                               heldout=parse_heldout(heldout, names))
+        config = CollectConfig(
+            worlds=names,
+            transitions=transitions,
+            seed=seed,
+            off_plan_rate=off_plan_rate,
+            irreversible_rate=irreversible_rate,
+            shard_size=shard_size,
+            heldout=parse_heldout(heldout, names),
+        )
         totals: dict[str, int] = {}
         for shard in plan_shards(config):
             totals[shard.world] = totals.get(shard.world, 0) + shard.rows
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TimeRemainingColumn())
+        columns = (
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*columns, console=out) as bar:
             tasks = {w: bar.add_task(w, total=n) for w, n in totals.items()}
             result = collect(out_dir, config, on_rows=lambda w, n: bar.advance(tasks[w], n))
@@ -72,7 +107,128 @@ def collect_cmd(
         _fail(str(exc))
     for world, seconds in result["seconds"].items():
         n = sum(c.get(world, 0) for c in result["counts"].values())
-        out.print(f"{world}: {n} transitions in {seconds:.1f} s ({n / seconds * 60 if seconds else 0:,.0f} per minute)",
-                  highlight=False)
+        out.print(
+            f"{world}: {n} transitions in {seconds:.1f} s ({n / seconds * 60 if seconds else 0:,.0f} per minute)",
+            highlight=False,
+        )
     split_counts = ", ".join(f"{s} {sum(c.values())}" for s, c in result["counts"].items())
-    out.print(f"{split_counts} -> {result['dataset']} (datasets.load_from_disk); card {result['card']}", highlight=False)
+    out.print(
+        f"{split_counts} -> {result['dataset']} (datasets.load_from_disk); card {result['card']}", highlight=False
+    )
+
+
+@cdwm_app.command("train")
+def train_cmd(
+    data: Path = typer.Option(..., "--data", help="A `harness cdwm collect --out` folder (or its dataset/)."),
+    out_dir: Path = typer.Option(
+        ...,
+        "--out",
+        help="Folder for checkpoints/, train_log.jsonl and adapter/; rerun the "
+        "same command to resume from the newest checkpoint.",
+    ),
+    base_model: str = typer.Option(
+        "",
+        "--base-model",
+        help="Hugging Face id or folder of the base model (default: "
+        "the embedded SmolLM2-135M-Instruct). On a GPU, e.g. "
+        "--base-model HuggingFaceTB/SmolLM2-1.7B-Instruct --device cuda --dtype bfloat16.",
+    ),
+    device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:1, ..."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16 (bfloat16 on a GPU)."),
+    steps: int = typer.Option(200, "--steps", min=1, help="Optimiser steps in all (a resumed run continues to this)."),
+    max_minutes: float = typer.Option(
+        0.0,
+        "--max-minutes",
+        min=0.0,
+        help="Stop, with a checkpoint, after this many "
+        "minutes of training (0: no limit); rerun with a larger one to go on.",
+    ),
+    batch_size: int = typer.Option(8, "--batch-size", min=1),
+    lr: float = typer.Option(3e-4, "--lr", help="LoRA learning rate."),
+    gate_lr: float = typer.Option(0.05, "--gate-lr", help="Learning rate of the causal mask's gate logits."),
+    sparsity: float = typer.Option(0.02, "--sparsity", min=0.0, help="The mask's sparsity penalty per open gate."),
+    rank: int = typer.Option(16, "--rank", min=1),
+    top_layers: int = typer.Option(8, "--top-layers", min=0, help="LoRA on the top N decoder layers (0: all)."),
+    checkpoint_every: int = typer.Option(25, "--checkpoint-every", min=1),
+    eval_every: int = typer.Option(50, "--eval-every", min=1, help="Steps between validation losses."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """SFT of a delta world model (LoRA, peft) with a learned causal sparsity mask, trained jointly."""
+    from environments.cdwm.wm_train import TrainConfig, train
+
+    cfg = TrainConfig(
+        data=str(data),
+        base_model=base_model or None,
+        device=device,
+        dtype=dtype,
+        steps=steps,
+        max_minutes=max_minutes,
+        batch_size=batch_size,
+        lr=lr,
+        gate_lr=gate_lr,
+        sparsity=sparsity,
+        rank=rank,
+        top_layers=top_layers,
+        checkpoint_every=checkpoint_every,
+        eval_every=eval_every,
+        seed=seed,
+    )
+
+    def show(entry: dict) -> None:
+        if "val_loss" in entry or entry["step"] % 10 == 0:
+            out.print(
+                f"step {entry['step']}: loss {entry['loss']:.4f} (lm {entry['lm_loss']:.4f}, mask bce "
+                f"{entry['mask_bce']:.4f})"
+                + (f", val {entry['val_loss']:.4f}" if "val_loss" in entry else "")
+                + f" [{entry['seconds']:.0f} s]",
+                highlight=False,
+            )
+
+    try:
+        result = train(cfg, out_dir, on_step=show)
+    except HarnessError as exc:
+        _fail(str(exc))
+    if result.resumed_from:
+        out.print(f"resumed from step {result.resumed_from}", highlight=False)
+    out.print(
+        f"step {result.step}/{steps}: validation loss {result.val_loss_first} -> {result.val_loss_last}; "
+        f"{result.examples} training rows ({result.skipped} too long, skipped); adapter {result.adapter} "
+        f"(serve: local/smollm2-135m@{result.adapter}#all-token)",
+        highlight=False,
+    )
+
+
+@cdwm_app.command("evaluate")
+def evaluate_cmd(
+    data: Path = typer.Option(..., "--data", help="A `harness cdwm collect --out` folder (or its dataset/)."),
+    model: str = typer.Option(
+        "",
+        "--model",
+        help="World model spec, e.g. local/smollm2-135m (before training) or "
+        "local/smollm2-135m@OUT/adapter#all-token; empty: masks only.",
+    ),
+    mask: Path = typer.Option(
+        None,
+        "--mask",
+        help="An adapter folder of `harness cdwm train` (its cdwm_mask.json): the "
+        "learned mask, applied in each prediction's grammar and scored.",
+    ),
+    splits: str = typer.Option("", "--splits", help="Comma-separated splits (default: all)."),
+    rows: int = typer.Option(40, "--rows", min=0, help="Rows per split the model predicts (0: all)."),
+    seed: int = typer.Option(0, "--seed"),
+    json_out: Path = typer.Option(None, "--json", help="Also write the report as JSON here."),
+) -> None:
+    """Delta F1, reversibility, validity and ECE of a world model, and mask precision / recall."""
+    import json as _json
+
+    from environments.cdwm.wm_eval import evaluate, format_report
+
+    try:
+        report = evaluate(
+            data, model or None, mask, [s.strip() for s in splits.split(",") if s.strip()] or None, rows=rows, seed=seed
+        )
+    except HarnessError as exc:
+        _fail(str(exc))
+    if json_out:
+        json_out.write_text(_json.dumps(report, indent=1, default=str))
+    out.print(format_report(report), highlight=False)

@@ -1,0 +1,153 @@
+"""The learned causal sparsity mask: per action class x delta dimension, a gate learned jointly with
+the delta predictor under a sparsity penalty (issue 40 item 3).
+
+Design. `CausalGates` holds one logit per (action class, dimension); its gate is the sigmoid. A
+"changes?" head reads the predictor's hidden state at the end of the prompt (the adapted model's
+last layer, so the head's gradient also trains the LoRA adapter) and gives p_d(x), the chance that
+this transition changes dimension d. The gated probability is q_d = g[c, d] * p_d(x): a dimension
+a class never touches can be explained away by the head or by closing the gate, and the sparsity
+penalty -- lambda * sum_d g[c, d] for each row, so each class is penalised as often as it is seen
+-- makes closing the gate the cheaper of the two. A dimension the class does touch costs
+-log(g p) on those rows, which keeps its gate open unless the class touches it on fewer than about
+lambda of its rows. Loss: BCE(q, touched) + the penalty, added to the SFT loss and minimised by
+the same optimiser as the adapter (a parameter group of its own, since a gate needs larger steps
+than LoRA weights).
+
+What we do not do, and why: scaling each field's token loss by its gate (one reading of "a gate on
+the predictor") rewards closing the gate of any field that is hard to predict, whether or not the
+class can change it -- the gate would learn difficulty, not causal dependency.
+
+At inference the gates are read as a table (`LearnedMask`: g >= 0.5 is allowed) and turned into an
+`ActionMask`; `wm_format.prediction_schema` removes the masked dimensions from the grammar. A class
+with no gate (never seen in training) keeps every dimension, as `ActionMask` does for any class it
+does not know.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.environment import DIMENSIONS, ActionMask, Delta, touched
+from harness.errors import HarnessError
+
+THRESHOLD = 0.5
+MASK_FILE = "cdwm_mask.json"
+
+
+def touched_vector(delta: Delta) -> list[float]:
+    dims = touched(delta)
+    return [1.0 if d in dims else 0.0 for d in DIMENSIONS]
+
+
+class CausalGates(nn.Module):
+    """Gate logits per (class, dimension) and the "changes?" head over a hidden state."""
+
+    def __init__(self, classes: list[str], hidden_size: int, init_logit: float = 1.0) -> None:
+        super().__init__()
+        self.classes = list(classes)
+        self.index = {c: i for i, c in enumerate(self.classes)}
+        self.logits = nn.Parameter(torch.full((len(classes), len(DIMENSIONS)), float(init_logit)))
+        self.head = nn.Linear(hidden_size, len(DIMENSIONS))
+
+    def gates(self) -> torch.Tensor:
+        return torch.sigmoid(self.logits)
+
+    def loss(
+        self, hidden: torch.Tensor, class_ids: torch.Tensor, target: torch.Tensor, sparsity: float
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        """Mean over rows of BCE(g[c] * p(x), touched) + sparsity * sum_d g[c, d].
+        hidden [B, H], class_ids [B] (long), target [B, D] in {0, 1}."""
+        g = self.gates()[class_ids]
+        p = torch.sigmoid(self.head(hidden.to(self.head.weight.dtype)))
+        q = (g * p).clamp(1e-6, 1 - 1e-6)
+        bce = nn.functional.binary_cross_entropy(q, target.to(q.dtype), reduction="none").sum(-1).mean()
+        penalty = g.sum(-1).mean()
+        total = bce + sparsity * penalty
+        return total, {"mask_bce": float(bce.detach()), "mask_penalty": float(penalty.detach())}
+
+    def table(self) -> dict[str, dict[str, float]]:
+        g = self.gates().detach().cpu()
+        return {c: {d: round(float(g[i, j]), 4) for j, d in enumerate(DIMENSIONS)} for c, i in self.index.items()}
+
+
+@dataclass
+class LearnedMask:
+    """The gates as read at inference: class key (`world/class`) -> dimension -> gate value."""
+
+    gates: dict[str, dict[str, float]]
+    threshold: float = THRESHOLD
+
+    def allowed(self, key: str) -> frozenset[str] | None:
+        """The dimensions a class may touch; None for a class never trained (nothing masked)."""
+        row = self.gates.get(key)
+        if row is None:
+            return None
+        return frozenset(d for d, g in row.items() if g >= self.threshold)
+
+    def action_mask(self, world: str, name: str = "learned") -> ActionMask:
+        """This world's part as an `ActionMask` (keys without the world prefix)."""
+        prefix = f"{world}/"
+        return ActionMask(
+            {k[len(prefix) :]: self.allowed(k) or frozenset() for k in self.gates if k.startswith(prefix)}, name=name
+        )
+
+    def save(self, directory: Path, extra: dict[str, Any] | None = None) -> Path:
+        path = directory / MASK_FILE
+        path.write_text(
+            json.dumps({"threshold": self.threshold, "gates": self.gates, **(extra or {})}, indent=1, sort_keys=True),
+            encoding="utf-8",
+        )
+        return path
+
+    @classmethod
+    def load(cls, directory: Path) -> "LearnedMask":
+        path = directory / MASK_FILE
+        if not path.is_file():
+            raise HarnessError(
+                f"{path}: missing; an adapter from `harness cdwm train` holds its learned mask there "
+                f"(pass the adapter folder that `harness cdwm train --out` wrote, OUT/adapter)"
+            )
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            gates = {str(k): {d: float(v[d]) for d in DIMENSIONS} for k, v in data["gates"].items()}
+            return cls(gates, float(data.get("threshold", THRESHOLD)))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise HarnessError(
+                f"{path}: not a learned mask ({type(exc).__name__}: {exc}); re-export it with `harness cdwm train`"
+            ) from exc
+
+
+def mask_scores(allowed: dict[str, frozenset[str] | None], rows: list[tuple[str, Delta]]) -> dict[str, float]:
+    """How a mask (class key -> allowed dimensions, None = unmasked) fits ground truth:
+    precision and recall over (class, dimension) pairs of the classes in `rows` (truth: the
+    dimension was touched by some row of the class), and `fact_recall`, the share of true facts
+    (plus irreversible rows) in a dimension the mask allows -- what masking never deletes."""
+    truth: dict[str, set[str]] = {}
+    for key, delta in rows:
+        truth.setdefault(key, set()).update(touched(delta))
+    tp = fp = fn = 0
+    for key, dims in truth.items():
+        ok = allowed.get(key)
+        ok = frozenset(DIMENSIONS) if ok is None else ok
+        tp, fp, fn = tp + len(ok & dims), fp + len(ok - dims), fn + len(dims - ok)
+    kept = total = 0
+    for key, delta in rows:
+        ok = allowed.get(key)
+        ok = frozenset(DIMENSIONS) if ok is None else ok
+        for dim in DIMENSIONS[:5]:
+            n = len(getattr(delta, dim))
+            total, kept = total + n, kept + (n if dim in ok else 0)
+        if not delta.reversible:
+            total, kept = total + 1, kept + ("irreversible" in ok)
+    return {
+        "precision": tp / (tp + fp) if tp + fp else 1.0,
+        "recall": tp / (tp + fn) if tp + fn else 1.0,
+        "fact_recall": kept / total if total else 1.0,
+        "classes": float(len(truth)),
+    }
