@@ -85,7 +85,7 @@ lint: install
 	@status=0; \
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/lint-imports || status=1; \
-	$(VENV)/bin/mypy harness agents corpora leaderboards environments/proact environments/prograf/loop_agent.py \
+	$(VENV)/bin/mypy harness agents corpora leaderboards environments/proact environments/prograf/loop_agent.py environments/adv0/driver.py \
 		environments/web environments/household environments/science environments/mind2web environments/procgen \
 		environments/atari || status=1; \
 	exit $$status

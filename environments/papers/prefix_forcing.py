@@ -4,7 +4,8 @@ systems (the paper's method, our construction), with a computed range test; agai
 tuning (baseline).
 
 The model (`prefix_model.py`): transformers' GPT2LMHeadModel (LayerNorm, GELU MLP, 3 layers, width
-48, vocabulary 32) trained 200 steps on a seeded Markov-chain corpus. The prefix is m embedding
+48, vocabulary 32) trained 200 steps on a seeded corpus of 2 Markov chains, a sequence's first token
+picking its chain (so the start of the context matters). The prefix is m embedding
 vectors placed before x (positions 0..m-1). Greedy decoding of `prefix + x` reproduces y exactly
 when, at each of the k positions that predict y's tokens (contexts x + y[:j], teacher forcing), y's
 token beats every other token's logit; we ask for a margin MARGIN.
@@ -239,7 +240,8 @@ class PrefixForcingTask(PaperTask):
         "range, a prefix that forces y exists and is computed by solving linear systems; without the range "
         "assumption it may not exist",
         setting=f"transformers' GPT-2 architecture (vocab 32, width 48, 3 layers x 4 heads, LayerNorm + GELU MLP, "
-        f"tied unembedding, context 32) trained 200 AdamW steps per seed on a Markov-chain corpus; x = "
+        f"tied unembedding, context 32) trained 200 AdamW steps per seed on a corpus of 2 Markov chains "
+        f"picked by the sequence's first token; x = "
         f"{X_LEN} corpus tokens, y = 4 tokens checked by greedy decoding of prefix + x; prefix of 8 or 2 "
         f"embedding vectors; per seed {IN_RANGE} in-range targets (a hidden random teacher prefix's decode, "
         f"unlike the zero prefix's), {OUT_OF_RANGE} out-of-range (one token replaced by a planted "
@@ -264,7 +266,8 @@ class PrefixForcingTask(PaperTask):
                 paper="speaks of a pretrained GPT-style Transformer (GPT-2 scale)",
                 ours="use the GPT-2 architecture itself (transformers' GPT2LMHeadModel: pre-LayerNorm blocks, "
                 "GELU MLP, tied unembedding) at toy size: vocabulary 32 (not 50,257), width 48 (not 768), "
-                "3 layers (not 12), context 32 (not 1,024), trained 200 steps on a Markov-chain corpus "
+                "3 layers (not 12), context 32 (not 1,024), trained 200 steps on a corpus of 2 Markov chains picked "
+                "by the sequence's first token "
                 "(not WebText)",
                 why="the check must fit 15 minutes on 2 CPU cores; `--suite-option scale=N` grows it",
                 effect="every linear system has at most 4 x 31 rows against 96-384 unknowns, far smaller than "
