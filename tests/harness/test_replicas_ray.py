@@ -128,7 +128,10 @@ def test_cpu_replicas_spread_by_load_a_task_finds_them_and_a_killed_one_is_route
 
     texts = asyncio.run(spread())
     slow, fast = model.router.served
-    assert slow + fast == 32 and slow >= 1 and fast >= 4 * slow, (slow, fast)
+    # Round robin would give 16/16; least-loaded routing gives the fast one most (about 30/32 on an idle
+    # machine). Under CPU load the fast replica's 20 ms stretch (session 22's CI run beside another job:
+    # 24/8), so the bound is 2x, which round robin still fails by a wide margin.
+    assert slow + fast == 32 and slow >= 1 and fast >= 2 * slow, (slow, fast)
     assert replicas.served() == [slow, fast]  # the actors' own counts agree with the router's
     assert sum(t.startswith("replica 1 gpu :") for t in texts) == fast  # CPU placement: no GPU given
 
