@@ -394,26 +394,11 @@ def stat_higher(
     a_, b_ = np.asarray(a), np.asarray(b)
     n = min(len(a_), len(b_))
     size_note = f"judged only at >= {BOOTSTRAP_MIN_UNITS} episodes per arm (a percentile bootstrap below that has unknown coverage)"
-    if n < BOOTSTRAP_MIN_UNITS:
-        d = float(stat(a_) - stat(b_)) if n else None
-        part = judged(
-            what,
-            d,
-            None,
-            None,
-            op=">",
-            threshold=0.0,
-            refute_at=min_effect,
-            method="percentile bootstrap CI over episodes",
-            n=f"{len(a_)} vs {len(b_)} episodes",
-            size=n,
-            metric=metric,
-            arm=arm,
-            versus=versus,
-            note=size_note,
-        )
-        return part.model_copy(update={"needed_n": BOOTSTRAP_MIN_UNITS})
-    d, lo, hi, se = bootstrap_difference(a_, b_, stat, LEVEL, seed=seed)
+    small = n < BOOTSTRAP_MIN_UNITS
+    if small:
+        d, lo, hi, se = (float(stat(a_) - stat(b_)) if n else None), None, None, 0.0
+    else:
+        d, lo, hi, se = bootstrap_difference(a_, b_, stat, LEVEL, seed=seed)
     part = judged(
         what,
         d,
@@ -430,6 +415,8 @@ def stat_higher(
         versus=versus,
         note=size_note,
     )
+    if small:
+        return part.model_copy(update={"needed_n": BOOTSTRAP_MIN_UNITS})
 
     def needed() -> int | None:
         effect = max(d, min_effect)
