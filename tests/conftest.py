@@ -36,6 +36,13 @@ OWN_PROACT = REPO / "corpora" / "proact" / "dialogues.jsonl"
 CHROMIUM = Path("/usr/bin/chromium")
 SKIP_BROWSER = "HARNESS_SKIP_BROWSER"
 
+# Every local Ray cluster the tests start runs without token auth and usage stats, set once for the
+# whole process: Ray keeps the auth mode of a process's first `ray.init`, so a test that set
+# RAY_AUTH_MODE only for itself, after another test's cluster had started with the default, got
+# actors that never ran (CI, stop 47: adv0's Ray test ran first in the same worker).
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
 JUDGE_PASS = '{"score": "PASS", "rationale": "it acted on the anchor", "evidence": "PASS"}'
 
 
