@@ -19,10 +19,11 @@ from __future__ import annotations
 import base64
 import zlib
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
-from environments.papers.qec_relay_bp import RelayConfig, min_sum_bp, relay_bp, tanner_graph
+from environments.papers.qec_relay_bp import RelayConfig, TannerGraph, min_sum_bp, relay_bp, tanner_graph
 
 # name -> (l, m, A's monomials, B's monomials); a monomial is (power of x, power of y)
 BB_CODES: dict[str, tuple[int, int, tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]] = {
@@ -116,8 +117,15 @@ def sector_syndromes(name: str, p: float, shots: int, seed: int) -> tuple[np.nda
 def bposd(pcm: np.ndarray, syndromes: np.ndarray, error_rate: float) -> np.ndarray:
     from ldpc import BpOsdDecoder
 
-    decoder = BpOsdDecoder(pcm, error_rate=error_rate, max_iter=BP_ITERATIONS, bp_method="minimum_sum",
-                           ms_scaling_factor=BPOSD_SCALING, osd_method="osd_cs", osd_order=OSD_ORDER)
+    decoder = BpOsdDecoder(
+        pcm,
+        error_rate=error_rate,
+        max_iter=BP_ITERATIONS,
+        bp_method="minimum_sum",
+        ms_scaling_factor=BPOSD_SCALING,
+        osd_method="osd_cs",
+        osd_order=OSD_ORDER,
+    )
     return np.array([decoder.decode(s.astype(np.uint8)) for s in syndromes], dtype=bool).reshape(len(syndromes), -1)
 
 
@@ -157,7 +165,9 @@ def bposd_corrections(name: str, p: float, shots: int, seed: int) -> tuple[np.nd
     return sector_corrections("bposd", name, p, shots, seed)
 
 
-def failures(name: str, p: float, shots: int, seed: int, cx: np.ndarray, cz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def failures(
+    name: str, p: float, shots: int, seed: int, cx: np.ndarray, cz: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per shot: (logical failure, the correction misses the syndrome), regenerating the errors."""
     hx, hz = bb_code(name)
     ex, ez = depolarising(hx.shape[1], p, shots, seed)
@@ -181,4 +191,147 @@ def pack_bits(bits: np.ndarray) -> str:
 
 def unpack_bits(text: str, shape: tuple[int, int]) -> np.ndarray:
     flat = np.unpackbits(np.frombuffer(zlib.decompress(base64.b64decode(text)), dtype=np.uint8))
-    return flat[:shape[0] * shape[1]].reshape(shape).astype(bool)
+    return flat[: shape[0] * shape[1]].reshape(shape).astype(bool)
+
+
+# --- The BB code as a stim circuit (issue 42): syndromes and the detector error model come from stim ---
+
+
+@lru_cache(maxsize=4)
+def logical_z_basis(name: str) -> np.ndarray:
+    """k independent Z logicals, one a row: vectors of ker H_X outside rowspace H_Z (so they commute
+    with every X check and are not Z stabilisers). The check matrices are rank-deficient (for bb72,
+    36 rows of rank 30 each), which is why this reduces rather than inverts."""
+    hx, hz = bb_code(name)
+    chosen: list[np.ndarray] = []
+    rank = gf2_rank(hz)
+    for v in gf2_kernel(hx):
+        trial = np.vstack([hz, *chosen, v])
+        if gf2_rank(trial) > rank:
+            chosen.append(v)
+            rank += 1
+    k = code_parameters(name)[1]
+    if len(chosen) != k:
+        raise ValueError(f"BB code {name!r}: found {len(chosen)} Z logicals, expected k = {k}")
+    return np.array(chosen, dtype=np.uint8)
+
+
+def pauli_product(kind: str, support: np.ndarray) -> list[Any]:
+    import stim
+
+    targets: list[Any] = []
+    for q in np.flatnonzero(support):
+        if targets:
+            targets.append(stim.target_combiner())
+        targets.append(stim.target_x(int(q)) if kind == "X" else stim.target_z(int(q)))
+    return targets
+
+
+@lru_cache(maxsize=8)
+def memory_circuit(name: str, p: float) -> Any:
+    """The BB code's Z-basis memory under code-capacity depolarising noise, as a stim circuit: data
+    reset to |0>, the X checks measured once (their first outcomes are random), DEPOLARIZE1(p) on
+    every data qubit, then every check measured noiselessly (MPP) and the k Z logicals read.
+    Detectors, in order: the Z checks (rows of H_Z, they see X and Y errors), then the X checks
+    compared with their first outcomes (rows of H_X, they see Z and Y errors) -- the layout of
+    `sector_syndromes`. Observables: the Z logicals (`logical_z_basis`), which X and Y errors flip."""
+    import stim
+
+    if not 0.0 <= p <= 0.75:
+        raise ValueError(f"depolarising rate {p!r}: use a probability in [0, 0.75]")
+    hx, hz = bb_code(name)
+    n = hx.shape[1]
+    c = stim.Circuit()
+    c.append("R", range(n))
+    for row in hx:
+        c.append("MPP", pauli_product("X", row))
+    c.append("DEPOLARIZE1", range(n), p)
+    for row in hz:
+        c.append("MPP", pauli_product("Z", row))
+    for row in hx:
+        c.append("MPP", pauli_product("X", row))
+    logicals = logical_z_basis(name)
+    for row in logicals:
+        c.append("MPP", pauli_product("Z", row))
+    mz, mx, k = len(hz), len(hx), len(logicals)
+    total = mx + mz + mx + k  # measurements so far; rec[-1] is the last
+    for i in range(mz):  # Z checks: deterministic +1 on |0>
+        c.append("DETECTOR", [stim.target_rec(mx + i - total)])
+    for i in range(mx):  # X checks: the final outcome against the first
+        c.append("DETECTOR", [stim.target_rec(mx + mz + i - total), stim.target_rec(i - total)])
+    for j in range(k):
+        c.append("OBSERVABLE_INCLUDE", [stim.target_rec(mx + mz + mx + j - total)], j)
+    return c
+
+
+def dem_matrices(dem: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A detector error model as (check matrix detectors x mechanisms, observables x mechanisms,
+    each mechanism's probability): what a BP-family decoder reads."""
+    columns: list[tuple[list[int], list[int], float]] = []
+    for inst in dem.flattened():
+        if inst.type != "error":
+            continue
+        dets, obs = [], []
+        for t in inst.targets_copy():
+            if t.is_relative_detector_id():
+                dets.append(t.val)
+            elif t.is_logical_observable_id():
+                obs.append(t.val)
+        columns.append((dets, obs, float(inst.args_copy()[0])))
+    h = np.zeros((dem.num_detectors, len(columns)), dtype=np.uint8)
+    lo = np.zeros((dem.num_observables, len(columns)), dtype=np.uint8)
+    for j, (dets, obs, _) in enumerate(columns):
+        h[dets, j] ^= 1
+        lo[obs, j] ^= 1
+    return h, lo, np.array([c[2] for c in columns])
+
+
+@lru_cache(maxsize=8)
+def circuit_model(name: str, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return dem_matrices(memory_circuit(name, p).detector_error_model())
+
+
+def circuit_shots(name: str, p: float, seed: int, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(detector bits, observable flips) of the seed's train, validation or test shots (disjoint stim seeds)."""
+    stim_seed = 1000 * seed + {"train": 1, "test": 2, "valid": 3}[split] + 100
+    det, obs = memory_circuit(name, p).compile_detector_sampler(seed=stim_seed).sample(n, separate_observables=True)
+    return det, obs
+
+
+def decode_circuit(solver: str, name: str, p: float, syndromes: np.ndarray, seed: int) -> np.ndarray:
+    """A BP-family decoder on the circuit's detector error model: the observable flips (shots, k) it
+    predicts for each syndrome (it decodes mechanisms, then reads their observables)."""
+    if solver not in ("bposd", "relay_bp", "minsum_bp"):
+        raise ValueError(f"unknown BB decoder {solver!r}; use bposd, relay_bp or minsum_bp")
+    h, lo, probs = circuit_model(name, p)
+    if solver == "bposd":
+        decoder = circuit_bposd(name, p)
+        found = np.array([decoder.decode(s.astype(np.uint8)) for s in syndromes], dtype=np.int64)
+    elif solver == "relay_bp":
+        found = relay_bp(circuit_graph(name, p), syndromes, probs, seed, RELAY)[0].astype(np.int64)
+    else:
+        found = min_sum_bp(circuit_graph(name, p), syndromes, probs, BP_ITERATIONS)[0].astype(np.int64)
+    return (found.reshape(len(syndromes), -1) @ lo.T.astype(np.int64)) % 2 == 1
+
+
+@lru_cache(maxsize=8)
+def circuit_graph(name: str, p: float) -> TannerGraph:
+    return tanner_graph(circuit_model(name, p)[0])
+
+
+@lru_cache(maxsize=8)
+def circuit_bposd(name: str, p: float) -> Any:
+    """BP-OSD-CS on the circuit's detector error model, built once (a single-shot timing then
+    measures decoding, not construction)."""
+    from ldpc import BpOsdDecoder
+
+    h, _, probs = circuit_model(name, p)
+    return BpOsdDecoder(
+        h,
+        channel_probs=list(probs),
+        max_iter=BP_ITERATIONS,
+        bp_method="minimum_sum",
+        ms_scaling_factor=BPOSD_SCALING,
+        osd_method="osd_cs",
+        osd_order=OSD_ORDER,
+    )

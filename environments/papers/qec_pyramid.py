@@ -1,23 +1,22 @@
-"""Task `qec_precision_pyramid`: a weight-binarised neural decoder whose activation precision rises
-toward the output (the paper's "precision pyramid", hidden-layer activation bits 2 -> 4 -> 8)
-against minimum-weight perfect matching, a float decoder and the same binarised decoder at uniform
-1/2/8-bit activations, on stim's rotated surface-code memory experiment (ours: d=3, 3 rounds,
-circuit-level depolarising noise p = 0.006).
+"""Task `qec_precision_pyramid`: a W1 (binarised-weight) neural decoder whose activation precision
+rises toward the output -- the paper's "precision pyramid", hidden activations 2 -> 2 -> 4 -> 8 bits
+on layers that narrow as their precision rises, so that almost all of its work is in LUT-friendly
+<= 2-bit stages -- against minimum-weight perfect matching on surface codes and Relay-BP (and
+BP-OSD) on a bivariate-bicycle code, with the same network at uniform 1/2/8-bit activations and in
+float as baselines.
 
-Every decoder reads the 24 detector bits of a shot and predicts whether the logical observable
-flipped. The neural decoders are numpy MLPs 24-128-128-128-1 trained with Adam on stim samples
-(hand-written back-propagation; quantisers pass gradients straight through inside their clip
-range). Binarised layers use sign(W) times the mean |W| of each output unit; a k-bit activation
-is the midrise uniform grid of 2^k levels on [-1, 1], so 1 bit is exactly sign. The quantised
-decoders start from the seed's float decoder and are fine-tuned quantisation-aware (one epoch):
-the float decoder is trained once per seed and cached. MWPM is pymatching on the circuit's
-detector error model. The solver records its predictions on the distinct test syndromes; the
-scorer regenerates the seed's test shots and counts logical errors (Wilson 95% interval).
-
-The paper also compares with Relay-BP on a bivariate-bicycle code: settings `bb72_p*` decode the
-[[72,12,6]] code under code-capacity depolarising noise with BP-OSD (ldpc), a Relay-BP written here
-and plain min-sum BP (`qec_bb.py`, `qec_relay_bp.py`); there the neural solvers and MWPM, and on
-the surface code the BB decoders, record "not applicable" and score None.
+Settings (ours): stim's rotated surface-code Z memory at d = 3 (3 rounds) and d = 5 (5 rounds),
+circuit-level depolarising p = 0.006; the [[72,12,6]] BB code's Z memory as a stim circuit under
+code-capacity depolarising p = 0.03 (`qec_bb.memory_circuit`: 72 detectors, 12 observables).
+Every decoder reads a shot's detector bits and predicts every observable's flip; a shot fails when
+any prediction is wrong. MWPM is pymatching on the circuit's detector error model; Relay-BP and
+BP-OSD decode the BB circuit's detector error model (`qec_bb.decode_circuit`). The
+neural decoders (`qec_neural.py`) are trained per seed on fresh stim shots, float first, then each
+quantised one quantisation-aware from it, each early-stopped on a validation split under an epoch
+cap fixed in the criterion. The solver records its predictions on the distinct test syndromes (and
+a classical decoder its measured single-shot CPU latency); the scorer regenerates the seed's test
+shots and counts logical errors, and computes the bit-operations, the low-bit share and the
+modelled latency from the architecture (`qec_hardware.py`).
 """
 
 from __future__ import annotations
@@ -25,179 +24,183 @@ from __future__ import annotations
 import base64
 import math
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from environments.papers import qec_bb
+from environments.papers import qec_bb, qec_hardware, qec_neural
 from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 
-DISTANCE, ROUNDS, NOISE = 3, 3, 0.006
-SETTINGS = ("d3_p006",)
-BB_CODE, BB_SHOTS = "bb72", 4000
-BB_SETTINGS = {"bb72_p02": 0.02, "bb72_p03": 0.03, "bb72_p05": 0.05}  # setting -> depolarising p
-BB_SOLVERS = ("bposd", "relay_bp", "minsum_bp")
-RELAY_VS_BPOSD = 1.1  # "Relay-BP matches BP-OSD": its LER at most 1.1x BP-OSD's on the same shots
-N_TRAIN, N_TEST = 1_000_000, 1_000_000
-HIDDEN = (128, 128, 128)
-FLOAT_EPOCHS, QAT_EPOCHS = 2, 1
-FLOAT_LR, QAT_LR, BATCH = 3e-3, 1e-3, 1024
-# Activation bits of the hidden layers, per solver (None: float; binary weights unless float).
+
+@dataclass(frozen=True)
+class Setting:
+    code: str  # "surface" or a BB code name
+    distance: int  # surface code distance (rounds = distance); the BB code's d for the record
+    noise: float
+    hidden: tuple[int, ...]  # the neural decoders' hidden widths
+    train: int  # training shots at scale 1
+    test: int  # test shots at scale 1
+
+
+SETTINGS: dict[str, Setting] = {
+    "d3_p006": Setting("surface", 3, 0.006, (128, 128, 8, 4), 100_000, 200_000),
+    "d5_p006": Setting("surface", 5, 0.006, (128, 128, 8, 4), 100_000, 200_000),
+    "bb72_p03": Setting("bb72", 6, 0.03, (256, 256, 8, 8), 100_000, 4_000),
+}
+N_VALID = 20_000
+BUDGET = qec_neural.Budget()
+# Activation bits of the hidden layers per neural solver (None: float; binarised weights otherwise).
 ACTIVATION_BITS: dict[str, tuple[int | None, ...]] = {
-    "pyramid": (2, 4, 8), "float": (None, None, None), "int1": (1, 1, 1), "int2": (2, 2, 2), "int8": (8, 8, 8)}
-NOMINAL_LER = 0.024  # the prototype's MWPM rate: sets "sigma", the binomial s.e. of one cell's test LER
-SIGMA = math.sqrt(NOMINAL_LER * (1 - NOMINAL_LER) / N_TEST)
-Solver = Literal["pyramid", "mwpm", "float", "int1", "int2", "int8", "bposd", "relay_bp", "minsum_bp"]
-Params = list[tuple[np.ndarray, np.ndarray]]
+    "pyramid": (2, 2, 4, 8),
+    "float": (None,) * 4,
+    "int1": (1,) * 4,
+    "int2": (2,) * 4,
+    "int8": (8,) * 4,
+}
+NEURAL = tuple(ACTIVATION_BITS)
+BB_SOLVERS = ("relay_bp", "bposd")
+LATENCY_SYNDROMES = 50  # single-shot CPU timings per classical cell (the median is recorded)
+Solver = Literal["pyramid", "mwpm", "relay_bp", "bposd", "float", "int1", "int2", "int8"]
 
 
 class Options(PaperOptions):
-    solver: Solver = Field("pyramid", description="pyramid (the paper's method), mwpm, float, int1, int2, int8 "
-                                                   "(baselines); bposd, relay_bp, minsum_bp (BB-code decoders)")
-    seeds: int = Field(5, ge=1, le=500, description="seeds per setting (each trains five neural decoders)")
+    solver: Solver = Field(
+        "pyramid",
+        description="pyramid (the paper's method); mwpm (surface codes), relay_bp, "
+        "bposd (BB code); float, int1, int2, int8 (the same "
+        "network in float or at uniform activation bits)",
+    )
+    seeds: int = Field(5, ge=1, le=500, description="seeds per setting (each trains five neural decoders per setting)")
+    scale: int = Field(
+        1, ge=1, le=1000, description="multiplies training and test shots (1: the registered check's size)"
+    )
 
 
-def memory_circuit() -> Any:
+def applicable(setting: str, solver: str) -> bool:
+    code = SETTINGS[setting].code
+    if solver == "mwpm":
+        return code == "surface"
+    if solver in BB_SOLVERS:
+        return code != "surface"
+    return True
+
+
+def surface_circuit(distance: int, noise: float) -> Any:
     import stim
 
-    return stim.Circuit.generated("surface_code:rotated_memory_z", distance=DISTANCE, rounds=ROUNDS,
-                                  after_clifford_depolarization=NOISE, before_round_data_depolarization=NOISE,
-                                  before_measure_flip_probability=NOISE, after_reset_flip_probability=NOISE)
+    return stim.Circuit.generated(
+        "surface_code:rotated_memory_z",
+        distance=distance,
+        rounds=distance,
+        after_clifford_depolarization=noise,
+        before_round_data_depolarization=noise,
+        before_measure_flip_probability=noise,
+        after_reset_flip_probability=noise,
+    )
 
 
-def shots(seed: int, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(detector bits, observable flips) of the seed's train or test shots; disjoint stim seeds."""
-    stim_seed = 1000 * seed + {"train": 1, "test": 2}[split]
-    det, obs = memory_circuit().compile_detector_sampler(seed=stim_seed).sample(n, separate_observables=True)
-    return det, obs[:, 0]
+def circuit(setting: str) -> Any:
+    s = SETTINGS[setting]
+    return surface_circuit(s.distance, s.noise) if s.code == "surface" else qec_bb.memory_circuit(s.code, s.noise)
+
+
+def shots(setting: str, seed: int, split: str, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(detector bits, observable flips (n, k)) of the seed's train, valid or test shots (disjoint stim seeds)."""
+    stim_seed = 1000 * seed + {"train": 1, "test": 2, "valid": 3}[split] + 10 * list(SETTINGS).index(setting)
+    det, obs = circuit(setting).compile_detector_sampler(seed=stim_seed).sample(n, separate_observables=True)
+    return det, obs
 
 
 def distinct_syndromes(det: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted distinct syndromes (as 0/1 float rows) and each shot's index into them."""
+    """The sorted distinct syndromes (as 0/1 float32 rows) and each shot's index into them."""
     packed, index = np.unique(np.packbits(det, axis=1), axis=0, return_inverse=True)
-    return np.unpackbits(packed, axis=1)[:, :det.shape[1]].astype(np.float32), index.ravel()
+    return np.unpackbits(packed, axis=1)[:, : det.shape[1]].astype(np.float32), index.ravel()
 
 
-def quantise_activation(x: np.ndarray, bits: int | None) -> np.ndarray:
-    """Midrise uniform grid of 2^bits levels on [-1, 1]: levels (2i + 1 - 2^bits) / (2^bits - 1);
-    1 bit is exactly sign (0 -> +1); None is the float hardtanh."""
-    if bits is None:
-        return np.clip(x, -1.0, 1.0)
-    n = 2 ** bits
-    idx = np.clip(np.floor((x + 1.0) / 2.0 * n), 0, n - 1)
-    return ((2 * idx + 1 - n) / (n - 1)).astype(x.dtype)
+@lru_cache(maxsize=16)
+def held_out_shots(setting: str, seed: int, scale: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    det, obs = shots(setting, seed, "test", SETTINGS[setting].test * scale)
+    syndromes, index = distinct_syndromes(det)
+    return syndromes, index, obs
 
 
-def binarise(w: np.ndarray) -> np.ndarray:
-    """sign(W) (0 -> +1) times the mean |W| of each output unit (column)."""
-    return np.where(w >= 0, 1.0, -1.0).astype(w.dtype) * np.abs(w).mean(axis=0, keepdims=True)
+def training_data(
+    setting: str, seed: int, scale: int
+) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    det, obs = shots(setting, seed, "train", SETTINGS[setting].train * scale)
+    vdet, vobs = shots(setting, seed, "valid", N_VALID)
+    return (det.astype(np.float32), obs.astype(np.float32)), (vdet.astype(np.float32), vobs.astype(np.float32))
 
 
-def forward(params: Params, x: np.ndarray, bits: tuple[int | None, ...], binary: bool) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-    """The logit of a flip per row, and each layer's (input, used weights, pre-activation)."""
-    a, cache = x, []
-    for i, (w, b) in enumerate(params):
-        used = binarise(w) if binary else w
-        z = a @ used + b
-        cache.append((a, used, z))
-        a = quantise_activation(z, bits[i]) if i < len(params) - 1 else z
-    return a[:, 0], cache
+def sizes(setting: str) -> tuple[int, int]:
+    """(detectors, observables) of the setting's circuit."""
+    c = circuit(setting)
+    return c.num_detectors, c.num_observables
 
 
-def gradients(params: Params, x: np.ndarray, y: np.ndarray, bits: tuple[int | None, ...], binary: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Gradients of the mean binary cross-entropy; quantisers and binarisation pass the gradient
-    straight through (inside the activation clip range |z| <= 1)."""
-    logit, cache = forward(params, x, bits, binary)
-    g = ((1.0 / (1.0 + np.exp(-logit)) - y) / len(y))[:, None].astype(np.float32)
-    grads: list[tuple[np.ndarray, np.ndarray]] = []
-    for i in range(len(params) - 1, -1, -1):
-        a, used, z = cache[i]
-        if i < len(params) - 1:
-            g = g * (np.abs(z) <= 1.0)
-        grads.insert(0, (a.T @ g, g.sum(axis=0)))
-        g = g @ used.T
-    return grads
-
-
-def train(x: np.ndarray, y: np.ndarray, bits: tuple[int | None, ...], binary: bool, epochs: int, lr: float,
-          seed: int, init: Params | None = None) -> Params:
-    """Adam with a cosine learning-rate decay over shuffled mini-batches of shots."""
-    rng = np.random.default_rng(seed)
-    sizes = (x.shape[1], *HIDDEN, 1)
-    params = ([(w.copy(), b.copy()) for w, b in init] if init else
-              [(rng.normal(0, 1 / math.sqrt(m), (m, n)).astype(np.float32), np.zeros(n, np.float32))
-               for m, n in zip(sizes[:-1], sizes[1:])])
-    moments = [[np.zeros_like(p) for p in layer for _ in (0, 1)] for layer in params]
-    per_epoch = len(y) // BATCH
-    total, step = epochs * per_epoch, 0
-    for _ in range(epochs):
-        order = rng.permutation(len(y))
-        for k in range(per_epoch):
-            batch = order[k * BATCH:(k + 1) * BATCH]
-            step += 1
-            rate = lr * 0.5 * (1 + math.cos(math.pi * step / total))
-            for layer, grads, mom in zip(params, gradients(params, x[batch], y[batch], bits, binary), moments):
-                for j, g in enumerate(grads):
-                    mom[2 * j] = 0.9 * mom[2 * j] + 0.1 * g
-                    mom[2 * j + 1] = 0.999 * mom[2 * j + 1] + 0.001 * g * g
-                    m_hat, v_hat = mom[2 * j] / (1 - 0.9 ** step), mom[2 * j + 1] / (1 - 0.999 ** step)
-                    layer[j][...] -= rate * m_hat / (np.sqrt(v_hat) + 1e-8)
-    return params
-
-
-def training_set(seed: int) -> tuple[np.ndarray, np.ndarray]:
-    det, obs = shots(seed, "train", N_TRAIN)
-    return det.astype(np.float32), obs.astype(np.float32)
-
-
-@lru_cache(maxsize=8)
-def float_decoder(seed: int) -> Params:
-    """The seed's float decoder (also the quantised decoders' starting point), trained once."""
+@lru_cache(maxsize=16)  # every (setting, seed) of a check: each arm reuses them
+def float_decoder(setting: str, seed: int, scale: int) -> qec_neural.Trained:
+    """The seed's float decoder (also every quantised decoder's starting point), trained once."""
     from threadpoolctl import threadpool_limits
 
-    x, y = training_set(seed)
+    data, valid = training_data(setting, seed, scale)
+    d, k = sizes(setting)
+    start = qec_neural.initial((d, *SETTINGS[setting].hidden, k), np.random.default_rng([seed, 7]))
     with threadpool_limits(1):  # small matrices on shared cores: one BLAS thread is fastest
-        return train(x, y, ACTIVATION_BITS["float"], False, FLOAT_EPOCHS, FLOAT_LR, seed)
+        return qec_neural.train(
+            data, valid, ACTIVATION_BITS["float"], False, BUDGET.float_epochs, BUDGET.float_lr, seed, start
+        )
 
 
-def neural_decoder(seed: int, solver: str) -> Params:
+def neural_decoder(setting: str, seed: int, solver: str, scale: int) -> qec_neural.Trained:
     from threadpoolctl import threadpool_limits
 
-    start = float_decoder(seed)
+    first = float_decoder(setting, seed, scale)
     if solver == "float":
-        return start
-    x, y = training_set(seed)
+        return first
+    data, valid = training_data(setting, seed, scale)
     with threadpool_limits(1):
-        return train(x, y, ACTIVATION_BITS[solver], True, QAT_EPOCHS, QAT_LR, seed + 1, init=start)
+        return qec_neural.train(
+            data, valid, ACTIVATION_BITS[solver], True, BUDGET.qat_epochs, BUDGET.qat_lr, seed + 1, first.params
+        )
 
 
-@lru_cache(maxsize=1)
-def matching() -> Any:
+@lru_cache(maxsize=2)
+def matching(setting: str) -> Any:
     """pymatching's decoder for the circuit's detector error model (built once)."""
     import pymatching
 
-    return pymatching.Matching.from_detector_error_model(memory_circuit().detector_error_model(decompose_errors=True))
+    return pymatching.Matching.from_detector_error_model(circuit(setting).detector_error_model(decompose_errors=True))
 
 
-def mwpm_predictions(syndromes: np.ndarray) -> np.ndarray:
-    return matching().decode_batch(syndromes.astype(np.uint8))[:, 0].astype(bool)
-
-
-def predict(solver: str, seed: int, syndromes: np.ndarray) -> np.ndarray:
+def classical_predictions(setting: str, seed: int, solver: str, syndromes: np.ndarray) -> np.ndarray:
+    s = SETTINGS[setting]
     if solver == "mwpm":
-        return mwpm_predictions(syndromes)
-    params = neural_decoder(seed, solver)
-    return forward(params, syndromes, ACTIVATION_BITS[solver], solver != "float")[0] > 0
+        return matching(setting).decode_batch(syndromes.astype(np.uint8)).astype(bool)
+    return qec_bb.decode_circuit(solver, s.code, s.noise, syndromes.astype(bool), seed)
+
+
+def cpu_latency_us(setting: str, seed: int, solver: str, syndromes: np.ndarray) -> float:
+    """The median wall time of decoding one non-trivial syndrome at a time, on this CPU (measured)."""
+    nontrivial = syndromes[syndromes.any(axis=1)][:LATENCY_SYNDROMES]
+    times = []
+    for row in nontrivial:
+        t0 = time.perf_counter()
+        classical_predictions(setting, seed, solver, row[None, :])
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e6)
 
 
 def pack(bits: np.ndarray) -> str:
-    return base64.b64encode(np.packbits(bits.astype(bool)).tobytes()).decode()
+    return base64.b64encode(np.packbits(bits.astype(bool).ravel()).tobytes()).decode()
 
 
-def unpack(text: str, n: int) -> np.ndarray:
-    return np.unpackbits(np.frombuffer(base64.b64decode(text), dtype=np.uint8))[:n].astype(bool)
+def unpack(text: str, shape: tuple[int, ...]) -> np.ndarray:
+    flat = np.unpackbits(np.frombuffer(base64.b64decode(text), dtype=np.uint8))
+    return flat[: int(np.prod(shape))].reshape(shape).astype(bool)
 
 
 def wilson(errors: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -208,149 +211,217 @@ def wilson(errors: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-@lru_cache(maxsize=4)
-def held_out_shots(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    det, obs = shots(seed, "test", N_TEST)
-    syndromes, index = distinct_syndromes(det)
-    return syndromes, index, obs
-
-
-def solve_bb(setting: str, seed: int, solver: str) -> dict[str, Any]:
-    """A BB decoder's corrections of the cell's shots, X and Z sectors (it sees only syndromes)."""
-    cx, cz = qec_bb.corrections(solver, BB_CODE, BB_SETTINGS[setting], BB_SHOTS, seed)
-    return {"applicable": True, "code": BB_CODE, "shots": BB_SHOTS, "corrections_x": qec_bb.pack_bits(cx),
-            "corrections_z": qec_bb.pack_bits(cz)}
-
-
-def solve(setting: str, seed: int, solver: str) -> dict[str, Any]:
-    """The decoder's flip prediction for every distinct test syndrome (it never sees test flips);
-    on a BB setting, a BB decoder's corrections. A solver of the other half records "not applicable"."""
-    if setting not in SETTINGS and setting not in BB_SETTINGS:
-        raise ValueError(f"unknown setting {setting!r}; use one of {SETTINGS + tuple(BB_SETTINGS)}")
-    if (setting in BB_SETTINGS) != (solver in BB_SOLVERS):
+def solve(setting: str, seed: int, solver: str, scale: int = 1) -> dict[str, Any]:
+    """The decoder's flip predictions for every distinct test syndrome (it never sees test flips)."""
+    if setting not in SETTINGS:
+        raise ValueError(f"unknown setting {setting!r}; use one of {tuple(SETTINGS)}")
+    if solver not in NEURAL and solver not in BB_SOLVERS and solver != "mwpm":
+        raise ValueError(f"unknown solver {solver!r}; use one of {NEURAL + BB_SOLVERS + ('mwpm',)}")
+    if not applicable(setting, solver):
         return {"applicable": False}
-    if setting in BB_SETTINGS:
-        return solve_bb(setting, seed, solver)
-    syndromes, _, _ = held_out_shots(seed)
-    predictions = predict(solver, seed, syndromes)
-    return {"applicable": True, "distinct_syndromes": int(len(syndromes)), "predictions": pack(predictions),
-            "activation_bits": list(ACTIVATION_BITS.get(solver, ())), "binary_weights": solver not in ("mwpm", "float")}
+    syndromes, _, _ = held_out_shots(setting, seed, scale)
+    answer: dict[str, Any] = {"applicable": True, "distinct_syndromes": int(len(syndromes)), "scale": scale}
+    if solver in NEURAL:
+        trained = neural_decoder(setting, seed, solver, scale)
+        predictions = qec_neural.predict(trained.params, syndromes, ACTIVATION_BITS[solver], solver != "float")
+        answer |= {"epochs": trained.epochs, "converged": trained.converged, "valid_loss": trained.valid_loss}
+    else:
+        predictions = classical_predictions(setting, seed, solver, syndromes)
+        answer["cpu_latency_us"] = cpu_latency_us(setting, seed, solver, syndromes)
+    answer["predictions"] = pack(predictions)
+    return answer
+
+
+def hardware(setting: str, solver: str) -> dict[str, float | None]:
+    """Bit-operations, the <= 2-bit share and the modelled latency of a neural solver's network."""
+    if solver not in NEURAL:
+        return {"bit_ops": None, "low_bit_share": None, "latency_model_ns": None}
+    d, k = sizes(setting)
+    layers = qec_hardware.stages(d, SETTINGS[setting].hidden, k, ACTIVATION_BITS[solver])
+    return {
+        "bit_ops": float(sum(s.bit_ops for s in layers)),
+        "low_bit_share": qec_hardware.low_bit_share(layers),
+        "latency_model_ns": qec_hardware.latency_ns(layers),
+    }
+
+
+def score(result: CellResult) -> dict[str, float | None]:
+    """The logical error rate of the recorded predictions on the regenerated test shots, and the
+    network's hardware accounting."""
+    names = QECPyramidTask.metric_names
+    if not result.answer.get("applicable", True):
+        return dict.fromkeys(names)
+    scale = int(result.answer.get("scale", 1))
+    syndromes, index, obs = held_out_shots(result.setting, result.seed, scale)
+    if result.answer["distinct_syndromes"] != len(syndromes):
+        raise ValueError(
+            f"answer covers {result.answer['distinct_syndromes']} syndromes, the seed's test set has {len(syndromes)}"
+        )
+    predicted = unpack(result.answer["predictions"], (len(syndromes), obs.shape[1]))[index]
+    errors = int((predicted != obs).any(axis=1).sum())
+    low, high = wilson(errors, len(obs))
+    converged = result.answer.get("converged")
+    return {
+        "ler": errors / len(obs),
+        "ler_low": low,
+        "ler_high": high,
+        **hardware(result.setting, result.solver),
+        "cpu_latency_us": result.answer.get("cpu_latency_us"),
+        "epochs": result.answer.get("epochs"),
+        "converged": None if converged is None else float(converged),
+    }
+
+
+def _surface_and_bb(metric: str, arm: str, op: Literal[">", "<"], threshold: float) -> list[Condition]:
+    return [
+        Condition(metric=metric, setting=s, arm=arm, op=op, threshold=threshold, stat="min" if op == ">" else "max")
+        for s in SETTINGS
+    ]
 
 
 class QECPyramidTask(PaperTask):
     task = "qec_precision_pyramid"
     name = "papers.qec_precision_pyramid"
-    version = "0.1.0"
+    version = "0.2.0"
     headline_metric = "ler@d3_p006"
     Options = Options
-    solvers = ("pyramid", "mwpm", "float", "int1", "int2", "int8", *BB_SOLVERS)
-    settings = SETTINGS + tuple(BB_SETTINGS)
-    metric_names = ("ler", "ler_over_mwpm", "ler_low", "ler_high", "mwpm_ler", "ler_over_bposd", "unsatisfied")
-    lower_is_better = frozenset(metric_names)
+    solvers = ("pyramid", "mwpm", "relay_bp", "bposd", "float", "int1", "int2", "int8")
+    settings = tuple(SETTINGS)
+    metric_names = (
+        "ler",
+        "ler_low",
+        "ler_high",
+        "low_bit_share",
+        "latency_model_ns",
+        "bit_ops",
+        "cpu_latency_us",
+        "epochs",
+        "converged",
+    )
+    lower_is_better = frozenset(
+        {"ler", "ler_low", "ler_high", "latency_model_ns", "bit_ops", "cpu_latency_us", "epochs"}
+    )
     claim: ClassVar[Claim] = Claim(
-        id=name, arms=solvers, settings=settings,
-        sentence="Precision Pyramid: a weight-binarised neural decoder for quantum error correction with activation "
-                 "precision rising toward the output; compared with MWPM and Relay-BP",
-        setting=f"stim rotated surface-code memory d={DISTANCE}, {ROUNDS} rounds, circuit-level depolarising p={NOISE}; "
-                f"numpy MLP 24-{'-'.join(map(str, HIDDEN))}-1, {N_TRAIN} training and {N_TEST} test shots per seed; "
-                "binarised weights, hidden activation bits 2/4/8 (pyramid) vs 1/1/1, 2/2/2, 8/8/8 and float; MWPM "
-                f"by pymatching. sigma = binomial s.e. of one cell's LER at {NOMINAL_LER} = {SIGMA:.2e}. "
-                f"BB [[72,12,6]] code, code-capacity depolarising p = {', '.join(map(str, BB_SETTINGS.values()))}, "
-                f"{BB_SHOTS} shots per seed: Relay-BP (numpy, ours) vs BP-OSD-CS-{qec_bb.OSD_ORDER} (ldpc) and "
-                "plain min-sum BP",
-        conditions=[Condition(metric="ler_over_mwpm", setting="d3_p006", solver="pyramid", op="<=", threshold=1.02),
-                   Condition(metric="ler", setting="d3_p006", solver="pyramid", versus="int8", op="<=", threshold=2 * SIGMA),
-                   Condition(metric="ler", setting="d3_p006", solver="int1", versus="pyramid", op=">=", threshold=4 * SIGMA),
-                   # The BB half (PAPER_TASKS.md row 9 names the comparison, not a bound; these two were
-                   # fixed before any BB run): Relay-BP matches BP-OSD and beats plain min-sum BP.
-                   Condition(metric="ler_over_bposd", setting="bb72_p03", solver="relay_bp", op="<=", threshold=RELAY_VS_BPOSD),
-                   Condition(metric="ler", setting="bb72_p03", solver="minsum_bp", versus="relay_bp", op=">=", threshold=0.0)],
-        note="on the BB settings the neural decoders and MWPM score None (not applicable), as do the BB decoders "
-             "on the surface code",
+        id=name,
+        arms=solvers,
+        settings=settings,
+        sentence="Precision Pyramid: a W1 (binarised-weight) neural decoder with a rising activation-precision "
+        "hierarchy, for surface and bivariate-bicycle codes, below MWPM and Relay-BP in logical error, "
+        "where uniform low-bit activations collapse, with over 99% of its work in LUT-friendly low-bit "
+        "stages and a sub-microsecond latency budget (issue 42's reading of the abstract; PAPERS.md: "
+        "activation precision rising toward the output, compared with MWPM and Relay-BP)",
+        setting="stim rotated surface-code Z memory d=3 (3 rounds) and d=5 (5 rounds), circuit-level depolarising "
+        "p=0.006; the BB [[72,12,6]] code's Z memory as a stim circuit, code-capacity depolarising p=0.03, "
+        "noiseless syndrome measurement (72 detectors, 12 observables). Neural decoders: numpy MLPs, "
+        "binarised weights, hidden widths 128-128-8-4 (surface) / 256-256-8-8 (BB), activation bits "
+        "2-2-4-8 (pyramid) vs 1, 2, 8 uniform and float; trained per seed on 1e5 stim shots, early-stopped on 2e4 validation shots under epoch caps 4 (float) and 3 (QAT); tested on "
+        "2e5 (surface) / 4e3 (BB) shots. MWPM by pymatching; Relay-BP (numpy, ours) and BP-OSD-CS-10 "
+        "(ldpc) on the BB circuit's detector error model. Bit-ops, the <= 2-bit share and a "
+        "latency model (4 ns cycles, LUT6 trees for <= 2-bit stages, adder trees otherwise) from the "
+        "architecture; classical decoders' single-shot CPU latency measured",
+        conditions=[
+            Condition(metric="ler", setting="d3_p006", arm="pyramid", versus="mwpm", op="<", threshold=0.0),
+            Condition(metric="ler", setting="d5_p006", arm="pyramid", versus="mwpm", op="<", threshold=0.0),
+            Condition(metric="ler", setting="bb72_p03", arm="pyramid", versus="relay_bp", op="<", threshold=0.0),
+            *[
+                Condition(metric="ler", setting=s, arm=u, versus="pyramid", op=">", threshold=0.0)
+                for u in ("int1", "int2")
+                for s in SETTINGS
+            ],
+            *_surface_and_bb("low_bit_share", "pyramid", ">", 0.99),
+            *_surface_and_bb("latency_model_ns", "pyramid", "<", 1000.0),
+        ],
+        protocol={
+            "train_shots": "1e5 per setting",
+            "valid_shots": N_VALID,
+            "test_shots": "surface 2e5, bb72 4e3",
+            "float_epoch_cap": BUDGET.float_epochs,
+            "qat_epoch_cap": BUDGET.qat_epochs,
+            "float_lr": BUDGET.float_lr,
+            "qat_lr": BUDGET.qat_lr,
+            "lr_decay": qec_neural.LR_DECAY,
+            "stop_tolerance": qec_neural.TOLERANCE,
+            "hidden": "surface 128-128-8-4, bb72 256-256-8-8",
+            "pyramid_bits": "2-2-4-8",
+            "latency_model": "4 ns cycle; <=2-bit stage ceil(log6(fan_in*bits))+1; else ceil(log2 fan_in)+2",
+        },
+        note="the low_bit_share and latency_model_ns conditions are arithmetic on the architecture, which was "
+        "fixed with the criterion: they cannot fail except through a bug and are recorded as the hardware "
+        "claim's accounting, not as evidence; the logical-error conditions decide. BP-OSD, int8 and float are "
+        "context. On the BB setting MWPM records 'not applicable' (all metrics None), "
+        "as do the BB decoders on the surface codes",
         departures=[
-            Departure(paper="is compared with MWPM and Relay-BP (the summary gives no numbers); PAPER_TASKS.md "
-                            "states the claim as: matches or beats MWPM where uniform low-bit activations collapse",
-                      ours="test pyramid LER <= 1.02 x MWPM and <= INT8 + 2 sigma, and INT1 >= pyramid + 4 sigma "
-                           "(sigma = 1.53e-4, one cell's binomial s.e. at LER 0.024), plus two Relay-BP conditions "
-                           "on a BB code",
-                      why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
-                      effect="the margins are ours; 1.02 x MWPM is a tight bar that a small training budget (below) "
-                             "can miss"),
-            Departure(paper="decodes surface codes at distances and noise rates the summary does not give",
-                      ours="decode only the d = 3 rotated surface-code memory, 3 rounds, one noise rate p = 0.006 "
-                           "(stim's uniform circuit-level depolarising)",
-                      why="training budget: five neural decoders per seed on 1e6 shots",
-                      effect="at d = 3 the float MLP already beats MWPM (0.0225 vs 0.0238), so matching MWPM is "
-                             "reachable in principle; how the pyramid fares at larger distance, where neural "
-                             "decoders are harder to train and MWPM relatively stronger, is untested"),
-            Departure(paper="compares the pyramid with Relay-BP (on bivariate-bicycle codes, by PAPER_TASKS.md's "
-                            "reading)",
-                      ours="never run the pyramid or any neural decoder on a BB code: the BB half compares our "
-                           "Relay-BP with BP-OSD and plain min-sum BP only, on the [[72,12,6]] code under "
-                           "code-capacity noise",
-                      why="a neural decoder for the BB code's syndromes did not fit the time budget",
-                      effect="the two BB conditions test our Relay-BP, not the pyramid: they can keep the verdict "
-                             "from 'reproduced' for reasons unrelated to the paper's decoder, and nothing here says "
-                             "how the pyramid compares with Relay-BP"),
-            Departure(paper="uses Relay-BP as published (its noise model for BB codes is not in the summary)",
-                      ours="write Relay-BP here from its description (30 legs at most, messages restarting on each "
-                           "leg, saturation at |64|) and decode code-capacity depolarising noise at p = "
-                           "0.02/0.03/0.05, 4000 shots per seed",
-                      why="no Relay-BP package; CPU budget",
-                      effect="a shortfall of our implementation counts against the BB conditions; code-capacity "
-                             "noise is easier than circuit-level noise, so the Relay-BP/BP-OSD ratio may differ from "
-                             "the paper's"),
-            Departure(paper="builds its decoder for hardware (the reason to binarise weights and lower activation "
-                            "precision)",
-                      ours="simulate the quantisers in float numpy and account no latency, throughput, memory, area "
-                           "or energy",
-                      why="no hardware model here",
-                      effect="the verdict covers accuracy only; the accuracy-per-hardware-cost trade-off the pyramid "
-                             "exists for is not measured, so even 'reproduced' would not show it"),
-            Departure(paper="trains its decoders with an architecture and budget the summary does not give",
-                      ours="train a numpy MLP 24-128-128-128-1 on 1e6 shots per seed: the float decoder 2 epochs, "
-                           "each quantised one fine-tuned quantisation-aware for 1 epoch from it; activation bits "
-                           "2/4/8 (ours)",
-                      why="time budget; the recipe was chosen on a scratch prototype before the criterion was in "
-                          "code",
-                      effect="short quantisation-aware training likely leaves the binarised decoders under-trained "
-                             "(pyramid 0.0290 vs float 0.0225 vs MWPM 0.0238), so the failed MWPM and INT8 "
-                             "conditions may understate the method"),
+            Departure(
+                paper="states its comparison in the abstract without the numbers, margins or settings",
+                ours="read 'below MWPM and Relay-BP' as a paired difference of test LER < 0 (5 seeds, "
+                "Student-t), and 'uniform low-bit collapses' as INT1 and INT2 each worse than the "
+                "pyramid (difference > 0), in every setting",
+                why="only the abstract is known; a check needs a comparison and a direction",
+                effect="'collapse' read as merely worse is a weak bar; 'below' with no margin is the abstract's word",
+            ),
+            Departure(
+                paper="decodes BB codes (and compares with Relay-BP), presumably under circuit-level noise",
+                ours="the [[72,12,6]] code's Z memory as a stim circuit with code-capacity depolarising "
+                "noise and one noiseless round of syndrome measurement (MPP), p = 0.03",
+                why="a circuit-level BB syndrome-extraction schedule did not fit this session",
+                effect="code capacity is easier for every decoder; the pyramid-vs-Relay-BP gap may differ "
+                "under circuit noise, in either direction",
+            ),
+            Departure(
+                paper="decodes surface codes at distances and noise rates the abstract does not give",
+                ours="d = 3 and d = 5 rotated memory, rounds = d, circuit-level p = 0.006",
+                why="CPU budget",
+                effect="larger distances, where neural decoders are harder to train, are untested",
+            ),
+            Departure(
+                paper="trains its decoders to convergence with a budget it does not state",
+                ours="1e5 training shots per seed, float <= 4 epochs, each quantised decoder <= 3 "
+                "epochs of quantisation-aware training from it, early-stopped on a validation split "
+                "(the epochs used and whether the stop rule fired are recorded per cell)",
+                why="a check of at most 15 minutes on a shared 2-core machine; --scale N multiplies the shots",
+                effect="under-trained decoders (most at d = 5 and on the BB code's 12 observables) make the "
+                "'below MWPM / Relay-BP' conditions fail for the budget, not necessarily the method",
+            ),
+            Departure(
+                paper="uses its own architecture (not in the abstract)",
+                ours="an MLP whose widths fall as precision rises (128-128-8-4 / 256-256-8-8, bits 2-2-4-8), "
+                "chosen before any run so that > 99% of bit-operations read <= 2-bit activations",
+                why="the abstract's hierarchy and >99% share, as a network we can train on CPU",
+                effect="a narrow high-precision tail may cost accuracy a different split would not",
+            ),
+            Departure(
+                paper="reports a sub-microsecond latency budget (presumably from hardware design)",
+                ours="a latency model of the network (4 ns cycles, LUT6 trees, adder trees; stated, not "
+                "synthesised) beside MWPM's and our numpy Relay-BP's single-shot CPU latency measured "
+                "here under load",
+                why="no FPGA flow here",
+                effect="the latency conditions hold by arithmetic; the CPU latencies are Python-level and "
+                "not the paper's implementations, so the comparison is context only",
+            ),
+            Departure(
+                paper="uses Relay-BP as published",
+                ours="our numpy Relay-BP (30 legs at most, S = 5, messages restarting each leg, saturation "
+                "at |64|) on the circuit's detector error model with per-mechanism priors",
+                why="no Relay-BP package",
+                effect="a weaker Relay-BP would make the BB condition easier; BP-OSD beside it shows how strong it is",
+            ),
+            Departure(
+                paper="builds quantised hardware",
+                ours="simulate the quantisers in float numpy",
+                why="no hardware here",
+                effect="none on accuracy (the grids are exact)",
+            ),
         ],
     )
     description = describe_claim(task, claim, solvers)
 
     def solve_cell(self, setting: str, seed: int, solver: str) -> CellResult:
         t0 = time.perf_counter()
-        answer = solve(setting, seed, solver)
-        return CellResult(solver=solver, setting=setting, seed=seed, answer=answer, wall_s=round(time.perf_counter() - t0, 4))
+        scale = int(getattr(self.options, "scale", 1)) if self.options is not None else 1
+        answer = solve(setting, seed, solver, scale)
+        return CellResult(
+            solver=solver, setting=setting, seed=seed, answer=answer, wall_s=round(time.perf_counter() - t0, 4)
+        )
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
-        if not result.answer.get("applicable", True):
-            return dict.fromkeys(self.metric_names)
-        if result.setting in BB_SETTINGS:
-            return score_bb(result)
-        syndromes, index, obs = held_out_shots(result.seed)
-        if result.answer["distinct_syndromes"] != len(syndromes):
-            raise ValueError(f"answer covers {result.answer['distinct_syndromes']} syndromes, the seed's test set has {len(syndromes)}")
-        predicted = unpack(result.answer["predictions"], len(syndromes))[index]
-        errors = int((predicted != obs).sum())
-        mwpm_errors = int((mwpm_predictions(syndromes)[index] != obs).sum())
-        low, high = wilson(errors, len(obs))
-        return {"ler": errors / len(obs), "ler_over_mwpm": errors / max(mwpm_errors, 1),
-                "ler_low": low, "ler_high": high, "mwpm_ler": mwpm_errors / len(obs), "ler_over_bposd": None,
-                "unsatisfied": None}
-
-
-def score_bb(result: CellResult) -> dict[str, float | None]:
-    """Logical failures of the recorded corrections on the regenerated shots, and BP-OSD's on the same."""
-    p, shots = BB_SETTINGS[result.setting], int(result.answer["shots"])
-    n = qec_bb.bb_code(result.answer["code"])[0].shape[1]
-    cx, cz = (qec_bb.unpack_bits(result.answer[k], (shots, n)) for k in ("corrections_x", "corrections_z"))
-    failed, unsatisfied = qec_bb.failures(result.answer["code"], p, shots, result.seed, cx, cz)
-    bposd_failed, _ = qec_bb.failures(result.answer["code"], p, shots, result.seed,
-                                      *qec_bb.bposd_corrections(result.answer["code"], p, shots, result.seed))
-    errors = int(failed.sum())
-    low, high = wilson(errors, shots)
-    return {"ler": errors / shots, "ler_over_mwpm": None, "ler_low": low, "ler_high": high, "mwpm_ler": None,
-            "ler_over_bposd": errors / max(int(bposd_failed.sum()), 1), "unsatisfied": float(unsatisfied.mean())}
+        return score(result)

@@ -56,8 +56,9 @@ def tanner_graph(pcm: np.ndarray) -> TannerGraph:
         table[owner[order], slot] = order
         return table
 
-    return TannerGraph(check=padded(rows, h.shape[0]), var=padded(cols, h.shape[1]), edge_var=cols,
-                       pcm=h.astype(np.float32))
+    return TannerGraph(
+        check=padded(rows, h.shape[0]), var=padded(cols, h.shape[1]), edge_var=cols, pcm=h.astype(np.float32)
+    )
 
 
 def syndrome(graph: TannerGraph, bits: np.ndarray) -> np.ndarray:
@@ -79,13 +80,22 @@ def check_update(graph: TannerGraph, v2c: np.ndarray, flip: np.ndarray, alpha: f
     runner_up = np.where(at_min.sum(axis=2, keepdims=True) > 1, smallest, runner_up)
     others_min = np.minimum(np.where(at_min, runner_up, smallest) * alpha, CLIP)
     out = np.zeros_like(v2c)
-    out[:, graph.check.reshape(-1)] = np.where(negative ^ odd[:, :, None], -others_min, others_min).reshape(len(v2c), -1)
+    out[:, graph.check.reshape(-1)] = np.where(negative ^ odd[:, :, None], -others_min, others_min).reshape(
+        len(v2c), -1
+    )
     out[:, graph.edges] = 0.0
     return out
 
 
-def run_leg(graph: TannerGraph, syndromes: np.ndarray, prior: np.ndarray, gamma: np.ndarray, start: np.ndarray,
-            iterations: int, alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def run_leg(
+    graph: TannerGraph,
+    syndromes: np.ndarray,
+    prior: np.ndarray,
+    gamma: np.ndarray,
+    start: np.ndarray,
+    iterations: int,
+    alpha: float = 1.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One memory-BP leg for a batch. `start` (shots, n) is M(0), the marginals the memory first
     mixes in. Returns each shot's hard decision (shots, n) bool, its final marginals, and whether
     the decision reproduced the syndrome (each shot stops at its first such iteration)."""
@@ -101,7 +111,7 @@ def run_leg(graph: TannerGraph, syndromes: np.ndarray, prior: np.ndarray, gamma:
         lam = (1.0 - gamma) * prior + gamma * memory
         total = lam + c2v[:, graph.var].sum(axis=2)
         v2c = np.empty_like(c2v)
-        v2c[:, :graph.edges] = total[:, graph.edge_var] - c2v[:, :graph.edges]
+        v2c[:, : graph.edges] = total[:, graph.edge_var] - c2v[:, : graph.edges]
         v2c[:, graph.edges] = BIG
         c2v = check_update(graph, v2c, flip[live], alpha)
         memory = lam + c2v[:, graph.var].sum(axis=2)
@@ -118,19 +128,24 @@ def run_leg(graph: TannerGraph, syndromes: np.ndarray, prior: np.ndarray, gamma:
     return decision, marginals, solved
 
 
-def prior_llr(n: int, error_rate: float) -> np.ndarray:
-    if not 0.0 < error_rate < 0.5:
-        raise ValueError(f"error_rate {error_rate!r}: use a probability in (0, 0.5)")
-    return np.full(n, np.log((1.0 - error_rate) / error_rate))
+def prior_llr(n: int, error_rate: float | np.ndarray) -> np.ndarray:
+    """Each variable's prior log-likelihood ratio: one rate for all, or one per variable (a
+    detector error model's mechanisms)."""
+    rate = np.broadcast_to(np.asarray(error_rate, dtype=np.float64), (n,))
+    if not ((rate > 0.0) & (rate < 0.5)).all():
+        raise ValueError(f"error_rate {error_rate!r}: use probabilities in (0, 0.5)")
+    return np.log((1.0 - rate) / rate)
 
 
-def min_sum_bp(graph: TannerGraph, syndromes: np.ndarray, error_rate: float, iterations: int = 100,
-               alpha: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+def min_sum_bp(
+    graph: TannerGraph, syndromes: np.ndarray, error_rate: float | np.ndarray, iterations: int = 100, alpha: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Plain min-sum BP (no memory): (corrections, solved) for (shots, m) syndromes."""
     prior = prior_llr(graph.pcm.shape[1], error_rate)
     start = np.broadcast_to(prior, (len(syndromes), len(prior))).copy()
-    decision, _, solved = run_leg(graph, np.asarray(syndromes, dtype=bool), prior, np.zeros_like(prior), start,
-                                  iterations, alpha)
+    decision, _, solved = run_leg(
+        graph, np.asarray(syndromes, dtype=bool), prior, np.zeros_like(prior), start, iterations, alpha
+    )
     return decision, solved
 
 
@@ -155,8 +170,13 @@ class RelayConfig:
             raise ValueError(f"RelayConfig.gamma_range {self.gamma_range}: give (low, high) with low <= high")
 
 
-def relay_bp(graph: TannerGraph, syndromes: np.ndarray, error_rate: float, seed: int,
-             config: RelayConfig = RelayConfig()) -> tuple[np.ndarray, np.ndarray]:
+def relay_bp(
+    graph: TannerGraph,
+    syndromes: np.ndarray,
+    error_rate: float | np.ndarray,
+    seed: int,
+    config: RelayConfig = RelayConfig(),
+) -> tuple[np.ndarray, np.ndarray]:
     """Relay-BP: (corrections, solved) for (shots, m) syndromes. A shot's correction is its
     lowest-weight solution found; a shot with none keeps its last leg's hard decision (solved False)."""
     syndromes = np.asarray(syndromes, dtype=bool)
@@ -172,10 +192,11 @@ def relay_bp(graph: TannerGraph, syndromes: np.ndarray, error_rate: float, seed:
         going = np.flatnonzero(found < config.solutions)
         if going.size == 0:
             break
-        gamma = (np.full(n, config.gamma0) if leg == 0 else rng.uniform(*config.gamma_range, size=n))
+        gamma = np.full(n, config.gamma0) if leg == 0 else rng.uniform(*config.gamma_range, size=n)
         iterations = config.first_iterations if leg == 0 else config.leg_iterations
-        decision, marginals[going], solved = run_leg(graph, syndromes[going], prior, gamma, marginals[going],
-                                                     iterations, config.alpha)
+        decision, marginals[going], solved = run_leg(
+            graph, syndromes[going], prior, gamma, marginals[going], iterations, config.alpha
+        )
         last[going] = decision
         weight = np.where(decision, prior, 0.0).sum(axis=1)
         better = solved & (weight < best_weight[going])
