@@ -55,11 +55,14 @@ def test_generation_is_deterministic_and_covers_the_six_types():
 
 
 @pytest.mark.timeout(600)
-def test_gold_plan_wins_every_generated_task():
+def test_gold_plan_wins_generated_tasks_of_every_type():
+    # Three tasks of each of the six types (a task depends on its (seed, type, index) only); every one
+    # of the 72 default tasks is played by `harness bench household`, which prints "gold plans won N"
+    # (75 s here, too long for CI).
     env = HouseholdEnvironment()
     lost = []
     try:
-        for task in generate_tasks():
+        for task in generate_tasks(per_type=3):
             env.reset(task)
             for command in task["gold_plan"]:
                 result = env.step(env.render(command))
