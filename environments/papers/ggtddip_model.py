@@ -1,7 +1,9 @@
-"""GG-TD-DIP's parts: the analytic cine phantom, the Cartesian k-t sampling, the measurement
-operator, the non-learned reconstructions (zero-filled, view sharing, k-t low-rank SVT), the
-rank-4 temporal tangent projector and the noise-level gate. `ggtddip.py` holds the DIP solvers
-and the task.
+"""GG-TD-DIP's parts: the analytic cine phantom (and its out-of-distribution variant), the
+training families of the priors (cardiac; head, the mismatched anatomy), the Cartesian k-t
+sampling, the measurement operator, the non-learned reconstructions (zero-filled, view sharing, k-t low-rank SVT), the
+rank-4 temporal subspace (the old stand-in tangent, kept as an ablation) and the noise-level
+gate. `ggtddip_prior.py` holds the learned denoising prior, its Jacobian tangent and the
+diffusion-only sampler; `ggtddip.py` the DIP solvers and the task.
 
 Images are real, 48x48, 16 frames; k-space is the orthonormal 2-D FFT of each frame (so k-space
 noise of std sigma is image noise of std sigma), sampled on whole phase-encode lines (rows).
@@ -14,6 +16,8 @@ import numpy as np
 SIDE, FRAMES, SIGMA = 48, 16, 0.05
 RANK = 4
 BODY, MYO, BLOOD, SPOT = 0.3, 0.6, 1.0, 0.8
+OOD_BLOOD, OOD_LESION = 0.1, 0.95
+ANATOMIES = ("cardiac", "head")
 SVT_ITERS = 100
 
 
@@ -40,6 +44,74 @@ def phantom(seed: int) -> np.ndarray:
         frame = np.where(ellipse(x, y, cx, cy, outer, 0.9 * outer), MYO, base)
         frames.append(np.where(ellipse(x, y, cx, cy, inner, 0.9 * inner), BLOOD, frame))
     return np.array(frames)
+
+
+def phantom_ood(seed: int) -> np.ndarray:
+    """The out-of-distribution test sequence for a prior trained on bright-blood cardiac frames: the
+    same anatomy and motion as `phantom(seed)` in black-blood contrast (the pool dark, OOD_BLOOD),
+    with a bright lesion (OOD_LESION) in the body wall that no training frame has."""
+    frames = phantom(seed)
+    rng = np.random.default_rng([seed, 13])
+    c = (np.arange(SIDE) + 0.5) / SIDE * 2 - 1
+    y, x = np.meshgrid(c, c, indexing="ij")
+    lesion = ellipse(x, y, -0.45 + rng.uniform(-0.05, 0.05), -0.35 + rng.uniform(-0.05, 0.05), 0.09, 0.07)
+    frames = np.where(frames == BLOOD, OOD_BLOOD, frames)
+    return np.where(lesion[None], OOD_LESION, frames)
+
+
+def training_sequence(anatomy: str, rng: np.random.Generator) -> np.ndarray:
+    """(FRAMES, SIDE, SIDE) one sequence of a prior's training family. `cardiac`: the test
+    phantom's anatomy with every size, position and intensity drawn more widely (so the test
+    phantoms lie inside the family, none of them in it exactly); `head`: another anatomy and contrast
+    (a bright skull ring, grey brain, dark ventricles that pulse, small bright spots) -- the
+    mismatched prior's family."""
+    c = (np.arange(SIDE) + 0.5) / SIDE * 2 - 1
+    y, x = np.meshgrid(c, c, indexing="ij")
+    u = rng.uniform
+    phase0 = u(0, 2 * np.pi)
+    frames = []
+    if anatomy == "cardiac":
+        ax, ay = 0.9 * u(0.85, 1.1), 0.75 * u(0.85, 1.1)
+        body, myo, blood, spot = (v * u(0.85, 1.15) for v in (BODY, MYO, BLOOD, SPOT))
+        spots = [
+            (-0.5 + u(-0.1, 0.1), 0.35 + u(-0.1, 0.1), 0.1 * u(0.7, 1.3), 0.12 * u(0.7, 1.3)),
+            (0.55 + u(-0.1, 0.1), 0.4 + u(-0.1, 0.1), 0.08 * u(0.7, 1.3), 0.08 * u(0.7, 1.3)),
+        ]
+        cx, cy = u(-0.15, 0.15) + 0.05, u(-0.15, 0.15) - 0.05
+        size, squash = u(0.85, 1.15), u(0.8, 1.0)
+        base = np.where(ellipse(x, y, 0, 0, ax, ay), body, 0.0)
+        for sx, sy, rx, ry in spots:
+            base = np.where(ellipse(x, y, sx, sy, rx, ry), spot, base)
+        for t in range(FRAMES):
+            beat = np.cos(2 * np.pi * t / FRAMES + phase0)
+            outer, inner = size * (0.36 + 0.06 * beat), size * (0.24 + 0.09 * beat)
+            frame = np.where(ellipse(x, y, cx, cy, outer, squash * outer), myo, base)
+            frames.append(np.where(ellipse(x, y, cx, cy, inner, squash * inner), blood, frame))
+    elif anatomy == "head":
+        ax, ay = 0.7 * u(0.9, 1.1), 0.85 * u(0.9, 1.1)
+        skull, brain, csf, spot = 0.9 * u(0.9, 1.1), 0.45 * u(0.85, 1.15), 0.12 * u(0.5, 1.5), 0.7 * u(0.85, 1.15)
+        vx, vy = u(-0.05, 0.05), u(-0.1, 0.1)
+        spots = [(u(-0.4, 0.4), u(-0.5, 0.5), u(0.04, 0.08)) for _ in range(3)]
+        base = np.where(ellipse(x, y, 0, 0, ax, ay), skull, 0.0)
+        base = np.where(ellipse(x, y, 0, 0, 0.88 * ax, 0.9 * ay), brain, base)
+        for sx, sy, r in spots:
+            base = np.where(ellipse(x, y, sx, sy, r, r), spot, base)
+        for t in range(FRAMES):
+            pulse = 1 + 0.15 * np.cos(2 * np.pi * t / FRAMES + phase0)
+            ventricles = ellipse(x, y, vx - 0.12, vy, 0.06 * pulse, 0.22 * pulse) | ellipse(
+                x, y, vx + 0.12, vy, 0.06 * pulse, 0.22 * pulse
+            )
+            frames.append(np.where(ventricles, csf, base))
+    else:
+        raise ValueError(f"anatomy must be 'cardiac' or 'head', got {anatomy!r}")
+    return np.array(frames)
+
+
+def training_frames(anatomy: str, sequences: int, seed: int) -> np.ndarray:
+    """(sequences * FRAMES, SIDE, SIDE) float32 frames of one anatomy's family, from a seed stream
+    that no test cell uses."""
+    rng = np.random.default_rng([seed, 20, ANATOMIES.index(anatomy) if anatomy in ANATOMIES else 99])
+    return np.concatenate([training_sequence(anatomy, rng) for _ in range(sequences)]).astype(np.float32)
 
 
 def sampling_mask(acceleration: int, seed: int) -> np.ndarray:
@@ -144,7 +216,7 @@ def gate(residual_energy: float, measured: int, sigma_hat: float) -> float:
     floor (2 sigma^2 per complex sample) it closes, so what is left of the fit stays on the tangent."""
     if residual_energy <= 0:
         return 0.0
-    return float(np.clip(1.0 - 2 * measured * sigma_hat ** 2 / residual_energy, 0.0, 1.0))
+    return float(np.clip(1.0 - 2 * measured * sigma_hat**2 / residual_energy, 0.0, 1.0))
 
 
 def psnr(recon: np.ndarray, truth: np.ndarray) -> float:
