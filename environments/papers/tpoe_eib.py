@@ -41,6 +41,8 @@ from environments.papers.tpoe_eib_model import (
     TAU,
     TRAIN_STEPS,
     WIDTH,
+    FINE_TUNE_BATCH,
+    FINE_TUNE_LR,
     eib_forward,
     explain,
     head_from_state,
@@ -359,11 +361,12 @@ class TPoEEIBTask(PaperTask):
             ),
         ],
         protocol={
-            "backbone": "patch 16->32 + channel/segment embeddings, 2 pre-norm blocks (4 heads, MLP 64), "
-            "LayerNorm; masked-token reconstruction (mask 0.5), 600 AdamW steps of 32, lr 1e-3, "
+            "backbone": "patch 16->16 + channel/segment embeddings, 2 pre-norm blocks (2 heads, MLP 32), "
+            "LayerNorm; masked-token reconstruction (mask 0.5), 400 AdamW steps of 32, lr 1e-3, "
             "2000 recordings of other events per seed; frozen for every head but fine_tuned",
             "head_steps": TRAIN_STEPS,
-            "fine_tuned_backbone_lr": 1e-3,
+            "fine_tuned_backbone_lr": FINE_TUNE_LR,
+            "fine_tuned_batch": FINE_TUNE_BATCH,
             "backbone_width": WIDTH,
         },
         note="saliency and integrated_gradients explain the same unconstrained head on the frozen backbone (their "
