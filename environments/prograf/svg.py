@@ -19,76 +19,15 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from environments.prograf.scene import Box, Circle, InputRejected, Scene, Segment, Shape, Text, box_union
-from environments.prograf.svg_path import NUMBER, SubPath, curved_family, path_subpaths
+from environments.prograf.svg_marker import head_way, marker_outline
+from environments.prograf.svg_path import SubPath, curved_family, path_subpaths
 from environments.prograf.svg_sanitise import (DRAWN, MAX_PIECES, NOT_DRAWN, svg_element, href, local,
                                               sanitise)
+from environments.prograf.svg_transform import (IDENTITY, Matrix, Point, apply, multiply, num, number_or_none, numbers,
+                                               parse_transform, scale_of)
 
 INHERITED = ("fill", "stroke", "stroke-width", "visibility", "font-size", "text-anchor", "marker-start", "marker-end")
-Matrix = tuple[float, float, float, float, float, float]  # a b c d e f, as SVG's matrix()
-IDENTITY: Matrix = (1.0, 0.0, 0.0, 1.0, 0.0, 0.0)
-
-# ---------------------------------------------------------------------- numbers, transforms, styles
-
-
-def num(value: str | None, default: float = 0.0) -> float:
-    if value is None:
-        return default
-    n = _number(value)
-    return default if n is None else n
-
-
-@lru_cache(maxsize=4096)  # the same few numbers ("0", "2", "16") are read again and again
-def _number(value: str) -> float | None:
-    m = NUMBER.match(value.strip())
-    return float(m.group()) if m else None
-
-
-def numbers(value: str | None) -> list[float]:
-    return [float(x) for x in NUMBER.findall(value or "")]
-
-
-def multiply(m: Matrix, n: Matrix) -> Matrix:
-    a, b, c, d, e, f = m
-    a2, b2, c2, d2, e2, f2 = n
-    return (a * a2 + c * b2, b * a2 + d * b2, a * c2 + c * d2, b * c2 + d * d2, a * e2 + c * f2 + e, b * e2 + d * f2 + f)
-
-
-TRANSFORM = re.compile(r"(matrix|translate|scale|rotate|skewX|skewY)\s*\(([^)]*)\)")
-
-
-def parse_transform(text: str | None) -> Matrix:
-    m = IDENTITY
-    if not text:
-        return m
-    for op, args in TRANSFORM.findall(text):
-        v = numbers(args)
-        if op == "matrix" and len(v) == 6:
-            t: Matrix = (v[0], v[1], v[2], v[3], v[4], v[5])
-        elif op == "translate" and v:
-            t = (1, 0, 0, 1, v[0], v[1] if len(v) > 1 else 0.0)
-        elif op == "scale" and v:
-            t = (v[0], 0, 0, v[1] if len(v) > 1 else v[0], 0, 0)
-        elif op == "rotate" and v:
-            r = math.radians(v[0])
-            t = (math.cos(r), math.sin(r), -math.sin(r), math.cos(r), 0, 0)
-            if len(v) == 3:
-                t = multiply(multiply((1, 0, 0, 1, v[1], v[2]), t), (1, 0, 0, 1, -v[1], -v[2]))
-        elif op == "skewX" and v:
-            t = (1, 0, math.tan(math.radians(v[0])), 1, 0, 0)
-        elif op == "skewY" and v:
-            t = (1, math.tan(math.radians(v[0])), 0, 1, 0, 0)
-        else:
-            continue
-        m = multiply(m, t)
-    return m
-
-
-def apply(m: Matrix, x: float, y: float) -> tuple[float, float]:
-    return (m[0] * x + m[2] * y + m[4], m[1] * x + m[3] * y + m[5])
-
-
-def scale_of(m: Matrix) -> float:
-    return math.sqrt(abs(m[0] * m[3] - m[1] * m[2])) or 1.0
+# ---------------------------------------------------------------------- styles
 
 
 def css_rules(root: ET.Element) -> list[tuple[str, dict[str, str]]]:
@@ -251,10 +190,10 @@ def _length_parts(value: str) -> tuple[str, float | None]:
     """A length's unit ("%", "em" or "": a number or px) and its number (None if none is read)."""
     v = value.strip()
     if v.endswith("%"):
-        return "%", _number(v[:-1])
+        return "%", number_or_none(v[:-1])
     if v.endswith("em"):
-        return "em", _number(v[:-2])
-    return "", _number(v)
+        return "em", number_or_none(v[:-2])
+    return "", number_or_none(v)
 
 
 def clip(seg: Segment, box: Box) -> Segment | None:
@@ -519,6 +458,10 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
         d = g("d") or ""
         if d not in ctx.paths:
             ctx.paths[d] = path_subpaths(d)
+        drawn = [sp for sp in ctx.paths[d] if len(sp.pts) >= 2]
+        # markers sit on the path's first and last vertices, not on every subpath's
+        heads = _heads(s, ctx, (drawn[0].pts[0], drawn[0].pts[1]), (drawn[-1].pts[-2], drawn[-1].pts[-1])) \
+            if drawn else (False, False)
         for sp in ctx.paths[d]:
             ctx.pieces += len(sp.pts)
             if ctx.pieces > MAX_PIECES:  # counted before the work, so a path used many times stays cheap
@@ -542,7 +485,8 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
             if stroke:
                 pairs = list(zip(wpts, wpts[1:] + (wpts[:1] if sp.closed else [])))
                 ends = list(zip(sp.anchors, sp.anchors[1:] + (sp.anchors[:1] if sp.closed else [])))
-                _add_segments(scene, pairs, _heads(s, ctx), index, ends)
+                own = (heads[0] and sp is drawn[0], heads[1] and sp is drawn[-1])
+                _add_segments(scene, pairs, own, index, ends)
             elif not fill:
                 scene.hidden += 1
         return
@@ -555,7 +499,7 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
     if family and (stroke or fill):
         _add_shape(scene, family, [apply(m, *p) for p in local_pts], index, _outlined(s))
     if stroke:
-        _add_segments(scene, wsegs, _heads(s, ctx), index)
+        _add_segments(scene, wsegs, _heads(s, ctx, segs[0], segs[-1]) if segs else (False, False), index)
     elif not family or not fill:
         scene.hidden += 1
 
@@ -595,19 +539,20 @@ def _add_shape(scene: Scene, family: str, pts: list[tuple[float, float]], index:
 MARKER_REF = re.compile(r"url\(\s*['\"]?#([^)'\"]+)")
 
 
-def _heads(s: Style, ctx: _Context) -> tuple[bool, bool]:
-    """Whether the start and the end carry an arrowhead: a marker that exists and draws a pointed
-    outline (a path, polygon or line); a dot or a square marker, or a reference to no marker,
-    draws no head."""
-    if s.marker_start == "none" and s.marker_end == "none":
-        return False, False
-
-    def arrow(value: str) -> bool:
-        m = MARKER_REF.match(value)
+def _heads(s: Style, ctx: _Context, first: tuple[Point, Point], last: tuple[Point, Point]) -> tuple[bool, bool]:
+    """Whether the drawn path points into its start and into its end: each marker that exists and is
+    an arrowhead counts for the end its tip faces (svg_marker.py), given the path's first and last
+    pieces in its own coordinates. A dot, a square, a diamond or a reference to no marker: no head."""
+    heads = [False, False]
+    for value, piece, at_start in ((s.marker_start, first, True), (s.marker_end, last, False)):
+        m = MARKER_REF.match(value) if value != "none" else None
         marker = ctx.ids.get(m.group(1).strip()) if m else None
-        return marker is not None and local(str(marker.tag)) == "marker" and any(
-            isinstance(e.tag, str) and local(e.tag) in ("path", "polygon", "polyline", "line") for e in marker.iter())
-    return arrow(s.marker_start), arrow(s.marker_end)
+        if marker is None or local(str(marker.tag)) != "marker":
+            continue
+        way = head_way(marker_outline(marker), marker.get("orient"), piece, at_start)
+        if way:
+            heads[0 if way < 0 else 1] = True
+    return heads[0], heads[1]
 
 
 def _add_segments(scene: Scene, pairs: list[tuple[tuple[float, float], tuple[float, float]]], heads: tuple[bool, bool], index: int,

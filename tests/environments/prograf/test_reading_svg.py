@@ -355,6 +355,68 @@ def test_only_a_pointed_marker_that_exists_is_an_arrowhead():
     assert not edges[("Ask", "Log")].directed  # a marker that does not exist draws nothing
 
 
+
+def test_a_marker_points_where_its_tip_faces():
+    # Four boxes in a row, A B C D, and three more below; each edge is one way of drawing (or not) a head.
+    scene = graph(f'''<svg {NS} viewBox="0 0 900 400">
+  <defs>
+    <marker id="fwd" orient="auto" markerWidth="8" markerHeight="8" refX="8" refY="4"><path d="M0 0 L8 4 L0 8 Z"/></marker>
+    <marker id="back" orient="auto" markerWidth="8" markerHeight="8" refX="0" refY="4"><polygon points="8 0, 0 4, 8 8"/></marker>
+    <marker id="rev" orient="auto-start-reverse" markerWidth="8" markerHeight="8" refX="8" refY="4"><path d="M0 0 L8 4 L0 8"/></marker>
+    <marker id="fixed" markerWidth="8" markerHeight="8" refX="4" refY="8"><path d="M0 0 L8 0 L4 8 Z"/></marker>
+    <marker id="turned" orient="180deg" markerWidth="8" markerHeight="8" refX="0" refY="4">
+      <g transform="rotate(180 4 4)"><path d="M0 0 L8 4 L0 8 Z"/></g></marker>
+    <marker id="diamond" orient="auto" markerWidth="12" markerHeight="8" refX="12" refY="4"><path d="M0 4 L6 0 L12 4 L6 8 Z"/></marker>
+    <marker id="square" orient="auto" markerWidth="6" markerHeight="6" refX="3" refY="3"><path d="M0 0 H6 V6 H0 Z"/></marker>
+  </defs>
+  <g fill="none" stroke="black">
+    <rect x="20" y="20" width="100" height="40"/><rect x="260" y="20" width="100" height="40"/>
+    <rect x="500" y="20" width="100" height="40"/><rect x="740" y="20" width="100" height="40"/>
+    <rect x="20" y="300" width="100" height="40"/><rect x="260" y="300" width="100" height="40"/>
+    <rect x="500" y="300" width="100" height="40"/>
+    <line x1="120" y1="40" x2="260" y2="40" marker-end="url(#back)"/>
+    <line x1="360" y1="40" x2="500" y2="40" marker-start="url(#rev)"/>
+    <line x1="600" y1="40" x2="740" y2="40" marker-start="url(#fwd)"/>
+    <line x1="70" y1="60" x2="70" y2="300" marker-end="url(#fixed)"/>
+    <line x1="310" y1="60" x2="310" y2="300" marker-end="url(#turned)"/>
+    <line x1="120" y1="320" x2="260" y2="320" marker-end="url(#diamond)"/>
+    <path d="M360 320 L500 320 M550 60 L550 300" marker-end="url(#square)"/>
+  </g>
+  <g text-anchor="middle"><text x="70" y="45">A</text><text x="310" y="45">B</text><text x="550" y="45">C</text>
+    <text x="790" y="45">D</text><text x="70" y="325">E</text><text x="310" y="325">F</text><text x="550" y="325">G</text></g>
+</svg>''')
+    edges = edges_by_label(scene)
+    # a head drawn backwards at the end points at the start: B -> A, however the line was written
+    assert ("B", "A") in edges and edges[("B", "A")].directed
+    # auto-start-reverse turns the start's marker round: it points at the start, C -> B
+    assert ("C", "B") in edges and edges[("C", "B")].directed
+    # an end's marker used at the start with plain auto points along the line: C -> D
+    assert ("C", "D") in edges and edges[("C", "D")].directed
+    # no orient (0): a head drawn pointing down in the drawing's axes, on a downward line: A -> E
+    assert ("A", "E") in edges and edges[("A", "E")].directed
+    # orient 180deg turns a group already turned by 180: a head pointing +x in the drawing, on a downward line: sideways
+    assert not [e for k, e in edges.items() if set(k) == {"B", "F"} and e.directed]
+    # a diamond (UML aggregation) and a square have no tip: no direction
+    assert not [e for k, e in edges.items() if set(k) == {"E", "F"} and e.directed]
+    assert not [e for k, e in edges.items() if set(k) in ({"F", "G"}, {"C", "G"}) and e.directed]
+
+
+def test_a_paths_markers_sit_on_its_first_and_last_vertex_only():
+    # one path, two subpaths: the marker-end heads the second only (SVG puts it on the path's last vertex)
+    scene = graph(f'''<svg {NS} viewBox="0 0 600 300">
+  <defs><marker id="fwd" orient="auto" markerWidth="8" markerHeight="8" refX="8" refY="4"><path d="M0 0 L8 4 L0 8 Z"/></marker></defs>
+  <g fill="none" stroke="black">
+    <rect x="20" y="20" width="100" height="40"/><rect x="300" y="20" width="100" height="40"/>
+    <rect x="20" y="200" width="100" height="40"/><rect x="300" y="200" width="100" height="40"/>
+    <path d="M120 40 L300 40 M120 220 L300 220" marker-end="url(#fwd)"/>
+  </g>
+  <g text-anchor="middle"><text x="70" y="45">A</text><text x="350" y="45">B</text>
+    <text x="70" y="225">C</text><text x="350" y="225">D</text></g>
+</svg>''')
+    edges = edges_by_label(scene)
+    assert edges[("C", "D")].directed
+    assert not [e for k, e in edges.items() if set(k) == {"A", "B"} and e.directed]
+
 def test_a_refused_construct_is_the_verdicts_format_error_on_every_point():
     from environments.prograf.build import CORPUS
     from environments.prograf.task import load_tasks
