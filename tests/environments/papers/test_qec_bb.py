@@ -7,8 +7,7 @@ import numpy as np
 import pytest
 from ldpc import BpDecoder, mod2
 
-from environments.papers import qec_bb, qec_pyramid
-from environments.papers.qec_pyramid import QECPyramidTask
+from environments.papers import qec_bb
 from environments.papers.qec_relay_bp import RelayConfig, min_sum_bp, relay_bp, syndrome, tanner_graph
 
 QUICK_RELAY = RelayConfig(first_iterations=30, leg_iterations=20, legs=8, solutions=3)
@@ -68,8 +67,10 @@ def test_relay_bp_reports_success_only_with_the_syndrome_reproduced():
     rng = np.random.default_rng(0)
     errors = rng.random((150, 72)) < 0.08  # dense errors: many shots fail to converge somewhere
     syndromes = syndrome(graph, errors)
-    for corrections, solved in (relay_bp(graph, syndromes, 0.05, seed=1, config=QUICK_RELAY),
-                                min_sum_bp(graph, syndromes, 0.05, iterations=20)):
+    for corrections, solved in (
+        relay_bp(graph, syndromes, 0.05, seed=1, config=QUICK_RELAY),
+        min_sum_bp(graph, syndromes, 0.05, iterations=20),
+    ):
         assert (syndrome(graph, corrections)[solved] == syndromes[solved]).all()
         assert not (syndrome(graph, corrections)[~solved] == syndromes[~solved]).all(axis=1).any()
     plain = min_sum_bp(graph, syndromes, 0.05, iterations=20)[1]
@@ -96,8 +97,9 @@ def test_min_sum_matches_ldpc_min_sum_exactly_where_both_converge():
     errors = np.random.default_rng(7).random((200, 72)) < 0.03
     syndromes = syndrome(graph, errors)
     ours, solved = min_sum_bp(graph, syndromes, 0.02, iterations=30)
-    reference = BpDecoder(hz, error_rate=0.02, max_iter=30, bp_method="minimum_sum", ms_scaling_factor=1.0,
-                          schedule="parallel")
+    reference = BpDecoder(
+        hz, error_rate=0.02, max_iter=30, bp_method="minimum_sum", ms_scaling_factor=1.0, schedule="parallel"
+    )
     theirs, converged = [], []
     for s in syndromes:
         theirs.append(reference.decode(s.astype(np.uint8)))
@@ -116,26 +118,41 @@ def test_bad_relay_config_and_decoder_are_rejected():
         qec_bb.bb_code("bb288")
 
 
-@pytest.fixture
-def tiny_bb(monkeypatch):
-    monkeypatch.setattr(qec_pyramid, "BB_SHOTS", 150)
+def inserted_error_syndrome(pauli: str, qubit: int) -> tuple[np.ndarray, np.ndarray]:
+    """stim's detectors and observables for one deterministic Pauli error on one data qubit."""
+    import stim
+
+    text = str(qec_bb.memory_circuit("bb72", 0.03)).replace(
+        "DEPOLARIZE1(0.03)", f"{pauli}_ERROR(1) {qubit}\nDEPOLARIZE1(0)"
+    )
+    det, obs = stim.Circuit(text).compile_detector_sampler(seed=0).sample(1, separate_observables=True)
+    return det[0], obs[0]
+
+
+@pytest.mark.parametrize(("pauli", "qubit"), [("X", 0), ("Z", 5), ("Y", 40), ("X", 71)])
+def test_the_bb_circuit_syndrome_layout_is_our_sector_syndromes(pauli, qubit):
+    hx, hz = qec_bb.bb_code("bb72")
+    ex = np.zeros(72, dtype=np.int64)
+    ez = np.zeros(72, dtype=np.int64)
+    ex[qubit], ez[qubit] = pauli in "XY", pauli in "ZY"
+    det, obs = inserted_error_syndrome(pauli, qubit)
+    assert np.array_equal(det, np.concatenate([(hz @ ex) % 2, (hx @ ez) % 2]).astype(bool))  # Z checks, then X checks
+    assert np.array_equal(obs, ((qec_bb.logical_z_basis("bb72").astype(np.int64) @ ex) % 2).astype(bool))
+
+
+def test_z_logicals_of_a_rank_deficient_code_are_independent_and_commute_with_the_x_checks():
+    hx, hz = qec_bb.bb_code("bb72")
+    assert qec_bb.gf2_rank(hx) == qec_bb.gf2_rank(hz) == 30 < len(hx)  # 36 checks of rank 30: not full rank
+    logicals = qec_bb.logical_z_basis("bb72").astype(np.int64)
+    assert logicals.shape == (12, 72) and not ((logicals @ hx.T) % 2).any()
+    assert qec_bb.gf2_rank(np.vstack([hz, logicals])) == 30 + 12  # none is a Z stabiliser, all independent
+
+
+@pytest.mark.parametrize("decoder", ["relay_bp", "bposd", "minsum_bp"])
+def test_circuit_decoders_predict_every_single_mechanism_and_the_zero_syndrome(decoder, monkeypatch):
     monkeypatch.setattr(qec_bb, "RELAY", QUICK_RELAY)
-    qec_bb.bposd_corrections.cache_clear()
-    yield
-    qec_bb.bposd_corrections.cache_clear()
-
-
-def test_a_tiny_bb_cell_is_a_pure_function_of_its_seed_and_scored_from_its_record(tiny_bb):
-    task = QECPyramidTask()
-    first = task.solve_cell("bb72_p05", 0, "relay_bp")
-    assert first.answer == task.solve_cell("bb72_p05", 0, "relay_bp").answer
-    assert first.answer != task.solve_cell("bb72_p05", 1, "relay_bp").answer
-    scores = task.score_cell(first)
-    assert scores["ler_low"] <= scores["ler"] <= scores["ler_high"] and scores["unsatisfied"] <= scores["ler"]
-    assert scores["ler_over_mwpm"] is None and scores["mwpm_ler"] is None
-    bposd = task.score_cell(task.solve_cell("bb72_p05", 0, "bposd"))
-    assert bposd["ler_over_bposd"] == 1.0 and bposd["unsatisfied"] == 0.0
-    # The other half's solvers record "not applicable" and score None everywhere.
-    skipped = task.solve_cell("bb72_p05", 0, "pyramid")
-    assert skipped.answer == {"applicable": False} and set(task.score_cell(skipped).values()) == {None}
-    assert task.solve_cell("d3_p006", 0, "relay_bp").answer == {"applicable": False}
+    h, lo, probs = qec_bb.circuit_model("bb72", 0.03)
+    assert h.shape == (72, 216) and lo.shape == (12, 216) and np.allclose(probs, 0.01, rtol=0.02)
+    syndromes = np.vstack([np.zeros((1, 72), dtype=bool), h.T[::7] == 1])
+    expected = np.vstack([np.zeros((1, 12), dtype=bool), lo.T[::7] == 1])
+    assert np.array_equal(qec_bb.decode_circuit(decoder, "bb72", 0.03, syndromes, seed=0), expected)
