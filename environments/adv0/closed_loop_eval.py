@@ -1,0 +1,264 @@
+"""Is the trained closed-loop attacker a better attacker than the untrained one? (issue 41: an effective
+closed-loop attack)
+
+`attack_gain` isolates the attacker's learning from the min-max loop: the defender is held FIXED (the
+IDM/MOBIL planner with the given parameters, by default the untrained defender), the attacker trains
+by `closed_loop_dpo.ClosedLoopAdv0` for `rounds` x `contexts` groups of K policy + reference
+trajectories against it, and then the reference policy (the untrained attacker) and the trained
+policy play the same held-out seeds with the same attacker generator seeds. The outcome is the
+defender-failure rate (`EpisodeResult.defender_failure`: crashes the defender is at fault for, or
+shares) of each, Wilson intervals, and the paired difference by Newcombe's method for paired
+proportions (the same seeds: `harness.stats.newcombe_paired_difference`).
+
+Size: 200 episodes per arm by default. Against the untrained defender the reference policy fails it
+rarely (0-1 in 15 in the probes; ~2% for the one-shot attackers in C3); a two-sided test at alpha
+0.05 has power ~0.8 to see a rise from 3% to 10% with ~190 per arm (the unpaired normal
+approximation; pairing on seeds only narrows it), so 200 separates a 7-point gain and says nothing
+about a gain of 1-2 points.
+
+`python -m environments.adv0.closed_loop_eval --rounds 4 --contexts 8 --k 16 --episodes 200 --workers 2`
+prints the table row and writes the report (and the trained policy) as JSON with `--out`.
+
+May import: numpy, pydantic, `harness.stats`, `environments.adv0` (closed_loop, closed_loop_dpo,
+highway, loop, planner, scenario).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from environments.adv0.closed_loop import ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy
+from environments.adv0.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, ClosedLoopRoundReport
+from environments.adv0.scenario import EpisodeResult, IdmParams
+from harness.stats import newcombe_paired_difference, wilson_interval
+
+EVAL_SEED0 = 900_000  # held-out evaluation seeds start here; training seeds are below 100 * 100_000
+ATTACKER_STREAM = 0xE7A1  # the attacker's generator on an evaluation seed: the same for both arms
+
+Job = tuple[str, dict[str, Any], ClosedLoopDraw, int]
+
+
+def _episode(job: Job) -> EpisodeResult:
+    from environments.adv0 import highway
+    from environments.adv0.loop import ClosedLoopWorld
+    from environments.adv0.planner import planner_episode
+
+    family, params, draw, seed = job
+    return planner_episode(ClosedLoopWorld(highway), family, IdmParams.model_validate(params), draw, seed)
+
+
+class Runner:
+    """Planner episodes with closed-loop draws, in job order, over `workers` processes (1: in-process)."""
+
+    def __init__(self, family: str, params: IdmParams, workers: int):
+        self.family, self.params, self.workers = family, params, workers
+        self._pool = ProcessPoolExecutor(workers) if workers > 1 else None
+
+    def __call__(self, draws: list[tuple[ClosedLoopDraw, int]]) -> list[EpisodeResult]:
+        jobs = [(self.family, self.params.model_dump(), d, s) for d, s in draws]
+        if self._pool is None:
+            return [_episode(j) for j in jobs]
+        return list(self._pool.map(_episode, jobs, chunksize=max(1, len(jobs) // (4 * self.workers))))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+
+
+def train(
+    run: Runner,
+    cfg: ClosedLoopConfig,
+    rounds: int,
+    contexts: int,
+    seed: int = 0,
+    limits: ClosedLoopLimits | None = None,
+) -> tuple[ClosedLoopAdv0, list[ClosedLoopRoundReport]]:
+    """`rounds` of preference learning against the fixed defender `run` plays: each round `contexts`
+    fresh training seeds, a group of K policy + reference draws on each."""
+    attacker = ClosedLoopAdv0(cfg, limits)
+    reports = []
+    for r in range(rounds):
+        rng = np.random.default_rng([seed, r, 0xA7])
+        seeds = [seed * 100_000 + r * 1_000 + c for c in range(contexts)]
+        jobs = [(d, s) for s in seeds for d in attacker.propose(np.zeros(0), rng)]
+        reports.append(attacker.update(run(jobs)))
+    return attacker, reports
+
+
+class Arm(BaseModel):
+    name: str
+    episodes: int
+    defender_failures: int
+    rate: float
+    low: float
+    high: float
+    crashes: int
+    attacker_fault: int
+    near_misses: int
+    mean_J: float
+
+
+def arm(name: str, results: list[EpisodeResult]) -> Arm:
+    k, n = sum(r.defender_failure for r in results), len(results)
+    lo, hi = wilson_interval(k, n)
+    return Arm(
+        name=name,
+        episodes=n,
+        defender_failures=k,
+        rate=k / n,
+        low=lo,
+        high=hi,
+        crashes=sum(r.crashed for r in results),
+        attacker_fault=sum(r.crashed and r.collision is not None and r.collision.fault == "attacker" for r in results),
+        near_misses=sum(r.near_miss for r in results),
+        mean_J=float(np.mean([r.reward for r in results])),
+    )
+
+
+class GainReport(BaseModel):
+    family: str
+    defender: IdmParams
+    config: ClosedLoopConfig
+    rounds: int
+    contexts: int
+    untrained: Arm
+    trained: Arm
+    difference: float  # trained - untrained defender-failure rate, paired on seeds
+    low: float
+    high: float
+    rounds_report: list[ClosedLoopRoundReport]
+    train_cpu_s: float
+    eval_cpu_s: float
+    wall_s: float
+    policy: dict[str, Any]
+
+
+def evaluate(
+    run: Runner, policies: dict[str, ClosedLoopPolicy], episodes: int, limits: ClosedLoopLimits, slot: int
+) -> dict[str, list[EpisodeResult]]:
+    seeds = [EVAL_SEED0 + i for i in range(episodes)]
+    return {
+        name: run([(ClosedLoopDraw(p, limits, slot, (s, ATTACKER_STREAM)), s) for s in seeds])
+        for name, p in policies.items()
+    }
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def attack_gain(
+    cfg: ClosedLoopConfig,
+    rounds: int,
+    contexts: int,
+    episodes: int,
+    workers: int = 2,
+    family: str = "highway",
+    defender: IdmParams | None = None,
+    seed: int = 0,
+) -> GainReport:
+    """Train against the fixed defender, then the untrained and trained attackers on the same seeds.
+    CPU-seconds count the worker processes once they have exited (`os.times`' children): the pool is
+    shut down before the evaluation's total is read."""
+    params = defender or IdmParams()
+    limits = ClosedLoopLimits()
+    t0, c0 = time.perf_counter(), _cpu()
+    run = Runner(family, params, workers)
+    attacker, reports = train(run, cfg, rounds, contexts, seed, limits)
+    run.close()
+    c1 = _cpu()
+    run = Runner(family, params, workers)
+    res = evaluate(run, {"untrained": attacker.reference, "trained": attacker.policy}, episodes, limits, cfg.slot)
+    run.close()
+    c2 = _cpu()
+    untrained, trained, (d, lo, hi) = compare(res["untrained"], res["trained"])
+    return GainReport(
+        family=family,
+        defender=params,
+        config=cfg,
+        rounds=rounds,
+        contexts=contexts,
+        untrained=untrained,
+        trained=trained,
+        difference=d,
+        low=lo,
+        high=hi,
+        rounds_report=reports,
+        train_cpu_s=round(c1 - c0, 1),
+        eval_cpu_s=round(c2 - c1, 1),
+        wall_s=round(time.perf_counter() - t0, 1),
+        policy=attacker.policy.to_state(),
+    )
+
+
+def compare(
+    untrained: list[EpisodeResult], trained: list[EpisodeResult]
+) -> tuple[Arm, Arm, tuple[float, float, float]]:
+    """Both arms and trained - untrained defender-failure rate, paired episode by episode (same seeds)."""
+    if [r.seed for r in untrained] != [r.seed for r in trained]:
+        raise ValueError("closed-loop attack gain: the two arms must play the same seeds in the same order")
+    a = [r.defender_failure for r in trained]
+    b = [r.defender_failure for r in untrained]
+    both = sum(x and y for x, y in zip(a, b))
+    first = sum(x and not y for x, y in zip(a, b))
+    second = sum(y and not x for x, y in zip(a, b))
+    diff = newcombe_paired_difference(both, first, second, len(a) - both - first - second)
+    return arm("untrained", untrained), arm("trained", trained), diff
+
+
+def row(rep: GainReport) -> str:
+    def cell(x: Arm) -> str:
+        return (
+            f"{x.defender_failures}/{x.episodes} = {x.rate:.3f} [{x.low:.3f}, {x.high:.3f}] "
+            f"(crashes {x.crashes}, attacker-at-fault {x.attacker_fault}, near misses {x.near_misses}, "
+            f"J {x.mean_J:.3f})"
+        )
+
+    return (
+        f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}), lr {rep.config.lr}, "
+        f"slot {rep.config.slot} | {cell(rep.untrained)} | {cell(rep.trained)} | "
+        f"{rep.difference:+.3f} [{rep.low:+.3f}, {rep.high:+.3f}] | {rep.wall_s:.0f} s "
+        f"({rep.train_cpu_s:.0f} + {rep.eval_cpu_s:.0f} CPU-s) |"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--contexts", type=int, default=8)
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=None, help="default: ClosedLoopConfig's")
+    ap.add_argument("--dpo-steps", type=int, default=None)
+    ap.add_argument("--slot", type=int, default=0)
+    ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per arm")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    if min(args.rounds, args.contexts, args.k, args.episodes, args.workers) < 1:
+        ap.error("--rounds, --contexts, --k, --episodes and --workers must be at least 1")
+    extra = {key: v for key, v in (("lr", args.lr), ("dpo_steps", args.dpo_steps)) if v is not None}
+    cfg = ClosedLoopConfig(k=args.k, slot=args.slot, seed=args.seed, **extra)
+    rep = attack_gain(cfg, args.rounds, args.contexts, args.episodes, args.workers, seed=args.seed)
+    for r in rep.rounds_report:
+        print(
+            f"round {r.round}: pairs {r.pairs}, attacker-at-fault share {r.infeasible_share:.3f}, "
+            f"mean u {r.mean_utility:+.3f}, KL {r.dpo.kl if r.dpo else float('nan'):.2f}"
+        )
+    print(row(rep))
+    if args.out is not None:
+        args.out.write_text(json.dumps(rep.model_dump(), indent=1), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""The trained-vs-untrained closed-loop attacker comparison (`closed_loop_eval.py`), on a fake world
+where the outcome is known: the defender fails exactly when the attacker brakes at its last decision."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from environments.adv0.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
+from environments.adv0.closed_loop_dpo import ClosedLoopConfig
+from environments.adv0.closed_loop_eval import compare, evaluate, train
+from environments.adv0.scenario import Collision, EpisodeResult
+
+BRAKE = ACTIONS.index("keep:brake")
+
+
+def fake_run(jobs: list[tuple[ClosedLoopDraw, int]]) -> list[EpisodeResult]:
+    """Three decisions on fixed features; a brake at the last one is a defender-at-fault rear-end."""
+    out = []
+    for draw, seed in jobs:
+        att = draw.attacker()
+        phi, mask = np.ones(n_features(draw.policy.k)), np.ones(len(ACTIONS), dtype=bool)
+        for t in range(3):
+            a = draw.policy.sample(phi, mask, att.rng)
+            att.trajectory.t.append(float(t))
+            att.trajectory.features.append(phi.tolist())
+            att.trajectory.feasible.append(mask.tolist())
+            att.trajectory.actions.append(ACTIONS[a])
+        failed = a == BRAKE
+        out.append(
+            EpisodeResult(
+                family="highway",
+                seed=seed,
+                attack=None,
+                defender="idm",
+                steps=3,
+                duration_s=3.0,
+                crashed=failed,
+                collision=Collision(t=3.0, other="attacker", fault="defender", rule="test", geometry=[])
+                if failed
+                else None,
+                ttc=[1.0],
+                min_ttc=0.0 if failed else 5.0,
+                near_miss=False,
+                mean_speed=25.0,
+                distance_m=75.0,
+                reward=-1.0 if failed else 0.5,
+                attacker_trajectory=att.trajectory,
+            )
+        )
+    return out
+
+
+def test_training_against_a_fixed_defender_raises_the_failure_rate_and_the_paired_interval_shows_it():
+    cfg = ClosedLoopConfig(k=8, shaping=0.0, kl_max=3.0)
+    attacker, reports = train(fake_run, cfg, rounds=3, contexts=8)
+    assert all(r.pairs > 0 for r in reports)
+    limits = ClosedLoopLimits()
+    res = evaluate(fake_run, {"untrained": attacker.reference, "trained": attacker.policy}, 300, limits, 0)
+    untrained, trained, (d, lo, hi) = compare(res["untrained"], res["trained"])
+    assert untrained.episodes == trained.episodes == 300
+    assert 0.08 < untrained.rate < 0.26  # the reference brakes with probability e^2 / sum ~ 0.17
+    assert d == pytest.approx(trained.rate - untrained.rate)
+    assert lo > 0 and trained.rate > untrained.rate + 0.1  # the learner found the failure and the interval says so
+    assert reports[-1].dpo is not None and reports[-1].dpo.kl <= 3.0 + 1e-9
+
+
+def test_the_arms_must_share_their_seeds():
+    limits = ClosedLoopLimits()
+    cfg = ClosedLoopConfig()
+    attacker, _ = train(fake_run, cfg, rounds=1, contexts=1)
+    a = evaluate(fake_run, {"x": attacker.reference}, 3, limits, 0)["x"]
+    with pytest.raises(ValueError, match="same seeds"):
+        compare(a, a[::-1])
