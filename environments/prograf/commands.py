@@ -263,6 +263,14 @@ def calibrate_image_cmd(
                                               "(e.g. ocr_node_label,ocr_edge_label); default: all."),
     out_dir: Path = typer.Option(..., "--out", help="Directory for image_calibration.json."),
     corpus: Optional[Path] = typer.Option(None, "--corpus", help="Task file (default: the committed corpus)."),
+    categories: Optional[str] = typer.Option(None, "--categories", help="Comma-separated categories (e.g. "
+                                             "flowchart,diagram); default: all."),
+    foreign: bool = typer.Option(False, "--foreign", help="Also the foreign-style corpus's outputs of each task "
+                                 "(correct and faulty; `harness prograf verifier-audit`)."),
+    augment: Optional[int] = typer.Option(None, "--augment", help="Draw every picture varied (font, stroke, colours, "
+                                          "dark page, grain, scale, JPEG) from this seed, not clean."),
+    exclude: Optional[str] = typer.Option(None, "--exclude-tasks", help="Comma-separated task ids to leave out (those "
+                                          "looked at while choosing a rule)."),
 ) -> None:
     """Calibrate the image-only verifier (OCR labels, OpenCV counts) on our own renders of every
     reference and mutant, against the structural verifier's verdicts: precision / recall per check
@@ -281,8 +289,10 @@ def calibrate_image_cmd(
     types = frozenset(t.strip() for t in check_types.split(",") if t.strip()) if check_types else None
     renderer = Renderer(disk_cache=cache_dir())
     try:
+        cats = frozenset(c.strip() for c in categories.split(",") if c.strip()) if categories else None
         report = calibrate(load_tasks(corpus or CORPUS), renderer, limit,
-                           None if parity is None else halves[parity], types)
+                           None if parity is None else halves[parity], types, cats, foreign, augment,
+                           frozenset(t.strip() for t in (exclude or "").split(",") if t.strip()))
     except (HarnessError, ValueError) as exc:
         fail(str(exc))
     finally:

@@ -16,7 +16,7 @@ type is enabled only if precision >= 0.9, pass precision >= 0.9 and at least 5 k
 seen; otherwise its points are reported undecided.
 
 Subsets, so a rule can be chosen on one part and reported on another: `parity` keeps the tasks
-whose index in the corpus file is even (0) or odd (1) -- session 12 chose its reading fixes on
+whose index in the corpus file (among the `categories` kept, when given) is even (0) or odd (1) -- session 12 chose its reading fixes on
 the even tasks and reports the odd ones -- and `check_types` keeps only those types' points.
 """
 
@@ -42,23 +42,47 @@ EXAMPLES = 5  # misjudged points kept per type and direction, for the report
 def interleaved(tasks: list[Task], limit: int | None) -> list[Task]:
     """The first `limit` tasks taking the categories in turn, so a small limit sees all four."""
     by_cat = {c: [t for t in tasks if t.category == c] for c in CATEGORIES}
-    order = [t for k in range(max(len(v) for v in by_cat.values())) for c in CATEGORIES if k < len(by_cat[c])
-             for t in [by_cat[c][k]]]
+    order = [
+        t
+        for k in range(max(len(v) for v in by_cat.values()))
+        for c in CATEGORIES
+        if k < len(by_cat[c])
+        for t in [by_cat[c][k]]
+    ]
     return order[:limit]
 
 
-def render_png(task: Task, sol: Solution, renderer: Renderer) -> tuple[str, bytes]:
-    """The drawn SVG's hash and its PNG at SCALE times the verifier's size."""
+def render_png(task: Task, sol: Solution, renderer: Renderer, augment: int | None = None) -> tuple[str, bytes]:
+    """The drawn SVG's hash and its PNG at SCALE times the verifier's size; with `augment`, the
+    picture varied as `image_augment` draws it from (augment, the SVG's hash)."""
     drawing = drawing_of(sol.format, sol.code, task.category)
     digest = hashlib.sha256(drawing.svg.encode()).hexdigest()
-    return digest, renderer.png(drawing.svg, drawing.width * SCALE, drawing.height * SCALE)
+    if augment is None:
+        return digest, renderer.png(drawing.svg, drawing.width * SCALE, drawing.height * SCALE)
+    from environments.prograf.image_augment import draw, vary_pixels, vary_svg
+
+    v = draw(f"{augment}/{digest}")
+    png = renderer.png(vary_svg(drawing.svg, v), drawing.width * SCALE, drawing.height * SCALE)
+    return digest, encode_png(vary_pixels(decode_png(png), v))
 
 
-def samples(task: Task) -> Iterator[tuple[str, Solution]]:
+def encode_png(img: Any) -> bytes:
+    import cv2
+
+    ok, data = cv2.imencode(".png", img[..., ::-1])
+    if not ok:
+        raise ValueError("PNG encoding failed")
+    return bytes(data)
+
+
+def samples(task: Task, foreign: list[Any] | None = None) -> Iterator[tuple[str, Solution]]:
+    """The task's references and mutants, then (when given) its foreign-style outputs."""
     for k, sol in enumerate(task.reference):
         yield f"reference {k} ({sol.format})", sol
     for k, sol in enumerate(task.mutants):
         yield f"mutant {k} ({sol.format}, {sol.fault})", sol
+    for out in foreign or []:
+        yield f"foreign {out.key}", Solution(format=out.format, code=out.code)
 
 
 def _empty() -> dict[str, Any]:
@@ -76,10 +100,17 @@ def _rates(row: dict[str, Any]) -> dict[str, Any]:
     if precision is None or precision < CALIBRATION_THRESHOLD:
         why.append(f"precision {precision if precision is None else round(precision, 3)} < {CALIBRATION_THRESHOLD}")
     if pass_precision is None or pass_precision < CALIBRATION_THRESHOLD:
-        why.append(f"pass precision {pass_precision if pass_precision is None else round(pass_precision, 3)}"
-                   f" < {CALIBRATION_THRESHOLD}")
-    return row | {"precision": precision, "recall": recall, "pass_precision": pass_precision,
-                  "enabled": not why, "why_disabled": "; ".join(why)}
+        why.append(
+            f"pass precision {pass_precision if pass_precision is None else round(pass_precision, 3)}"
+            f" < {CALIBRATION_THRESHOLD}"
+        )
+    return row | {
+        "precision": precision,
+        "recall": recall,
+        "pass_precision": pass_precision,
+        "enabled": not why,
+        "why_disabled": "; ".join(why),
+    }
 
 
 def subset(tasks: list[Task], parity: int | None, limit: int | None) -> list[Task]:
@@ -90,11 +121,36 @@ def subset(tasks: list[Task], parity: int | None, limit: int | None) -> list[Tas
     return interleaved(kept, limit)
 
 
-def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None, parity: int | None = None,
-              check_types: frozenset[str] | None = None) -> dict[str, Any]:
-    """The per-type table over the references and mutants of the chosen tasks (see `subset`)."""
+def calibrate(
+    tasks: list[Task],
+    renderer: Renderer,
+    limit: int | None = None,
+    parity: int | None = None,
+    check_types: frozenset[str] | None = None,
+    categories: frozenset[str] | None = None,
+    foreign: bool = False,
+    augment: int | None = None,
+    exclude: frozenset[str] = frozenset(),
+) -> dict[str, Any]:
+    """The per-type table over the references and mutants of the chosen tasks (see `subset`);
+    `categories` keeps only those categories' tasks; `foreign` adds each task's foreign-style
+    outputs (`foreign.generated`, correct and faulty); `augment` draws every picture varied by
+    `image_augment` from that seed instead of clean; `exclude` leaves those task ids out (tasks
+    looked at while a rule was chosen, so a report half stays unseen)."""
     start = time.perf_counter()
-    chosen = subset(tasks, parity, limit)
+    odd = sorted((categories or frozenset()) - set(CATEGORIES))
+    if odd:
+        raise ValueError(
+            f"unknown categor{'y' if len(odd) == 1 else 'ies'} {', '.join(odd)}; choose from {', '.join(CATEGORIES)}"
+        )
+    chosen = subset([t for t in tasks if categories is None or t.category in categories], parity, limit)
+    chosen = [t for t in chosen if t.id not in exclude]
+    by_task: dict[str, list[Any]] = {}
+    if foreign:
+        from environments.prograf.foreign import generated
+
+        for out in generated(tasks):
+            by_task.setdefault(out.task_id, []).append(out)
     every_type = frozenset(CHECK_TYPES.values())
     unknown = sorted((check_types or frozenset()) - every_type)
     if unknown:
@@ -107,9 +163,9 @@ def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None, p
     for task in chosen:
         if not any(CHECK_TYPES.get(vp.check) in wanted for vp in task.points):
             continue  # none of the chosen check types: nothing to read
-        for name, sol in samples(task):
+        for name, sol in samples(task, by_task.get(task.id)):
             try:
-                digest, png = render_png(task, sol, renderer)
+                digest, png = render_png(task, sol, renderer, augment)
             except UNREADABLE:
                 skipped += 1  # nothing to draw (e.g. a mutant that empties the drawing): no picture to judge
                 continue
@@ -128,17 +184,35 @@ def calibrate(tasks: list[Task], renderer: Renderer, limit: int | None = None, p
                 if got.status == "undecided":
                     row["undecided"] += 1
                     continue
-                _tally(row, truth[vp.id].passed, got.status == "pass",
-                       f"{task.id} {name} {vp.id}: {got.reason} (truth: {truth[vp.id].reason})")
+                _tally(
+                    row,
+                    truth[vp.id].passed,
+                    got.status == "pass",
+                    f"{task.id} {name} {vp.id}: {got.reason} (truth: {truth[vp.id].reason})",
+                )
             image_seconds += time.perf_counter() - t0
-    return {"tasks": len(chosen), "parity": parity, "images": images, "undrawable": skipped, "scale": SCALE,
-            "threshold": CALIBRATION_THRESHOLD, "min_failures": MIN_FAILURES,
-            "seconds": round(time.perf_counter() - start, 1), "image_seconds": round(image_seconds, 1),
-            "by_type": {t: _rates(row) for t, row in table.items()}}
+    return {
+        "tasks": len(chosen),
+        "parity": parity,
+        "foreign": foreign,
+        "augment": augment,
+        "excluded": sorted(exclude),
+        "categories": sorted(categories) if categories else None,
+        "images": images,
+        "undrawable": skipped,
+        "scale": SCALE,
+        "threshold": CALIBRATION_THRESHOLD,
+        "min_failures": MIN_FAILURES,
+        "seconds": round(time.perf_counter() - start, 1),
+        "image_seconds": round(image_seconds, 1),
+        "by_type": {t: _rates(row) for t, row in table.items()},
+    }
 
 
 def _tally(row: dict[str, Any], truly_passed: bool, image_passed: bool, note: str) -> None:
-    key = {(False, False): "tp", (True, False): "fp", (False, True): "fn", (True, True): "tn"}[(truly_passed, image_passed)]
+    key = {(False, False): "tp", (True, False): "fp", (False, True): "fn", (True, True): "tn"}[
+        (truly_passed, image_passed)
+    ]
     row[key] += 1
     if key == "fp" and len(row["false_fail"]) < EXAMPLES:
         row["false_fail"].append(note)
@@ -152,16 +226,21 @@ def enabled_types(report: dict[str, Any]) -> frozenset[str]:
 
 def format_table(report: dict[str, Any]) -> str:
     part = {None: "", 0: " (even task indices)", 1: " (odd task indices)"}[report.get("parity")]
-    lines = [f"{report['tasks']} tasks{part}, {report['images']} distinct images (x{report['scale']} renders), "
-             f"{report['seconds']} s ({report['image_seconds']} s reading images); rule: precision and pass "
-             f"precision >= {report['threshold']}, >= {report['min_failures']} known failures",
-             f"{'check type':<18} {'tp/fp/fn/tn':>16} {'undec':>5} {'precision':>9} {'recall':>6} {'pass prec':>9}  "
-             "verdict"]
+    lines = [
+        f"{report['tasks']} tasks{part}, {report['images']} distinct images (x{report['scale']} renders), "
+        f"{report['seconds']} s ({report['image_seconds']} s reading images); rule: precision and pass "
+        f"precision >= {report['threshold']}, >= {report['min_failures']} known failures",
+        f"{'check type':<18} {'tp/fp/fn/tn':>16} {'undec':>5} {'precision':>9} {'recall':>6} {'pass prec':>9}  verdict",
+    ]
     for t, row in report["by_type"].items():
+
         def f(v: float | None) -> str:
             return "-" if v is None else f"{v:.3f}"
+
         counts = f"{row['tp']}/{row['fp']}/{row['fn']}/{row['tn']}"
         verdict = "enabled" if row["enabled"] else f"disabled: {row['why_disabled']}"
-        lines.append(f"{t:<18} {counts:>16} {row['undecided']:>5} {f(row['precision']):>9} {f(row['recall']):>6} "
-                     f"{f(row['pass_precision']):>9}  {verdict}")
+        lines.append(
+            f"{t:<18} {counts:>16} {row['undecided']:>5} {f(row['precision']):>9} {f(row['recall']):>6} "
+            f"{f(row['pass_precision']):>9}  {verdict}"
+        )
     return "\n".join(lines)

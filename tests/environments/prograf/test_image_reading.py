@@ -109,6 +109,7 @@ def test_subset_takes_one_parity_of_task_indices(corpus):
 @pytest.mark.parametrize("args, words", [
     (["--tasks", "third"], "--tasks must be 'even' or 'odd'"),
     (["--check-types", "ocr_node_label,ocr_shoe_size"], "unknown check type(s) ocr_shoe_size"),
+    (["--categories", "flowchart,poetry"], "unknown category poetry"),
 ])
 def test_calibrate_image_refuses_a_bad_subset(tmp_path, args, words):
     from typer.testing import CliRunner

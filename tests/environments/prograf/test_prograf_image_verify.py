@@ -7,12 +7,13 @@ from __future__ import annotations
 import struct
 import zlib
 
+import numpy as np
 import pytest
 
 from environments.prograf.image_calibrate import render_png
 from environments.prograf.image_input import ImageRejected, decode_png
 from environments.prograf.image_ocr import label_matches, read_text
-from environments.prograf.image_verify import CHECK_TYPES, NEEDS_JUDGE, verify_image
+from environments.prograf.image_verify import CHECK_TYPES, NEEDS_JUDGE, Pixels, decide, verify_image
 from environments.prograf.render import Renderer
 
 EVERY_TYPE = frozenset(CHECK_TYPES.values())
@@ -84,10 +85,15 @@ def test_undecidable_and_disabled_points_are_undecided(corpus, renderer):
     task = corpus["flowchart-003"]
     verdict = verify_image(task, render_png(task, task.reference[0], renderer)[1], frozenset())
     edges = [p for p in verdict.points if p.check == "edge"]
-    assert edges and all(p.status == "undecided" and p.reason == NEEDS_JUDGE and p.check_type is None for p in edges)
+    assert edges and all(p.status == "undecided" and "disabled by calibration" in p.reason for p in edges)
     nodes = [p for p in verdict.points if p.check == "node"]
     assert nodes and all(p.status == "undecided" and "disabled by calibration" in p.reason for p in nodes)
     assert verdict.decided == 0 and verdict.passed is None
+    # a point no image check reads (a geometry relation) is left to the vision judge
+    geo = next(t for t in corpus.values() if any(vp.check == "perpendicular" for vp in t.points))
+    vp = next(vp for vp in geo.points if vp.check == "perpendicular")
+    got = decide(Pixels(np.zeros((4, 4, 3), np.uint8)), geo, vp, EVERY_TYPE)
+    assert got.status == "undecided" and got.reason == NEEDS_JUDGE and got.check_type is None
 
 
 @pytest.mark.parametrize("data, words", [
