@@ -65,7 +65,7 @@ vllm-install: $(VLLM_VENV)/.installed
 # vLLM left open can block the interpreter's exit in Context.term() although every test passed.
 VLLM_TEST_FILES = $(shell grep -rl --include="test_*.py" "mark.vllm" tests)
 test-vllm: vllm-install
-	set -e; for f in $(VLLM_TEST_FILES); do $(VLLM_PY) -m pytest -q -m vllm $$f; done
+	set -e; for f in $(VLLM_TEST_FILES); do $(VLLM_PY) -m pytest -q -m vllm --durations=5 $$f; done
 
 demo: install
 	$(VENV)/bin/harness eval --suite proact --limit $(DEMO_LIMIT) --max-tokens $(DEMO_MAX_TOKENS)
@@ -77,15 +77,15 @@ test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # ruff (defects only), import-linter (the READMEs' "May import" lines as contracts), mypy (strict on
-# harness/, agents/, corpora/, leaderboards/, environments/proact/ and the CDWM families web, household, science,
-# mind2web, procgen and atari; the other families, preft and tests are next); all three
+# harness/, agents/, corpora/, leaderboards/, PreFT (kernels/preft), environments/proact/ and the CDWM families web,
+# household, science, mind2web, procgen and atari; the other families and tests are next); all three
 # run and report before it fails. Configured in pyproject.toml.
 .PHONY: lint
 lint: install
 	@status=0; \
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/lint-imports || status=1; \
-	$(VENV)/bin/mypy harness agents corpora leaderboards environments/proact environments/prograf/loop_agent.py environments/adv0/driver.py \
+	$(VENV)/bin/mypy harness agents corpora leaderboards kernels/preft environments/proact environments/prograf/loop_agent.py environments/adv0/driver.py \
 		environments/web environments/household environments/science environments/mind2web environments/procgen \
 		environments/atari || status=1; \
 	exit $$status

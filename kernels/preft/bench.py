@@ -49,7 +49,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -92,7 +92,7 @@ class HostAdapters:
         if capacity < 1:
             raise ValueError("max_cpu_loras must be at least 1")
         self.config, self.rank, self.capacity = config, rank, capacity
-        self.cache: collections.OrderedDict[str, dict] = collections.OrderedDict()
+        self.cache: collections.OrderedDict[str, dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor, float]]] = collections.OrderedDict()
         self.adapters = [LazyLora(self, i) for i in range(count)]
         self._registering = False
         self.misses = 0
@@ -110,7 +110,7 @@ class HostAdapters:
         finally:
             self._registering = False
 
-    def modules(self, adapter: "LazyLora") -> dict:
+    def modules(self, adapter: "LazyLora") -> dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor, float]]:
         if self._registering:
             dims = _projection_dims(self.config)
             scale = 2.0  # random_lora's alpha / rank
@@ -149,7 +149,7 @@ class LazyLora(LoraAdapter):
         self.name, self.rank = f"a{seed}", host.rank
 
     @property
-    def modules(self) -> dict:  # type: ignore[override]
+    def modules(self) -> dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor, float]]:  # type: ignore[override]
         return self.host.modules(self)
 
     def __repr__(self) -> str:
@@ -271,18 +271,18 @@ def warmup_batch(max_num_seqs: int, requests: int) -> int:
 
 def make_prompts(requests: int, prompt_len: int, seed: int) -> list[list[int]]:
     gen = torch.Generator().manual_seed(seed)
-    return torch.randint(*TOKEN_RANGE, (requests, prompt_len), generator=gen).tolist()
+    return [[int(t) for t in row] for row in torch.randint(*TOKEN_RANGE, (requests, prompt_len), generator=gen).tolist()]
 
 
-def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64, 512),
-                      modes: list[str] = ("base", "preft", "all-token"), rank: int = 16, requests: int = 64,
+def run_adapter_bench(*, engine: str = "local", adapters: Sequence[int] = (1, 8, 64, 512),
+                      modes: Sequence[str] = ("base", "preft", "all-token"), rank: int = 16, requests: int = 64,
                       prompt_len: int = 128, gen_len: int = 32, max_loras: int | None = None,
                       max_num_seqs: int = 64, seed: int = 0, out_dir: Path = Path("."),
                       lora_backend: str = "auto", max_cpu_loras: int | None = None,
                       threads: int | None = None, progress: Callable[[str], None] | None = None,
                       model: Any = None, popularity: str = "uniform", zipf_s: float = 1.1, arrival: str = "t0",
                       rate: float | None = None, device: str = "cpu", dtype: str | None = None,
-                      model_shape: str | None = None, prefill_loras: int | None = None) -> dict:
+                      model_shape: str | None = None, prefill_loras: int | None = None) -> dict[str, Any]:
     """Run every (adapter count, mode) and write adapters_bench.{json,csv,png} into `out_dir`.
 
     `max_loras` None: min(A, 8) resident slots. `max_cpu_loras` None: min(distinct adapters used, 64)
@@ -331,7 +331,7 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return _run(engine, adapters, modes, rank, requests, prompt_len, gen_len, max_loras, max_num_seqs, seed,
+        return _run(engine, list(adapters), list(modes), rank, requests, prompt_len, gen_len, max_loras, max_num_seqs, seed,
                     Path(out_dir), lora_backend, max_cpu_loras, progress, model, draw, place)
     finally:
         torch.set_num_threads(previous_threads)
@@ -339,8 +339,8 @@ def run_adapter_bench(*, engine: str = "local", adapters: list[int] = (1, 8, 64,
 
 def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests: int, prompt_len: int,
          gen_len: int, max_loras: int | None, max_num_seqs: int, seed: int, out_dir: Path, lora_backend: str,
-         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any, draw: dict,
-         place: dict) -> dict:
+         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any, draw: dict[str, Any],
+         place: dict[str, Any]) -> dict[str, Any]:
     say = progress or (lambda _msg: None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -369,7 +369,7 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
     return result
 
 
-def _base_model(model: Any, place: dict) -> Any:
+def _base_model(model: Any, place: dict[str, Any]) -> Any:
     """The local engine's base model on its device in its dtype: a random-weight shape, or the
     given / embedded HF model."""
     if place["model_shape"]:
@@ -381,6 +381,13 @@ def _base_model(model: Any, place: dict) -> Any:
 
         model, _ = load_model()
     return model.to(device=place["device"], dtype=getattr(torch, place["dtype"]))
+
+
+def _ttft_tpot(r: Request) -> tuple[float, float | None]:
+    """A finished request's time to its first token, and per output token after it (None: one token)."""
+    assert r.first_token_at is not None and r.finished_at is not None, f"request {r.id} has not finished"
+    tpot = (r.finished_at - r.first_token_at) / (len(r.output_ids) - 1) if len(r.output_ids) > 1 else None
+    return r.first_token_at - r.arrival, tpot
 
 
 def serve(eng: Engine, reqs: list[Request], arrivals: list[float]) -> None:
@@ -402,15 +409,15 @@ def serve(eng: Engine, reqs: list[Request], arrivals: list[float]) -> None:
 
 def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: list[list[int]], min_requests: int,
                 warm_prompt: list[int], gen_len: int, max_loras: int | None, max_num_seqs: int, lora_backend: str,
-                max_cpu_loras: int | None, say: Callable[[str], None], model: Any, draw: dict, place: dict,
-                seed: int) -> tuple[list[dict], dict]:
+                max_cpu_loras: int | None, say: Callable[[str], None], model: Any, draw: dict[str, Any], place: dict[str, Any],
+                seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     model = _base_model(model, place)
     prompt_len = len(all_prompts[0])
     vocab = int(model.config.vocab_size)
     if vocab <= TOKEN_RANGE[1]:  # a small random model: fold the ids into its vocabulary
         all_prompts = [[t % vocab for t in p] for p in all_prompts]
         warm_prompt = [t % vocab for t in warm_prompt]
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     memory_method = ""
     for count in adapters:
         requests = max(min_requests, 2 * count)
@@ -458,8 +465,8 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             slot_stats = {k: v - slots0[k] for k, v in _counters(eng.loras.table.stats).items()}
             sizes = list(getattr(eng.stats, "batch_sizes", []))[-stats["steps"]:] if stats["steps"] else []
             n_out = [len(r.output_ids) for r in reqs]
-            ttft = [r.first_token_at - r.arrival for r in reqs]
-            tpot = [(r.finished_at - r.first_token_at) / (len(r.output_ids) - 1) for r in reqs if len(r.output_ids) > 1]
+            ttft = [_ttft_tpot(r)[0] for r in reqs]
+            tpot = [t for r in reqs if (t := _ttft_tpot(r)[1]) is not None]
             alias = eng.loras.alias
             row = {"adapters": count, "mode": mode, "max_loras": slots, "prefill_slots": eng.loras.table.slots,
                    "slot_kind": "alias" if alias else "copy",
@@ -514,7 +521,7 @@ def _kv_budget(device: str) -> int:
     return int(0.4 * torch.cuda.get_device_properties(torch.device(device)).total_memory)
 
 
-def _ratios(rows: list[dict]) -> dict[str, dict[str, float]]:
+def _ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     """Output tokens per wall second of preft over all-token and over base, per adapter count (keys
     are str(A)); the `_cpu` keys divide tokens per CPU second of the process instead."""
     out: dict[str, dict[str, float]] = {}
@@ -529,7 +536,7 @@ def _ratios(rows: list[dict]) -> dict[str, dict[str, float]]:
     return out
 
 
-def write_outputs(result: dict, out_dir: Path) -> dict[str, Path]:
+def write_outputs(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
     paths = {"json": out_dir / JSON_NAME, "csv": out_dir / CSV_NAME, "png": out_dir / PNG_NAME}
     paths["json"].write_text(json.dumps(result, indent=2) + "\n")
@@ -545,7 +552,7 @@ def write_outputs(result: dict, out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def plot(result: dict, path: Path) -> None:
+def plot(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -569,7 +576,7 @@ def plot(result: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def format_table(result: dict) -> str:
+def format_table(result: dict[str, Any]) -> str:
     """A markdown table of the rows (for the README), then the preft ratios per adapter count."""
     head = ["A", "mode", "slots", "prefill slots", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
             "steps", "slot loads", "evictions", "slot waits", "wait steps", "peak RSS Δ MB"]

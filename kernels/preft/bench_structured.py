@@ -49,7 +49,7 @@ class _Timed:
 
     def accept(self, token: int) -> bool:
         t = time.perf_counter()
-        ok = self.inner.accept(token)
+        ok = bool(self.inner.accept(token))
         self.clock[0] += time.perf_counter() - t
         return ok
 

@@ -133,15 +133,16 @@ async def _one(engine: Any, prompt: list[int], gen_len: int, mode: str, lora: An
     return {"arrival": arrival, "first": first, "finished": time.perf_counter(), "tokens": tokens}
 
 
-async def _all(coroutines: list) -> list:
+async def _all(coroutines: list[Any]) -> list[Any]:
     return await asyncio.gather(*coroutines)  # gathered inside the running loop, not the default one
 
 
 async def _stats(engine: Any, reset: bool = False) -> dict[str, int]:
-    return (await engine.collective_rpc("preft_stats", args=(reset,)))[0]
+    first: dict[str, int] = (await engine.collective_rpc("preft_stats", args=(reset,)))[0]  # one worker here
+    return first
 
 
-def _shutdown(engines: dict, loop: asyncio.AbstractEventLoop) -> None:
+def _shutdown(engines: dict[tuple[int, int], Any], loop: asyncio.AbstractEventLoop) -> None:
     for engine in engines.values():
         engine.shutdown()
     engines.clear()
@@ -153,7 +154,7 @@ def _shutdown(engines: dict, loop: asyncio.AbstractEventLoop) -> None:
 
 def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list[list[int]], warm_prompt: list[int],
               gen_len: int, max_loras: int | None, max_num_seqs: int, max_cpu_loras: int | None,
-              say: Callable[[str], None], model: Any, config: dict) -> tuple[list[dict], dict]:
+              say: Callable[[str], None], model: Any, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     from vllm.lora.request import LoRARequest
 
     from preft.vllm_provider import resolve_model
@@ -163,7 +164,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
     requests, prompt_len = len(prompts), len(prompts[0])
     dirs = adapter_dirs(model_path, max(adapters), rank, say) if set(modes) - {"base"} else []
     loras = [LoRARequest(f"a{i}", i + 1, str(d)) for i, d in enumerate(dirs)]
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     engines: dict[tuple[int, int], Any] = {}
     engine: Any = None
     loop = asyncio.new_event_loop()

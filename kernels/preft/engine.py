@@ -41,6 +41,7 @@ import torch  # after the setting above
 
 from harness.providers.sampling import pick_token
 from preft.adapters import Adapter, AdapterError, LoraAdapter, ReftAdapter
+from preft.grad import inference_mode
 from preft.model import KVPool, PreftModel, Span
 from preft.store import LoraStore, ReftStore
 
@@ -96,7 +97,7 @@ class Request:
 class _Running:
     req: Request
     row: int
-    generator: torch.Generator
+    generator: torch.Generator | None  # set when the request is admitted
     lora_slot: int = -1
     reft_slot: int = -1
     reft_positions: frozenset[int] = frozenset()
@@ -115,7 +116,7 @@ class EngineStats:
     slot_waits: int = 0  # steps on which a request waited for an adapter slot
     max_running: int = 0
     max_running_adapters: int = 0  # distinct adapters among running requests (all-token: <= slots)
-    batch_sizes: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))  # per step
+    batch_sizes: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=1000))  # per step
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
@@ -207,7 +208,7 @@ class Engine:
 
     # -- one scheduler step --------------------------------------------------------------------
 
-    @torch.inference_mode()
+    @inference_mode
     def step(self) -> list[Request]:
         admitted = self._admit()
         dropped, self._dropped = self._dropped, []
@@ -215,7 +216,10 @@ class Engine:
         batch = [r for r in self.running if r.prefilled] + sorted(admitted, key=lambda r: r.lora_slot)
         if not batch:
             return dropped
-        tokens, spans, lora_idx, reft_idx = [], [], [], []
+        tokens: list[int] = []
+        spans: list[Span] = []
+        lora_idx: list[int] = []
+        reft_idx: list[int] = []
         for r in batch:
             if r.prefilled:
                 ids, past = [r.req.output_ids[-1]], r.length - 1
@@ -297,7 +301,7 @@ class Engine:
             if not room:
                 still_waiting.append(req)
                 continue
-            r = _Running(req=req, row=len(self.running), generator=None)  # type: ignore[arg-type]
+            r = _Running(req=req, row=len(self.running), generator=None)
             if not self._acquire_slots(r):
                 waited = True
                 full.add(("lora" if r.req.adapter in self.loras.adapters else "reft", r.req.mode == "all-token"))
@@ -341,7 +345,7 @@ class Engine:
     def _grown_pool_fits(self, tokens: int, rows: int) -> bool:
         """Would the pool after `ensure(tokens, rows)` stay within `kv_cache_bytes`?"""
         rows_after, capacity = self.pool.grown(tokens, rows)
-        return rows_after * capacity * self.pool.bytes_per_token() <= self.kv_cache_bytes
+        return bool(rows_after * capacity * self.pool.bytes_per_token() <= self.kv_cache_bytes)
 
     def _acquire_slots(self, r: _Running) -> bool:
         name = r.req.adapter

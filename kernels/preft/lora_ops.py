@@ -19,6 +19,7 @@ weights costs more than the per-run calls it saves on this CPU at rank 16, docs/
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
@@ -85,12 +86,13 @@ def lora_add_runs_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, 
 
 
 def lora_add_module_runs_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, int]],
-                          slot_modules: list, key: tuple[int, str]) -> torch.Tensor:
+                          slot_modules: list[dict[tuple[int, str], Any] | None], key: tuple[int, str]) -> torch.Tensor:
     """`lora_add_runs_` over alias slots: slot s's weights for projection `key` are
     `slot_modules[s][key]` = (A [in, r], B [r, out], scale), or absent when that adapter does not
     target the projection (the run adds nothing). Inference only, in place."""
     for start, end, slot in runs:
-        module = slot_modules[slot].get(key) if slot_modules[slot] is not None else None
+        modules = slot_modules[slot]
+        module = modules.get(key) if modules is not None else None
         if module is None:
             continue
         A, B, scale = module
@@ -106,7 +108,7 @@ PAD_LIMIT = 1.5
 
 
 def lora_add_gathered_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, int, int]],
-                       slot_modules: list, key: tuple[int, str]) -> torch.Tensor:
+                       slot_modules: list[dict[tuple[int, str], Any] | None], key: tuple[int, str]) -> torch.Tensor:
     """`lora_add_module_runs_` with the runs of many adapters in one batched GEMM pair per group:
     each group's A and B matrices are stacked ([G, in, r], [G, r, out]), its runs' tokens gathered
     into [G, n, in] (padded to the longest run, pad rows scaled to zero) and `torch.bmm` does the
@@ -136,7 +138,7 @@ def lora_add_gathered_(y: torch.Tensor, x: torch.Tensor, runs: list[tuple[int, i
     return y
 
 
-def _bmm_add_(y: torch.Tensor, x: torch.Tensor, group: list[tuple]) -> None:
+def _bmm_add_(y: torch.Tensor, x: torch.Tensor, group: list[tuple[int, int, Any, Any, Any]]) -> None:
     """One group of runs (start, end, A, B, scale), sorted by start, all of one rank."""
     spans = tuple((start, end) for start, end, _, _, _ in group)
     As, Bs = torch.stack([g[2] for g in group]), torch.stack([g[3] for g in group])

@@ -38,7 +38,7 @@ class LoraWeights:
     backend: str = "segmented"
     # alias slots (CPU): slot s -> its adapter's own {(layer, proj): (A [in, r], B [r, out], scale)}
     # instead of stacked copies; used by the inference ops only
-    slot_modules: list[dict | None] | None = None
+    slot_modules: list[dict[tuple[int, str], Any] | None] | None = None
     # alias slots: False (default) one op per run (`lora_add_module_runs_`); True the runs of all
     # adapters in batched GEMMs per projection (`lora_add_gathered_`), measured slower on this CPU
     # at rank 16 (docs/preft.md, session 14)
@@ -87,7 +87,7 @@ class KVPool:
         self.ensure(capacity, rows)
 
     def bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * torch.finfo(self.dtype).bits // 8
+        return int(2 * self.layers * self.kv_heads * self.head_dim * torch.finfo(self.dtype).bits // 8)
 
     def grown(self, capacity: int, rows: int) -> tuple[int, int]:
         """(rows, capacity) after `ensure(capacity, rows)`: doubling, so growth is rare."""
@@ -153,7 +153,8 @@ class PreftModel:
             return lora_add_runs_(y, x, runs, A, B, scales)
         return y + lora_delta(x, lora_idx, A, B, scales, backend=lora.backend, runs=runs)
 
-    def _run_layers(self, h: torch.Tensor, positions: torch.Tensor, attend: Callable, lora: LoraWeights | None,
+    def _run_layers(self, h: torch.Tensor, positions: torch.Tensor, attend: Callable[[int, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+                    lora: LoraWeights | None,
                     lora_idx: torch.Tensor | None, reft: ReftWeights | None, reft_idx: torch.Tensor | None) -> torch.Tensor:
         """h [N, d] flat hidden states; `attend(layer, q, k, v)` with q [N, H, D], k/v [N, KVH, D]
         (rotary applied) returns [N, H*D]."""
@@ -262,7 +263,9 @@ class PreftModel:
             o = F.scaled_dot_product_attention(qs, ks, vs, is_causal=True, scale=self.scaling, enable_gqa=True)
             return o.transpose(1, 2).reshape(b * t, -1)
 
-        flat = lambda x: None if x is None else x.reshape(-1)  # noqa: E731
+        def flat(x: torch.Tensor | None) -> torch.Tensor | None:
+            return None if x is None else x.reshape(-1)
+
         h = self._run_layers(self.embed(token_ids.reshape(-1)), positions, attend, lora, flat(lora_idx), reft, flat(reft_idx))
         return self.lm_head(h).view(b, t, -1)
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-SHAPES: dict[str, dict] = {
+SHAPES: dict[str, dict[str, Any]] = {
     # a small config for CPU measurements and tests (not a public model): 4 layers, d=256, a 4096-token
     # vocabulary so that the LM head does not dominate a step
     "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
@@ -31,7 +32,7 @@ SHAPES: dict[str, dict] = {
 }
 
 
-def build_random_llama(shape: str = "tiny", dtype: str = "float32", device: str = "cpu", seed: int = 0):
+def build_random_llama(shape: str = "tiny", dtype: str = "float32", device: str = "cpu", seed: int = 0) -> Any:
     """The model in memory, weights initialised on `device` directly (an 8B model never passes
     through host memory in fp32); eval mode."""
     import torch

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from preft.grad import inference_mode
+
 
 def load_peft(adapter_dir: str | Path, base_dir: str | Path | None = None) -> Any:
     from peft import PeftModel
@@ -26,7 +28,7 @@ def load_peft(adapter_dir: str | Path, base_dir: str | Path | None = None) -> An
     return PeftModel.from_pretrained(base, str(adapter_dir)).eval()
 
 
-@torch.inference_mode()
+@inference_mode
 def prefill_only_greedy(peft_model: Any, prompt_ids: list[int], max_new_tokens: int,
                         stop_ids: frozenset[int] = frozenset()) -> tuple[list[int], list[torch.Tensor]]:
     """Greedy tokens and the logits that chose each one, adapter on for the prompt only."""
@@ -42,11 +44,11 @@ def prefill_only_greedy(peft_model: Any, prompt_ids: list[int], max_new_tokens: 
     return tokens, logits
 
 
-@torch.inference_mode()
+@inference_mode
 def all_token_greedy(peft_model: Any, prompt_ids: list[int], max_new_tokens: int,
                      stop_ids: frozenset[int] = frozenset()) -> list[int]:
     """peft's own greedy generation (the adapter on every token)."""
     out = peft_model.generate(input_ids=torch.tensor([prompt_ids]), attention_mask=torch.ones(1, len(prompt_ids), dtype=torch.long),
                               max_new_tokens=max_new_tokens, do_sample=False,
                               eos_token_id=sorted(stop_ids) or None, pad_token_id=0)
-    return out[0, len(prompt_ids):].tolist()
+    return [int(t) for t in out[0, len(prompt_ids):].tolist()]

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from preft.grad import no_grad
 from preft.model import PreftModel
 from preft.train import DEFAULT_LR, TrainConfig, Trainable, make_trainable
 
@@ -93,8 +94,8 @@ def _grouped_logits(pm: PreftModel, prompts: Sequence[list[int]], completions: t
     token, position j from completion token j-1. Each distinct prompt runs once (`forward_grouped`)."""
     ptoks = torch.tensor(prompts)
     lora = adapter.lora if adapter is not None else None
-    pidx = _indices(*ptoks.shape, on=True) if lora is not None else None
-    cidx = _indices(*completions.shape, on=mode == "all-token") if lora is not None else None
+    pidx = _indices(ptoks.shape[0], ptoks.shape[1], on=True) if lora is not None else None
+    cidx = _indices(completions.shape[0], completions.shape[1], on=mode == "all-token") if lora is not None else None
     last, comp = pm.forward_grouped(ptoks, completions, lora=lora, prompt_idx=pidx, completion_idx=cidx)
     group = completions.shape[0] // ptoks.shape[0]
     return torch.cat([last.repeat_interleave(group, 0)[:, None], comp], dim=1)
@@ -108,7 +109,7 @@ def _distinct(prompts: Sequence[list[int]], group: int) -> list[list[int]]:
     return distinct
 
 
-@torch.no_grad()
+@no_grad
 def sample(pm: PreftModel, prompts: Sequence[list[int]], max_new: int, mode: str, adapter: Trainable | None,
            gen: torch.Generator, stop_id: int, temperature: float = 1.0, group: int = 1) -> list[list[int]]:
     """One completion per prompt (prompts laid out as G copies of each), cut after its first stop

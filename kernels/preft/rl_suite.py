@@ -42,7 +42,7 @@ from harness.stats import mean_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
 ARMS = ("preft", "all-token")
-EMBEDDED = "smollm2-135m-instruct"
+EMBEDDED: Literal["smollm2-135m-instruct"] = "smollm2-135m-instruct"
 RANDOM_TINY = "random-tiny"
 # The options that are training settings: the claim's protocol holds them.
 TRAINING = ("model", "steps", "prompts", "group", "lr", "temperature", "std_norm")

@@ -21,7 +21,6 @@ from typing import Any
 from preft.adapters import LORA_CONFIG, LORA_WEIGHTS, REFT_CONFIG, REFT_WEIGHTS, load_adapter
 from preft.engine import Engine, Request
 
-_STOP = object()
 THREADS_ENV = "HARNESS_THREADS"
 
 
@@ -71,11 +70,11 @@ def adapter_key(path: str | Path) -> str:
 class EngineServer:
     def __init__(self, **engine_kwargs: Any) -> None:
         self.engine_kwargs = engine_kwargs
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.Queue[tuple[Request, Future[Request]] | None] = queue.Queue()  # None: stop
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._engine: Engine | None = None
-        self._futures: dict[int, Future] = {}
+        self._futures: dict[int, Future[Request]] = {}
 
     def register_dir(self, path: str | Path) -> str:
         """Load the adapter at `path` into the engine (once per content) and return its name."""
@@ -86,9 +85,9 @@ class EngineServer:
                 engine.register(load_adapter(path, name=key))
         return key
 
-    def submit(self, req: Request) -> Future:
+    def submit(self, req: Request) -> Future[Request]:
         engine_threads()  # a bad HARNESS_THREADS is this caller's ValueError, not a dead worker
-        future: Future = Future()
+        future: Future[Request] = Future()
         self._ensure_thread()
         self._queue.put((req, future))
         return future
@@ -108,7 +107,7 @@ class EngineServer:
         with self._lock:
             thread, self._thread = self._thread, None
         if thread is not None and thread.is_alive():
-            self._queue.put(_STOP)
+            self._queue.put(None)
             thread.join(timeout)
 
     # -- worker --------------------------------------------------------------------------------
@@ -140,7 +139,7 @@ class EngineServer:
                 except queue.Empty:
                     break
             for item in items:
-                if item is _STOP:
+                if item is None:
                     self._fail_all(RuntimeError("the PreFT engine was shut down"))
                     return
                 req, future = item

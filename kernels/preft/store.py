@@ -133,6 +133,8 @@ class AdapterStore(ABC):
     def release(self, slot: int, through_decode: bool = False) -> None:
         self.table.release(slot, through_decode)
 
+    max_rank: int  # set by `_allocate`
+
     @abstractmethod
     def _allocate(self, rank: int) -> None:
         """(Re)create zeroed slot stacks of `rank` and set `self.max_rank`."""

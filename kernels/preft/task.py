@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import torch
 
+from preft.grad import no_grad
+
 CODES = {"animal": " blorfin", "fruit": " quazzle", "colour": " dromik", "vehicle": " plinko"}
 WORDS = {
     "animal": ["dog", "cat", "horse", "cow", "lion", "tiger", "rabbit", "sheep", "wolf", "bear", "monkey",
@@ -89,7 +91,7 @@ def pad_batch(seqs: Sequence[list[int]], idx: Sequence[list[int]], pad_id: int) 
     return tokens, index
 
 
-@torch.no_grad()
+@no_grad
 def greedy_answers(pm: Any, examples: Sequence[Example], *, semantics: str = "preft", lora: Any = None,
                    reft: Any = None, reft_span: tuple[int, int] | None = None, pad_id: int = 0,
                    batch: int = 32) -> list[list[int]]:
@@ -117,4 +119,4 @@ def accuracy(pm: Any, examples: Sequence[Example], **kwargs: Any) -> float:
     if not examples:
         return 0.0
     got = greedy_answers(pm, examples, **kwargs)
-    return sum(g == a for g, (_, a) in zip(got, examples)) / len(examples)
+    return float(sum(g == a for g, (_, a) in zip(got, examples))) / len(examples)

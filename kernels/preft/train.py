@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from preft.adapters import LoraAdapter, ReftAdapter, _projection_dims, save_lora_peft_format, save_reft
+from preft.grad import no_grad
 from preft.model import PROJECTIONS, LoraWeights, PreftModel, ReftWeights
 from preft.reft_ops import orthonormal_rows
 from preft.task import Example, accuracy, adapter_index, encode, make_task, pad_batch
@@ -116,7 +117,7 @@ def init_reft(config: Any, kind: str, rank: int, gen: torch.Generator, layers: S
                      layers=tuple(layers))
 
 
-@torch.no_grad()
+@no_grad
 def reproject(t: Trainable) -> None:
     """Put each LoReFT R back on the manifold of orthonormal rows: the nearest such matrix (polar
     factor U V^T of R = U S V^T), so R R^T = I holds after every optimiser step."""

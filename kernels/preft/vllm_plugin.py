@@ -83,7 +83,7 @@ def default_mode(vllm_config: Any) -> str | None:
     mode = value.get("mode", PREFILL_ONLY) if isinstance(value, dict) else value
     if mode not in MODES:
         raise ValueError(f"additional_config {{'{CONFIG_KEY}': {value!r}}}: use one of {MODES}")
-    return mode
+    return str(mode)
 
 
 def reft_dirs(vllm_config: Any) -> dict[str, str]:
@@ -96,7 +96,7 @@ def request_mode(sampling_params: Any, engine_mode: str) -> str:
     mode = extra.get(MODE_KEY, engine_mode)
     if mode not in MODES:
         raise ValueError(f"extra_args {{'{MODE_KEY}': {mode!r}}}: use one of {MODES}")
-    return mode
+    return str(mode)
 
 
 def token_lora_ids(req_lora: np.ndarray, start: np.ndarray, prompt_len: np.ndarray, scheduled: np.ndarray,
@@ -134,7 +134,8 @@ def _patch_worker() -> None:
                          mapping_type: Any = LoRAMappingType.LANGUAGE) -> None:
         engine_mode = default_mode(self.vllm_config)
         if engine_mode is None or mapping_type != LoRAMappingType.LANGUAGE:
-            return stock(self, input_batch, num_scheduled_tokens, num_sampled_tokens, mapping_type)
+            stock(self, input_batch, num_scheduled_tokens, num_sampled_tokens, mapping_type)
+            return
         n = input_batch.num_reqs
         if num_sampled_tokens is None:
             num_sampled_tokens = np.ones(n, dtype=np.int32)
@@ -322,7 +323,7 @@ class ReftState:
             adapter.layers = {layer: tuple(t.to(device=param.device, dtype=param.dtype) for t in weights)
                               for layer, weights in adapter.layers.items()}
             self.adapters[name] = adapter
-        self.plan: dict[int, list[tuple]] = {}
+        self.plan: dict[int, list[tuple[Any, ...]]] = {}
         for index, layer in enumerate(layers):
             if any(index in a.layers for a in self.adapters.values()):
                 layer.register_forward_hook(self._hook(index))
@@ -350,7 +351,7 @@ def _plan_reft(runner: Any, engine_mode: str, num_scheduled_tokens: np.ndarray) 
     if state is None:
         state = runner._preft_reft = ReftState(runner)
     batch = runner.input_batch
-    plan: dict[int, list[tuple]] = {}
+    plan: dict[int, list[tuple[Any, ...]]] = {}
     offset = 0
     for i, rid in enumerate(batch.req_ids[: batch.num_reqs]):
         count = int(num_scheduled_tokens[i])

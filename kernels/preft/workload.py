@@ -37,7 +37,7 @@ def popularity_weights(count: int, popularity: str, zipf_s: float = 1.1) -> np.n
         return np.full(count, 1.0 / count)
     if popularity == "zipf":
         w = 1.0 / np.arange(1, count + 1, dtype=np.float64) ** zipf_s
-        return w / w.sum()
+        return np.asarray(w / w.sum())
     raise ValueError(f"--popularity {popularity!r}: use one of {POPULARITY}")
 
 
