@@ -1,22 +1,26 @@
 """Task `tpoe_eib_synth_eeg`: an evidence-bottleneck EEG head (the paper's tPoE-EIB: hard-concrete
 gates on channel x time evidence, a Gaussian expert per token, a tempered product of experts as the
-posterior, a KL rate penalty) against an unconstrained head explained post hoc by gradient saliency
-and integrated gradients, on synthetic EEG whose evidence locations are known (ours).
+posterior, a KL rate penalty) adapting a pretrained, frozen EEG backbone, against an unconstrained
+head on the same frozen backbone explained post hoc by gradient saliency and integrated gradients,
+and against a linear probe and a fine-tuned model for accuracy, on synthetic EEG whose evidence
+locations are known (ours).
 
 The data: 16 channels x 128 samples (8 segments of 16); background AR(1) noise plus a 10-cycle alpha
 rhythm; every recording has one distractor spike (a spike with no slow wave) in a random token;
 class 1 adds one spike-wave complex to 2 adjacent channels in one segment -- the evidence, exactly
-those 2 tokens. The EIB head's explanation is each token's weight in the posterior (gate x mean
-precision); the baselines explain the unconstrained head's class-1 logit per token. Audits on the
-test recordings of class 1: localisation P@2 (the share of the top-2 tokens that are evidence),
-deletion AUC (the solver's own model's class-1 probability as tokens are zeroed, most important
-first; lower is more faithful) and insertion AUC (tokens restored into a zeroed recording; higher
-is more faithful). The data, the heads, their training and attributions live in `tpoe_eib_model.py`.
+those 2 tokens. The backbone (`tpoe_eib_backbone.py`) is a small transformer over the tokens,
+pretrained here by masked-token reconstruction on synthetic EEG of other events and frozen. The EIB
+head's explanation is each token's weight in the posterior (gate x mean precision); the baselines
+explain their model's class-1 logit per token. Audits on the test recordings of class 1:
+localisation P@2 (the share of the top-2 tokens that are evidence), deletion AUC (the solver's own
+model's class-1 probability as tokens are zeroed, most important first; lower is more faithful) and
+insertion AUC (tokens restored into a zeroed recording; higher is more faithful). The data, the
+heads, their training and attributions live in `tpoe_eib_model.py`.
 
-The method alone also gets the paper's gate-causality and integration audits (None for the post-hoc
-baselines, which have no gates, experts or posterior): interventions on the trained EIB head's own
-forward pass, which the solver records (its ~1.9k parameters) and the scorer rebuilds -- see
-`audits`. Their criterion conditions were written before any trained value of them was seen.
+The method alone also gets the paper's gate-causality and integration audits (None for the other
+arms, which have no gates, experts or posterior): interventions on the trained EIB head's own
+forward pass, which the solver records (its parameters) and the scorer rebuilds on the same
+backbone -- see `audits`.
 """
 
 from __future__ import annotations
@@ -377,7 +381,7 @@ class TPoEEIBTask(PaperTask):
         departures=[
             Departure(
                 paper="adapts a large EEG foundation model pretrained on real recordings",
-                ours="pretrains a 2-block, 32-wide transformer here per seed by masked-token reconstruction on "
+                ours="pretrain a 2-block, 16-wide transformer here per seed by masked-token reconstruction on "
                 "synthetic EEG of other events, and freezes it",
                 why="no downloads and a 2-core machine; pretraining on other tasks keeps the target's "
                 "evidence out of the backbone's training",
@@ -386,7 +390,7 @@ class TPoEEIBTask(PaperTask):
             ),
             Departure(
                 paper="evaluates on real EEG recordings",
-                ours="uses synthetic EEG whose evidence is exactly two known tokens",
+                ours="use synthetic EEG whose evidence is exactly two known tokens",
                 why="a ground truth for faithfulness (P@2) and no data downloads",
                 effect="evidence this clean favours any faithful explanation; real EEG may separate the methods less",
             ),
@@ -400,7 +404,7 @@ class TPoEEIBTask(PaperTask):
             ),
             Departure(
                 paper="uses its own post-hoc explanation and adaptation baselines",
-                ours="compares with saliency and integrated gradients of an unconstrained head on the same "
+                ours="compare with saliency and integrated gradients of an unconstrained head on the same "
                 "frozen backbone, and with a linear probe and a fine-tuned model for accuracy; the 2-point "
                 "accuracy margin is ours",
                 why="the standard post-hoc and adaptation baselines",

@@ -1,8 +1,9 @@
 """The synthetic EEG, the heads of `tpoe_eib_synth_eeg` and their explanations (torch, one thread,
 imported only when a head trains).
 
-Both heads read the recording as tokens (channel x segment, 16 samples each) through a shared
-token network. The EIB head (the method): per token a Gaussian expert N(mu, diag 1/lambda) over a
+Every head reads the recording as tokens (channel x segment, 16 samples each): the features a
+pretrained, frozen backbone gives each token (`tpoe_eib_backbone.py`), through a shared token
+network. The EIB head (the method): per token a Gaussian expert N(mu, diag 1/lambda) over a
 K-dimensional evidence variable and a hard-concrete gate g in [0, 1] (exact zeros at test time);
 the posterior is the tempered product of the gated experts and the prior N(0, I / PRIOR_PRECISION):
 precision P = PRIOR_PRECISION + sum_i g_i lambda_i / TAU, mean m = (sum_i g_i lambda_i mu_i / TAU) / P;
@@ -11,22 +12,37 @@ BETA x KL(posterior || prior) (the rate) + GATE_COST x the expected share of ope
 annealed: off for the first WARMUP of training, then ramped linearly to full weight over RAMP.
 Its explanation is each token's weight in the posterior: g x mean(lambda) / TAU. The unconstrained
 head: the token network, mean and max pooling over tokens, a linear read-out; explained by gradient
-saliency (|d logit / d x| summed over a token) or integrated gradients (zero baseline).
+saliency (|d logit / d x| summed over a token) or integrated gradients (zero baseline). The linear
+probe: a linear read-out of the pooled frozen features. The fine-tuned model: a copy of the backbone
+trained end to end with the unconstrained head. With no backbone (`backbone=None`) a head reads the
+raw samples (the hand-built heads of the tests).
 """
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from scipy.signal import lfilter
+from environments.papers.tpoe_eib_signals import (  # noqa: F401 - re-exported: the suite and the tests read them here
+    ALPHA_AMP,
+    AMPLITUDE,
+    AR_PHI,
+    CHANNELS,
+    SAMPLES,
+    SEGMENT,
+    SEGMENTS,
+    WIDTH,
+    background,
+    spike_only,
+    spike_wave,
+    tokens,
+    torch_single_thread,
+)
 
-CHANNELS, SAMPLES, SEGMENT = 16, 128, 16
-SEGMENTS = SAMPLES // SEGMENT
 N_TRAIN, N_TEST = 1200, 400
-AMPLITUDE, AR_PHI, ALPHA_AMP = 1.5, 0.9, 0.5
 
 K, HIDDEN, PLAIN_FEATURES = 4, 32, 16
 TAU, PRIOR_PRECISION, BETA, GATE_COST = 2.0, 1.0, 0.01, 0.5
@@ -34,30 +50,21 @@ HC_BETA, HC_LOW, HC_HIGH = 2.0 / 3.0, -0.1, 1.1  # hard-concrete temperature and
 TRAIN_STEPS, BATCH, LR = 800, 64, 3e-3
 WARMUP, RAMP = 0.5, 0.25  # shares of TRAIN_STEPS: penalties off, then ramped linearly to full weight
 IG_STEPS = 16
-SOLVERS = ("tpoe_eib", "saliency", "integrated_gradients")
-
-
-def spike_wave() -> np.ndarray:
-    """One spike-wave complex over a segment: a sharp 3-sample spike, then a slow negative wave."""
-    shape = np.zeros(SEGMENT)
-    shape[1:4] = [0.5, 1.0, 0.5]
-    shape[5:15] = -0.6 * np.sin(np.linspace(0, np.pi, 10))
-    return shape
-
-
-def spike_only() -> np.ndarray:
-    shape = np.zeros(SEGMENT)
-    shape[1:4] = [0.5, 1.0, 0.5]
-    return shape
-
-
-def background(rng: np.random.Generator, n: int) -> np.ndarray:
-    """AR(1) noise of unit variance per channel plus an alpha rhythm (10 cycles per recording)."""
-    eps = rng.normal(size=(n, CHANNELS, SAMPLES)) * np.sqrt(1 - AR_PHI ** 2)
-    eps[..., 0] = rng.normal(size=(n, CHANNELS))  # the stationary start
-    x = lfilter([1.0], [1.0, -AR_PHI], eps, axis=-1)  # x_t = phi x_{t-1} + eps_t
-    phase = rng.uniform(0, 2 * np.pi, size=(n, CHANNELS, 1))
-    return x + ALPHA_AMP * np.sin(2 * np.pi * 10 * np.arange(SAMPLES) / SAMPLES + phase)
+# the fine-tuned baseline: its backbone's learning rate (its head's is LR) and batch (smaller than the
+# heads': every step goes through the transformer, the CPU budget's largest item)
+FINE_TUNE_LR, FINE_TUNE_BATCH = 1e-3, 32
+FEATURE_CHUNK = 200  # recordings per backbone pass when computing frozen features (bounds the attention's memory)
+SOLVERS = ("tpoe_eib", "saliency", "integrated_gradients", "linear_probe", "fine_tuned")
+# the model each solver explains: the EIB head; the unconstrained head (explained post hoc by saliency
+# or integrated gradients); the linear probe; the fine-tuned backbone + unconstrained head
+SOLVER_MODEL = {
+    "tpoe_eib": "eib",
+    "saliency": "plain",
+    "integrated_gradients": "plain",
+    "linear_probe": "probe",
+    "fine_tuned": "fine_tuned",
+}
+KINDS = ("eib", "plain", "probe", "fine_tuned")
 
 
 def recordings(seed: int, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -75,26 +82,13 @@ def recordings(seed: int, split: str) -> tuple[np.ndarray, np.ndarray, np.ndarra
     burst_c, burst_s = rng.integers(0, CHANNELS - 1, n), rng.integers(0, SEGMENTS, n)
     for i in range(n):
         c, s = distractor_c[i], distractor_s[i]
-        clean[i, c, s * SEGMENT:(s + 1) * SEGMENT] += AMPLITUDE * spike_only()
+        clean[i, c, s * SEGMENT : (s + 1) * SEGMENT] += AMPLITUDE * spike_only()
         if y[i] == 1:
             c, s = burst_c[i], burst_s[i]
-            clean[i, c:c + 2, s * SEGMENT:(s + 1) * SEGMENT] += AMPLITUDE * spike_wave()
-            evidence[i, c:c + 2, s] = True
+            clean[i, c : c + 2, s * SEGMENT : (s + 1) * SEGMENT] += AMPLITUDE * spike_wave()
+            evidence[i, c : c + 2, s] = True
     x = background(rng, n) + clean
     return x.astype(np.float32), y, evidence, clean
-
-
-def torch_single_thread() -> Any:
-    import torch
-
-    # One thread: tiny tensors, and threads fighting over 2 shared cores only slow each other.
-    torch.set_num_threads(1)
-    return torch
-
-
-def tokens(x: Any) -> Any:
-    """(n, C, T) -> (n, C, SEGMENTS, SEGMENT)."""
-    return x.reshape(x.shape[0], CHANNELS, SEGMENTS, SEGMENT)
 
 
 def tempered_poe(mu: Any, lam: Any, gate: Any) -> tuple[Any, Any]:
@@ -109,7 +103,7 @@ def kl_rate(mean: Any, precision: Any) -> Any:
     """KL(N(mean, diag 1/precision) || N(0, I / PRIOR_PRECISION)), per recording."""
     torch = torch_single_thread()
     ratio = PRIOR_PRECISION / precision
-    return 0.5 * (ratio + PRIOR_PRECISION * mean ** 2 - 1.0 - torch.log(ratio)).sum(-1)
+    return 0.5 * (ratio + PRIOR_PRECISION * mean**2 - 1.0 - torch.log(ratio)).sum(-1)
 
 
 def hard_concrete(log_alpha: Any, generator: Any | None) -> Any:
@@ -128,9 +122,13 @@ def open_probability(log_alpha: Any) -> Any:
     return torch.sigmoid(log_alpha - HC_BETA * np.log(-HC_LOW / HC_HIGH))
 
 
-def build(torch: Any, out: int) -> Any:
+def build(torch: Any, out: int, inputs: int = SEGMENT) -> Any:
+    """The token network a head applies to every token's features (`inputs` wide: the backbone's
+    WIDTH, or SEGMENT raw samples for a head with no backbone)."""
     nn = torch.nn
-    return nn.Sequential(nn.Linear(SEGMENT, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, out))
+    return nn.Sequential(
+        nn.Linear(inputs, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, out)
+    )
 
 
 def penalty_weight(step: int, steps: int) -> float:
@@ -144,73 +142,183 @@ def penalty_weight(step: int, steps: int) -> float:
     return float(min(1.0, max(0.0, (step - start) / ramp)))
 
 
-def eib_forward(net: Any, readout: Any, x: Any, generator: Any | None, *, gate: Any | None = None,
-                posterior: tuple[Any, Any] | None = None) -> dict[str, Any]:
-    """The EIB head: experts, gates, posterior, KL rate and the class-1 logit.
+def token_features(backbone: Any | None, x: Any) -> Any:
+    """What a head reads per token: the backbone's features (n, C, SEGMENTS, WIDTH), or with no
+    backbone the raw samples (n, C, SEGMENTS, SEGMENT)."""
+    return tokens(x) if backbone is None else backbone(x)
 
-    The audits intervene through the keywords, so that they act on this very forward pass: `gate`
-    (n, E) replaces the gates the head computes (do(g)); `posterior` (mean, precision), each (n, K),
-    replaces the tempered product before the read-out (do(posterior))."""
+
+def eib_forward(
+    net: Any,
+    readout: Any,
+    x: Any,
+    generator: Any | None,
+    *,
+    backbone: Any | None = None,
+    features: Any | None = None,
+    gate: Any | None = None,
+    posterior: tuple[Any, Any] | None = None,
+) -> dict[str, Any]:
+    """The EIB head on a recording's token features: experts, gates, posterior, KL rate and the
+    class-1 logit.
+
+    The audits intervene through the keywords, so that they act on this very forward pass:
+    `features` (n, C, SEGMENTS, F) replaces the token features the head reads (do(features); x is then
+    not read), `gate` (n, E) the gates the head computes (do(g)), `posterior` (mean, precision), each
+    (n, K), the tempered product before the read-out (do(posterior))."""
     torch = torch_single_thread()
-    h = net(tokens(x)).flatten(1, 2)  # (n, E, 2K+1)
-    mu, lam = h[..., :K], torch.nn.functional.softplus(h[..., K:2 * K]) + 1e-3
+    if features is None:
+        features = token_features(backbone, x)
+    h = net(features).flatten(1, 2)  # (n, E, 2K+1)
+    mu, lam = h[..., :K], torch.nn.functional.softplus(h[..., K : 2 * K]) + 1e-3
     log_alpha = h[..., 2 * K]
     if gate is None:
         gate = hard_concrete(log_alpha, generator)
     mean, precision = tempered_poe(mu, lam, gate) if posterior is None else posterior
     z = mean if generator is None else mean + torch.randn(mean.shape, generator=generator) / precision.sqrt()
-    return {"logit": readout(z)[..., 0], "kl": kl_rate(mean, precision), "gate": gate, "mu": mu, "lam": lam,
-            "mean": mean, "precision": precision, "open": open_probability(log_alpha)}
+    return {
+        "logit": readout(z)[..., 0],
+        "kl": kl_rate(mean, precision),
+        "gate": gate,
+        "mu": mu,
+        "lam": lam,
+        "mean": mean,
+        "precision": precision,
+        "open": open_probability(log_alpha),
+        "features": features,
+    }
 
 
-def plain_forward(net: Any, readout: Any, x: Any) -> Any:
+def pooled(features: Any) -> Any:
+    """Mean and max over the tokens: (n, C, SEGMENTS, F) -> (n, 2F)."""
     torch = torch_single_thread()
-    h = torch.relu(net(tokens(x)).flatten(1, 2))  # (n, E, F)
-    return readout(torch.cat([h.mean(1), h.amax(1)], -1))[..., 0]
+    flat = features.flatten(1, 2)
+    return torch.cat([flat.mean(1), flat.amax(1)], -1)
 
 
-@lru_cache(maxsize=16)
-def trained_head(seed: int, kind: str) -> tuple[Any, Any]:
-    """(token network, read-out) of the 'eib' or 'plain' head trained on the seed's train split, frozen."""
-    if kind not in ("eib", "plain"):
-        raise ValueError(f"unknown head {kind!r}: use 'eib' or 'plain'")
+def plain_forward(net: Any, readout: Any, x: Any, *, backbone: Any | None = None, features: Any | None = None) -> Any:
+    """The unconstrained head (token network, mean + max pooling, linear read-out); with `net` None,
+    the linear probe (the read-out on the pooled features themselves)."""
     torch = torch_single_thread()
+    if features is None:
+        features = token_features(backbone, x)
+    return readout(pooled(features if net is None else torch.relu(net(features))))[..., 0]
+
+
+class Model(NamedTuple):
+    """A trained model: the backbone it reads (frozen, or the fine-tuned copy), its token network
+    (None for the linear probe) and its read-out."""
+
+    backbone: Any
+    net: Any | None
+    readout: Any
+
+
+def fine_tune_config(seed: int, checkpoint: str | None) -> dict[str, Any]:
+    """Everything the fine-tuned model depends on (its disk-cache key): the backbone it starts from and its training."""
+    from environments.papers.tpoe_eib_backbone import backbone_for, fingerprint
+
+    return {
+        "backbone": fingerprint(backbone_for(seed, checkpoint)),
+        "n_train": N_TRAIN,
+        "amplitude": AMPLITUDE,
+        "steps": TRAIN_STEPS,
+        "batch": FINE_TUNE_BATCH,
+        "lr": LR,
+        "backbone_lr": FINE_TUNE_LR,
+        "hidden": HIDDEN,
+        "features": PLAIN_FEATURES,
+        "version": 1,
+    }
+
+
+def frozen_check(backbone: Any, before: str) -> None:
+    """The backbone stayed frozen: no gradient reached it and its parameters are bit for bit the pretrained ones."""
+    from environments.papers.tpoe_eib_backbone import fingerprint
+
+    if any(p.requires_grad or p.grad is not None for p in backbone.parameters()) or fingerprint(backbone) != before:
+        raise RuntimeError("the frozen backbone received a gradient or changed while a head trained on it")
+
+
+@lru_cache(maxsize=24)
+def trained_model(seed: int, kind: str, checkpoint: str | None = None) -> Model:
+    """A model trained on the seed's train split, then frozen: 'eib' (the EIB head), 'plain' (the
+    unconstrained head) or 'probe' (a linear probe), each on the frozen backbone (asserted: no gradient
+    reaches it); or 'fine_tuned' (a copy of the backbone trained with the unconstrained head, end to end)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown model {kind!r}: use one of {KINDS}")
+    from environments.papers.tpoe_eib_backbone import backbone_for, cache_path, fingerprint, freeze
+
+    torch = torch_single_thread()
+    backbone = backbone_for(seed, checkpoint)
+    before = fingerprint(backbone)
     x_np, y_np, _, _ = recordings(seed, "train")
     x, y = torch.from_numpy(x_np), torch.from_numpy(y_np).float()
+    tuned = kind == "fine_tuned"
+    if tuned:
+        backbone = copy.deepcopy(backbone).train()
+        for p in backbone.parameters():
+            p.requires_grad_(True)
+    else:
+        with torch.no_grad():  # the frozen backbone's features, once (the head never sees its parameters)
+            features = torch.cat([backbone(part) for part in x.split(FEATURE_CHUNK)])
     torch.manual_seed(seed)
-    net = build(torch, 2 * K + 1 if kind == "eib" else PLAIN_FEATURES)
-    readout = torch.nn.Linear(K if kind == "eib" else 2 * PLAIN_FEATURES, 1)
-    opt = torch.optim.Adam([*net.parameters(), *readout.parameters()], lr=LR)
+    net = None if kind == "probe" else build(torch, 2 * K + 1 if kind == "eib" else PLAIN_FEATURES, WIDTH)
+    readout = torch.nn.Linear({"eib": K, "probe": 2 * WIDTH}.get(kind, 2 * PLAIN_FEATURES), 1)
+    head = [*readout.parameters(), *(net.parameters() if net is not None else [])]
+    groups = [{"params": head, "lr": LR}] + (
+        [{"params": list(backbone.parameters()), "lr": FINE_TUNE_LR}] if tuned else []
+    )
+    opt = torch.optim.Adam(groups)
     gen = torch.Generator().manual_seed(seed)
     bce = torch.nn.functional.binary_cross_entropy_with_logits
-    for step in range(TRAIN_STEPS):
-        batch = torch.randint(0, len(y), (BATCH,), generator=gen)
+    path = cache_path("fine_tuned", seed, fine_tune_config(seed, checkpoint)) if tuned else None
+    cached = path is not None and path.is_file()
+    if cached:
+        saved = torch.load(path, weights_only=True)
+        for module, key in ((backbone, "backbone"), (net, "net"), (readout, "readout")):
+            module.load_state_dict(saved[key])
+    for step in range(0 if cached else TRAIN_STEPS):
+        batch = torch.randint(0, len(y), (FINE_TUNE_BATCH if tuned else BATCH,), generator=gen)
         if kind == "eib":
-            out = eib_forward(net, readout, x[batch], gen)
+            out = eib_forward(net, readout, None, gen, features=features[batch])
             penalty = BETA * out["kl"].mean() + GATE_COST * out["open"].mean()
             loss = bce(out["logit"], y[batch]) + penalty_weight(step, TRAIN_STEPS) * penalty
+        elif tuned:
+            loss = bce(plain_forward(net, readout, x[batch], backbone=backbone), y[batch])
         else:
-            loss = bce(plain_forward(net, readout, x[batch]), y[batch])
+            loss = bce(plain_forward(net, readout, None, features=features[batch]), y[batch])
         opt.zero_grad()
         loss.backward()
         opt.step()
-    for p in [*net.parameters(), *readout.parameters()]:
+    if tuned:
+        freeze(backbone)
+        if path is not None and not cached:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            states = {"backbone": backbone.state_dict(), "net": net.state_dict(), "readout": readout.state_dict()}
+            torch.save(states, path.with_suffix(".tmp"))
+            path.with_suffix(".tmp").replace(path)
+    else:
+        frozen_check(backbone, before)
+    for p in head:
         p.requires_grad_(False)
-    return net, readout
+    return Model(backbone, net, readout)
 
 
 def head_state(net: Any, readout: Any) -> dict[str, dict[str, Any]]:
     """The EIB head's parameters as nested lists (float32 values, exact through JSON): ~1.9k numbers."""
-    return {"net": {k: v.tolist() for k, v in net.state_dict().items()},
-            "readout": {k: v.tolist() for k, v in readout.state_dict().items()}}
+    return {
+        "net": {k: v.tolist() for k, v in net.state_dict().items()},
+        "readout": {k: v.tolist() for k, v in readout.state_dict().items()},
+    }
 
 
 def head_from_state(state: Any) -> tuple[Any, Any]:
-    """(token network, read-out) of an EIB head rebuilt, frozen, from `head_state`'s record; ValueError
-    when the record does not fit the architecture."""
+    """(token network, read-out) of an EIB head (on the backbone's features) rebuilt, frozen, from
+    `head_state`'s record; ValueError when the record does not fit the architecture."""
     torch = torch_single_thread()
     with torch.random.fork_rng(devices=[]):  # building initialises weights: leave the global RNG as it was
-        net, readout = build(torch, 2 * K + 1), torch.nn.Linear(K, 1)
+        net, readout = build(torch, 2 * K + 1, WIDTH), torch.nn.Linear(K, 1)
     try:
         for module, key in ((net, "net"), (readout, "readout")):
             module.load_state_dict({k: torch.tensor(v, dtype=torch.float32) for k, v in state[key].items()})
@@ -221,40 +329,41 @@ def head_from_state(state: Any) -> tuple[Any, Any]:
     return net, readout
 
 
-def head_for(solver: str) -> str:
+def kind_for(solver: str) -> str:
     if solver not in SOLVERS:
         raise ValueError(f"unknown solver {solver!r}: use one of {SOLVERS}")
-    return "eib" if solver == "tpoe_eib" else "plain"
+    return SOLVER_MODEL[solver]
 
 
-def logit_fn(solver: str, seed: int) -> Any:
-    net, readout = trained_head(seed, head_for(solver))
-    if head_for(solver) == "eib":
-        return lambda x: eib_forward(net, readout, x, None)["logit"]
-    return lambda x: plain_forward(net, readout, x)
+def logit_fn(solver: str, seed: int, checkpoint: str | None = None) -> Any:
+    model = trained_model(seed, kind_for(solver), checkpoint)
+    if kind_for(solver) == "eib":
+        return lambda x: eib_forward(model.net, model.readout, x, None, backbone=model.backbone)["logit"]
+    return lambda x: plain_forward(model.net, model.readout, x, backbone=model.backbone)
 
 
-def predict_proba(solver: str, seed: int, x: np.ndarray) -> np.ndarray:
+def predict_proba(solver: str, seed: int, x: np.ndarray, checkpoint: str | None = None) -> np.ndarray:
     """The solver's model's class-1 probability per recording."""
     torch = torch_single_thread()
-    logit = logit_fn(solver, seed)  # trains on first use: outside no_grad
+    logit = logit_fn(solver, seed, checkpoint)  # trains on first use: outside no_grad
     with torch.no_grad():
         return torch.sigmoid(logit(torch.from_numpy(np.asarray(x, dtype=np.float32)))).numpy()
 
 
-def explain(solver: str, seed: int, x_np: np.ndarray) -> np.ndarray:
-    """Token attributions (n, C, SEGMENTS): the EIB head's posterior weights, or post-hoc
-    saliency / integrated gradients of the unconstrained head's class-1 logit."""
+def explain(solver: str, seed: int, x_np: np.ndarray, checkpoint: str | None = None) -> np.ndarray:
+    """Token attributions (n, C, SEGMENTS): the EIB head's posterior weights, or the gradient saliency
+    (every baseline but integrated_gradients) or integrated gradients of a baseline's class-1 logit
+    with respect to the raw recording, through the backbone."""
     torch = torch_single_thread()
     x = torch.from_numpy(np.asarray(x_np, dtype=np.float32))
-    if head_for(solver) == "eib":
-        net, readout = trained_head(seed, "eib")
+    if kind_for(solver) == "eib":
+        model = trained_model(seed, "eib", checkpoint)
         with torch.no_grad():
-            out = eib_forward(net, readout, x, None)
+            out = eib_forward(model.net, model.readout, x, None, backbone=model.backbone)
         weight = out["gate"] * out["lam"].mean(-1) / TAU
         return weight.reshape(len(x), CHANNELS, SEGMENTS).numpy()
-    logit = logit_fn(solver, seed)
-    if solver == "saliency":
+    logit = logit_fn(solver, seed, checkpoint)
+    if solver != "integrated_gradients":
         xg = x.clone().requires_grad_(True)
         (grad,) = torch.autograd.grad(logit(xg).sum(), xg)
         return tokens(grad.abs()).sum(-1).numpy()

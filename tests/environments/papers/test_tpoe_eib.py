@@ -14,14 +14,38 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from environments.papers import tpoe_eib, tpoe_eib_model
+from environments.papers import tpoe_eib, tpoe_eib_backbone, tpoe_eib_model
 from environments.papers.tpoe_eib import (
-    AUDIT_METRICS, TPoEEIBTask, closed_gate_leak, deletion_insertion, disagreement_entropy_corr, expert_drop,
-    gate_causal_drop, precision_at_2, reliance_prior_accuracy,
+    AUDIT_METRICS,
+    TPoEEIBTask,
+    closed_gate_leak,
+    closed_token_input_leak,
+    deletion_insertion,
+    disagreement_entropy_corr,
+    expert_drop,
+    gate_causal_drop,
+    precision_at_2,
+    reliance_prior_accuracy,
 )
 from environments.papers.tpoe_eib_model import (
-    AMPLITUDE, CHANNELS, PRIOR_PRECISION, SAMPLES, SEGMENT, SEGMENTS, TAU, build, eib_forward, hard_concrete,
-    head_from_state, head_state, kl_rate, recordings, spike_only, spike_wave, tempered_poe, trained_head,
+    AMPLITUDE,
+    CHANNELS,
+    PRIOR_PRECISION,
+    SAMPLES,
+    SEGMENT,
+    SEGMENTS,
+    TAU,
+    build,
+    eib_forward,
+    hard_concrete,
+    head_from_state,
+    head_state,
+    kl_rate,
+    recordings,
+    spike_only,
+    spike_wave,
+    tempered_poe,
+    trained_model,
 )
 
 
@@ -29,6 +53,15 @@ from environments.papers.tpoe_eib_model import (
 def small(monkeypatch):
     monkeypatch.setattr(tpoe_eib_model, "N_TRAIN", 64)
     monkeypatch.setattr(tpoe_eib_model, "N_TEST", 24)
+    monkeypatch.setattr(tpoe_eib_backbone, "PRETRAIN_RECORDINGS", 32)
+    monkeypatch.setattr(tpoe_eib_backbone, "PRETRAIN_HELD_OUT", 8)
+    monkeypatch.setattr(tpoe_eib_backbone, "CACHE_DIR", None)  # no disk cache in tests
+    monkeypatch.setattr(tpoe_eib_backbone, "PRETRAIN_STEPS", 4)
+    tpoe_eib_model.trained_model.cache_clear()
+    tpoe_eib_backbone.pretrained.cache_clear()
+    yield
+    tpoe_eib_model.trained_model.cache_clear()
+    tpoe_eib_backbone.pretrained.cache_clear()
 
 
 def test_the_evidence_is_exactly_at_the_stated_channels_and_segment(small):
@@ -47,7 +80,9 @@ def test_the_evidence_is_exactly_at_the_stated_channels_and_segment(small):
             assert np.allclose(by_token[i, c, s], AMPLITUDE * spike_only())
         for c, s in zip(*np.nonzero(evidence[i])):
             wave = AMPLITUDE * spike_wave()
-            assert np.allclose(by_token[i, c, s], wave) or (others.sum() == 0 and np.allclose(by_token[i, c, s], wave + AMPLITUDE * spike_only()))
+            assert np.allclose(by_token[i, c, s], wave) or (
+                others.sum() == 0 and np.allclose(by_token[i, c, s], wave + AMPLITUDE * spike_only())
+            )
 
 
 def gaussian_logpdf(u, mean, precision):
@@ -62,7 +97,9 @@ def test_the_tempered_product_of_experts_equals_its_closed_form():
     mean, precision = tempered_poe(mu, lam, gate)
     u = torch.randn(50, 3, generator=g, dtype=torch.float64)
     product = sum(gate[i] / TAU * gaussian_logpdf(u, mu[i], lam[i]) for i in range(6))
-    product = product + gaussian_logpdf(u, torch.zeros(3, dtype=torch.float64), torch.full((3,), PRIOR_PRECISION, dtype=torch.float64))
+    product = product + gaussian_logpdf(
+        u, torch.zeros(3, dtype=torch.float64), torch.full((3,), PRIOR_PRECISION, dtype=torch.float64)
+    )
     gap = product - gaussian_logpdf(u, mean, precision)  # log densities differ by the normaliser only
     assert float(gap.max() - gap.min()) < 1e-10
 
@@ -98,7 +135,9 @@ def test_the_audits_are_exact_on_known_attributions():
     assert precision_at_2(evidence.astype(float), evidence) == 1.0
     assert precision_at_2(1.0 - evidence, evidence) == 0.0
     x = rng.normal(size=(4, CHANNELS, SEGMENTS * SEGMENT)).astype(np.float32) + 5.0
-    kept = lambda xs: np.all(np.abs(xs.reshape(4, CHANNELS, SEGMENTS, SEGMENT)).sum(-1)[evidence].reshape(4, 2) > 0, axis=1).astype(float)  # noqa: E731
+    kept = lambda xs: np.all(
+        np.abs(xs.reshape(4, CHANNELS, SEGMENTS, SEGMENT)).sum(-1)[evidence].reshape(4, 2) > 0, axis=1
+    ).astype(float)  # noqa: E731
     deletion, insertion = deletion_insertion(kept, x, evidence.astype(float) + 0.01 * rng.random(evidence.shape))
     step = tpoe_eib.DELETION_CHUNK / (CHANNELS * SEGMENTS)
     assert deletion == pytest.approx(step / 2) and insertion == pytest.approx(1 - step / 2)
@@ -107,43 +146,50 @@ def test_the_audits_are_exact_on_known_attributions():
 def test_a_tiny_cell_is_a_pure_function_of_its_seed_and_scores_through_the_contract(small, monkeypatch):
     monkeypatch.setattr(tpoe_eib_model, "TRAIN_STEPS", 8)
     monkeypatch.setattr(tpoe_eib_model, "IG_STEPS", 2)
-    tpoe_eib_model.trained_head.cache_clear()
-    try:
-        task = TPoEEIBTask()
-        for solver in task.solvers:
-            first = task.solve_cell("spike_wave", 5, solver)
-            tpoe_eib_model.trained_head.cache_clear()
-            assert task.solve_cell("spike_wave", 5, solver).answer == first.answer
-            scores = task.score_cell(first)
-            assert set(scores) == set(task.metric_names)
-            assert 0 <= scores["p_at_2"] <= 1 and 0 <= scores["deletion_auc"] <= 1 and 0 <= scores["balanced_accuracy"] <= 1
-            if solver == "tpoe_eib":
-                assert all(isinstance(scores[m], float) for m in ("gate_causal_drop", "expert_drop_top",
-                                                                  "expert_drop_random", "expert_drop_gap"))
-                assert scores["reliance_prior_accuracy"] == 0.5
-                assert scores["closed_gate_leak"] in (None, 0.0)
-                # the record survives JSON bit for bit and is the head that was trained
-                net, readout = head_from_state(json.loads(json.dumps(first.answer["head"])))
-                assert head_state(net, readout) == first.answer["head"]
-                x = torch.from_numpy(recordings(5, "test")[0])
-                trained = eib_forward(*trained_head(5, "eib"), x, None)["logit"]
-                assert torch.equal(eib_forward(net, readout, x, None)["logit"], trained)
-                eib = first
-            else:
-                assert "head" not in first.answer
-                assert all(scores[m] is None for m in AUDIT_METRICS)  # no gates, experts or posterior
-        with pytest.raises(ValueError, match="trained head"):
-            task.score_cell(eib.model_copy(update={"answer": {k: v for k, v in eib.answer.items() if k != "head"}}))
-        with pytest.raises(ValueError, match="does not fit"):
-            task.score_cell(eib.model_copy(update={"answer": {**eib.answer, "head": {"net": {}, "readout": {}}}}))
-        with pytest.raises(ValueError, match="token attribution"):
-            task.score_cell(first.model_copy(update={"answer": {**first.answer, "attribution": [[0.0]]}}))
-        with pytest.raises(ValidationError, match="solver"):
-            TPoEEIBTask.Options(solver="gradcam")
-        with pytest.raises(ValueError, match="unknown split 'val'"):
-            recordings(0, "val")
-    finally:
-        tpoe_eib_model.trained_head.cache_clear()
+    task = TPoEEIBTask()
+    for solver in task.solvers:
+        first = task.solve_cell("spike_wave", 5, solver)
+        tpoe_eib_model.trained_model.cache_clear()
+        tpoe_eib_backbone.pretrained.cache_clear()
+        assert task.solve_cell("spike_wave", 5, solver).answer == first.answer
+        scores = task.score_cell(first)
+        assert set(scores) == set(task.metric_names)
+        assert 0 <= scores["p_at_2"] <= 1 and 0 <= scores["deletion_auc"] <= 1 and 0 <= scores["balanced_accuracy"] <= 1
+        if solver == "tpoe_eib":
+            assert all(
+                isinstance(scores[m], float)
+                for m in ("gate_causal_drop", "expert_drop_top", "expert_drop_random", "expert_drop_gap")
+            )
+            assert scores["reliance_prior_accuracy"] == 0.5
+            assert scores["closed_gate_leak"] in (None, 0.0)
+            assert isinstance(scores["backbone_masked_r2"], float)  # the pretraining's held-out reconstruction
+            # the record survives JSON bit for bit and is the head that was trained
+            net, readout = head_from_state(json.loads(json.dumps(first.answer["head"])))
+            assert head_state(net, readout) == first.answer["head"]
+            x = torch.from_numpy(recordings(5, "test")[0])
+            model = trained_model(5, "eib")
+            trained = eib_forward(model.net, model.readout, x, None, backbone=model.backbone)["logit"]
+            assert torch.equal(eib_forward(net, readout, x, None, backbone=model.backbone)["logit"], trained)
+            eib = first
+        else:
+            assert "head" not in first.answer
+            assert all(scores[m] is None for m in AUDIT_METRICS)  # no gates, experts or posterior
+    with pytest.raises(ValueError, match="trained head"):
+        task.score_cell(eib.model_copy(update={"answer": {k: v for k, v in eib.answer.items() if k != "head"}}))
+    with pytest.raises(ValueError, match="does not fit"):
+        task.score_cell(eib.model_copy(update={"answer": {**eib.answer, "head": {"net": {}, "readout": {}}}}))
+    with pytest.raises(ValueError, match="token attribution"):
+        task.score_cell(first.model_copy(update={"answer": {**first.answer, "attribution": [[0.0]]}}))
+    with pytest.raises(ValidationError, match="solver"):
+        TPoEEIBTask.Options(solver="gradcam")
+    with pytest.raises(ValueError, match="not the one rebuilt"):
+        task.score_cell(
+            eib.model_copy(update={"answer": {**eib.answer, "backbone": {"checkpoint": None, "fingerprint": "0" * 16}}})
+        )
+    with pytest.raises(ValueError, match="unknown split 'val'"):
+        recordings(0, "val")
+    with pytest.raises(ValueError, match="unknown solver 'gradcam'"):
+        tpoe_eib_model.kind_for("gradcam")
 
 
 # A hand-built EIB head whose token network copies a token's first 9 samples to its output: samples
@@ -177,7 +223,7 @@ def hand_built_recordings(experts):
         for (c, s), mean0, raw, logit in chosen:
             token = np.zeros(SEGMENT, dtype=np.float32)
             token[0], token[4:8], token[8] = mean0, raw, logit
-            x[i, c, s * SEGMENT:(s + 1) * SEGMENT] = token
+            x[i, c, s * SEGMENT : (s + 1) * SEGMENT] = token
     return torch.from_numpy(x)
 
 
@@ -193,9 +239,13 @@ def expected_logit(open_experts):
 
 def test_closed_gates_leak_exactly_nothing_and_closing_every_gate_gives_the_priors_prediction():
     forward = hand_built_head()
-    x = hand_built_recordings([[((0, 0), 2.0, 3.0, OPEN), ((5, 3), -1.0, 20.0, SHUT), ((7, 7), 30.0, 1.0, SHUT)],
-                               [((2, 1), 0.5, 0.0, OPEN), ((3, 1), 4.0, 2.0, OPEN)],
-                               [((9, 4), 1.0, 1.0, SHUT)]])
+    x = hand_built_recordings(
+        [
+            [((0, 0), 2.0, 3.0, OPEN), ((5, 3), -1.0, 20.0, SHUT), ((7, 7), 30.0, 1.0, SHUT)],
+            [((2, 1), 0.5, 0.0, OPEN), ((3, 1), 4.0, 2.0, OPEN)],
+            [((9, 4), 1.0, 1.0, SHUT)],
+        ]
+    )
     with torch.no_grad():
         base = forward(x)
         assert int((base["gate"] == 1).sum()) == 3 and int((base["gate"] == 0).sum()) == 3 * CHANNELS * SEGMENTS - 3
@@ -203,12 +253,16 @@ def test_closed_gates_leak_exactly_nothing_and_closing_every_gate_gives_the_prio
         # the perturbation reached the closed tokens (left to themselves, their gates would open)
         noisy = torch.from_numpy(np.random.default_rng(0).normal(scale=10.0, size=tuple(x.shape)).astype(np.float32))
         assert int((forward(noisy)["gate"] > 0).sum()) > 100
+
         # a path around the gates (here the recording's mean sample added to the posterior) is caught
         def leaky(xs, **kw):
             out = dict(forward(xs, **kw))
-            out["mean"] = out["mean"] + 1e-3 * xs.mean((1, 2))[:, None]
+            out["mean"] = out["mean"] + 1e-3 * out["features"].mean((1, 2, 3))[:, None]
             return out
+
         assert closed_gate_leak(leaky, x, np.random.default_rng(0)) > 1e-4
+        # with no backbone the head reads the raw samples: the raw-input cut is exact too
+        assert closed_token_input_leak(forward, x, np.random.default_rng(0)) == 0.0
         closed = forward(x, gate=torch.zeros_like(base["gate"]))
         assert torch.equal(closed["mean"], torch.zeros(3, 4)) and torch.equal(closed["logit"], torch.full((3,), BIAS))
     expected = [expected_logit([(2.0, 3.0)]), expected_logit([(0.5, 0.0), (4.0, 2.0)]), BIAS]
@@ -217,17 +271,27 @@ def test_closed_gates_leak_exactly_nothing_and_closing_every_gate_gives_the_prio
     drop = gate_causal_drop(forward, x)
     assert drop == pytest.approx(float(np.mean(sigmoid(expected) - sigmoid(BIAS))), rel=1e-5)
     assert gate_causal_drop(forward, x[2:]) == 0.0  # nothing open: nothing to close
-    assert closed_gate_leak(forward, hand_built_recordings([[((c, s), 1.0, 1.0, OPEN) for c in range(CHANNELS)
-                                                             for s in range(SEGMENTS)]]), np.random.default_rng(0)) is None
+    assert (
+        closed_gate_leak(
+            forward,
+            hand_built_recordings([[((c, s), 1.0, 1.0, OPEN) for c in range(CHANNELS) for s in range(SEGMENTS)]]),
+            np.random.default_rng(0),
+        )
+        is None
+    )
 
 
 def test_expert_drop_on_a_known_configuration():
     forward = hand_built_head()
     # recording 0: a precise expert (weight ~10) and a vague one (~2.5), both for class 1, and a shut one
     # with an extreme mean; recording 1: one open expert; recording 2: none open
-    x = hand_built_recordings([[((4, 2), 1.0, 20.0, OPEN), ((0, 0), 1.0, 5.0, OPEN), ((1, 0), -50.0, 30.0, SHUT)],
-                               [((6, 6), 3.0, 2.0, OPEN)],
-                               [((6, 6), 3.0, 2.0, SHUT)]])
+    x = hand_built_recordings(
+        [
+            [((4, 2), 1.0, 20.0, OPEN), ((0, 0), 1.0, 5.0, OPEN), ((1, 0), -50.0, 30.0, SHUT)],
+            [((6, 6), 3.0, 2.0, OPEN)],
+            [((6, 6), 3.0, 2.0, SHUT)],
+        ]
+    )
     with torch.no_grad():
         top, random, pick = expert_drop(forward, x, np.random.default_rng(1))
     full = expected_logit([(1.0, 5.0), (1.0, 20.0)])
@@ -247,8 +311,9 @@ def test_expert_drop_on_a_known_configuration():
 def test_the_read_out_on_the_prior_is_at_chance_where_the_posterior_is_perfect():
     forward = hand_built_head()
     y = np.array([1, 0, 1, 0, 0])
-    x = hand_built_recordings([[((i % CHANNELS, i % SEGMENTS), 3.0, 2.0, OPEN if label else SHUT)]
-                               for i, label in enumerate(y)])
+    x = hand_built_recordings(
+        [[((i % CHANNELS, i % SEGMENTS), 3.0, 2.0, OPEN if label else SHUT)] for i, label in enumerate(y)]
+    )
     with torch.no_grad():
         posterior_prediction = (torch.sigmoid(forward(x)["logit"]) > 0.5).numpy().astype(int)
         assert np.array_equal(posterior_prediction, y)  # the posterior read-out is perfect
