@@ -312,7 +312,7 @@ class GGTDDIPTask(PaperTask):
             Departure(
                 paper="takes the tangent from the diffusion prior's local geometry (its exact construction "
                 "is not in the summary)",
-                ours=f"the top-{TANGENT_RANK} subspace of the denoiser's Jacobian at each frame of the current "
+                ours=f"take the top-{TANGENT_RANK} subspace of the denoiser's Jacobian at each frame of the current "
                 f"estimate at noise level {TANGENT_SIGMA}, by subspace iteration on JVPs ({TANGENT_WARMUP} "
                 f"iterations, then one every {TANGENT_EVERY} DIP steps, warm-started)",
                 why="the Jacobian of an MMSE denoiser is the posterior covariance / sigma^2: its top "
@@ -322,14 +322,14 @@ class GGTDDIPTask(PaperTask):
             ),
             Departure(
                 paper="uses its own self-calibrated gate (the rule is not in the summary)",
-                ours="gamma = clip(1 - 2 m sigma_hat^2 / ||A x - y||^2, 0, 1), sigma_hat from the MAD of "
+                ours="use gamma = clip(1 - 2 m sigma_hat^2 / ||A x - y||^2, 0, 1), sigma_hat from the MAD of "
                 "outer k-space: the innovation opens by how far the residual is above the noise floor",
                 why="self-calibrated from the data alone, as PAPER_TASKS.md sets it",
                 effect="another rule would open and close at other times; the gain could differ either way",
             ),
             Departure(
                 paper="compares with diffusion-only reconstruction (its sampler is not in the summary)",
-                ours=f"DDNM-style reverse diffusion per frame ({DIFFUSION_STEPS} geometric noise levels, eta "
+                ours=f"run DDNM-style reverse diffusion per frame ({DIFFUSION_STEPS} geometric noise levels, eta "
                 "0.5), each x0 estimate projected onto the measured lines; noise in y not modelled; the "
                 "additive hybrid adds w (x - D(x)) (w = 1, RED-style) to the data gradient",
                 why="a standard data-consistent posterior sampler that fits the CPU budget",
@@ -338,7 +338,7 @@ class GGTDDIPTask(PaperTask):
             ),
             Departure(
                 paper="reconstructs measured dynamic MRI (presumably multi-coil cine k-space)",
-                ours="an analytic 48x48 phantom of 16 frames, real images, one coil, orthonormal FFT, simulated "
+                ours="use an analytic 48x48 phantom of 16 frames, real images, one coil, orthonormal FFT, simulated "
                 "complex noise sigma 0.05, R = 4 and 8; mismatch = a head-family prior; OOD = black-blood "
                 "test frames with a lesion under the cardiac prior",
                 why="no downloads; a known ground truth; CPU budget",
@@ -347,7 +347,7 @@ class GGTDDIPTask(PaperTask):
             ),
             Departure(
                 paper="runs its DIP to its own stopping point",
-                ours=f"{DIP_ITERS} Adam steps of a small DIP (decoder widths 16, 16, 8) for every DIP solver",
+                ours=f"run {DIP_ITERS} Adam steps of a small DIP (decoder widths 16, 16, 8) for every DIP solver",
                 why="time budget",
                 effect="the DIPs are not converged; the gate's late-phase effect is what the check sees",
             ),
