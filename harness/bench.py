@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.loopback import running_server
+from harness.messages import ChatMessage, text_of
 from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, Usage
 from harness.records import Metric, RunConfig, SampleRecord
 from harness.runner import execute, plan_run, summarize
@@ -159,8 +160,8 @@ class InstantModel:
     def __init__(self, name: str):
         self.name = name
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
-        prompt = messages[-1]["content"] if messages else ""
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
+        prompt = text_of(messages[-1]) if messages else ""
         reply = instant_reply(prompt)
         if reply.startswith("00"):
             raise ModelError(f"{self.name}: fails by design on replies starting 00 ({reply})")

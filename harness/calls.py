@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from harness.cache import CallCache
 from harness.limits import Limiter, LimitPolicy, LocalLimiter
+from harness.messages import ChatMessage, MessageError, check_messages, has_images
 from harness.providers.base import (
     ConstraintError,
     GenerateConfig,
@@ -20,7 +21,6 @@ from harness.providers.base import (
     ModelOutput,
     RetryableModelError,
     check_constraint,
-    has_images,
     request_hash,
 )
 
@@ -76,8 +76,12 @@ class ManagedModel:
         self.limiter: Limiter = limiter or LocalLimiter(self.name, LimitPolicy(max_limit=max_connections))
         self._rng = random.Random(rng_seed)
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         check_constraint(config)  # a bad schema, regex or tool is the caller's error: never sent, never retried
+        try:  # every provider's input, checked once here: a malformed message is the caller's error too
+            check_messages(messages, f"{self.name}: messages")
+        except MessageError as exc:
+            raise ConstraintError(str(exc)) from None
         if has_images(messages) and not getattr(self.model, "sees_images", False):
             raise ConstraintError(f"{self.name} cannot be shown a picture: a vision judge needs an openai/ model "
                                   "that takes image input")

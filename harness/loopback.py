@@ -39,6 +39,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from harness.messages import ChatMessage, MessageError, check_messages, text_of
 from harness.providers.base import (
     ConstraintError,
     GenerateConfig,
@@ -156,8 +157,8 @@ class LoopbackServer:
         except ModelError as exc:
             return _error(str(exc))
         if self.model is None:
-            last = messages[-1]["content"] if messages else ""
-            out = self._echo(f"echo: {last[:64]}", " ".join(m["content"] for m in messages))
+            last = text_of(messages[-1]) if messages else ""
+            out = self._echo(f"echo: {last[:64]}", " ".join(text_of(m) for m in messages))
         else:
             try:
                 out = await self.model.generate(messages, config)
@@ -279,10 +280,11 @@ def _text(content: Any) -> str:
     raise ModelError(f"message content {content!r}: use a string or a list of text parts")
 
 
-def flat_messages(messages: Any) -> list[dict[str, str]]:
-    """OpenAI chat messages as the harness's `{role, content}` strings. An assistant turn that
-    called tools shows its calls as the `{"name", "arguments"}` JSON a constrained reply takes, so
-    a model without a tool-call template still sees what it did; a tool result stays a `tool` turn."""
+def flat_messages(messages: Any) -> list[ChatMessage]:
+    """OpenAI chat messages as the harness's `{role, content}` strings, checked as `ChatMessage`s. An
+    assistant turn that called tools shows its calls as the `{"name", "arguments"}` JSON a
+    constrained reply takes, so a model without a tool-call template still sees what it did (and the
+    cache key is the one it had); a tool result stays a `tool` turn. Pictures are not passed on."""
     if not isinstance(messages, list):
         raise ModelError("messages: send a list of {role, content} objects")
     flat = []
@@ -294,7 +296,10 @@ def flat_messages(messages: Any) -> list[dict[str, str]]:
         if calls and not content:
             content = json.dumps([_call_as_json(c) for c in calls], ensure_ascii=False)
         flat.append({"role": m["role"], "content": content})
-    return flat
+    try:
+        return check_messages(flat)
+    except MessageError as exc:
+        raise ModelError(str(exc)) from None
 
 
 def _call_as_json(call: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, ToolSpec
 
 T = TypeVar("T")
@@ -39,7 +40,7 @@ FailureKind = Literal["no_json", "invalid", "truncated", "model_error"]
 # How a role is asked for its form: in the prompt only, as a decoding constraint, or as a tool call.
 Form = Literal["free", "constrained", "tools"]
 FORMS: tuple[Form, ...] = ("free", "constrained", "tools")
-Generate = Callable[[str, list[dict[str, str]], GenerateConfig], Awaitable[ModelOutput]]
+Generate = Callable[[str, list[ChatMessage], GenerateConfig], Awaitable[ModelOutput]]
 
 
 class ReplyProblem(ValueError):
@@ -163,7 +164,7 @@ def truncation(out: ModelOutput, problem: ReplyProblem) -> ReplyProblem:
     return problem
 
 
-def default_reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+def default_reask(text: str, problem: ReplyProblem) -> list[ChatMessage]:
     return [{"role": "assistant", "content": text[:600]},
             {"role": "user", "content": f"Invalid reply ({problem}). Reply with the JSON object only."}]
 
@@ -190,10 +191,10 @@ async def retry_reply(ask: Callable[[int, list[Attempt]], Awaitable[T]], attempt
     return StructuredReply(None, tried)
 
 
-async def ask_structured(generate: Generate, role: str, messages: list[dict[str, str]], schema_model: type[M],
+async def ask_structured(generate: Generate, role: str, messages: list[ChatMessage], schema_model: type[M],
                          config: GenerateConfig, attempts: int, *,
                          parse: Callable[[str], Any] | None = None,
-                         reask: Callable[[str, ReplyProblem], list[dict[str, str]]] | None = None,
+                         reask: Callable[[str, ReplyProblem], list[ChatMessage]] | None = None,
                          form: Form = "constrained", schema: dict[str, Any] | None = None,
                          tool: str = "reply") -> StructuredReply[Any]:
     """Ask `role` until its reply parses as `schema_model` (or by `parse`), at most `attempts`

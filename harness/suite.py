@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 
 from harness.calls import ManagedModel
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, Usage
 from harness.records import CallRecord, ErrorRecord, Metric, MetricSpec, SampleRecord, Stage
 from harness.spend import SpendMeter
@@ -102,7 +103,7 @@ class SampleContext:
         self.usage: dict[str, Usage] = {}
         self.calls: list[CallRecord] = []
 
-    async def generate(self, role: str, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, role: str, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         overrides = self.overrides.get(role)
         if overrides:
             config = config.merged(**overrides)

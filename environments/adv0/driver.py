@@ -42,6 +42,7 @@ from agents.action_parsing import action_help, truncate_observation
 from agents.episode import Graph, execute, recursion_limit
 from harness.agents_registry import AgentConfig, EpisodeState, Generate
 from harness.environment import AsyncEnvironment, Observation
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 from harness.structured import FORMS, Form, ReplyProblem, ask_structured, extract_json_object
 
@@ -169,7 +170,7 @@ class DriverGraph:
         """The lessons relevant to this situation."""
         return {"lessons": [les.lesson for les in self.memory.retrieve(state["view"], self.k)]}
 
-    def messages(self, state: DriverState) -> list[dict[str, str]]:
+    def messages(self, state: DriverState) -> list[ChatMessage]:
         obs = state["obs"]
         available = self.available(obs)
         system = SYSTEM + "\nActions:\n" + action_help(tuple(available), obs.info, self.cfg.action_help)
@@ -197,7 +198,7 @@ class DriverGraph:
                 raise ReplyProblem("invalid", f"names none of {', '.join(available)}")
             return DriveChoice(action=name)
 
-        def reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+        def reask(text: str, problem: ReplyProblem) -> list[ChatMessage]:
             return [{"role": "assistant", "content": text[:300]},
                     {"role": "user", "content": f"That reply {problem}. Answer with exactly one of: {', '.join(available)}."}]
 
@@ -243,7 +244,7 @@ class DriverGraph:
         prompt = (f"You crashed{who}. The situation just before the crash:\n{situation}\n"
                   f"Your last actions: {', '.join(actions) or 'none'}.\n"
                   "In one sentence, what should you do differently next time in a situation like this?")
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+        messages: list[ChatMessage] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
 
         def parse(text: str) -> LessonReply:
             sentence = first_sentence(text)

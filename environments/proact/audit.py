@@ -8,12 +8,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import numpy as np
-
 import jsonschema
+import numpy as np
 
 from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.protocol import history_messages, json_objects, render_conversation
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 from harness.records import Metric, SampleRecord
 from harness.stats import ratio_metric
@@ -32,7 +32,7 @@ AUDIT_DECODE_SCHEMA = {**bounded(AUDIT_SCHEMA, 300), "additionalProperties": Fal
 AUDIT_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256, json_schema=AUDIT_DECODE_SCHEMA)
 
 
-def audit_messages(rubric: dict[str, Any], history: list[dict[str, str]]) -> list[dict[str, str]]:
+def audit_messages(rubric: dict[str, Any], history: list[ChatMessage]) -> list[ChatMessage]:
     """The auditor sees what the assistant would see at that turn, and the rubric's PASS bar."""
     convo = render_conversation(history)
     text = (

@@ -330,8 +330,15 @@ def human_study(
     published judge (and against --judge-model), each with a bootstrap CI over items. At the
     study's seed and resamples, with every rater kept, checks the study's stored figures are
     reproduced."""
-    from environments.proact.human_study import (PUBLISHED, STATS_FILE, agreement_table, load_study,
-                                                 published_differences, rater_quality, without_raters)
+    from environments.proact.human_study import (
+        PUBLISHED,
+        STATS_FILE,
+        agreement_table,
+        load_study,
+        published_differences,
+        rater_quality,
+        without_raters,
+    )
 
     excluded: list[str] = []
     try:

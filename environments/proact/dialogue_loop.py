@@ -38,6 +38,7 @@ from typing import Any, Awaitable, Callable, TypedDict, cast
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from harness.messages import ChatMessage
 from harness.providers.base import ModelError
 from harness.structured import Attempt, ReplyProblem, StructuredReply, retry_reply
 
@@ -195,7 +196,7 @@ class TurnDirective:
 @dataclass(frozen=True)
 class PlannerView:
     blueprint: dict[str, Any]  # PLANNER_FIELDS only: no persona, no style
-    conversation: list[dict[str, str]]
+    conversation: list[ChatMessage]
     revealed: list[str]
     directive: TurnDirective
     feedback: str | None = None  # why the previous attempt was rejected
@@ -204,7 +205,7 @@ class PlannerView:
 @dataclass(frozen=True)
 class UserView:
     order: dict[str, Any]
-    conversation: list[dict[str, str]]
+    conversation: list[ChatMessage]
     turn: int
     feedback: str | None = None
     # Facts for the template message only (each is already in the order's payload):
@@ -220,8 +221,8 @@ class Roles:
     plan_fallback: Callable[[PlannerView], dict[str, Any]]
     speak: Callable[[UserView, int], Awaitable[str]]
     speak_fallback: Callable[[UserView], str]
-    answer: Callable[[list[dict[str, str]]], Awaitable[str]]
-    judge: Callable[[dict[str, Any], list[dict[str, str]], str], Awaitable[dict[str, Any]]]
+    answer: Callable[[list[ChatMessage]], Awaitable[str]]
+    judge: Callable[[dict[str, Any], list[ChatMessage], str], Awaitable[dict[str, Any]]]
 
 
 class LoopState(TypedDict):
@@ -242,8 +243,8 @@ def initial_state() -> LoopState:
     return LoopState(turn=0, records=[], current={}, revealed=[], misses={}, triggers=[], done_turn=None, failed=None)
 
 
-def conversation(records: list[dict[str, Any]]) -> list[dict[str, str]]:
-    msgs: list[dict[str, str]] = []
+def conversation(records: list[dict[str, Any]]) -> list[ChatMessage]:
+    msgs: list[ChatMessage] = []
     for r in records:
         msgs += [{"role": "user", "content": r["user_message"]}, {"role": "assistant", "content": r["assistant_response"]}]
     return msgs

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from environments.proact.protocol import JUDGE_CONFIG, JUDGE_DECODE_SCHEMA, judge_messages, parse_judge
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 
-Messages = list[dict[str, str]]
+Messages = list[ChatMessage]
 # (trigger turn, rubric, history ending with the trigger turn's user message, reply) -> messages
 BuildPrompt = Callable[[int, dict[str, Any], Messages, str], Messages]
 
@@ -38,7 +39,7 @@ _PROBE: tuple[int, dict[str, str], Messages, str] = (
 def prompt_sha256(build: BuildPrompt) -> str:
     """The hash of what `build` writes for the probe input."""
     turn, rubric, history, reply = _PROBE
-    rendered = build(turn, dict(rubric), [dict(m) for m in history], reply)
+    rendered = build(turn, dict(rubric), [m.copy() for m in history], reply)
     return hashlib.sha256(json.dumps(rendered, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 

@@ -12,9 +12,10 @@ import asyncio
 from collections import Counter
 from typing import Any
 
+from corpora.proact_types import GRADES
 from environments.proact.judge_prompts import HARNESS_JUDGE, JudgeSettings
 from environments.proact.protocol import JUDGE_ATTEMPTS, JudgeFormatError, evidence_is_verbatim
-from corpora.proact_types import GRADES
+from harness.messages import ChatMessage
 from harness.spec import panel_roles
 from harness.structured import Attempt, ReplyProblem, reply_text, retry_reply, truncation
 from harness.suite import SampleContext
@@ -27,7 +28,7 @@ def judge_roles(models: dict[str, Any]) -> list[str]:
     return panel_roles(models)
 
 
-async def judge_once(ctx: SampleContext, role: str, prompt: list[dict[str, str]], reply: str,
+async def judge_once(ctx: SampleContext, role: str, prompt: list[ChatMessage], reply: str,
                      settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
     """One judge's verdict through the one structured-reply path (`harness.structured`)."""
     base = settings.config_for(ctx.models[role].name)
@@ -80,7 +81,7 @@ def majority(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
             "votes": dict(votes), "judges": verdicts}
 
 
-async def judge_reply(ctx: SampleContext, rubric: dict[str, Any], history: list[dict[str, str]],
+async def judge_reply(ctx: SampleContext, rubric: dict[str, Any], history: list[ChatMessage],
                       reply: str, *, turn: int = 0, settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
     """Every judge's verdict on one reply, combined. `turn` is the trigger's turn (a prompt may name it)."""
     prompt = settings.prompt.build(turn, rubric, history, reply)

@@ -14,8 +14,9 @@ from typing import Any
 
 from pydantic import Field
 
-from environments.proact.dialogue_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
 from corpora.proact_blueprints import load_blueprints
+from environments.proact.dialogue_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
+from environments.proact.judge_prompts import HARNESS_JUDGE
 from environments.proact.live_prompts import (
     PLANNER_CONFIG,
     USER_CONFIG,
@@ -27,14 +28,19 @@ from environments.proact.live_prompts import (
     user_fallback,
     user_messages,
 )
-from environments.proact.metrics import (official_metrics, panel_agreement, proact_breakdowns, proact_counts,
-                                         proact_metrics)
+from environments.proact.metrics import (
+    official_metrics,
+    panel_agreement,
+    proact_breakdowns,
+    proact_counts,
+    proact_metrics,
+)
 from environments.proact.protocol import ASSISTANT_CONFIG
-from environments.proact.judge_prompts import HARNESS_JUDGE
 from environments.proact.reference import judge_settings
 from environments.proact.scoring import judge_transcript
-from environments.proact.suite import JudgePromptOptions
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
+from environments.proact.suite import JudgePromptOptions
+from harness.messages import ChatMessage
 from harness.records import Metric, SampleRecord
 from harness.structured import reply_text
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, Transcript
@@ -116,10 +122,10 @@ class ProactLiveSuite(Suite):
             messages = user_messages(persona, card, view.order, view.conversation, view.feedback)
             return (await ctx.generate("user", messages, self.user_config.merged(seed=ctx.seed + attempt))).text
 
-        async def answer(history: list[dict[str, str]]) -> str:
+        async def answer(history: list[ChatMessage]) -> str:
             return (await ctx.generate("assistant", assistant_messages(history), ASSISTANT_CONFIG)).text
 
-        async def judge(rubric: dict[str, Any], history: list[dict[str, str]], reply: str) -> dict[str, Any]:
+        async def judge(rubric: dict[str, Any], history: list[ChatMessage], reply: str) -> dict[str, Any]:
             # Judging is the scorer's step (after the dialogue): the loop only marks the trigger.
             return {"status": "PENDING"}
 

@@ -23,6 +23,7 @@ import jsonschema
 
 from environments.proact.dialogue_loop import CRITERIA, MAX_TURNS, PlannerFormatError, PlannerView, UserView
 from environments.proact.protocol import json_objects
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 
 PLANNER_CONFIG = GenerateConfig(temperature=0.7, max_tokens=512)
@@ -50,14 +51,14 @@ _TYPE_GOAL = {
 }
 
 
-def _transcript(conversation: list[dict[str, str]], user_label: str, assistant_label: str) -> str:
+def _transcript(conversation: list[ChatMessage], user_label: str, assistant_label: str) -> str:
     if not conversation:
         return "(nothing yet: this is the first message)"
     label = {"user": user_label, "assistant": assistant_label}
     return "\n\n".join(f"[{label[m['role']]}]\n{m['content']}" for m in conversation)
 
 
-def planner_messages(view: PlannerView) -> list[dict[str, str]]:
+def planner_messages(view: PlannerView) -> list[ChatMessage]:
     """The Planner's prompt: blueprint planning fields, conversation, this turn's fixed structure."""
     bp, d = view.blueprint, view.directive
     anchors = "\n".join(
@@ -204,7 +205,7 @@ def planner_fallback(view: PlannerView) -> dict[str, Any]:
 
 
 def user_messages(persona: dict[str, str], style_card: str, order: dict[str, Any],
-                  conversation: list[dict[str, str]], feedback: str | None = None) -> list[dict[str, str]]:
+                  conversation: list[ChatMessage], feedback: str | None = None) -> list[ChatMessage]:
     """The User Agent's prompt: persona, style card, the tactical order and the conversation."""
     system = (
         f"You are role-playing {persona['name']}, a person chatting with an AI assistant.\n"
@@ -240,8 +241,8 @@ def user_fallback(view: UserView) -> str:
     return " ".join(parts)
 
 
-def assistant_messages(conversation: list[dict[str, str]]) -> list[dict[str, str]]:
+def assistant_messages(conversation: list[ChatMessage]) -> list[ChatMessage]:
     """The Assistant's prompt: the user/assistant messages as they are, no system prompt."""
     if any(m["role"] not in ("user", "assistant") for m in conversation) or conversation[-1]["role"] != "user":
         raise ValueError("the assistant sees user/assistant messages only, ending with the user's")
-    return [{"role": m["role"], "content": m["content"]} for m in conversation]
+    return [m.copy() for m in conversation]

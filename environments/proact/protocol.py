@@ -16,6 +16,7 @@ from typing import Any
 import jsonschema
 
 from corpora.proact_types import GRADES
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 
 # The reference settings for the model under test.
@@ -50,11 +51,11 @@ JUDGE_DECODE_SCHEMA: dict[str, Any] = {
 JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=512, json_schema=JUDGE_DECODE_SCHEMA)
 
 
-def history_messages(row: dict[str, Any], turn: int) -> list[dict[str, str]]:
+def history_messages(row: dict[str, Any], turn: int) -> list[ChatMessage]:
     """Every earlier turn as user/assistant pairs with the curated replies, then turn `turn`'s
     user message. No system prompt."""
     by_turn = {t["turn"]: t for t in row["turn_records"]}
-    messages: list[dict[str, str]] = []
+    messages: list[ChatMessage] = []
     for t in range(1, turn):
         rec = by_turn[t]
         messages.append({"role": "user", "content": rec["user_message"]})
@@ -70,7 +71,7 @@ _TYPE_MEANING = {
 }
 
 
-def judge_messages(rubric: dict[str, Any], history: list[dict[str, str]], reply: str) -> list[dict[str, str]]:
+def judge_messages(rubric: dict[str, Any], history: list[ChatMessage], reply: str) -> list[ChatMessage]:
     """The judge's prompt: rubric + conversation + the reply under evaluation, nothing else."""
     convo = render_conversation(history)
     kind = rubric["type"]
@@ -98,7 +99,7 @@ class JudgeFormatError(ValueError):
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
 
-def render_conversation(history: list[dict[str, str]]) -> str:
+def render_conversation(history: list[ChatMessage]) -> str:
     """A conversation as plain text for a grader's prompt (judge, auditor)."""
     return "\n\n".join(f"[{m['role'].upper()}]\n{m['content']}" for m in history)
 

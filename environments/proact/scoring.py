@@ -18,6 +18,7 @@ from environments.proact.protocol import history_messages
 from harness.records import SampleRecord
 from harness.suite import SampleContext
 
+
 def trigger_stats(labels: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
     stats: dict[str, dict[str, int]] = {t: {lab: 0 for lab in LABELS} for t in TRIGGER_TYPES}
     for lab in labels:

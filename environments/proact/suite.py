@@ -23,15 +23,20 @@ from pydantic import Field, model_validator
 
 from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.judge_prompts import HARNESS_JUDGE, HARNESS_PROMPT, JudgePrompt
+from environments.proact.metrics import (
+    official_metrics,
+    panel_agreement,
+    proact_breakdowns,
+    proact_counts,
+    proact_metrics,
+)
+from environments.proact.protocol import ASSISTANT_CONFIG, history_messages
 from environments.proact.reference import (
     REFERENCE_ASSISTANT_CONFIG,
     judge_settings,
     load_reference_prompt,
     reference_model_rule,
 )
-from environments.proact.metrics import (official_metrics, panel_agreement, proact_breakdowns, proact_counts,
-                                         proact_metrics)
-from environments.proact.protocol import ASSISTANT_CONFIG, history_messages
 from environments.proact.scoring import judge_transcript
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError

@@ -1,5 +1,5 @@
 """The vision judge: a model that is shown the picture (the `judge` role; a message carrying the
-PNG, see `harness.providers.base.IMAGE_KEY`) and asked, point by point, whether the point's fact
+PNG as an image part, see `harness.messages`) and asked, point by point, whether the point's fact
 holds -- for the points pixels alone leave undecided.
 
 A judge is trusted per check (the verifier's predicate: `parallel`, `connected`, ...) only where
@@ -28,16 +28,17 @@ from environments.prograf.render import Renderer
 from environments.prograf.task import Task, VerificationPoint
 from environments.prograf.verify import verify
 from harness.errors import HarnessError
-from harness.providers.base import IMAGE_KEY, GenerateConfig, ModelError, ModelOutput
+from harness.messages import ChatMessage, image_part, text_part
+from harness.providers.base import GenerateConfig, ModelError, ModelOutput
 
 QUESTION = ("Look at the diagram in the image. Is the following true of it?\n{fact}\n"
             "Answer with one word: yes or no.")
 ANSWER_CONFIG = GenerateConfig(max_tokens=4, temperature=0.0)
-Generate = Callable[[list[dict[str, str]], GenerateConfig], Awaitable[ModelOutput]]
+Generate = Callable[[list[ChatMessage], GenerateConfig], Awaitable[ModelOutput]]
 
 
-def judge_messages(png_base64: str, vp: VerificationPoint) -> list[dict[str, str]]:
-    return [{"role": "user", "content": QUESTION.format(fact=vp.text), IMAGE_KEY: png_base64}]
+def judge_messages(png_base64: str, vp: VerificationPoint) -> list[ChatMessage]:
+    return [{"role": "user", "content": [text_part(QUESTION.format(fact=vp.text)), image_part(png_base64)]}]
 
 
 def read_answer(text: str) -> bool | None:

@@ -33,6 +33,7 @@ from environments.prograf.build import CORPUS
 from environments.prograf.formats import FENCES
 from environments.prograf.task import Task, load_tasks
 from harness.errors import HarnessError
+from harness.messages import ChatMessage, text_of
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, Usage
 from harness.spec import ModelSpec
 
@@ -105,9 +106,9 @@ class SyntheticGenerator:
             raise ModelError(f"{self.name}: task {task.id} has no reference in {fmt}")
         return ref.code, "reference"
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         self.calls += 1
-        text = messages[-1]["content"]
+        text = text_of(messages[-1])
         task = self.find(text)
         m = re.search(r"Answer format: ([\w-]+)\.", text)
         fmt = m.group(1) if m else task.formats[0]
@@ -147,8 +148,8 @@ class StepMock(SyntheticGenerator):
                 return m.code
         return next(s.code for s in task.reference if s.format == fmt)
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
-        text = messages[-1]["content"]
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
+        text = text_of(messages[-1])
         focus = re.search(r"^Focus components: (.*)\.$", text, re.M)
         if focus is None:  # a whole-diagram request: the plain mock
             return await super().generate(messages, config)

@@ -10,10 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
+
+from harness.messages import ChatMessage, hash_form
 
 
 class Usage(BaseModel):
@@ -180,21 +183,13 @@ def tool_call_schema(tools: list[ToolSpec], tool_choice: str | None = None) -> d
     return branches[0] if len(branches) == 1 else {"anyOf": branches}
 
 
-IMAGE_KEY = "image"  # a message may carry one picture: {"role", "content", "image": base64 PNG}
-
-
-def has_images(messages: list[dict[str, str]]) -> bool:
-    """Does any message carry a picture (`IMAGE_KEY`)? Only a model that `sees_images` takes one."""
-    return any(m.get(IMAGE_KEY) for m in messages)
-
-
 @runtime_checkable
 class Model(Protocol):
     """What a provider returns. `name` is the full spec string, e.g. `openai/gpt-4o`."""
 
     name: str
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         ...
 
     async def aclose(self) -> None:
@@ -217,9 +212,22 @@ class RawTextModel(Protocol):
 _OPTIONAL_IN_HASH = ("json_schema", "choice", "regex", "tools", "tool_choice", "output")
 
 
-def request_hash(model_name: str, messages: list[dict[str, str]], config: GenerateConfig,
+def request_hash(model_name: str, messages: list[ChatMessage], config: GenerateConfig,
                  extra: dict[str, Any] | None = None) -> str:
-    """Content address of a call: the cache key. Secrets never enter it (model name and params only)."""
+    """Content address of a call: the cache key. Secrets never enter it (model name and params only).
+    Each message enters in its `hash_form` (a picture as it was keyed before content parts)."""
+    return _hash(model_name, [hash_form(m) for m in messages], config, extra)
+
+
+def raw_prompt_hash(model_name: str, prompt: str, config: GenerateConfig,
+                    extra: Mapping[str, object] | None = None) -> str:
+    """The cache key of a raw-text call (`complete`): the prompt keyed as a `prompt` turn, a role no
+    chat message has, so it never shares a key with a chat call."""
+    return _hash(model_name, [{"role": "prompt", "content": prompt}], config, {"raw_prompt": True, **(extra or {})})
+
+
+def _hash(model_name: str, messages: list[Mapping[str, object]], config: GenerateConfig,
+          extra: Mapping[str, object] | None) -> str:
     payload = {
         "model": model_name,
         "messages": messages,

@@ -36,6 +36,7 @@ from typing import Any
 import jsonschema
 
 from harness.errors import HarnessError
+from harness.messages import ChatMessage, text_of
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, ToolCall, ToolSpec
 
 NAME = "smollm2-135m"  # the base name in `local/...` and `vllm/...` specs
@@ -350,9 +351,24 @@ def tool_prompt(tools: list[ToolSpec], forced: bool) -> str:
     return "\n".join(lines)
 
 
+def template_messages(messages: list[ChatMessage]) -> list[dict[str, str]]:
+    """The messages as the chat template takes them: `{role, content}` strings. An assistant turn
+    that called tools shows its calls as the `{"name", "arguments"}` JSON a call reply takes (the
+    template renders no `tool_calls`), so the model still sees what it did; a tool result stays a
+    `tool` turn. The model sees no pictures (`calls` refuses them before a call is sent)."""
+    shown = []
+    for m in messages:
+        content = text_of(m)
+        calls = m.get("tool_calls") if m["role"] == "assistant" else None
+        if calls and not content:
+            content = json.dumps([{"name": c["name"], "arguments": c["arguments"]} for c in calls], ensure_ascii=False)
+        shown.append({"role": m["role"], "content": content})
+    return shown
+
+
 def with_tool_prompt(messages: list[dict[str, str]], config: GenerateConfig) -> list[dict[str, str]]:
-    """The messages with the callable tools described in the system message (appended to the
-    caller's own); unchanged when no tool may be called."""
+    """The template's messages with the callable tools described in the system message (appended
+    to the caller's own); unchanged when no tool may be called."""
     tools = callable_tools(config)
     if not tools:
         return messages
@@ -362,10 +378,10 @@ def with_tool_prompt(messages: list[dict[str, str]], config: GenerateConfig) -> 
     return [{"role": "system", "content": text}, *messages]
 
 
-def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]], config: GenerateConfig) -> list[int]:
-    """The prompt token ids of a chat call: the chat template over the messages, the callable tools
-    described in the system message (`with_tool_prompt`), the assistant's turn opened."""
-    shown = with_tool_prompt(messages, config)
+def chat_prompt_ids(tokenizer: Any, messages: list[ChatMessage], config: GenerateConfig) -> list[int]:
+    """The prompt token ids of a chat call: the chat template over the messages (`template_messages`),
+    the callable tools described in the system message (`with_tool_prompt`), the assistant's turn opened."""
+    shown = with_tool_prompt(template_messages(messages), config)
     return as_id_list(tokenizer.apply_chat_template(shown, add_generation_prompt=True, tokenize=True))
 
 

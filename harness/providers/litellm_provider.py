@@ -18,9 +18,10 @@ from typing import Any
 import openai
 
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 from harness.spec import ModelSpec
 from harness.providers.base import ConstraintPath, GenerateConfig, ModelOutput
-from harness.providers.openai_provider import chat_params, classify_error, openai_constraint_fields, to_output
+from harness.providers.openai_provider import chat_messages, chat_params, classify_error, openai_constraint_fields, to_output
 
 BANNED_VERSIONS = {"1.82.7", "1.82.8"}
 
@@ -49,7 +50,7 @@ class LiteLLMModel:
         self.base_url = base_url
         self.litellm = import_litellm()
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         started = time.perf_counter()
         kwargs, path = self.request_kwargs(messages, config)
         try:
@@ -58,10 +59,10 @@ class LiteLLMModel:
             raise classify_error(self.name, exc) from exc
         return to_output(self.name, resp, started, path)
 
-    def request_kwargs(self, messages: list[dict[str, str]],
+    def request_kwargs(self, messages: list[ChatMessage],
                        config: GenerateConfig) -> tuple[dict[str, Any], ConstraintPath]:
         """`litellm.acompletion`'s arguments for this call, and which path holds the reply's form."""
-        kwargs: dict[str, Any] = {"model": self.model_id, "messages": messages, "num_retries": 0,
+        kwargs: dict[str, Any] = {"model": self.model_id, "messages": chat_messages(messages), "num_retries": 0,
                                   **chat_params(config), **openai_constraint_fields(config)}
         if self.base_url:
             kwargs["api_base"] = self.base_url

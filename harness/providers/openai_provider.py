@@ -16,17 +16,21 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Any, cast
+from typing import Any
 from urllib.parse import urlparse
 
 import openai
-from openai.types.chat import ChatCompletionMessageParam
+from openai.types.chat import (
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionContentPartParam,
+    ChatCompletionMessageParam,
+)
 
 from harness.errors import HarnessError
+from harness.messages import ChatMessage, ImagePart, TextPart, text_of
 from harness.replicas import LeastLoaded, split_urls
 from harness.spec import ModelSpec
 from harness.providers.base import (
-    IMAGE_KEY,
     ConstraintError,
     ConstraintPath,
     GenerateConfig,
@@ -81,9 +85,9 @@ class OpenAIModel:
                 raise
 
     draws_images = True  # config.output == "image": the images endpoint (see `draw`)
-    sees_images = True  # a message's picture goes as an image part (see `chat_messages`)
+    sees_images = True  # an image part goes as an `image_url` part (see `chat_messages`)
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         if config.output == "image":
             return await self.draw(messages)
         started = time.perf_counter()
@@ -91,17 +95,17 @@ class OpenAIModel:
         try:
             with self._replica() as client:
                 resp = await client.chat.completions.create(
-                    model=self.model_id, messages=cast("list[ChatCompletionMessageParam]", chat_messages(messages)),
+                    model=self.model_id, messages=chat_messages(messages),
                     **chat_params(config), **params)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
         return to_output(self.name, resp, started, path)
 
-    async def draw(self, messages: list[dict[str, str]]) -> ModelOutput:
+    async def draw(self, messages: list[ChatMessage]) -> ModelOutput:
         """One picture from `/v1/images/generations`: the messages' contents, joined, are the prompt
         (the endpoint takes one text); the PNG comes back base64-encoded in `images`."""
         started = time.perf_counter()
-        prompt = "\n\n".join(m["content"] for m in messages if m.get("content"))
+        prompt = "\n\n".join(text for text in map(text_of, messages) if text)
         try:
             with self._replica() as client:
                 resp = await client.images.generate(model=self.model_id, prompt=prompt, n=1,
@@ -144,19 +148,37 @@ class OpenAIModel:
             await client.close()
 
 
-def chat_messages(messages: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """The harness's messages as chat messages: one that carries a picture (`IMAGE_KEY`) becomes a
-    text part and an image part (a data URL); the others go as they are."""
-    out: list[dict[str, Any]] = []
+def chat_messages(messages: list[ChatMessage]) -> list[ChatCompletionMessageParam]:
+    """The harness's messages in the chat API's form (the litellm provider sends the same): an image
+    part becomes an `image_url` part (a PNG data URL), a tool call a `function` call with its
+    arguments as JSON text. Plain-text messages go as they are."""
+    out: list[ChatCompletionMessageParam] = []
     for m in messages:
-        image = m.get(IMAGE_KEY)
-        if not image:
-            out.append(m)
-            continue
-        parts = [{"type": "text", "text": m.get("content", "")},
-                 {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image}"}}]
-        out.append({k: v for k, v in m.items() if k != IMAGE_KEY} | {"content": parts})
+        if m["role"] == "system":
+            out.append({"role": "system", "content": m["content"]})
+        elif m["role"] == "user":
+            content = m["content"]
+            if isinstance(content, str):
+                out.append({"role": "user", "content": content})
+            else:
+                out.append({"role": "user", "content": [_wire_part(p) for p in content]})
+        elif m["role"] == "assistant":
+            reply: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": m["content"]}
+            if m.get("tool_calls"):
+                reply["tool_calls"] = [
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
+                    for c in m.get("tool_calls", [])]
+            out.append(reply)
+        else:
+            out.append({"role": "tool", "content": m["content"], "tool_call_id": m.get("tool_call_id", "")})
     return out
+
+
+def _wire_part(part: TextPart | ImagePart) -> ChatCompletionContentPartParam:
+    if part["type"] == "text":
+        return {"type": "text", "text": part["text"]}
+    return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{part['image']}"}}
 
 
 def chat_params(config: GenerateConfig) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig, Model, ModelError, ModelOutput, RetryableModelError
 from harness.replicas import LeastLoaded
 from harness.spec import ModelSpec
@@ -130,7 +131,7 @@ class ReplicaHost:
             await start()
         return {**self.info(), "startup_s": time.perf_counter() - started}
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         self.served += 1
         return await self.engine.generate(messages, config)
 
@@ -276,7 +277,7 @@ class ReplicatedModel:
         self.router: LeastLoaded[Any] = LeastLoaded(replicas.handles)
         self._started_ray = started_ray
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         return await self._call("generate", messages, config)
 
     async def complete(self, prompt: str, config: GenerateConfig) -> ModelOutput:

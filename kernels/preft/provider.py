@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import HarnessError
-from harness.providers.base import (GenerateConfig, ModelError, ModelOutput, Usage, check_constraint, request_hash,
-                                    tool_call_schema)
+from harness.messages import ChatMessage
+from harness.providers.base import (GenerateConfig, ModelError, ModelOutput, Usage, check_constraint, raw_prompt_hash,
+                                    request_hash, tool_call_schema)
 from harness.providers.embedded import (CONTEXT_WINDOW, DEFAULT_SEED, MODEL_NAME, NAME, chat_prompt_ids, load_model,
                                         parse_adapter_name, read_tool_call, stop_token_ids, trim_at_stop, visible_ids)
 from harness.spec import ModelSpec
@@ -101,7 +102,7 @@ class LocalModel:
             self.name = f"{MODEL_NAME}@{adapter_dir}" + ("" if mode == "preft" else f"#{mode}")
         self._closed = False
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         if self._closed:
             raise ModelError(f"{self.name}: generate() after aclose()")
         check_constraint(config)  # ManagedModel did too; direct callers get the same errors
@@ -124,9 +125,8 @@ class LocalModel:
         ids = list(tokenizer(prompt)["input_ids"])
         if not ids:
             raise ModelError(f"{self.name}: the prompt is empty after tokenisation")
-        extra = {"raw_prompt": True, **({"adapter": self.adapter_hash} if self.adapter_hash else {})}
-        return await self._run(ids, config, request_hash(self.name, [{"role": "prompt", "content": prompt}],
-                                                         config, extra=extra), started)
+        extra = {"adapter": self.adapter_hash} if self.adapter_hash else {}
+        return await self._run(ids, config, raw_prompt_hash(self.name, prompt, config, extra), started)
 
     async def _run(self, ids: list[int], config: GenerateConfig, key: str, started: float) -> ModelOutput:
         from preft.engine import Request

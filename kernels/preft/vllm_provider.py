@@ -54,6 +54,7 @@ from typing import Any
 import jsonschema
 
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 from harness.spec import ModelSpec
 from harness.providers.base import (
     ConstraintError,
@@ -66,11 +67,12 @@ from harness.providers.base import (
     ToolSpec,
     Usage,
     check_constraint,
+    raw_prompt_hash,
     request_hash,
     tool_call_schema,
 )
 from harness.providers.embedded import (NAME as EMBEDDED_NAME, as_id_list, callable_tools, chat_prompt_ids,
-                                        ensure_converted, parse_adapter_name, read_tool_call)
+                                        ensure_converted, parse_adapter_name, read_tool_call, template_messages)
 from harness.providers.ray_replicas import replicated, split_replicas
 from preft.vllm_plugin import ALL_TOKEN, CONFIG_KEY, MODE_KEY, PREFILL_ONLY
 
@@ -244,14 +246,15 @@ def openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
                                                "parameters": t.parameters}} for t in tools]
 
 
-def chat_prompt(tokenizer: Any, messages: list[dict[str, str]], config: GenerateConfig) -> tuple[list[int], bool]:
+def chat_prompt(tokenizer: Any, messages: list[ChatMessage], config: GenerateConfig) -> tuple[list[int], bool]:
     """(prompt ids, whether the template rendered the tools itself). A template that renders `tools=`
     gets the callable tools so; any other (its output is unchanged, as SmolLM2's) gets the embedded
     model's prompt (`embedded.chat_prompt_ids`), the one `local/` sends."""
     tools = callable_tools(config)
     if tools:
         def render(**extra: Any) -> list[int]:
-            return as_id_list(tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, **extra))
+            return as_id_list(tokenizer.apply_chat_template(template_messages(messages), add_generation_prompt=True,
+                                                            tokenize=True, **extra))
 
         native = render(tools=openai_tools(tools))
         if native != render():
@@ -360,7 +363,7 @@ class VLLMModel:
         """Start the engine now rather than on the first call (a replica actor, ray_replicas.py)."""
         await self._get_engine()
 
-    async def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> ModelOutput:
+    async def generate(self, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         check_constraint(config)
         started = time.perf_counter()
         engine = await self._get_engine()
@@ -389,7 +392,7 @@ class VLLMModel:
         if not ids:
             raise ModelError(f"{self.name}: the prompt is empty after tokenisation: give at least one token of text")
         # Keyed as the embedded engine keys raw prompts: never the same key as a chat call.
-        key = request_hash(self.name, [{"role": "prompt", "content": prompt}], config, extra={"raw_prompt": True})
+        key = raw_prompt_hash(self.name, prompt, config)
         return await self._run(ids, config, started, key, native=False)
 
     async def _run(self, ids: list[int], config: GenerateConfig, started: float, key: str,

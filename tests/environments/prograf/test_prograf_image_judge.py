@@ -14,12 +14,13 @@ import pytest
 
 from environments.prograf.build import CORPUS
 from environments.prograf.image_calibrate import render_png, samples
-from environments.prograf.image_judge import IMAGE_KEY, JudgeCalibration, calibrate_judge, dump, read_answer
+from environments.prograf.image_judge import JudgeCalibration, calibrate_judge, dump, read_answer
 from environments.prograf.image_suite import image_prompt
 from environments.prograf.task import load_tasks
 from environments.prograf.verify import verify
 from harness.errors import HarnessError
 from harness.loopback import prompt_key, running_server
+from harness.messages import images_of, text_of
 from harness.providers.base import ModelOutput
 from harness.records import RunFolder
 from tests.conftest import harness_cli
@@ -70,8 +71,8 @@ class ScriptedJudge:
         if self.always is not None:
             return ModelOutput(text=self.always)
         (msg,) = messages
-        key = hashlib.sha256(msg[IMAGE_KEY].encode("ascii")).hexdigest()
-        fact = msg["content"].split("\n")[1]
+        key = hashlib.sha256(images_of(msg)[0].encode("ascii")).hexdigest()
+        fact = text_of(msg).split("\n")[1]
         return ModelOutput(text="yes" if self.table[(key, fact)] else "no")
 
 
