@@ -24,7 +24,8 @@ methods (callable on a hand-made state), and `graph()` wires them into the State
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
 
 from langgraph.graph import END, START, StateGraph
 
@@ -39,8 +40,10 @@ from agents.episode import (
     run_episode,
     take_step,
 )
+from agents.trained_world_model import TrainedWorldModel
 from agents.world_model import (
     Prediction,
+    completes_task,
     delta_text,
     element_text,
     imagined_observation,
@@ -49,10 +52,53 @@ from agents.world_model import (
     relevance,
 )
 from agents.world_model import predict as predict_delta  # `predict` is also a node's name here
+from harness.agents_registry import StepRecord
 from harness.environment import STOP, WORLD_MODEL_HELP, AsyncEnvironment, Delta, Observation
 
 NODES_PER_STEP = 5
 UNKNOWN_RISK = 0.5
+
+
+# A world model as the planner asks it: (intent, observation, its text, action, action class) ->
+# the prediction. None in `CdwmGraph`: the prompted model of the run's `world_model` role under
+# the suite's hand-written mask (`agents/world_model.py`).
+WorldModel = Callable[[str, Observation, str, str, str], Awaitable[Prediction]]
+
+
+class Proposer(Protocol):
+    """Where candidate actions come from: the policy model (`PolicyProposer`), or anything else
+    that ranks actions -- e.g. a noisy expert (`environments/cdwm/planner_check.py`), so that a
+    world model's value can be measured apart from a proposer's skill."""
+
+    async def propose(self, intent: str, obs: Observation, steps: list[StepRecord], k: int) -> PolicyReply: ...
+
+    async def follow_up(self, intent: str, imagined: Observation, steps: list[StepRecord], action: str) -> str | None:
+        """The action it would take after `action`, in the imagined state (None: none)."""
+        ...
+
+
+class PolicyProposer:
+    """The run's policy model (the embedded LLM or any model the `assistant` role names)."""
+
+    def __init__(self, generate: Generate, cfg: AgentConfig):
+        self.generate, self.cfg = generate, cfg
+
+    async def propose(self, intent: str, obs: Observation, steps: list[StepRecord], k: int) -> PolicyReply:
+        return await ask_policy(self.generate, intent, obs, steps, self.cfg, candidates=k)
+
+    async def follow_up(self, intent: str, imagined: Observation, steps: list[StepRecord], action: str) -> str | None:
+        nxt = await ask_policy(self.generate, intent, imagined, steps, self.cfg)
+        return nxt.actions[0] if nxt.actions else None
+
+
+def trained_world_model(model: TrainedWorldModel, generate: Generate, cfg: AgentConfig) -> WorldModel:
+    """A trained adapter (`harness cdwm train`) as the planner's world model: asked in its training
+    prompt through the `world_model` role, decoded under its learned mask's grammar."""
+
+    async def predict(intent: str, obs: Observation, obs_text: str, action: str, action_class: str) -> Prediction:
+        return await model.predict(generate, intent, obs_text, action, action_class, cfg)
+
+    return predict
 
 
 class CdwmState(AgentState, total=False):
@@ -65,13 +111,18 @@ class CdwmGraph:
 
     nodes_per_step = NODES_PER_STEP
 
-    def __init__(self, generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None):
+    def __init__(self, generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None, *,
+                 world_model: WorldModel | None = None, proposer: Proposer | None = None):
         self.generate, self.env, self.cfg = generate, env, cfg or AgentConfig()
+        self.world_model = world_model
+        self.proposer: Proposer = proposer or PolicyProposer(generate, self.cfg)
 
     async def predict_one(self, intent: str, obs: Observation, obs_text: str, action: str) -> tuple[str, Prediction]:
         """One action's class and masked prediction (no model call when the mask settles it)."""
         cfg, mask = self.cfg, self.cfg.mask
         cls = await self.env.action_class(action)  # the environment's own classification is the mask's key
+        if self.world_model is not None:  # its own mask (a trained model's is in its grammar)
+            return cls, await self.world_model(intent, obs, obs_text, action, cls)
         if mask is not None and mask.determined(cls):
             return cls, Prediction(Delta(confidence=1.0), "mask")
         allowed = mask.allowed(cls) if mask is not None else None
@@ -83,8 +134,7 @@ class CdwmGraph:
 
     async def propose(self, state: CdwmState) -> dict[str, Any]:
         """K candidate actions from one policy reply."""
-        reply = await ask_policy(self.generate, state["intent"], state["obs"], state["steps"], self.cfg,
-                                 candidates=self.cfg.candidates)
+        reply = await self.proposer.propose(state["intent"], state["obs"], state["steps"], self.cfg.candidates)
         return {"reply": reply}
 
     async def predict(self, state: CdwmState) -> dict[str, Any]:
@@ -110,15 +160,14 @@ class CdwmGraph:
         obs, intent, cfg = state["obs"], state["intent"], self.cfg
         imagined = Observation(text=imagined_observation(obs.text, candidate["action"], pred.delta),
                                action_classes=obs.action_classes, admissible=obs.admissible, info=obs.info)
-        nxt = await ask_policy(self.generate, intent, imagined, state["steps"], cfg)
-        if not nxt.actions:
+        action = await self.proposer.follow_up(intent, imagined, state["steps"], candidate["action"])
+        if action is None:
             return None
-        action = nxt.actions[0]
         cls, p2 = await self.predict_one(intent, imagined, imagined.text, action)
         # The imagined step's value has no rank prior (no ranking there): its task relevance
         # less its risk, so a candidate with no imagined step (value 0) is not handicapped.
         text = _candidate_text(imagined.text, action, p2)
-        value = 0.5 * relevance(intent, text) - cfg.risk_lambda * _risk(p2, justified(intent, text))
+        value = 0.5 * relevance(intent, text) - cfg.risk_lambda * _risk(p2, _justified(intent, text, p2))
         return {"action": action, "action_class": cls, "source": p2.source, "value": value,
                 "prediction": p2.delta.model_dump() if p2.delta else None}
 
@@ -144,7 +193,7 @@ class CdwmGraph:
         for c in candidates:
             pred: Prediction = c["_pred"]
             text = _candidate_text(obs.text, c["action"], pred)
-            ok = justified(intent, text)
+            ok = _justified(intent, text, pred)
             if pred.delta is not None and not pred.delta.reversible and pred.delta.irreversible_cost >= cfg.cost_threshold and not ok:
                 c["pruned"] = "predicted irreversible and the task does not ask for it"
             c["progress"] = _progress(intent, obs.text, c["action"], pred, c["rank"], k)
@@ -200,8 +249,9 @@ class CdwmAgent:
     roles = ("assistant", "world_model")
 
     async def run_episode(self, generate: Generate, env: AsyncEnvironment, intent: str, first_obs: Observation,
-                          config: AgentConfig) -> CdwmState:
-        graph = CdwmGraph(generate, env, config).graph()
+                          config: AgentConfig, *, world_model: WorldModel | None = None,
+                          proposer: Proposer | None = None) -> CdwmState:
+        graph = CdwmGraph(generate, env, config, world_model=world_model, proposer=proposer).graph()
         return await run_episode(graph, intent, first_obs, config, nodes_per_step=NODES_PER_STEP)
 
 
@@ -213,6 +263,14 @@ def build(generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = N
 def _candidate_text(obs_text: str, action: str, pred: Prediction) -> str:
     """What a candidate is about: its action, the element it targets, its predicted facts, the page."""
     return f"{action} {element_text(obs_text, action)} {delta_text(pred.delta)} {page_head(obs_text)}"
+
+
+def _justified(intent: str, candidate_text: str, pred: Prediction) -> bool:
+    """A predicted irreversible change the task asks for: a commitment the intent names
+    (`justified`), or the task's own ending -- a level completed, a game won (`completes_task`);
+    without the second, a planner that prunes every irreversible step could never finish a world
+    whose goal is itself irreversible (MiniGrid's level end)."""
+    return justified(intent, candidate_text) or (pred.delta is not None and completes_task(pred.delta))
 
 
 def _progress(intent: str, obs_text: str, action: str, pred: Prediction, rank: int, k: int) -> float:

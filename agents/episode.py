@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 from agents.action_parsing import action_help, parse_actions, truncate_observation
 from harness.agents_registry import AgentConfig, EpisodeState, Generate, StepRecord
 from harness.environment import STOP, AsyncEnvironment, Observation, StepResult, ThreadedEnv
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 from harness.structured import FORMS, Form, ReplyProblem, ask_structured, parse_json_reply
 
@@ -49,7 +50,7 @@ def history_text(steps: list[StepRecord], keep: int) -> str:
 
 
 def policy_messages(intent: str, obs: Observation, steps: list[StepRecord], cfg: AgentConfig,
-                    candidates: int = 1) -> list[dict[str, str]]:
+                    candidates: int = 1) -> list[ChatMessage]:
     if cfg.action_format != "free":
         n = "exactly one action" if candidates == 1 else f"up to {candidates} different candidate actions, best first"
         form = (f'Reply with one JSON object: {{"thought": "<one short sentence>", "actions": [...]}} holding {n}'
@@ -134,7 +135,7 @@ async def ask_policy(generate: Generate, intent: str, obs: Observation, steps: l
             raise ReplyProblem("invalid", "names no valid action")
         return PolicyActions(actions=actions, thought=thought)
 
-    def reask(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+    def reask(text: str, problem: ReplyProblem) -> list[ChatMessage]:
         how = (f'Reply with {{"thought": "...", "actions": ["{example}"]}} using the actions listed'
                if cfg.action_format != "free" else
                f"Write a line `Action: <action>` using one of the actions listed, e.g. `Action: {example}`")

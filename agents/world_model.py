@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from agents.action_parsing import truncate_observation
 from agents.episode import AgentConfig, Generate, policy_form
 from harness.environment import PREDICTION_SCHEMA, Delta, DeltaPrediction
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 from harness.structured import ReplyProblem, ask_structured, bounded, parse_json_reply
 
@@ -48,7 +49,7 @@ class Prediction:
 
 
 def wm_messages(intent: str, obs_text: str, action: str, action_class: str, allowed: frozenset[str] | None,
-                cfg: AgentConfig, extra_help: str | None = None) -> list[dict[str, str]]:
+                cfg: AgentConfig, extra_help: str | None = None) -> list[ChatMessage]:
     can = "any kind of change" if allowed is None else ", ".join(DIMENSION_WORDS[d] for d in sorted(allowed))
     system = (
         "You are a world model. Given a task, the current observation and one proposed action, predict what the "
@@ -73,7 +74,7 @@ def validate_prediction(text: str) -> tuple[Delta | None, str | None]:
         return None, str(problem)
 
 
-def reask_prediction(text: str, problem: ReplyProblem) -> list[dict[str, str]]:
+def reask_prediction(text: str, problem: ReplyProblem) -> list[ChatMessage]:
     return [{"role": "assistant", "content": text[:600]},
             {"role": "user", "content": f"Invalid prediction ({problem}). Reply with the JSON object only."}]
 
@@ -132,6 +133,15 @@ def justified(intent: str, candidate_text: str) -> bool:
     since a "Buy now" button rarely names the product it buys."""
     goal = words(intent)
     return bool(goal & COMMIT) and bool((goal - COMMIT) & words(candidate_text))
+
+
+# Attributes by which a world says its task ended in success (MiniGrid's `level complete`, a game's `won`).
+COMPLETION = frozenset({"complete", "completed", "won", "success", "solved"})
+
+
+def completes_task(delta: Delta) -> bool:
+    """Whether a (predicted) delta ends the task in success: an attribute in COMPLETION set true."""
+    return any(a.attribute.lower() in COMPLETION and str(a.after).lower() in ("true", "1") for a in delta.attributes)
 
 
 def page_head(obs_text: str, lines: int = 3) -> str:

@@ -2,15 +2,19 @@
 worlds themselves, as a Hugging Face dataset -- training data for a delta world model.
 
 Each world offers an exploring policy that needs no model (`WORLDS`: the household world's gold
-plans and ALFWorld's planner expert, a breadth-first planner on MiniGrid levels). The collector
+plans and ALFWorld's planner expert, a breadth-first planner on MiniGrid levels, the web tasks'
+gold plans, ScienceWorld's gold paths, a heuristic / random player on Atari). The collector
 mixes it, per step and at seeded rates, with off-plan actions (uniform over what the world admits
 now) and irreversible ones (a roll commits the episode to walk to the nearest irreversible action:
-slicing, lava). Every row's delta is the environment's own (its ledger / typed delta), never
-inferred here.
+slicing, lava, an irreversible trap's script on the web, a wrong focus in ScienceWorld, letting
+the ball past on Atari). Every row's delta is the environment's own (its ledger / typed delta),
+never inferred here. A world whose evaluation has side effects answers `won` itself.
 
 Splits: `train` and `validation` play the same task types on disjoint tasks (even / odd task
 indices); `heldout_task_type` plays only the task types held out of both; `heldout_rule` plays
-training task types under a rule perturbation a world offers (MiniGrid: `key_consumed`).
+training task types under a rule perturbation a world offers (MiniGrid: `key_consumed`, Atari:
+`mirrored_controls`). The web world's task types are its sites, so its held-out task type is a
+held-out website.
 
 Determinism and resumption: the work is a fixed list of shards (world, split, index, size), each
 played from its own `random.Random(f"{seed}:{world}:{split}:{index}")`, so a shard's rows depend
@@ -39,7 +43,9 @@ from harness.errors import HarnessError
 SCHEMA = "harness-cdwm-collect/1"
 # World name -> module with WORLD (an exploring policy of the world's own). Named by string: the
 # world folders import `cdwm`, so `cdwm` may not import them (the acyclic contract).
-WORLDS = {"household": "environments.household.explore", "minigrid": "environments.procgen.explore"}
+WORLDS = {"household": "environments.household.explore", "minigrid": "environments.procgen.explore",
+          "web": "environments.web.explore", "science": "environments.science.explore",
+          "atari": "environments.atari.explore"}
 SPLITS = ("train", "validation", "heldout_task_type", "heldout_rule")
 SHARE = {"validation": 0.1, "heldout_task_type": 0.1, "heldout_rule": 0.1}  # train: the rest
 COLUMNS = ("world", "split", "task_type", "task", "perturbation", "episode", "step", "intent", "observation",
@@ -204,13 +210,21 @@ def play_episode(config: CollectConfig, world: Any, spec: dict[str, Any], rng: r
                          "valid": bool(result.valid), "delta": delta.model_dump_json(),
                          "facts": sorted(" | ".join(str(x) for x in f) for f in delta.facts()),
                          "reversible": bool(delta.reversible), "irreversible_cost": float(delta.irreversible_cost),
-                         "done": bool(result.done), "won": bool(ep.env.evaluate().get("success", 0.0) >= 1.0)})
+                         "done": bool(result.done), "won": won(ep, bool(result.done))})
             obs = result.observation
             if result.done:
                 break
     finally:
         ep.close()
     return rows
+
+
+def won(ep: Any, done: bool) -> bool:
+    """Whether the task is solved now; a world whose evaluation has side effects (the web's
+    evaluator navigates) answers through its episode's `won(done)`."""
+    if hasattr(ep, "won"):
+        return bool(ep.won(done))
+    return bool(ep.env.evaluate().get("success", 0.0) >= 1.0)
 
 
 # -- the output folder -------------------------------------------------------------------------------
@@ -355,13 +369,18 @@ def write_card(out: Path, config: CollectConfig, counts: dict[str, dict[str, int
     lines += [
         "", "## How it was collected", "",
         "- Policies (no model): household -- the task's gold plan, ALFWorld's planner expert after any detour; "
-        "minigrid -- a breadth-first planner over the full level state.",
+        "minigrid -- a breadth-first planner over the full level state; web -- the task's gold plan (its "
+        "`reference_actions`), restarted from the start page after any detour; science -- ScienceWorld's gold path; "
+        "atari -- keep the paddle with the ball (Breakout, Pong), cross (Freeway), seeded random play (Boxing).",
         f"- Mix, per step and seeded: off-plan action (uniform over the admissible actions) with probability "
         f"{config.off_plan_rate}; with probability {config.irreversible_rate} the episode turns to the nearest "
-        "irreversible action (household: fetch a knife and slice; minigrid: walk into lava) until one happens. "
+        "irreversible action (household: fetch a knife and slice; minigrid: walk into lava; web: an irreversible trap's "
+        "script (the task's own, else the site's first), e.g. close the account, cancel a booking, send a mail; science: focus on an object the gold path does "
+        "not; atari: move away from the ball) until one happens. "
         "Column `source` says which (`plan`, `off_plan`, `irreversible`).",
         "- Deltas are the environment's own typed deltas (household: the PDDL engine's facts; minigrid: the full "
-        "level state), never predicted; `facts` is their flat fact list.",
+        "level state; web: the sites' server ledger; science: the diff of the simulator's object "
+        "tree; atari: objects read from the console's RAM), never predicted; `facts` is their flat fact list.",
         "", "## Wall time (this collection's shards)", "",
     ]
     for w in worlds:

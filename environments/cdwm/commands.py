@@ -43,7 +43,7 @@ def collect_cmd(
         help="Folder for shards/, manifest.json, dataset/ (save_to_disk) and README.md; "
         "rerun with the same options to resume a killed collection.",
     ),
-    worlds: str = typer.Option("household,minigrid", "--worlds", help="Comma-separated: household, minigrid."),
+    worlds: str = typer.Option("household,minigrid", "--worlds", help="Comma-separated: household, minigrid, web, science, atari."),
     transitions: int = typer.Option(2000, "--transitions", min=1, help="Rows in all, shared evenly by the worlds."),
     seed: int = typer.Option(0, "--seed", help="Same seed and options = the same dataset."),
     off_plan_rate: float = typer.Option(
@@ -61,7 +61,8 @@ def collect_cmd(
         "",
         "--heldout",
         help="Held-out task types, e.g. household:cool+heat,minigrid:lavagap6 "
-        "(defaults: household:cool, minigrid:lavagap6).",
+        "(defaults: household:cool, minigrid:lavagap6, web:mail -- the held-out website, "
+        "science:chemistry-mix+chemistry-mix-paint-secondary-color+chemistry-mix-paint-tertiary-color, atari:boxing).",
     ),
 ) -> None:
     """Collect (observation, action, ground-truth delta) transitions from the worlds' own exploring
@@ -232,3 +233,75 @@ def evaluate_cmd(
     if json_out:
         json_out.write_text(_json.dumps(report, indent=1, default=str))
     out.print(format_report(report), highlight=False)
+
+
+@cdwm_app.command("planner")
+def planner_cmd(
+    arms: str = typer.Option(
+        "none,oracle",
+        "--arms",
+        help="Comma-separated world models: none (ReAct on the proposer), oracle (the environment's ledger), a model "
+        "spec (prompted, e.g. local/smollm2-135m), trained:ADAPTER_DIR (a `harness cdwm train` adapter).",
+    ),
+    world: str = typer.Option("minigrid", "--world", help="A `harness cdwm collect` world: minigrid or household."),
+    task_types: str = typer.Option("lavagap", "--task-types", help="Comma-separated task types of the world."),
+    episodes: int = typer.Option(6, "--episodes", min=1),
+    seed: int = typer.Option(0, "--seed"),
+    off_plan: float = typer.Option(0.2, "--off-plan", min=0.0, max=1.0, help="The expert's off-plan proposal rate."),
+    irreversible: float = typer.Option(
+        0.3, "--irreversible", min=0.0, max=1.0, help="The expert's rate of turning towards an irreversible action."
+    ),
+    candidates: int = typer.Option(3, "--candidates", min=1),
+    max_steps: int = typer.Option(30, "--max-steps", min=1),
+    confidence_threshold: float = typer.Option(0.5, "--confidence-threshold", min=0.0, max=1.0),
+    horizon: int = typer.Option(2, "--horizon", min=1, max=2),
+    json_out: Path = typer.Option(None, "--json", help="Also write the rows and episodes as JSON here."),
+) -> None:
+    """The CDWM planner with a noisy-expert proposer: irreversible failures and success per world model."""
+    import json as _json
+
+    from environments.cdwm.planner_check import CheckConfig, run_check
+
+    cfg = CheckConfig(
+        world=world,
+        task_types=tuple(t.strip() for t in task_types.split(",") if t.strip()),
+        episodes=episodes,
+        seed=seed,
+        off_plan=off_plan,
+        irreversible=irreversible,
+        candidates=candidates,
+        max_steps=max_steps,
+        confidence_threshold=confidence_threshold,
+        horizon=horizon,
+    )
+    try:
+        results = run_check(cfg, [a.strip() for a in arms.split(",") if a.strip()])
+    except HarnessError as exc:
+        _fail(str(exc))
+    head = (
+        "arm",
+        "episodes",
+        "success_rate",
+        "irreversible_failure_rate",
+        "proposed_irreversible",
+        "taken_irreversible",
+        "steps",
+        "wm_calls",
+        "abstained",
+        "seconds",
+    )
+    out.print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), highlight=False)
+    for r in results:
+        row = r.row()
+        out.print(
+            "| " + " | ".join(f"{row[k]:.3f}" if isinstance(row[k], float) else str(row[k]) for k in head) + " |",
+            highlight=False,
+        )
+    if json_out:
+        json_out.write_text(
+            _json.dumps(
+                {"config": cfg.__dict__, "arms": [r.row() | {"episodes_detail": r.per_episode} for r in results]},
+                indent=1,
+                default=str,
+            )
+        )

@@ -16,6 +16,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import Field, field_validator
@@ -23,6 +24,7 @@ from pydantic import Field, field_validator
 from environments.cdwm.departures import describe_departures
 from environments.cdwm.metrics import cdwm_counts, cdwm_metrics, episode_scores, failure_scores
 from environments.cdwm.reward import composite_reward
+from agents.trained_world_model import TrainedWorldModel
 from harness.agents_registry import AgentConfig, available_agents, load_agent
 from harness.environment import ActionMask, Environment, ThreadedEnv
 from harness.errors import HarnessError
@@ -55,6 +57,10 @@ class CdwmOptions(SuiteOptions):
     wm_max_tokens: int = Field(160, ge=1, description="CDWM: max new tokens per world-model reply")
     wm_attempts: int = Field(2, ge=1, description="CDWM: world-model asks per candidate until valid JSON")
     parallel_envs: int = Field(1, ge=1, description="episodes (environments) running at once")
+    trained_world_model: str = Field("", description=(
+        "CDWM: a `harness cdwm train` adapter folder (OUT/adapter). The agent asks the world_model role -- which "
+        "must serve it: --world-model local/smollm2-135m@DIR#all-token -- in the adapter's training prompt and "
+        "decodes under its learned mask (in place of the prompted model and the hand-written table)"))
 
     @field_validator("agent")
     @classmethod
@@ -77,6 +83,16 @@ METRIC_SPECS = {
     "action_invalid_rate": MetricSpec(direction=LOWER, unit="fraction"),
     "reward": MetricSpec(description="the paper's composite reward per episode"),
 }
+
+
+# The world name a trained adapter's action classes carry (`harness cdwm collect --worlds`), per suite.
+TRAINED_WORLDS = {"cdwm-procgen": "minigrid", "cdwm-household": "household"}
+
+
+def served_adapter(spec: str) -> Path | None:
+    """The adapter folder a model spec serves (`provider/base@DIR#mode`), or None."""
+    _, at, rest = spec.partition("@")
+    return Path(rest.partition("#")[0]).expanduser().resolve() if at else None
 
 
 class CdwmSuite(Suite):
@@ -113,6 +129,14 @@ class CdwmSuite(Suite):
                                   risk_lambda=o.risk_lambda, wm_max_tokens=o.wm_max_tokens, wm_attempts=o.wm_attempts,
                                   mask=self.mask, world_model_help=self.world_model_help,
                                   action_format=o.action_format, action_pattern=self.action_pattern)
+        self.trained: TrainedWorldModel | None = None
+        if o.trained_world_model:
+            world = TRAINED_WORLDS.get(self.name)
+            if o.agent != "cdwm" or world is None:
+                raise HarnessError(
+                    f"--suite-option trained_world_model={o.trained_world_model}: only the cdwm agent on "
+                    f"{', '.join(TRAINED_WORLDS)} asks a trained world model (this run: agent {o.agent}, suite {self.name})")
+            self.trained = TrainedWorldModel.load(o.trained_world_model, world)
 
     @property
     def solver_roles(self) -> tuple[str, ...]:
@@ -157,7 +181,10 @@ class CdwmSuite(Suite):
         t0 = time.perf_counter()
         try:
             obs = await env.reset(self.task_of(sample))
-            state = await self.agent_impl.run_episode(ctx.generate, env, self.intent_of(sample), obs, self.config)
+            if self.trained is not None:
+                state = await self._run_trained(ctx, env, self.intent_of(sample), obs)
+            else:
+                state = await self.agent_impl.run_episode(ctx.generate, env, self.intent_of(sample), obs, self.config)
             errors += state.get("errors", [])
             evaluation = await env.evaluate()
         finally:
@@ -169,9 +196,26 @@ class CdwmSuite(Suite):
             "agent": self.agent, "ended_by": state.get("ended_by"), "abstain_reason": state.get("abstain_reason"),
             "unstepped_invalid": state.get("unstepped_invalid", 0),
             "evaluation": evaluation, "steps": [asdict(s) for s in state["steps"]], "tokens": tokens,
-            "episode_s": round(time.perf_counter() - t0, 3), "mask": self.mask.name if self.mask else None,
+            "episode_s": round(time.perf_counter() - t0, 3), "mask": (f"learned:{self.trained.directory}" if self.trained is not None
+                                                      else self.mask.name if self.mask else None),
         }
         return Transcript(output=output, errors=errors)
+
+    async def _run_trained(self, ctx: SampleContext, env: ThreadedEnv, intent: str, obs: Any) -> Any:
+        """The CDWM agent with the trained world model (refused, naming the option, when the run's
+        world_model role does not serve that adapter: its answers would not be the adapter's)."""
+        from agents.cdwm import CdwmAgent, trained_world_model
+
+        assert self.trained is not None
+        role = self.config.world_model_role
+        served = served_adapter(ctx.models[role].name) if role in ctx.models else None
+        if served != self.trained.directory.resolve():
+            raise HarnessError(
+                f"--suite-option trained_world_model={self.trained.directory}: the {role} role serves "
+                f"{ctx.models[role].name if role in ctx.models else 'no model'}; run with --world-model "
+                f"local/smollm2-135m@{self.trained.directory}#all-token")
+        wm = trained_world_model(self.trained, ctx.generate, self.config)
+        return await CdwmAgent().run_episode(ctx.generate, env, intent, obs, self.config, world_model=wm)
 
     def scorers(self) -> dict[str, Scorer]:
         return {"cdwm": FunctionScorer("cdwm", self._score_episode,
