@@ -33,11 +33,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from agents.trained_world_model import MASK_FILE, MASK_THRESHOLD, read_gates
 from harness.environment import DIMENSIONS, ActionMask, Delta, touched
-from harness.errors import HarnessError
 
-THRESHOLD = 0.5
-MASK_FILE = "cdwm_mask.json"
+THRESHOLD = MASK_THRESHOLD
 
 
 def touched_vector(delta: Delta) -> list[float]:
@@ -107,20 +106,8 @@ class LearnedMask:
 
     @classmethod
     def load(cls, directory: Path) -> "LearnedMask":
-        path = directory / MASK_FILE
-        if not path.is_file():
-            raise HarnessError(
-                f"{path}: missing; an adapter from `harness cdwm train` holds its learned mask there "
-                f"(pass the adapter folder that `harness cdwm train --out` wrote, OUT/adapter)"
-            )
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            gates = {str(k): {d: float(v[d]) for d in DIMENSIONS} for k, v in data["gates"].items()}
-            return cls(gates, float(data.get("threshold", THRESHOLD)))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise HarnessError(
-                f"{path}: not a learned mask ({type(exc).__name__}: {exc}); re-export it with `harness cdwm train`"
-            ) from exc
+        gates, threshold = read_gates(directory)  # the one reader, shared with the agent that serves the adapter
+        return cls(gates, threshold)
 
 
 def mask_scores(allowed: dict[str, frozenset[str] | None], rows: list[tuple[str, Delta]]) -> dict[str, float]:
