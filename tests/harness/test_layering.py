@@ -43,6 +43,9 @@ BITES: dict[str, tuple[list[tuple[str, str]], str]] = {
     "leaderboards": ([("leaderboards/__init__.py", "def _lazy():\n    import environments\n")],
                      "leaderboards -> environments"),
     "environments": ([("environments/__init__.py", "def _lazy():\n    import preft\n")], "environments -> preft"),
+    # A suite reaching a trainer, lazily.
+    "suite-no-training": ([("environments/web/suite.py", "def _lazy():\n    import environments.cdwm.wm_train\n")],
+                          "environments.web.suite -> environments.cdwm.wm_train"),
     # Two new sibling modules that import each other, one of them lazily.
     "acyclic": ([("leaderboards/_cycle_a.py", "def _lazy():\n    from leaderboards import _cycle_b\n"),
                  ("leaderboards/_cycle_b.py", "from leaderboards import _cycle_a\n")], "._cycle_"),
