@@ -55,7 +55,7 @@ import torch
 
 from preft.adapters import LoraAdapter, _projection_dims, random_lora
 from preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS_CAP, host_cache_for, percentiles,
-                                        slots_for)
+                                        slots_for, ttft_tpot)
 from preft.engine import MODES, Engine, Request
 from preft.model import PROJECTIONS
 from preft.workload import Workload, draw_workload
@@ -383,13 +383,6 @@ def _base_model(model: Any, place: dict[str, Any]) -> Any:
     return model.to(device=place["device"], dtype=getattr(torch, place["dtype"]))
 
 
-def _ttft_tpot(r: Request) -> tuple[float, float | None]:
-    """A finished request's time to its first token, and per output token after it (None: one token)."""
-    assert r.first_token_at is not None and r.finished_at is not None, f"request {r.id} has not finished"
-    tpot = (r.finished_at - r.first_token_at) / (len(r.output_ids) - 1) if len(r.output_ids) > 1 else None
-    return r.first_token_at - r.arrival, tpot
-
-
 def serve(eng: Engine, reqs: list[Request], arrivals: list[float]) -> None:
     """Run the requests, each added once its arrival time (seconds after the start) has come; the
     request's `arrival` is its scheduled time, so TTFT counts any wait in the queue."""
@@ -465,8 +458,8 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             slot_stats = {k: v - slots0[k] for k, v in _counters(eng.loras.table.stats).items()}
             sizes = list(getattr(eng.stats, "batch_sizes", []))[-stats["steps"]:] if stats["steps"] else []
             n_out = [len(r.output_ids) for r in reqs]
-            ttft = [_ttft_tpot(r)[0] for r in reqs]
-            tpot = [t for r in reqs if (t := _ttft_tpot(r)[1]) is not None]
+            ttft = [ttft_tpot(r)[0] for r in reqs]
+            tpot = [t for r in reqs if (t := ttft_tpot(r)[1]) is not None]
             alias = eng.loras.alias
             row = {"adapters": count, "mode": mode, "max_loras": slots, "prefill_slots": eng.loras.table.slots,
                    "slot_kind": "alias" if alias else "copy",

@@ -5,6 +5,11 @@ percentile columns. `bench.py` (the local engine, and the rows and files of both
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from preft.engine import Request
+
 DEFAULT_MAX_LORAS_CAP = 8
 DEFAULT_MAX_CPU_LORAS = 64
 
@@ -28,3 +33,10 @@ def percentiles(values: list[float], prefix: str) -> dict[str, float | None]:
         return {f"{prefix}_p{q}_ms": None for q in (50, 90, 99)}
     arr = np.asarray(values) * 1000.0
     return {f"{prefix}_p{q}_ms": round(float(np.percentile(arr, q)), 3) for q in (50, 90, 99)}
+
+
+def ttft_tpot(r: Request) -> tuple[float, float | None]:
+    """A finished request's time to its first token, and per output token after it (None: one token)."""
+    assert r.first_token_at is not None and r.finished_at is not None, f"request {r.id} has not finished"
+    tpot = (r.finished_at - r.first_token_at) / (len(r.output_ids) - 1) if len(r.output_ids) > 1 else None
+    return r.first_token_at - r.arrival, tpot
