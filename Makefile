@@ -63,9 +63,10 @@ vllm-install: $(VLLM_VENV)/.installed
 # The tests marked `vllm`, in vLLM's environment (the default `make test` skips them). One pytest
 # process per test module: after engines of several modules in one process, a ZeroMQ context that
 # vLLM left open can block the interpreter's exit in Context.term() although every test passed.
+# Modules run two at a time, each pinned to its own core (tests/vllm_lanes.py says why).
 VLLM_TEST_FILES = $(shell grep -rl --include="test_*.py" "mark.vllm" tests)
 test-vllm: vllm-install
-	set -e; for f in $(VLLM_TEST_FILES); do $(VLLM_PY) -m pytest -q -m vllm --durations=5 $$f; done
+	$(VLLM_PY) tests/vllm_lanes.py $(VLLM_TEST_FILES)
 
 demo: install
 	$(VENV)/bin/harness eval --suite proact --limit $(DEMO_LIMIT) --max-tokens $(DEMO_MAX_TOKENS)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from harness.cli.kit import RUN_DIR, fail, fmt, out
@@ -27,20 +28,21 @@ def describe_suite(name: str) -> None:
     from harness.suite import describe_field, get_suite
 
     suite = get_suite(name)
-    out.print(f"[bold]{suite.name}[/] {suite.version} -- {suite.description}", highlight=False)
-    out.print(f"roles: {', '.join(suite.roles)} (solver: {', '.join(suite.solver_roles) or 'none'})", highlight=False)
-    out.print(f"headline metric: {suite.headline_metric}", highlight=False)
+    # Descriptions are text, not markup: a "[0, 1]" in one must print as written.
+    out.print(f"[bold]{escape(suite.name)}[/] {escape(suite.version)} -- {escape(suite.description)}", highlight=False)
+    out.print(escape(f"roles: {', '.join(suite.roles)} (solver: {', '.join(suite.solver_roles) or 'none'})"), highlight=False)
+    out.print(escape(f"headline metric: {suite.headline_metric}"), highlight=False)
     table = Table(title="options (--suite-option KEY=VALUE)")
     for col in ("option", "type and default", "description"):
         table.add_column(col, overflow="fold")
     for key, info in type(suite.options).model_fields.items():
-        table.add_row(key, describe_field(info), info.description or "")
+        table.add_row(escape(key), escape(describe_field(info)), escape(info.description or ""))
     out.print(table)
     scorers = Table(title="scorers (--scorer NAME; the first is the default)")
     for col in ("scorer", "roles", "description"):
         scorers.add_column(col, overflow="fold")
     for key, sc in suite.scorers().items():
-        scorers.add_row(key, ", ".join(sc.roles) or "-", sc.description)
+        scorers.add_row(escape(key), escape(", ".join(sc.roles) or "-"), escape(sc.description))
     out.print(scorers)
 
 
