@@ -17,6 +17,9 @@ or across trajectories -- whose exact lower bound on steps exceeds the budget.
 Training regimes: `scratch` (TRAIN_STEPS steps of the variant's losses from a fresh model) and
 `continued` (a one-step model trained TRAIN_STEPS // 2 steps, then TRAIN_STEPS // 2 steps of the
 variant's losses: the same total).
+Observations (`obs`): `fourier` (OBS_DIM seeded random Fourier features of the state, an MLP
+encoder) or `pixels` (a rendered IMAGE x IMAGE grayscale image of the maze, a small conv encoder:
+`rcaux_pixels.py`); everything after the encoder is the same.
 Planners: the plain one (CEM-MPC on the squared latent distance to the goal's encoding at the end of
 the sequence) and the reachability-aware one (that distance plus REACH_WEIGHT x the head's
 estimate of the steps still needed, sum_b (1 - sigmoid R(z_end, z_goal, b)) x (b - previous b)).
@@ -29,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+from environments.papers.rcaux_pixels import conv_encoder, render
+
 STEP, DOOR, GOAL_TOL = 0.1, 0.15, 0.1
 OBS_DIM, OBS_FREQ = 32, 2.5
 MAX_STEPS = 40
@@ -39,6 +44,7 @@ BUDGETS = (1, 2, 4, 8, 16, 32)
 PLAN_HORIZON, POPULATION, ELITES, CEM_ITERS = 10, 64, 8, 3
 VARIANTS = ("rcaux", "one_step", "multi_horizon")
 REGIMES = ("scratch", "continued")
+OBSERVATIONS = ("fourier", "pixels")
 SIGREG_WEIGHT, SIGREG_DIRECTIONS = 1.0, 16  # the anti-collapse regulariser's weight and random directions
 SIGREG_T = (-3.0, 3.0, 17)  # the Epps-Pulley quadrature grid
 REACH_WEIGHT = 0.5  # the reachability-aware planner: latent distance + this x estimated steps to go
@@ -87,7 +93,12 @@ def observation_map(seed: int) -> tuple[np.ndarray, np.ndarray]:
     return rng.normal(0.0, OBS_FREQ, size=(OBS_DIM, 2)), rng.uniform(0.0, 2 * np.pi, size=OBS_DIM)
 
 
-def observe(p: np.ndarray, seed: int) -> np.ndarray:
+def observe(p: np.ndarray, seed: int, obs: str = "fourier") -> np.ndarray:
+    """What the agent sees of positions p (..., 2): (..., OBS_DIM) features or (..., IMAGE, IMAGE) images."""
+    if obs == "pixels":
+        return render(p, DOOR)
+    if obs != "fourier":
+        raise ValueError(f"unknown observation {obs!r}: use one of {OBSERVATIONS}")
     w, b = observation_map(seed)
     return np.cos(np.asarray(p) @ w.T + b).astype(np.float32)
 
@@ -131,12 +142,13 @@ def reachability_pairs(states: np.ndarray, seed: int) -> tuple[np.ndarray, np.nd
     return np.stack([i, t], 1)[keep], np.stack([j, u], 1)[keep], budget[keep], label[keep]
 
 
-def build(torch: Any) -> Any:
+def build(torch: Any, obs: str = "fourier") -> Any:
     nn = torch.nn
     mlp = lambda i, o: nn.Sequential(
         nn.Linear(i, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, o)
     )  # noqa: E731
-    return nn.ModuleDict({"enc": mlp(OBS_DIM, LATENT), "dyn": mlp(LATENT + 2, LATENT), "reach": mlp(2 * LATENT + 1, 1)})
+    enc = conv_encoder(torch, HIDDEN, LATENT) if obs == "pixels" else mlp(OBS_DIM, LATENT)
+    return nn.ModuleDict({"enc": enc, "dyn": mlp(LATENT + 2, LATENT), "reach": mlp(2 * LATENT + 1, 1)})
 
 
 def advance(model: Any, z: Any, a: Any) -> Any:
@@ -210,7 +222,7 @@ def train(model: Any, variant: str, steps: int, seed: int, data: tuple[Any, ...]
 
 
 @lru_cache(maxsize=8)
-def training_data(seed: int, scale: int = 1) -> tuple[Any, ...]:
+def training_data(seed: int, scale: int = 1, obs: str = "fourier") -> tuple[Any, ...]:
     torch = torch_single_thread()
     states, actions = exploration_data(seed, scale)
     first, second, budget, label = reachability_pairs(states, seed)
@@ -220,38 +232,42 @@ def training_data(seed: int, scale: int = 1) -> tuple[Any, ...]:
         torch.from_numpy(budget).float(),
         torch.from_numpy(label).float(),
     )
-    return states, torch.from_numpy(observe(states, seed)), torch.from_numpy(actions.astype(np.float32)), pairs
+    return states, torch.from_numpy(observe(states, seed, obs)), torch.from_numpy(actions.astype(np.float32)), pairs
 
 
-@lru_cache(maxsize=32)
-def trained_model(seed: int, variant: str, regime: str = "scratch", scale: int = 1) -> Any:
-    """The variant's world model trained on the seed's exploration data under `regime`, then frozen
-    (`scale` multiplies the exploration data and the training steps)."""
+# Large enough to hold every model of a look (arms share them: rcaux and rcaux_plain_planner plan
+# with the same model); each is ~20-50k parameters.
+@lru_cache(maxsize=512)
+def trained_model(seed: int, variant: str, regime: str = "scratch", scale: int = 1, obs: str = "fourier") -> Any:
+    """The variant's world model trained on the seed's exploration data (seen as `obs`) under
+    `regime`, then frozen (`scale` multiplies the exploration data and the training steps)."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown world-model variant {variant!r}: use one of {VARIANTS}")
     if regime not in REGIMES:
         raise ValueError(f"unknown training regime {regime!r}: use one of {REGIMES}")
+    if obs not in OBSERVATIONS:
+        raise ValueError(f"unknown observation {obs!r}: use one of {OBSERVATIONS}")
     torch = torch_single_thread()
-    data, steps = training_data(seed, scale), TRAIN_STEPS * scale
+    data, steps = training_data(seed, scale, obs), TRAIN_STEPS * scale
     torch.manual_seed(seed)
-    model = build(torch)
+    model = build(torch, obs)
     if regime == "scratch":
         train(model, variant, steps, seed, data)
     else:
-        model.load_state_dict(pretrained_one_step(seed, scale).state_dict())
+        model.load_state_dict(pretrained_one_step(seed, scale, obs).state_dict())
         train(model, variant, steps - steps // 2, seed + 1, data)
     for p in model.parameters():
         p.requires_grad_(False)
     return model
 
 
-@lru_cache(maxsize=8)
-def pretrained_one_step(seed: int, scale: int = 1) -> Any:
+@lru_cache(maxsize=256)
+def pretrained_one_step(seed: int, scale: int = 1, obs: str = "fourier") -> Any:
     """The continuation regime's starting point: a one-step model after half the training."""
     torch = torch_single_thread()
     torch.manual_seed(seed)
-    model = build(torch)
-    train(model, "one_step", TRAIN_STEPS * scale // 2, seed, training_data(seed, scale))
+    model = build(torch, obs)
+    train(model, "one_step", TRAIN_STEPS * scale // 2, seed, training_data(seed, scale, obs))
     return model
 
 
@@ -269,12 +285,13 @@ def steps_to_go(model: Any, z: Any, z_goal: Any) -> Any:
 
 
 def plan_with_model(
-    model: Any, starts: np.ndarray, goals: np.ndarray, seed: int, reach_weight: float = 0.0
+    model: Any, starts: np.ndarray, goals: np.ndarray, seed: int, reach_weight: float = 0.0, obs: str = "fourier"
 ) -> list[list[list[float]]]:
     """CEM-MPC in the model's latent space, replanning every step; the chosen actions are executed
     in the true world (rounded to 6 decimals, as recorded). The cost of a sequence is the squared
     latent distance of its end to the goal's encoding, plus `reach_weight` x the reachability head's
-    steps to go from there (the reachability-aware planner; 0: the plain one)."""
+    steps to go from there (the reachability-aware planner; 0: the plain one). The goal is seen as
+    the observations are (`obs`): as features, or as an image with the agent drawn at the goal."""
     torch = torch_single_thread()
     gen = torch.Generator().manual_seed(seed + 3)
     n = len(starts)
@@ -282,11 +299,11 @@ def plan_with_model(
     actions: list[list[list[float]]] = [[] for _ in range(n)]
     done = geodesic(p, goals) <= GOAL_TOL
     with torch.no_grad():
-        z_goal = model["enc"](torch.from_numpy(observe(goals, seed)))[:, None].expand(n, POPULATION, LATENT)
+        z_goal = model["enc"](torch.from_numpy(observe(goals, seed, obs)))[:, None].expand(n, POPULATION, LATENT)
         for _ in range(MAX_STEPS):
             if done.all():
                 break
-            z0 = model["enc"](torch.from_numpy(observe(p, seed)))
+            z0 = model["enc"](torch.from_numpy(observe(p, seed, obs)))
             std = torch.full_like(mean, 0.6)
             for _ in range(CEM_ITERS):
                 seqs = (
