@@ -127,7 +127,7 @@ class ProDGTask(PaperTask):
                              "one could do better, so a miss may understate the method"),
             Departure(paper="uses the prototypes for 'this looks like that' explanations (how similarity is "
                             "measured is not in the summary)",
-                      ours=f"one prototype image per class; an input is explained by the class of its nearest "
+                      ours=f"use one prototype image per class; an input is explained by the class of its nearest "
                            f"prototype (Euclidean) in the frozen model's {pm.FEATURES}-d global-pooled features; "
                            "agreement with the classifier's prediction on the 597 held-out images is the score",
                       why="measurable without people, and it asks whether the prototype stands for what the "
@@ -135,8 +135,8 @@ class ProDGTask(PaperTask):
                       effect="part-level (patch) similarity or several prototypes per class, as in ProtoPNet-style "
                              "explanations, could rank the arms differently"),
             Departure(paper="compares with data-based prototypes (which ones is not in the summary)",
-                      ours="class mean (the mean training image; explained through the features of that image) "
-                           "and class medoid (the real training image with the least summed distance to its "
+                      ours="compare with the class mean (the mean training image; explained through the features of that image) "
+                           "and the class medoid (the real training image with the least summed distance to its "
                            "class in the frozen model's feature space)",
                       why="the two standard data-based prototypes; the medoid is chosen in the space the "
                           "explanation is made in, the strongest choice for it",
