@@ -78,8 +78,8 @@ test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # ruff (defects only), import-linter (the READMEs' "May import" lines as contracts), mypy (strict on
-# harness/, agents/, corpora/, leaderboards/, PreFT (kernels/preft), environments/proact/ and the CDWM families web,
-# household, science, mind2web, procgen and atari; the other families and tests are next); all three
+# harness/, agents/, corpora/, leaderboards/, PreFT (kernels/preft), environments/proact/, CDWM's core and its
+# families web, household, science, mind2web, procgen and atari; the other families and tests are next); all three
 # run and report before it fails. Configured in pyproject.toml.
 .PHONY: lint
 lint: install
@@ -87,8 +87,8 @@ lint: install
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/lint-imports || status=1; \
 	$(VENV)/bin/mypy harness agents corpora leaderboards kernels/preft environments/proact environments/prograf/loop_agent.py environments/adv0/driver.py \
-		environments/web environments/household environments/science environments/mind2web environments/procgen \
-		environments/atari || status=1; \
+		environments/cdwm environments/web environments/household environments/science environments/mind2web \
+		environments/procgen environments/atari || status=1; \
 	exit $$status
 
 bench: install

@@ -27,7 +27,8 @@ from typing import Any
 from harness.errors import HarnessError
 from harness.inspect_format import GROUP, InspectSample, Message, adapter_for, extra_hint
 from harness.providers.base import Usage
-from harness.records import ErrorRecord, RoleConfig, RunConfig, RunFolder, RunManifest, SampleRecord, now_iso
+from harness.records import ErrorRecord, RoleConfig, RunConfig, RunManifest, SampleRecord, now_iso
+from harness.run_folder import RunFolder
 from harness.runner import config_hash, sample_seed
 from harness.spec import ModelSpec
 from harness.suite import Suite, available_suites, get_suite

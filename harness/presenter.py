@@ -28,7 +28,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, ClassVar
 
-from harness.records import Metric, RunFolder
+from harness.records import Metric
+from harness.run_folder import RunFolder
 
 GROUP = "harness.presenters"
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.records import RunConfig, RunFolder
+from harness.records import RunConfig
+from harness.run_folder import RunFolder
 from harness.roles import RoleFlags, assign_roles
 from harness.spec import DEFAULT_MODEL
 from harness.suite import Suite, get_suite, role_family

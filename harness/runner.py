@@ -29,19 +29,8 @@ from harness.errors import HarnessError
 from harness.limits import Limiter, LimiterSource, LimitRecorder, LocalLimits, limit_key
 from harness.progress import RunProgress
 from harness.providers import load_model, validate_spec
-from harness.records import (
-    ErrorRecord,
-    FinishedScan,
-    RunConfig,
-    RunFolder,
-    RunIndex,
-    RunManifest,
-    RunSummary,
-    SampleRecord,
-    Stage,
-    now_iso,
-    scan_heads,
-)
+from harness.records import ErrorRecord, RunConfig, RunManifest, RunSummary, SampleRecord, Stage, now_iso
+from harness.run_folder import FinishedScan, RunFolder, RunIndex, scan_heads
 from harness.redact import redact_text
 from harness.spend import BudgetReached, SpendMeter, check_budgets
 from harness.prices import load_price_file, price_for

@@ -27,7 +27,7 @@ from harness.calls import ManagedModel
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
 from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, Usage
-from harness.records import CallRecord, ErrorRecord, Metric, MetricSpec, SampleRecord, Stage
+from harness.records import CallRecord, ErrorRecord, Generation, Metric, MetricSpec, SampleRecord, Stage
 from harness.spend import SpendMeter
 
 
@@ -94,7 +94,7 @@ def error_records(errors: Sequence[ErrorRecord | str], stage: Stage) -> list[Err
 class SampleContext:
     """Per-sample view of the run: the models by role, the sample's seed, and its accounting."""
 
-    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, dict[str, Any]],
+    def __init__(self, models: dict[str, ManagedModel], seed: int, overrides: dict[str, Generation],
                  meter: SpendMeter | None = None):
         self.models = models
         self.seed = seed

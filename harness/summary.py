@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from harness.providers.base import Usage
-from harness.records import Metric, SampleRecord
+from harness.records import EpochSpread, Metric, SampleRecord
 from harness.suite import Suite
 
 
@@ -80,7 +80,7 @@ class Figures:
 
     metrics: dict[str, Metric]
     breakdowns: dict[str, dict[str, Metric]]
-    epochs: dict[str, dict[str, Any]]
+    epochs: dict[str, EpochSpread]
     counts: dict[str, int]
     official: dict[str, Any]
     usage: dict[str, Usage] = field(default_factory=dict)
@@ -113,12 +113,12 @@ def figures(suite: Suite, records: Iterable[SampleRecord], seed: int) -> Figures
                           for role, (p, c, n) in sorted(tokens.items())})
 
 
-def epoch_spread(per_epoch: list[dict[str, Metric]]) -> dict[str, dict[str, Any]]:
+def epoch_spread(per_epoch: list[dict[str, Metric]]) -> dict[str, EpochSpread]:
     """With --epochs k: each metric per epoch, their mean and (sample) standard deviation --
     how much a score moves between repeats of the same run, beside the CI over samples."""
     if len(per_epoch) < 2:
         return {}
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, EpochSpread] = {}
     for name in per_epoch[0]:
         values = [m[name].value for m in per_epoch]
         present = [v for v in values if v is not None]

@@ -33,7 +33,8 @@ from harness.errors import HarnessError
 from harness.inspect_format import InspectAdapter, Message, adapter_for, extra_hint
 from harness.providers.base import Usage
 from harness.providers.embedded import is_embedded
-from harness.records import RunFolder, RunManifest, RunSummary, SampleRecord
+from harness.records import RunManifest, RunSummary, SampleRecord
+from harness.run_folder import RunFolder
 from harness.spec import panel_roles
 from harness.suite import suite_class
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from harness.errors import HarnessError
 from harness.providers.base import Usage
-from harness.records import Metric, MetricSpec, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord
+from harness.records import Metric, MetricSpec, RunManifest, RunSummary, SampleRecord
+from harness.run_folder import RunFolder, RunIndex
 from harness.suite import Suite, suite_class
 
 

@@ -3,7 +3,7 @@
 Big runs stay responsive because a page never loads the whole run: a run's samples.jsonl gets an
 index of byte offsets (one pass, kept in memory, extended as a running run appends), and a page
 parses only the lines it shows (offset/limit). The id, epoch and status of every line are read
-from the line's first bytes while indexing (`harness.records.scan_heads`), so filtering by status
+from the line's first bytes while indexing (`harness.run_folder.scan_heads`), so filtering by status
 or id needs no JSON parsing either. The index is compact -- offsets, epochs and statuses in typed
 arrays, one id string per line -- so a run of a million samples indexes in tens of MB.
 
@@ -24,7 +24,7 @@ from typing import Any, cast
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from harness.errors import HarnessError
-from harness.records import Head, scan_heads
+from harness.run_folder import Head, scan_heads
 from leaderboards.runs import RunInfo, check_run_dirs, load_runs
 from leaderboards.viewer_pages import page, run_page, runs_page, sample_page
 

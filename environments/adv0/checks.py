@@ -5,10 +5,14 @@ made after a first run), the paper's sentence it tests and every departure from 
 `harness.claims.decide`): reproduced, not reproduced, or inconclusive with the sample size that
 would decide it. `claim_verdict` turns a finding into the core's `ClaimVerdict`.
 
-This module is the registry (`CHECKS`, `run_check`) and C1/C2, which wrap the toy world's exact
-checks (`toy_checks.py`). C3-C5 pit attackers against one fixed, under-cautious IDM/MOBIL planner
-on the same evaluation seeds (`checks_exposure.py`); C6-C9 run whole min-max loops and compare the
-defenders or attackers they produce (`checks_loops.py`).
+A check is cells and a judge (`CHECKS`): a cell is one arm at one seed (`cells.Cell`: its own
+training and evaluation seeds), the judge pools each arm's cells and judges them. `harness adv0
+check` runs the cells as ordinary runs of the suite `adv0-check` (`check_runs.py`: records, resume
+after a kill, `harness runs` / `harness view`), and the verdict is the judge of their records;
+`run_check` runs the same cells in this process (the bench, tests). This module is the registry and
+C1/C2, which wrap the toy world's exact checks (`toy_checks.py`). C3-C5 pit attackers against one
+fixed, under-cautious IDM/MOBIL planner on the same evaluation seeds (`checks_exposure.py`); C6-C9
+run whole min-max loops and compare the defenders or attackers they produce (`checks_loops.py`).
 
 May import: `harness`, `environments.adv0`.
 """
@@ -16,23 +20,36 @@ May import: `harness`, `environments.adv0`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
+import numpy as np
+
 from environments.adv0 import parallel
+from environments.adv0.cells import ARMS, DEFAULT_SEEDS, MAX_SEED, Cell, arm_cells
+from environments.adv0.checks_exposure import exposure_cell, judge_c3, judge_c4, judge_c5
+from environments.adv0.checks_loops import (
+    c7_ready,
+    c8_cell,
+    c9_cell,
+    generalisation_cell,
+    judge_c6,
+    judge_c7,
+    judge_c8,
+    judge_c9,
+)
 from environments.adv0.claims import SIZES
-from environments.adv0.checks_exposure import check_c3, check_c4, check_c5
-from environments.adv0.checks_loops import check_c6, check_c7, check_c8, check_c9
 from environments.adv0.loop import cpu_seconds
 from environments.adv0.verdicts import Finding, claim_verdict, fmt_metric, render
 from harness.claims.model import Scalar
 from harness.errors import HarnessError
 from harness.records import Metric
 
-__all__ = ["CHECKS", "Finding", "claim_verdict", "render", "run_check"]
+__all__ = ["CHECKS", "Finding", "cell", "claim_verdict", "judge", "render", "run_check"]
 
 
-# ---------------------------------------------------------------- the toy checks (toy_checks.py), as findings
+# ---------------------------------------------------------------- the toy checks (toy_checks.py), as cells
 def _toy_numbers(numbers: dict[str, Any]) -> dict[str, str]:
     out = {}
     for k, v in numbers.items():
@@ -47,11 +64,22 @@ def _toy_numbers(numbers: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-def check_c1(episodes: int | None = None, seeds: int | None = None, **_: object) -> Finding:
+def c1_cell(arm: str, seed: int, seeds: int | None = None, **_: object) -> Cell:
+    """C1 at one seed: `seeds` contexts of its own (seed 0: contexts 0..n-1) and its own rng."""
     from environments.adv0 import toy_checks
 
     n = seeds or len(toy_checks.C1_SEEDS)
-    tc = toy_checks.check_c1(seeds=range(n))
+    values = toy_checks.c1_values(seeds=range(seed * n, seed * n + n), seed=seed)
+    return Cell(check="C1", arm=arm, seed=seed, values=values)
+
+
+def judge_c1(cells: Mapping[str, Sequence[Cell]], **_: object) -> Finding:
+    from environments.adv0 import toy_checks
+
+    [found] = arm_cells("C1", cells).values()
+    values = {k: np.concatenate([np.asarray(c.values[k], dtype=float) for c in found]) for k in toy_checks.C1_VALUES}
+    tc = toy_checks.judge_c1(values)
+    n = int(values["kl_q"].size)
     return Finding.judge(
         "C1",
         tc.claim,
@@ -59,19 +87,37 @@ def check_c1(episodes: int | None = None, seeds: int | None = None, **_: object)
         tc.parts,
         numbers=_toy_numbers(tc.numbers),
         notes=[tc.note],
-        wall_s=tc.wall_s,
         world="toy",
         setting=f"the toy world (two lanes, IDM followers, one attacker), {n} contexts enumerated "
         f"exactly against a fixed default IDM defender, {toy_checks.C1_ROUNDS} rounds",
     )
 
 
-def check_c2(episodes: int | None = None, seeds: int | None = None, **_: object) -> Finding:
+C2_SPAN = 1000  # seed s trains on contexts 1000 s + [0, n) and holds out 1000 s + 100 + [0, m)
+
+
+def c2_cell(arm: str, seed: int, episodes: int | None = None, seeds: int | None = None, **_: object) -> Cell:
+    """C2 at one seed: `seeds` training and `episodes` held-out contexts of its own (seed 0: training
+    0..n-1, held out 100..100+m-1, as the check always ran)."""
     from environments.adv0 import toy_checks
 
-    train = range(seeds or len(toy_checks.C2_TRAIN_SEEDS))
-    test = range(100, 100 + (episodes or len(toy_checks.C2_TEST_SEEDS)))
-    tc = toy_checks.check_c2(train_seeds=train, test_seeds=test)
+    n, m = seeds or len(toy_checks.C2_TRAIN_SEEDS), episodes or len(toy_checks.C2_TEST_SEEDS)
+    if n > 100 or m > C2_SPAN - 100:
+        raise HarnessError(
+            f"check C2: at most 100 training and {C2_SPAN - 100} held-out contexts a seed "
+            f"(got --seeds {n}, --episodes {m}); use more seeds (--replicates) instead"
+        )
+    base = C2_SPAN * seed
+    values = toy_checks.c2_values(range(base, base + n), range(base + 100, base + 100 + m), seed=seed)
+    return Cell(check="C2", arm=arm, seed=seed, values=values)
+
+
+def judge_c2(cells: Mapping[str, Sequence[Cell]], **_: object) -> Finding:
+    from environments.adv0 import toy_checks
+
+    [found] = arm_cells("C2", cells).values()
+    tc = toy_checks.judge_c2([c.values for c in found])
+    m = sum(len(c.values["v_tau@0"]) for c in found)
     return Finding.judge(
         "C2",
         tc.claim,
@@ -79,36 +125,103 @@ def check_c2(episodes: int | None = None, seeds: int | None = None, **_: object)
         tc.parts,
         numbers=_toy_numbers(tc.numbers),
         notes=[tc.note, "toy world only: V_tau needs J over the whole space, which highway-env cannot enumerate"],
-        wall_s=tc.wall_s,
         world="toy",
-        setting=f"the toy world, {len(train)} training and {len(test)} held-out contexts, "
+        setting=f"the toy world, {len(found)} seed(s), {m} held-out contexts in all, "
         f"{toy_checks.C2_ROUNDS} attacker/defender rounds (IDM defender tuned by CEM)",
     )
 
 
-CHECKS: dict[str, tuple[Callable[..., Finding], str]] = {
-    "C1": (check_c1, "toy world, exact q* (< 1 min)"),
-    "C2": (check_c2, "toy world, V_tau <= E[J] and its rise under min-max (~6 min)"),
+# ---------------------------------------------------------------- the registry
+CellFn = Callable[..., Cell]  # (arm, seed, **flags) -> the cell
+JudgeFn = Callable[..., Finding]  # (cells by arm, **flags) -> the finding
+CHECKS: dict[str, tuple[CellFn, JudgeFn, str]] = {
+    "C1": (c1_cell, judge_c1, "toy world, exact q* (< 1 min)"),
+    "C2": (c2_cell, judge_c2, "toy world, V_tau <= E[J] and its rise under min-max (~6 min)"),
     "C3": (
-        check_c3,
-        "failure exposure vs random/scripted/CAT, attacker-at-fault <= 5% (highway, ~7 min on 2 idle cores)",
+        partial(exposure_cell, "C3"),
+        judge_c3,
+        "defender-at-fault failures vs random/scripted/CAT at equal rollouts (highway, ~7 min on 2 idle cores)",
     ),
-    "C4": (check_c4, "failure diversity (distinct clusters) vs random/scripted/CAT (highway, ~7 min on 2 idle cores)"),
-    "C5": (check_c5, "aligned utility vs the open-loop surrogate (SAGE-like) (highway, ~4 min on 2 idle cores)"),
+    "C4": (
+        partial(exposure_cell, "C4"),
+        judge_c4,
+        "failure diversity (distinct clusters) vs random/scripted/CAT (highway, ~7 min on 2 idle cores)",
+    ),
+    "C5": (
+        partial(exposure_cell, "C5"),
+        judge_c5,
+        "aligned utility vs the open-loop surrogate (SAGE-like) (highway, ~4 min on 2 idle cores)",
+    ),
     "C6": (
-        check_c6,
+        partial(generalisation_cell, "C6"),
+        judge_c6,
         "the CEM-tuned planner on held-out families, normal return within 5% (highway, ~23 min on 2 idle cores)",
     ),
     "C7": (
-        check_c7,
-        "long: the DQN's held-out generalisation, 3 seeds (about 1.5 CPU-hours in one process at the powered size; needs the checkpoint)",
+        partial(generalisation_cell, "C7"),
+        judge_c7,
+        "long: the DQN's held-out generalisation, 3 seeds (about 1.5 CPU-hours in one process at the powered size; "
+        "needs the checkpoint)",
     ),
-    "C8": (check_c8, "iterated vs frozen attacker against an adapting planner (highway, ~15 min on 2 idle cores)"),
-    "C9": (check_c9, "long: the LLM driver with vs without reflections from ADV-0's failures (model calls)"),
+    "C8": (
+        c8_cell,
+        judge_c8,
+        "iterated vs frozen attacker against an adapting planner (highway, ~15 min on 2 idle cores)",
+    ),
+    "C9": (c9_cell, judge_c9, "long: the LLM driver with vs without reflections from ADV-0's failures (model calls)"),
 }
-
-
 SPREAD = ("C3", "C4", "C5", "C6", "C8")  # the checks whose planner episodes `parallel.py` spreads
+
+
+def known(name: str) -> str:
+    key = name.upper()
+    if key not in CHECKS:
+        raise HarnessError(f"check {name!r} is unknown; use one of {', '.join(CHECKS)}")
+    return key
+
+
+def seeds_per_arm(check: str, seeds: int | None = None, replicates: int | None = None) -> int:
+    """Cells per arm: `--replicates`, or for C6/C7 `--seeds` (their training seeds), else the default."""
+    if check in DEFAULT_SEEDS and seeds is not None and replicates is not None and seeds != replicates:
+        raise HarnessError(
+            f"check {check}: --seeds {seeds} and --replicates {replicates} both count its training seeds; give one"
+        )
+    n = replicates or (seeds if check in DEFAULT_SEEDS else None) or DEFAULT_SEEDS.get(check, 1)
+    if n > MAX_SEED + 1:
+        raise HarnessError(f"check {check}: at most {MAX_SEED + 1} seeds per arm (got {n})")
+    return n
+
+
+def ready(check: str, family: str | None = None, **flags: Any) -> None:
+    """A check's bad input, before any cell runs: one error naming the flag and the fix."""
+    if family is not None and check in ("C1", "C2") and family != "toy":
+        raise HarnessError(f"check {check} runs on the toy world only (it enumerates J); drop --family")
+    if check == "C7":
+        c7_ready(family, flags.get("dqn_checkpoint"))
+
+
+def cell_flags(check: str, flags: Mapping[str, Any]) -> dict[str, Any]:
+    """The flags a cell and the judge read (C6/C7's `seeds` are the cells themselves)."""
+    out = {k: v for k, v in flags.items() if v is not None and k != "replicates"}
+    if check in DEFAULT_SEEDS:
+        out.pop("seeds", None)
+    return out
+
+
+def cell(check: str, arm: str, seed: int, **flags: Any) -> Cell:
+    """One cell of a check: `arm` at `seed` (flags: the check's size flags, as `run_check` takes them)."""
+    if arm not in ARMS[check]:
+        raise HarnessError(f"check {check}: arm {arm!r} is unknown; use one of {', '.join(ARMS[check])}")
+    return CHECKS[check][0](arm, seed, **cell_flags(check, flags))
+
+
+def judge(check: str, cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
+    """The check's finding from its cells (every arm, the same seeds): a pure function of them."""
+    return CHECKS[check][1](cells, **cell_flags(check, flags))
+
+
+def world_of(check: str, family: str | None) -> str:
+    return "toy" if check in ("C1", "C2") else family or "highway"
 
 
 def run_check(
@@ -121,35 +234,40 @@ def run_check(
     rounds: int | None = None,
     dqn_steps: int | None = None,
     dqn_checkpoint: str | None = None,
+    replicates: int | None = None,
 ) -> Finding:
-    """Run check `name` (C1..C9) and time it (wall and CPU-seconds of this process and its children).
-    `rounds` (C3-C9), `dqn_steps` and `dqn_checkpoint` (C7) and `model` (C9) override a check's size."""
-    key = name.upper()
-    if key not in CHECKS:
-        raise HarnessError(f"check {name!r} is unknown; use one of {', '.join(CHECKS)}")
-    if family is not None and key in ("C1", "C2") and family != "toy":
-        raise HarnessError(f"check {key} runs on the toy world only (it enumerates J); drop --family")
-    sizes: dict[str, Any] = {
-        k: v
-        for k, v in (("rounds", rounds), ("dqn_steps", dqn_steps), ("dqn_checkpoint", dqn_checkpoint))
-        if v is not None
+    """Run check `name` (C1..C9) in this process, every cell of every arm, and time it (wall and
+    CPU-seconds of this process and its children). `rounds` (C3-C9), `dqn_steps` and
+    `dqn_checkpoint` (C7), `model` (C9) and `replicates` (cells per arm) override a check's size."""
+    key = known(name)
+    flags: dict[str, Any] = {
+        "episodes": episodes,
+        "seeds": seeds,
+        "family": family,
+        "model": model if key == "C9" else None,
+        "rounds": rounds,
+        "dqn_steps": dqn_steps,
+        "dqn_checkpoint": dqn_checkpoint,
     }
+    ready(key, **flags)
+    n = seeds_per_arm(key, seeds, replicates)
     wall0, cpu0 = time.perf_counter(), cpu_seconds()
     try:
-        finding = CHECKS[key][0](episodes=episodes, seeds=seeds, family=family, model=model, **sizes)
+        cells = {arm: [cell(key, arm, s, **flags) for s in range(n)] for arm in ARMS[key]}
     finally:
         parallel.shutdown()  # the workers are waited for, so their CPU-seconds count below
+    finding = judge(key, cells, **flags)
+    return finished(key, finding, flags | {"replicates": n}, time.perf_counter() - wall0, cpu_seconds() - cpu0)
+
+
+def finished(key: str, finding: Finding, flags: Mapping[str, Any], wall_s: float, cpu_s: float) -> Finding:
+    """The finding with its timing, where its episodes ran, and the flags that moved it off its default size."""
     if key in SPREAD and finding.world != "toy":
         finding = finding.model_copy(
             update={"notes": [*finding.notes, f"planner episodes: {parallel.current().label()}"]}
         )
-    given = {"episodes": episodes, "seeds": seeds, "family": family, "model": model if key == "C9" else None, **sizes}
     return finding.model_copy(
-        update={
-            "wall_s": time.perf_counter() - wall0,
-            "cpu_s": cpu_seconds() - cpu0,
-            "overrides": overrides(key, given, finding.world),
-        }
+        update={"wall_s": wall_s, "cpu_s": cpu_s, "overrides": overrides(key, dict(flags), finding.world)}
     )
 
 
@@ -159,7 +277,11 @@ EPISODES_COUNT = {"C1": "episodes", "C2": "test_contexts"}
 
 
 def overrides(check: str, given: dict[str, Any], world: str) -> dict[str, Scalar]:
-    """The flags that moved the check off its default size (a flag equal to the default does not)."""
-    default = SIZES[check] | {"family": world if check in ("C1", "C2") else "highway"}
+    """The flags that moved the check off its default size (a flag equal to the default does not).
+    `replicates` is the cells per arm: C6's and C7's `seeds`, one elsewhere."""
+    given = dict(given)
+    if check in DEFAULT_SEEDS:
+        given["seeds"] = given.pop("replicates", None) or given.get("seeds")
+    default = SIZES[check] | {"family": world if check in ("C1", "C2") else "highway", "replicates": 1}
     named = {"seeds": SEEDS_COUNT.get(check, "contexts"), "episodes": EPISODES_COUNT.get(check, "episodes")}
     return {k: v for k, v in given.items() if v is not None and default.get(named.get(k, k)) != v}

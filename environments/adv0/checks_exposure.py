@@ -1,21 +1,27 @@
 """The exposure checks C3-C5 (`harness adv0 check C3|C4|C5`; the registry is `checks.py`): attackers
 pitted against one fixed, under-cautious IDM/MOBIL planner on the same evaluation seeds (`exposure`),
 each arm's failures counted and clustered (`Arm`, `arm_numbers`). C8 (`checks_loops.py`) reuses the arms.
+A check is cells and a judge (`checks.py`): `exposure_cell` plays one arm at one seed (the arms share
+nothing but the fixed defender and the evaluation seeds, so an arm alone plays what it plays beside
+the others), `judge_c3`.. pool each arm's cells (`pooled_arm`) and judge them.
 
 Episodes run in parallel (`parallel.py`: processes here, a Ray cluster beyond), with the serial
 loop's results.
 
-May import: numpy, pydantic, `harness`, `environments.adv0` (claims, loop, metrics, parallel, scenario, verdicts).
+May import: numpy, pydantic, `harness`, `environments.adv0` (cells, claims, loop, metrics, parallel, scenario,
+verdicts).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel
 
+from environments.adv0.cells import Cell, arm_cells, mean_stat, pooled_count, pooled_episodes
 from environments.adv0.claims import ATTACKER_FAULT_LIMIT, C4_MIN_FAILURES, MIN_RATE_EFFECT, size
 from environments.adv0.loop import Contexts, IdmDefender, LoopConfig, make_attacker, round_rng, seeds_for
 from environments.adv0.metrics import entropy, failure_cluster
@@ -135,17 +141,54 @@ def check_sizes(
     return episodes or size(check, "episodes"), seeds or size(check, seeds_key), family or "highway"
 
 
-def check_c3(
+def exposure_cell(
+    check: str,
+    arm: str,
+    seed: int,
     episodes: int | None = None,
     seeds: int | None = None,
     family: str | None = None,
     rounds: int | None = None,
     k: int | None = None,
     **_: object,
-) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, "C3")
-    rounds, k = rounds or size("C3", "rounds"), k or size("C3", "k")
-    arms = exposure(["adv0", "random", "scripted", "cat"], fam, n, c, rounds, k)
+) -> Cell:
+    """One arm of C3/C4/C5 at one seed: `exposure` of that arm alone (the arms share nothing but
+    the fixed defender and the evaluation seeds, so it plays what the arm plays beside the others)."""
+    n, c, fam = check_sizes(episodes, seeds, family, check)
+    rounds, k = rounds or size(check, "rounds"), k or size(check, "k")
+    [a] = exposure([arm], fam, n, c, rounds, k, seed=seed)
+    return Cell(
+        check=check,
+        arm=arm,
+        seed=seed,
+        episodes={"eval": a.results},
+        counts={"train_rollouts": a.train_rollouts},
+        stats={"kl_to_prior": a.kl_to_prior},
+    )
+
+
+def pooled_arm(name: str, cells: Sequence[Cell]) -> Arm:
+    """An arm's cells as one `Arm`: the episodes of every seed, in seed order."""
+    return Arm(
+        name=name,
+        results=pooled_episodes(cells, "eval"),
+        train_rollouts=pooled_count(cells, "train_rollouts"),
+        kl_to_prior=mean_stat(cells, "kl_to_prior"),
+    )
+
+
+def exposure_sizes(
+    check: str, cells: Mapping[str, Sequence[Cell]], **flags: Any
+) -> tuple[list[Arm], int, int, str, int, int]:
+    """(the pooled arms in ARMS order, episodes per arm, contexts, family, rounds, k) of a check's cells."""
+    _, c, fam = check_sizes(flags.get("episodes"), flags.get("seeds"), flags.get("family"), check)
+    rounds, k = flags.get("rounds") or size(check, "rounds"), flags.get("k") or size(check, "k")
+    arms = [pooled_arm(a, cs) for a, cs in arm_cells(check, cells).items()]
+    return arms, len(arms[0].results), c, fam, rounds, k
+
+
+def judge_c3(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
+    arms, n, c, fam, rounds, k = exposure_sizes("C3", cells, **flags)
     adv = arms[0]
     parts = [
         rate_higher(
@@ -235,17 +278,8 @@ def diversity_parts(adv: Arm, others: Sequence[Arm]) -> list[Part]:
     ]
 
 
-def check_c4(
-    episodes: int | None = None,
-    seeds: int | None = None,
-    family: str | None = None,
-    rounds: int | None = None,
-    k: int | None = None,
-    **_: object,
-) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, "C4")
-    rounds, k = rounds or size("C4", "rounds"), k or size("C4", "k")
-    arms = exposure(["adv0", "random", "scripted", "cat"], fam, n, c, rounds, k)
+def judge_c4(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
+    arms, n, c, fam, rounds, k = exposure_sizes("C4", cells, **flags)
     parts = diversity_parts(arms[0], arms[1:])
     return Finding.judge(
         "C4",
@@ -264,17 +298,8 @@ def check_c4(
     )
 
 
-def check_c5(
-    episodes: int | None = None,
-    seeds: int | None = None,
-    family: str | None = None,
-    rounds: int | None = None,
-    k: int | None = None,
-    **_: object,
-) -> Finding:
-    n, c, fam = check_sizes(episodes, seeds, family, "C5")
-    rounds, k = rounds or size("C5", "rounds"), k or size("C5", "k")
-    arms = exposure(["adv0", "sage"], fam, n, c, rounds, k)
+def judge_c5(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
+    arms, n, c, fam, rounds, k = exposure_sizes("C5", cells, **flags)
     parts = [
         rate_higher(
             "defender-failure rate: adv0 (aligned utility) - sage (open-loop surrogate)",

@@ -11,7 +11,10 @@ beside the verdict (`verdicts.claim_of`). A check whose parts no longer match it
 conditions is an error at its first run (`verdicts.claim_of`), so a threshold cannot move without an
 amendment.
 
-ADV-0's checks are not suite runs: each trains attackers and defenders in-process (`checks.py`).
+ADV-0's checks are ordinary runs of the suite `adv0-check`, one per arm, a cell per seed
+(`check_runs.py`), each stamped with the claim's `stamp()`; their cells are not the core's paired
+SETTING/seedNNN means (most conditions are rates over the pooled episodes), so the family names its
+own check and verdict commands.
 
 May import: `harness`, `environments.adv0.paper`, `environments.adv0.power`, `environments.adv0.scenario`.
 """
@@ -272,11 +275,13 @@ CLAIMS: tuple[Claim, ...] = tuple(registered_claim(c) for c in CONDITIONS if c i
 
 def claim_family() -> ClaimFamily:
     """ADV-0's claims and their criterion log, for the core's registry (entry point `adv0` under
-    `harness.claims`; its checks are `harness adv0 check`, not suite runs)."""
+    `harness.claims`; its checks are `harness adv0 check` -- runs of `adv0-check` -- and its verdicts
+    `harness adv0 verdict RUN...`)."""
     return ClaimFamily(
         name="adv0",
         log=CRITERIA_LOG,
         claims=tuple(sorted(CLAIMS, key=lambda c: c.id)),
         suite_of=None,
         check_command="harness adv0 check CN --run-dir DIR",
+        verdict_command="harness adv0 verdict RUN... --run-dir DIR",
     )

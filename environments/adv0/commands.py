@@ -1,6 +1,8 @@
 """ADV-0's commands, added to `harness` through the entry-point group `harness.commands`:
 `harness adv0 train` (the closed min-max loop, resumable), `harness adv0 check NAME` (the claim
-checks C1-C9; each verdict saved for `harness claims table`) and `harness adv0 pretrain-dqn --steps N` (the cached DQN checkpoint). Bad input is
+checks C1-C9, one run per arm; each verdict saved for `harness claims table`), `harness adv0
+verdict RUN...` (a check's verdict from its runs' records) and `harness adv0 pretrain-dqn --steps N`
+(the cached DQN checkpoint). Bad input is
 one error line naming the input and the fix (`harness.cli.kit.fail`), never a traceback."""
 
 from __future__ import annotations
@@ -134,6 +136,7 @@ def check_cmd(
     name: str = typer.Argument(..., help="C1 .. C9 (see `harness adv0 check --help` and the README)."),
     episodes: int | None = typer.Option(None, "--episodes", min=1, help="Episodes per arm (each check has a small default)."),
     seeds: int | None = typer.Option(None, "--seeds", min=1, help="Training seeds / contexts / repeats (check-specific)."),
+    replicates: int | None = typer.Option(None, "--replicates", min=1, max=201, help="Cells (seeds) per arm, each with its own training and evaluation seeds (default 1; C6/C7: their --seeds)."),
     family: str | None = typer.Option(None, "--family", help="highway or toy (checks that run on either)."),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="C3-C9: min-max rounds (each check has a default)."),
     model: str = typer.Option("local/smollm2-135m", "--model", help="C9: the LLM driver's model spec."),
@@ -144,10 +147,12 @@ def check_cmd(
     ray_address: str | None = typer.Option(None, "--ray-address", help="Run the planner's episodes on this Ray cluster (HOST:PORT, or 'local')."),
     run_dir: Path = RUN_DIR,
 ) -> None:
-    """Run one claim check and print the paper's sentence, the claim, the criterion, the numbers with CIs, the
-    departures and the verdict; the verdict is saved as RUN_DIR/claims/adv0.CN.json (`harness claims table`)."""
-    from environments.adv0 import checks
-    from harness.claims.verdict import save_verdict
+    """Run one claim check as ordinary runs -- one `adv0-check` run per arm, a cell per seed, in RUN_DIR
+    (`harness runs`, `harness view`; a killed check started again resumes them, redoing no finished
+    cell) -- and print the paper's sentence, the claim, the criterion, the numbers with CIs, the
+    departures and the verdict, judged from the runs' records; the verdict is saved as
+    RUN_DIR/claims/adv0.CN.json (`harness claims table`). `harness adv0 verdict RUN...` recomputes it."""
+    from environments.adv0 import check_runs, checks
     from harness.cli.kit import check_run_dir
 
     key = name.upper()
@@ -162,15 +167,43 @@ def check_cmd(
     err.print(f"episodes: {parallel.configure(workers, ray_address).label()}")
     try:
         check_run_dir(run_dir)
-        finding = checks.run_check(key, episodes=episodes, seeds=seeds, family=family, model=model, rounds=rounds,
-                                   dqn_steps=dqn_steps, dqn_checkpoint=dqn_checkpoint)
+        finding, verdict = check_runs.run_check_as_runs(
+            key, run_dir, replicates=replicates, log=lambda line: err.print(line, highlight=False, markup=False),
+            episodes=episodes, seeds=seeds, family=family, model=model, rounds=rounds, dqn_steps=dqn_steps,
+            dqn_checkpoint=dqn_checkpoint)
     except HarnessError as exc:
         _fail(str(exc))
-    out.print(checks.render(finding), highlight=False, soft_wrap=True, markup=False)
-    out.print(f"saved: {save_verdict(run_dir, checks.claim_verdict(finding))}", highlight=False)
+    _print_finding(checks.render(finding), verdict, run_dir, json_out, finding.model_dump())
+
+
+def _print_finding(text: str, verdict: Any, run_dir: Path, json_out: Path | None, dump: dict[str, Any]) -> None:
+    from harness.claims.verdict import save_verdict
+
+    out.print(text, highlight=False, soft_wrap=True, markup=False)
+    runs = "; ".join(f"{arm}: {', '.join(ids)}" for arm, ids in verdict.runs.items())
+    out.print(f"runs: {runs}", highlight=False, soft_wrap=True, markup=False)
+    out.print(f"saved: {save_verdict(run_dir, verdict)}", highlight=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(finding.model_dump(), indent=1), encoding="utf-8")
+        json_out.write_text(json.dumps(dump, indent=1), encoding="utf-8")
+
+
+@adv0_app.command("verdict")
+def verdict_cmd(
+    run_ids: list[str] = typer.Argument(..., help="The runs of one check (one per arm; `harness runs` lists them)."),
+    json_out: Path | None = typer.Option(None, "--json", help="Also write the finding as JSON here."),
+    run_dir: Path = RUN_DIR,
+) -> None:
+    """Recompute a check's finding and verdict from its runs' records alone (no episode is played),
+    print them and save the verdict under RUN_DIR/claims/ (its wall time: none, recomputed)."""
+    from environments.adv0 import check_runs, checks
+    from harness.claims.runs import load_runs
+
+    try:
+        finding, verdict = check_runs.verdict_from_runs(load_runs(run_dir, run_ids))
+    except HarnessError as exc:
+        _fail(str(exc))
+    _print_finding(checks.render(finding), verdict, run_dir, json_out, finding.model_dump())
 
 
 @adv0_app.command("pretrain-dqn")

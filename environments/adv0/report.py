@@ -11,7 +11,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from harness.records import RunFolder, SampleRecord
+from harness.records import SampleRecord
+from harness.run_folder import RunFolder
 from harness.presenter import Presenter, ReportInput, ReportSection, picture_html
 
 MAX_FAILURES_PER_RUN = 12  # the rest are in `harness view` (the report stays a few MB at most)

@@ -57,7 +57,15 @@ from pydantic import BaseModel, Field, computed_field
 
 from environments.adv0 import toy, toy_sim
 from environments.adv0.claims import C1_RATIO_MAX, C2_BOUND_TOL, size
-from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, Rollout, factor_sizes, fit_reference, iterate
+from environments.adv0.attacker import (
+    Adv0Attacker,
+    AttackerConfig,
+    ReferencePrior,
+    Rollout,
+    factor_sizes,
+    fit_reference,
+    iterate,
+)
 from environments.adv0.exact import factorised_projection, gated_return, kl_divergence, optimal_log_q, soft_value
 from environments.adv0.planner import tune_cem
 from environments.adv0.scenario import EpisodeResult, IdmParams, ScenarioParams, all_scenarios
@@ -122,9 +130,15 @@ def _exact(table: toy.ToyOutcome, reference: ReferencePrior, tau: float) -> tupl
     return J, optimal_log_q(J, reference.joint_log_probs(), tau)
 
 
-def check_c1(seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: AttackerConfig | None = None,
-             seed: int = 0) -> ToyCheck:
-    t0 = time.perf_counter()
+C1_VALUES = ("kl_q", "kl_p0", "kl_floor", "kl_local", "kl_q_p0")  # per context, what C1 is judged from
+
+
+def c1_values(
+    seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: AttackerConfig | None = None, seed: int = 0
+) -> dict[str, list[float]]:
+    """C1's per-context numbers: the attacker iterated `rounds` rounds on the contexts `seeds` (rng
+    `seed`), then, per context, KL(q || q*), KL(p0 || q*), the factorised floor and the projection
+    reachable from p0 (each against q*), and KL(q || p0)."""
     config = config or AttackerConfig()
     reference = toy_reference()
     seeds = list(seeds)
@@ -138,37 +152,88 @@ def check_c1(seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: A
     _, log_qstar = _exact(table, reference, config.tau)
     log_p0 = np.broadcast_to(reference.joint_log_probs(), log_qstar.shape)
     log_q = np.array([attacker.policy.joint_log_probs(contexts[s]) for s in seeds])
-    kl_q = kl_divergence(log_q, log_qstar)
-    kl_p0 = kl_divergence(log_p0, log_qstar)
-    kl_floor = kl_divergence(np.array([factorised_projection(x) for x in log_qstar]), log_qstar)
-    kl_local = kl_divergence(np.array([factorised_projection(x, start=reference.log_p) for x in log_qstar]), log_qstar)
+    return {
+        "kl_q": kl_divergence(log_q, log_qstar).tolist(),
+        "kl_p0": kl_divergence(log_p0, log_qstar).tolist(),
+        "kl_floor": kl_divergence(np.array([factorised_projection(x) for x in log_qstar]), log_qstar).tolist(),
+        "kl_local": kl_divergence(
+            np.array([factorised_projection(x, start=reference.log_p) for x in log_qstar]), log_qstar
+        ).tolist(),
+        "kl_q_p0": attacker.policy.kl_to(reference, np.array(list(contexts.values()))).tolist(),
+    }
+
+
+def judge_c1(
+    values: dict[str, np.ndarray], rounds: int = C1_ROUNDS, config: AttackerConfig | None = None, wall_s: float = 0.0
+) -> ToyCheck:
+    """C1's verdict from its per-context numbers (`c1_values`, of one or more seeds pooled)."""
+    config = config or AttackerConfig()
+    kl_q, kl_p0, kl_floor, kl_local = (np.asarray(values[k], dtype=float) for k in C1_VALUES[:4])
+    n = int(kl_q.size)
     excess = mean_metric(kl_q - kl_local, LEVEL)
-    c1b = (VERDICT_OF[decide(excess.ci_low, excess.ci_high, "<=", C1B_EXCESS_MAX)]
-           if excess.ci_low is not None and excess.ci_high is not None else "inconclusive")
-    part = ratio_at_most("mean KL(q||q*) / mean KL(p0||q*) over contexts", kl_q, kl_p0, C1_RATIO_MAX,
-                         metric="KL(q||q*) / KL(p0||q*), ratio of means over contexts", arm="adv0", unit="contexts")
-    ratio = Metric(value=part.value, ci_low=part.ci_low, ci_high=part.ci_high, n=len(seeds))
+    c1b = (
+        VERDICT_OF[decide(excess.ci_low, excess.ci_high, "<=", C1B_EXCESS_MAX)]
+        if excess.ci_low is not None and excess.ci_high is not None
+        else "inconclusive"
+    )
+    part = ratio_at_most(
+        "mean KL(q||q*) / mean KL(p0||q*) over contexts",
+        kl_q,
+        kl_p0,
+        C1_RATIO_MAX,
+        metric="KL(q||q*) / KL(p0||q*), ratio of means over contexts",
+        arm="adv0",
+        unit="contexts",
+    )
+    ratio = Metric(value=part.value, ci_low=part.ci_low, ci_high=part.ci_high, n=n)
     return ToyCheck(
-        name="C1", claim="preference learning (DPO on group-wise pairs against p0) approaches q* ~ p0 exp(-J/tau)",
-        criterion=(f"95% Fieller CI of mean KL(q||q*) / mean KL(p0||q*) over {len(seeds)} paired contexts at or below "
-                   f"{C1_RATIO_MAX} (not reproduced when wholly above it)"),
-        numbers={"kl_q_qstar": mean_metric(kl_q, LEVEL), "kl_p0_qstar": mean_metric(kl_p0, LEVEL),
-                 "kl_floor_factorised": mean_metric(kl_floor, LEVEL), "ratio": ratio,
-                 "kl_local_projection": mean_metric(kl_local, LEVEL), "c1b_excess": excess,
-                 "c1b_verdict": f"{c1b} (t CI of the excess <= {C1B_EXCESS_MAX} nats)",
-                 "kl_q_p0": float(attacker.policy.kl_to(reference, np.array(list(contexts.values()))).mean()),
-                 "rollouts": float(rounds * len(seeds) * (config.k + config.reference_draws)),
-                 "per_context_kl_q": kl_q.round(4).tolist(), "per_context_kl_p0": kl_p0.round(4).tolist()},
-        parts=[part], wall_s=time.perf_counter() - t0,
-        note=f"tau={config.tau}, K={config.k}+{config.reference_draws}, {rounds} rounds, labels={config.labels}")
+        name="C1",
+        claim="preference learning (DPO on group-wise pairs against p0) approaches q* ~ p0 exp(-J/tau)",
+        criterion=(
+            f"95% Fieller CI of mean KL(q||q*) / mean KL(p0||q*) over {n} paired contexts at or below "
+            f"{C1_RATIO_MAX} (not reproduced when wholly above it)"
+        ),
+        numbers={
+            "kl_q_qstar": mean_metric(kl_q, LEVEL),
+            "kl_p0_qstar": mean_metric(kl_p0, LEVEL),
+            "kl_floor_factorised": mean_metric(kl_floor, LEVEL),
+            "ratio": ratio,
+            "kl_local_projection": mean_metric(kl_local, LEVEL),
+            "c1b_excess": excess,
+            "c1b_verdict": f"{c1b} (t CI of the excess <= {C1B_EXCESS_MAX} nats)",
+            "kl_q_p0": float(np.mean(values["kl_q_p0"])),
+            "rollouts": float(rounds * n * (config.k + config.reference_draws)),
+            "per_context_kl_q": kl_q.round(4).tolist(),
+            "per_context_kl_p0": kl_p0.round(4).tolist(),
+        },
+        parts=[part],
+        wall_s=wall_s,
+        note=f"tau={config.tau}, K={config.k}+{config.reference_draws}, {rounds} rounds, labels={config.labels}",
+    )
 
 
-def check_c2(train_seeds: Sequence[int] = C2_TRAIN_SEEDS, test_seeds: Sequence[int] = C2_TEST_SEEDS,
-             rounds: int = C2_ROUNDS, attacker_rounds: int = C2_ATTACKER_ROUNDS, config: AttackerConfig | None = None,
-             seed: int = 0, attacker_kind: Literal["adv0", "exact"] = "adv0") -> ToyCheck:
-    """`attacker_kind="exact"` replaces the DPO attacker by draws from the exact q* of the current
-    defender (an oracle best response): what min-max does when the attacker finds q*."""
+def check_c1(
+    seeds: Sequence[int] = C1_SEEDS, rounds: int = C1_ROUNDS, config: AttackerConfig | None = None, seed: int = 0
+) -> ToyCheck:
     t0 = time.perf_counter()
+    values = c1_values(seeds, rounds, config, seed)
+    return judge_c1({k: np.asarray(v) for k, v in values.items()}, rounds, config, wall_s=time.perf_counter() - t0)
+
+
+def c2_values(
+    train_seeds: Sequence[int] = C2_TRAIN_SEEDS,
+    test_seeds: Sequence[int] = C2_TEST_SEEDS,
+    rounds: int = C2_ROUNDS,
+    attacker_rounds: int = C2_ATTACKER_ROUNDS,
+    config: AttackerConfig | None = None,
+    seed: int = 0,
+    attacker_kind: Literal["adv0", "exact"] = "adv0",
+) -> dict[str, list[float]]:
+    """C2's numbers of one min-max run: per round r, V_tau of each held-out context (`v_tau@r`);
+    per round, max(V_tau - E_p0[J]) over the held-out contexts (`gap`), the mean V_tau of the
+    training contexts (`v_tau_train`) and normal traffic's mean J (`normal_J`); the final defender
+    (`theta_final`). `attacker_kind="exact"` replaces the DPO attacker by draws from the exact q* of
+    the current defender (an oracle best response): what min-max does when the attacker finds q*."""
     config = config or AttackerConfig()
     reference = toy_reference()
     log_p0 = reference.joint_log_probs()
@@ -178,47 +243,119 @@ def check_c2(train_seeds: Sequence[int] = C2_TRAIN_SEEDS, test_seeds: Sequence[i
     rng = np.random.default_rng(seed)
     space = all_scenarios()
     theta = IdmParams()
-    values, train_values, gaps, thetas = [], [], [], [theta]
+    out: dict[str, list[float]] = {"gap": [], "v_tau_train": []}
+    thetas = [theta]
     for r in range(rounds + 1):
         J_test, _ = _exact(toy.evaluate(test, space, theta), reference, config.tau)
         v_test = soft_value(J_test, log_p0, config.tau)
-        values.append(v_test)
-        gaps.append(float(np.max(v_test - np.exp(log_p0) @ J_test.T)))
+        out[f"v_tau@{r}"] = [float(v) for v in v_test]
+        out["gap"].append(float(np.max(v_test - np.exp(log_p0) @ J_test.T)))
         table = toy.evaluate(train, space, theta)
         J_train, _ = _exact(table, reference, config.tau)
-        train_values.append(float(soft_value(J_train, log_p0, config.tau).mean()))
+        out["v_tau_train"].append(float(soft_value(J_train, log_p0, config.tau).mean()))
         if r == rounds:
             break
         if attacker_kind == "exact":
             _, log_qstar = _exact(table, reference, config.tau)
-            draws = np.stack([space[rng.choice(len(space), size=C2_DRAWS, p=np.exp(lq) / np.exp(lq).sum())]
-                              for lq in log_qstar])
+            draws = np.stack(
+                [space[rng.choice(len(space), size=C2_DRAWS, p=np.exp(lq) / np.exp(lq).sum())] for lq in log_qstar]
+            )
         else:
             rollout = table_rollout(table, train)
             for _ in range(attacker_rounds):
                 iterate(attacker, train, contexts, rollout, rng)
             draws = np.stack([attacker.policy.sample(contexts[s], rng, C2_DRAWS) for s in train])
         jobs = [(ScenarioParams.from_index(tuple(int(x) for x in z)), s) for s, zs in zip(train, draws) for z in zs]
-        theta, _ = tune_cem(toy.population_scores, jobs, theta, C2_CEM_GENERATIONS, C2_CEM_POPULATION, 0.25,
-                            seed=seed + r, init_sigma=0.2, batched=True)
+        theta, _ = tune_cem(
+            toy.population_scores,
+            jobs,
+            theta,
+            C2_CEM_GENERATIONS,
+            C2_CEM_POPULATION,
+            0.25,
+            seed=seed + r,
+            init_sigma=0.2,
+            batched=True,
+        )
         thetas.append(theta)
-    rise = values[-1] - values[0]
-    gap_max = max(gaps)
-    bound = judged("max over contexts and defenders of V_tau - E_p0[J] (exact)", gap_max, gap_max, gap_max, op="<=",
-                   threshold=C2_BOUND_TOL, method="exact value (by enumeration)", n="every context, every round",
-                   size=len(test), metric="max V_tau - E_p0[J] over contexts and rounds", arm="adv0", unit="contexts",
-                   note="the interval is the exact value (no sampling); the threshold is 0 up to float rounding")
-    rise_part = mean_above("mean rise of V_tau on held-out contexts after min-max training", rise, 0.0,
-                           metric="V_tau(final) - V_tau(start), held-out contexts", arm="adv0",
-                           unit="held-out contexts")
-    normal = [float(toy.evaluate(test, None, th).J.mean()) for th in thetas]
+    out["normal_J"] = [float(toy.evaluate(test, None, th).J.mean()) for th in thetas]
+    out["theta_final"] = [float(x) for x in thetas[-1].vector()]
+    return out
+
+
+def judge_c2(
+    runs: Sequence[dict[str, list[float]]],
+    rounds: int = C2_ROUNDS,
+    attacker_kind: str = "adv0",
+    config: AttackerConfig | None = None,
+    wall_s: float = 0.0,
+) -> ToyCheck:
+    """C2's verdict from the numbers of one or more min-max runs (`c2_values`; several: their held-out
+    contexts pooled, the per-round figures averaged over the runs)."""
+    config = config or AttackerConfig()
+    first = np.concatenate([np.asarray(v["v_tau@0"], dtype=float) for v in runs])
+    last = np.concatenate([np.asarray(v[f"v_tau@{rounds}"], dtype=float) for v in runs])
+    rise = last - first
+    gap_max = max(max(v["gap"]) for v in runs)
+
+    def per_round(name: str) -> list[float]:
+        return np.mean([v[name] for v in runs], axis=0).tolist()
+
+    n = int(first.size)
+    bound = judged(
+        "max over contexts and defenders of V_tau - E_p0[J] (exact)",
+        gap_max,
+        gap_max,
+        gap_max,
+        op="<=",
+        threshold=C2_BOUND_TOL,
+        method="exact value (by enumeration)",
+        n="every context, every round",
+        size=n,
+        metric="max V_tau - E_p0[J] over contexts and rounds",
+        arm="adv0",
+        unit="contexts",
+        note="the interval is the exact value (no sampling); the threshold is 0 up to float rounding",
+    )
+    rise_part = mean_above(
+        "mean rise of V_tau on held-out contexts after min-max training",
+        rise,
+        0.0,
+        metric="V_tau(final) - V_tau(start), held-out contexts",
+        arm="adv0",
+        unit="held-out contexts",
+    )
+    v_rounds = [float(np.mean(np.concatenate([v[f"v_tau@{r}"] for v in runs]))) for r in range(rounds + 1)]
     return ToyCheck(
-        name="C2", claim="V_tau <= E_p0[J] and min-max training (attacker DPO, defender CEM) raises V_tau",
-        criterion=(f"max(V_tau - E_p0[J]) <= 0 on every context and defender, and the 95% Student-t CI of the mean rise of V_tau "
-                   f"over {len(test)} held-out contexts after {rounds} rounds entirely above 0"),
-        numbers={"v_tau_per_round": [float(v.mean()) for v in values], "v_tau_train_per_round": train_values,
-                 "v_minus_ep0j_max": gap_max,
-                 "rise": mean_metric(rise, LEVEL), "normal_traffic_J_per_round": normal,
-                 "theta_final": [float(x) for x in thetas[-1].vector()]},
-        parts=[bound, rise_part], wall_s=time.perf_counter() - t0,
-        note=f"attacker={attacker_kind}, tau={config.tau}; IdmParams fields {list(IdmParams.model_fields)}")
+        name="C2",
+        claim="V_tau <= E_p0[J] and min-max training (attacker DPO, defender CEM) raises V_tau",
+        criterion=(
+            f"max(V_tau - E_p0[J]) <= 0 on every context and defender, and the 95% Student-t CI of the mean rise of V_tau "
+            f"over {n} held-out contexts after {rounds} rounds entirely above 0"
+        ),
+        numbers={
+            "v_tau_per_round": v_rounds,
+            "v_tau_train_per_round": per_round("v_tau_train"),
+            "v_minus_ep0j_max": gap_max,
+            "rise": mean_metric(rise, LEVEL),
+            "normal_traffic_J_per_round": per_round("normal_J"),
+            "theta_final": runs[0]["theta_final"],
+        },
+        parts=[bound, rise_part],
+        wall_s=wall_s,
+        note=f"attacker={attacker_kind}, tau={config.tau}; IdmParams fields {list(IdmParams.model_fields)}",
+    )
+
+
+def check_c2(
+    train_seeds: Sequence[int] = C2_TRAIN_SEEDS,
+    test_seeds: Sequence[int] = C2_TEST_SEEDS,
+    rounds: int = C2_ROUNDS,
+    attacker_rounds: int = C2_ATTACKER_ROUNDS,
+    config: AttackerConfig | None = None,
+    seed: int = 0,
+    attacker_kind: Literal["adv0", "exact"] = "adv0",
+) -> ToyCheck:
+    t0 = time.perf_counter()
+    values = c2_values(train_seeds, test_seeds, rounds, attacker_rounds, config, seed, attacker_kind)
+    return judge_c2([values], rounds, attacker_kind, config, wall_s=time.perf_counter() - t0)

@@ -44,7 +44,7 @@ def touched_vector(delta: Delta) -> list[float]:
     return [1.0 if d in dims else 0.0 for d in DIMENSIONS]
 
 
-class CausalGates(nn.Module):
+class CausalGates(nn.Module):  # type: ignore[misc]  # torch is not analysed (follow_imports = skip): Any
     """Gate logits per (class, dimension) and the "changes?" head over a hidden state."""
 
     def __init__(self, classes: list[str], hidden_size: int, init_logit: float = 1.0) -> None:

@@ -13,8 +13,9 @@ never inferred here. A world whose evaluation has side effects answers `won` its
 Splits: `train` and `validation` play the same task types on disjoint tasks (even / odd task
 indices); `heldout_task_type` plays only the task types held out of both; `heldout_rule` plays
 training task types under a rule perturbation a world offers (MiniGrid: `key_consumed`, Atari:
-`mirrored_controls`). The web world's task types are its sites, so its held-out task type is a
-held-out website.
+`mirrored_controls`, web: `order_keeps_cart` and `cancel_refunds_nothing`, science: `put_closes`);
+a world's `rule_changes` says what each changes, and the card repeats it. The web world's task
+types are its sites, so its held-out task type is a held-out website.
 
 Determinism and resumption: the work is a fixed list of shards (world, split, index, size), each
 played from its own `random.Random(f"{seed}:{world}:{split}:{index}")`, so a shard's rows depend
@@ -115,11 +116,11 @@ def parse_heldout(spec: str | None, worlds: tuple[str, ...]) -> dict[str, tuple[
     for part in (spec or "").split(","):
         if not part.strip():
             continue
-        world, _, types = part.partition(":")
+        world, _, named = part.partition(":")
         world = world.strip().lower()
         if world not in worlds:
             raise HarnessError(f"--heldout {spec!r}: {world!r} is not among --worlds ({', '.join(worlds)})")
-        held[world] = tuple(t.strip() for t in types.split("+") if t.strip())
+        held[world] = tuple(t.strip() for t in named.split("+") if t.strip())
     for world, types in held.items():
         known = load_world(world).task_types
         bad = [t for t in types if t not in known]
@@ -270,9 +271,9 @@ def open_manifest(out: Path, config: CollectConfig) -> dict[str, Any]:
 def _done(out: Path, manifest: dict[str, Any], shard: Shard) -> bool:
     entry = manifest["shards"].get(shard.name)
     path = out / "shards" / f"{shard.name}.jsonl"
-    if not entry or not path.is_file():
-        return False
-    return hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"]
+    if not entry or not path.is_file() or entry.get("rows") != shard.rows:
+        return False  # (a shard of another plan's size is played again)
+    return bool(hashlib.sha256(path.read_bytes()).hexdigest() == entry["sha256"])
 
 
 def collect(out: Path, config: CollectConfig, *, on_rows: Callable[[str, int], None] | None = None,
@@ -362,7 +363,9 @@ def write_card(out: Path, config: CollectConfig, counts: dict[str, dict[str, int
         world = load_world(w)
         held = config.heldout[w]
         seen = [t for t in world.task_types if t not in held]
-        rule = (", ".join(f"`{p}` on {', '.join(t for t in ts if t in seen)}" for p, ts in sorted(world.perturbations.items()))
+        changes = getattr(world, "rule_changes", {})  # what each perturbation changes, where the world says
+        rule = (", ".join(f"`{p}`" + (f" ({changes[p]})" if p in changes else "")
+                          + f" on {', '.join(t for t in ts if t in seen)}" for p, ts in sorted(world.perturbations.items()))
                 or "none (this world offers no cheap rule perturbation)")
         lines.append(f"- **{w}**: train / validation task types {', '.join(seen)} (validation: other tasks of those "
                      f"types); held-out task types {', '.join(held)}; held-out rule perturbation: {rule}.")

@@ -7,6 +7,7 @@ world's own cost per step is a `harness bench` command of its family (`harness b
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -175,7 +176,7 @@ def train_cmd(
         seed=seed,
     )
 
-    def show(entry: dict) -> None:
+    def show(entry: dict[str, Any]) -> None:
         if "val_loss" in entry or entry["step"] % 10 == 0:
             out.print(
                 f"step {entry['step']}: loss {entry['loss']:.4f} (lm {entry['lm_loss']:.4f}, mask bce "

@@ -56,7 +56,7 @@ def glob_match(pattern: Any, value: Any) -> bool:
     return fnmatch.fnmatchcase(" ".join(str(value).split()).lower(), " ".join(str(pattern).split()).lower())
 
 
-def fact_matches(predicate: dict[str, Any], fact: tuple) -> bool:
+def fact_matches(predicate: dict[str, Any], fact: tuple[str, ...]) -> bool:
     """Whether a fact (see `Delta.facts`) meets a predicate such as {"kind": "attr", "entity":
     "order:*", "attribute": "status", "value": "cancelled"}; keys the fact lacks never match."""
     kind = fact[0]

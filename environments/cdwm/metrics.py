@@ -38,14 +38,13 @@ def delta_matches(pred: dict[str, Any] | str, delta: Delta) -> bool:
     globs, plus irreversible; also wrapped as {"predicate": ...}), or a plain string naming an entity (`order:4`) or a type (`order`).
     Keys about where a change was made (site, path) cannot be checked on a step's delta and are
     ignored here; an environment that can check them reports `unrequired_irreversible` itself."""
-    if isinstance(pred, str):
-        pred = {"entity": pred if ":" in pred else f"{pred}:*"}
-    if isinstance(pred.get("predicate"), dict):  # an evaluation's {"predicate": ..., "met": ...} entry
-        pred = pred["predicate"]
-    if "irreversible" in pred and bool(pred["irreversible"]) == delta.reversible:
+    req: dict[str, Any] = {"entity": pred if ":" in pred else f"{pred}:*"} if isinstance(pred, str) else pred
+    if isinstance(req.get("predicate"), dict):  # an evaluation's {"predicate": ..., "met": ...} entry
+        req = req["predicate"]
+    if "irreversible" in req and bool(req["irreversible"]) == delta.reversible:
         return False
-    keys = {"kind", "entity", "attribute", "value", "relation", "object"} & set(pred)
-    return not keys or any(fact_matches(pred, fact) for fact in delta.facts())
+    keys = {"kind", "entity", "attribute", "value", "relation", "object"} & set(req)
+    return not keys or any(fact_matches(req, fact) for fact in delta.facts())
 
 
 def unrequired_irreversible(delta: Delta, required: list[Any]) -> bool:

@@ -44,6 +44,7 @@ from environments.cdwm.metrics import unrequired_irreversible
 from harness.agents_registry import AgentConfig, StepRecord
 from harness.environment import Delta, Environment, Observation, StepResult
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 
 # The worlds' hand-written tables, by string (the world folders import `cdwm`, never the reverse).
 HAND_MASKS = {
@@ -205,13 +206,13 @@ def model_generate(spec: str) -> tuple[Callable[..., Any], Callable[[], Any]]:
 
     model = load_model(ModelSpec.parse(spec))
 
-    async def generate(role: str, messages: list[dict[str, str]], config: Any) -> Any:
+    async def generate(role: str, messages: list[ChatMessage], config: Any) -> Any:
         return await model.generate(messages, config)
 
     return generate, model.aclose
 
 
-async def _no_model(role: str, messages: list[dict[str, str]], config: Any) -> Any:
+async def _no_model(role: str, messages: list[ChatMessage], config: Any) -> Any:
     raise HarnessError(f"role {role!r}: this check's proposer is the noisy expert; nothing may ask a model here")
 
 

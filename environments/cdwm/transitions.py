@@ -15,14 +15,14 @@ from typing import Any
 
 from environments.cdwm.deltas import Delta
 from harness.errors import HarnessError
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 
 COLUMNS = ("run_id", "suite", "sample_id", "epoch", "task_id", "intent", "step", "observation", "action",
            "action_class", "valid", "delta", "facts", "reversible", "irreversible_cost", "predicted_delta",
            "prediction_source")
 
 
-def _fact_text(fact: tuple) -> str:
+def _fact_text(fact: tuple[str, ...]) -> str:
     return " | ".join(str(x) for x in fact)
 
 

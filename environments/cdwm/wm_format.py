@@ -28,6 +28,7 @@ from agents.trained_world_model import (
     trained_messages,
 )
 from environments.cdwm.deltas import Delta
+from harness.messages import ChatMessage
 
 __all__ = [
     "LISTS",
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-def messages(row: dict[str, Any], obs_chars: int = 700) -> list[dict[str, str]]:
+def messages(row: dict[str, Any], obs_chars: int = 700) -> list[ChatMessage]:
     """The chat messages that ask for one transition's delta (a dataset row of `harness cdwm collect`)."""
     return trained_messages(
         str(row["world"]),

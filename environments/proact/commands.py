@@ -235,7 +235,8 @@ def build(
     from environments.proact.corpus_rules import check_row
     from environments.proact.live import ProactLiveSuite
     from environments.proact.scoring import release_row
-    from harness.records import RunConfig, RunFolder
+    from harness.records import RunConfig
+    from harness.run_folder import RunFolder
 
     models = {"assistant": assistant_model, "planner": planner_model, "user": user_model}
     models |= judge_panel(judge_model)
@@ -281,7 +282,8 @@ def _rejudge(study: object, judge_model: list[str], base_url: str | None, judge_
     cached, resumable, in `harness runs`); item id -> label."""
     from environments.proact.agreement import ProactJudgeAgreementSuite
     from environments.proact.human_study import Study, check_corpus_turns, judge_items_corpus, labels_from_pairs
-    from harness.records import RunConfig, RunFolder
+    from harness.records import RunConfig
+    from harness.run_folder import RunFolder
     from harness.spec import judge_panel
 
     assert isinstance(study, Study)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from environments.prograf import foreign_circuit, foreign_geometry, foreign_graph
+from environments.prograf import foreign_circuit, foreign_geometry, foreign_graph, foreign_graph_svg
 from environments.prograf.task import Task
 from harness.errors import HarnessError
 
@@ -61,7 +61,7 @@ def _writer(category: str, fmt: str) -> Callable[[Any, int, random.Random], str]
     return {
         "dot": foreign_graph.write_dot,
         "mermaid": foreign_graph.write_mermaid,  # type: ignore[return-value]
-        "svg": foreign_graph.write_svg,
+        "svg": foreign_graph_svg.write_svg,
     }[fmt]
 
 

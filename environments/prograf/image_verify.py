@@ -4,9 +4,12 @@ verdict per point that is `pass`, `fail` or `undecided`.
 Pixels decide only what they decide reliably: labels by OCR (`image_ocr.py`, its matching rule
 stated there), circle counts by OpenCV (`image_cv.py`), and a flowchart's or diagram's nodes,
 shapes and arrows from the structure read off the pixels (`image_graph.py`; the task's nodes bound
-to the drawn ones by their text as one assignment, `binding.bind`). Every other point -- geometry
-relations, circuit connections, group membership -- is `undecided (needs the vision judge)`, never
-guessed. A check type is used only if calibration (`image_calibrate.py`) found it precise enough;
+to the drawn ones by their text as one assignment, `binding.bind`), and a geometry figure's
+segments, circles and relations (issue 39 item 5, 2026-12-07: `image_geometry.py` reads segments,
+circles, dots and letters from pixels, then `check_geometry`'s own binding and checks run with a
+margin for reading; the rule that enables its types is stated in that module's docstring). Every
+other point -- circuit connections, group membership -- is `undecided (needs the vision judge)`,
+never guessed. A check type is used only if calibration (`image_calibrate.py`) found it precise enough;
 `ENABLED` records the committed calibration's verdict, and a disabled type is undecided too.
 The graph types (session 23) were tuned on even-index tasks and judged on odd-index ones not
 looked at: enabled only if the rule (precision and pass precision >= 0.9, >= 5 known failures)
@@ -33,12 +36,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from environments.prograf import image_cv, image_graph
+from environments.prograf import image_cv, image_geometry, image_graph
 from environments.prograf.binding import bind
 from environments.prograf.findings import Finding, count_finding, fail, ok
 from environments.prograf.image_input import decode_png
 from environments.prograf.image_ocr import DOTS, TextLine, normalise, occurrences, read_text
-from environments.prograf.scene import InputRejected
+from environments.prograf.scene import InputRejected, Scene
 from environments.prograf.task import CircuitSpec, GeometrySpec, GraphSpec, Task, VerificationPoint
 
 Status = Literal["pass", "fail", "undecided"]
@@ -48,7 +51,7 @@ NEEDS_JUDGE = "undecided (needs the vision judge)"
 CHECK_TYPES: dict[str, str] = {
     "point": "ocr_point_letter",
     "point_count": "ocr_letter_count",
-    "length_label": "ocr_length_label",
+    "length_label": "cv_length_label",
     "component": "ocr_part_name",
     "value": "ocr_part_value",
     "node": "ocr_node_label",
@@ -61,7 +64,11 @@ CHECK_TYPES: dict[str, str] = {
     "no_edge": "cv_no_edge",
     "no_out_edges": "cv_no_out_edges",
     "edge_count": "cv_edge_count",
-}
+    # geometry read from pixels (image_geometry.py; issue 39 item 5, 2026-12-07)
+    "segment": "cv_segment",
+    "no_segment": "cv_no_segment",
+    "circle": "cv_circle",
+} | {check: "cv_relation" for check in image_geometry.RELATIONS}
 # The committed calibration's verdict (docs/prograf.md, `harness prograf calibrate-image`): the
 # types whose precision and pass-precision on our renders were both >= CALIBRATION_THRESHOLD.
 CALIBRATION_THRESHOLD = 0.9
@@ -69,11 +76,14 @@ CALIBRATION_THRESHOLD = 0.9
 # Session 23 (docs/prograf.md): node labels read through the drawn nodes pass on held-out clean and
 # varied renders with foreign-style outputs; group titles fail there (precision 0.40 on varied
 # foreign Mermaid), so they are undecided now.
-ENABLED: frozenset[str] = frozenset({"cv_circle_count", "ocr_node_label"})
+# Issue 39 item 5 (2026-12-07, docs/prograf.md): geometry segments and metric relations read as a
+# figure (image_geometry.py) pass the rule on held-out clean and varied renders with foreign-style
+# outputs; circle counts pass there again; circles through a point, absent segments and length
+# labels do not.
+ENABLED: frozenset[str] = frozenset({"cv_circle_count", "ocr_node_label", "cv_segment", "cv_relation"})
 
 
-class Undecidable(Exception):
-    """Raised by a check whose point these pixels cannot decide; the message says why."""
+Undecidable = image_geometry.Undecidable  # raised by a check whose point these pixels cannot decide
 
 
 def vocabulary(spec: Any) -> frozenset[str]:
@@ -96,6 +106,7 @@ class Pixels:
     img: np.ndarray
     labels: frozenset[str] = frozenset()  # the task's label texts (`vocabulary`), set by `decide`
     _binds: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict, init=False, repr=False)
+    _figures: dict[tuple[str, ...], image_geometry.Figure] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def lines(self) -> list[TextLine]:
@@ -112,6 +123,17 @@ class Pixels:
     @cached_property
     def graph(self) -> image_graph.PixelGraph:
         return image_graph.read_graph(self.img, self.lines)
+
+    @cached_property
+    def scene(self) -> Scene:
+        return image_geometry.read_scene(self.img, self.lines)
+
+    def figure(self, spec: GeometrySpec) -> image_geometry.Figure:
+        """The figure read off the pixels, with the spec's letters bound to its drawn points."""
+        key = tuple(spec.points)
+        if key not in self._figures:
+            self._figures[key] = image_geometry.figure(self.scene, spec, self.lines, self.labels)
+        return self._figures[key]
 
     def bound(self, spec: GraphSpec) -> dict[str, int]:
         """The spec's nodes bound to the nodes read off the pixels, as one assignment (`binding.bind`)
@@ -169,8 +191,9 @@ def i_point_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
     return Finding(found.passed, letters, found.reason + f" ({', '.join(letters) or 'none'})", found.pattern)
 
 
-def i_length_label(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
-    return _found(px, str(vp.value), "length label")
+def i_figure(px: Pixels, vp: VerificationPoint, spec: GeometrySpec) -> Finding:
+    """A geometry point decided on the figure read off the pixels (`image_geometry`)."""
+    return image_geometry.CHECKS_FROM_PIXELS[vp.check](px.figure(spec), vp, spec)
 
 
 def i_part_name(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
@@ -364,7 +387,7 @@ def i_graph_node_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
 CHECKS: dict[str, Callable[[Pixels, VerificationPoint, Any], Finding]] = {
     "point": i_point,
     "point_count": i_point_count,
-    "length_label": i_length_label,
+    "length_label": i_figure,
     "component": i_part_name,
     "value": i_part_value,
     "node": i_node,
@@ -377,7 +400,7 @@ CHECKS: dict[str, Callable[[Pixels, VerificationPoint, Any], Finding]] = {
     "no_edge": i_no_edge,
     "no_out_edges": i_no_out_edges,
     "edge_count": i_edge_count,
-}
+} | {check: i_figure for check in image_geometry.CHECKS_FROM_PIXELS}
 
 
 class ImagePoint(BaseModel):

@@ -17,7 +17,8 @@ from environments.prograf.pictures import picture
 from environments.prograf.render import Renderer, cache_dir
 from environments.prograf.task import Task, load_tasks
 from environments.prograf.verify import PointResult, Verdict
-from harness.records import RunFolder, SampleRecord
+from harness.records import SampleRecord
+from harness.run_folder import RunFolder
 from harness.presenter import Presenter, ReportInput, ReportSection, picture_html
 
 MAX_TASKS_PER_RUN = 16  # failed tasks first; the rest are in `harness view`

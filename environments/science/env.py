@@ -18,14 +18,28 @@ simulator, which would otherwise read it as the answer and lose a tick).
 `evaluate()` ends the episode: it reports the simulator's score and then replays the task's gold
 path in the same JVM; its irreversible facts and the focuses the simulator accepted are what the
 task requires (`required_irreversible`).
+
+Rule perturbations (`RULES`; `reset({..., "perturbation": NAME})`): the simulator with one rule
+changed for the episode, inside the JVM, so the diff records the changed effect like any other.
+`put_closes`: a closable container that something is moved into closes (the simulator's own
+`isOpen` of the container, set in the same step, before the state is read); in training it stays open.
+
+Seed-reproducible: the simulator iterates hash sets of its objects, and an object's hash is the
+JVM's identity hash, random per JVM run, so two runs of one task variation could differ (gold
+paths, the tree's order, what a seeded choice among objects picks). The JVM runs with a constant
+identity hash (`JVM_OPTIONS`): a set's order is then its insertion order, the same in every JVM
+whatever ran in it before (the simulator reseeds its random generator with the variation on load).
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import re
 import shutil
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, TypedDict
 
 import psutil
@@ -33,6 +47,7 @@ import psutil
 from environments.cdwm.deltas import AttributeChange, Delta, Relation
 from environments.science.deltas import FOCUS, WorldState, as_predicate, diff, irreversible_facts, parse_state, settle
 from harness.environment import STOP, EnvironmentClosed, Observation, StepResult  # EnvironmentClosed: re-exported
+from harness.errors import HarnessError
 from harness.processes import kill_trees
 
 # ScienceWorld's action verbs (its templates, `get_possible_actions()`), as an agent writes them.
@@ -64,6 +79,13 @@ _CHOICE = re.compile(r"^(\d+):\s*(.+?)\s*$", re.M)
 _FOCUSED = re.compile(r"^You focus on the (.+?)\.\s*$", re.S)
 FEEDBACK_CHARS = 2000
 JVM_EXIT_S = 5.0
+# HotSpot's identity hash mode 2: every object hashes alike (module docstring: reproducibility).
+JVM_OPTIONS = "-XX:+UnlockExperimentalVMOptions -XX:hashCode=2"
+# Rule perturbations: name -> the rule it changes (training: the simulator's own rules).
+RULES = {
+    "put_closes": "a closable container that something is moved into closes (freezer, fridge, oven, blast furnace, "
+    "cupboard, drawer, ...; in training it stays open)",
+}
 
 _START_LOCK = threading.Lock()  # JVM starts one at a time, so a failed start knows its own process
 _GOLD_CACHE: dict[tuple[str, int, str], tuple[frozenset[tuple[str, ...]], int | None]] = {}
@@ -97,6 +119,7 @@ class ScienceEnvironment:
         self._task: _TaskKey | None = None
         self._evaluation: dict[str, Any] | None = None
         self.gold_path: list[str] | None = None
+        self._rule: str | None = None  # this episode's rule perturbation (RULES)
         atexit.register(self.close)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -119,7 +142,7 @@ class ScienceEnvironment:
 
         if shutil.which("java") is None:  # py4j runs `java` from PATH; failing later leaves a half-built env
             raise FileNotFoundError("java not found on PATH: ScienceWorld needs Java 17+")
-        with _START_LOCK:
+        with _START_LOCK, _java_tool_options(JVM_OPTIONS):
             before = {p.pid for p in _children()}
             try:
                 self._sw = ScienceWorldEnv("", envStepLimit=self.env_step_limit)
@@ -189,6 +212,7 @@ class ScienceEnvironment:
         if not name or not isinstance(variation, int):
             raise ValueError(f"reset(task): needs task_name and an int variation, got {task!r}")
         simplification = task.get("simplification", self.simplification)
+        self._rule = check_rule(task.get("perturbation"))
         try:
             self._sw.load(name, variation, simplification, generateGoldPath=bool(task.get("gold_path")))
         except ValueError as exc:  # the package's own message names the valid tasks / simplifications
@@ -238,6 +262,8 @@ class ScienceEnvironment:
         if self._moves != moves:
             self._state, look = self._snapshot()
             self._admissible = None
+            if self._rule == "put_closes" and self._close_filled(before, self._state):
+                self._state, look = self._snapshot()  # the changed rule's effect is part of this step
         else:  # no tick, no change (checked over 420 mixed steps); saves the tree and the action list
             look = str(self._server.freeActionLook())
         delta = diff(before, self._state)
@@ -345,6 +371,39 @@ class ScienceEnvironment:
         return set(cached[0]), cached[1]
 
     # -- internals -----------------------------------------------------------------------------
+    def _close_filled(self, before: WorldState, after: WorldState) -> bool:
+        """`put_closes`: close, in the JVM, every open closable container something moved into in
+        this step; whether any was closed."""
+        filled = {t.parent for uuid, t in after.things.items()
+                  if uuid in before.things and before.things[uuid].parent != t.parent and t.parent is not None}
+        closed = False
+        for uuid in sorted(filled):
+            if uuid in after.things and _true(after.things[uuid].attrs.get("is open")):
+                props = self._jvm_object(uuid, after).propContainer().get()
+                if props.isClosable():
+                    getattr(props, "isOpen_$eq")(False)
+                    closed = True
+        return closed
+
+    def _jvm_object(self, uuid: str, state: WorldState) -> Any:
+        """The simulator's object `uuid`, found down its chain of containers from the universe."""
+        chain = []
+        node: str | None = uuid
+        while node is not None and node in state.things:
+            chain.append(node)
+            node = state.things[node].parent
+        obj = self._server.agentInterface().get().universe()
+        for step in reversed(chain):
+            found = obj.getContainedObjects(True).iterator()
+            while found.hasNext():
+                child = found.next()
+                if str(child.uuid()) == step:
+                    obj = child
+                    break
+            else:
+                raise RuntimeError(f"object {uuid} ({state.name(uuid)}) is not in the simulator's tree")
+        return obj
+
     def _snapshot(self) -> tuple[WorldState, str]:
         look = str(self._server.freeActionLook())
         referents = self._sw.get_all_object_ids_types_referents_LUTJSON()
@@ -387,6 +446,33 @@ class ScienceEnvironment:
         valid.sort(key=lambda a: (rank.get(self.action_class(a), len(rank)), a))
         self._admissible = valid[: self.max_admissible]
         return list(self._admissible)
+
+
+def check_rule(rule: str | None) -> str | None:
+    """`rule` itself when the science world offers it (None: the simulator's own rules); else one error."""
+    if rule is not None and rule not in RULES:
+        raise HarnessError(f"rule perturbation {rule!r}: the science world has no such rule; "
+                           f"choose from {', '.join(RULES)} (or none)")
+    return rule
+
+
+def _true(value: Any) -> bool:
+    return str(value).lower() == "true"
+
+
+@contextmanager
+def _java_tool_options(options: str) -> Iterator[None]:
+    """`options` added to $JAVA_TOOL_OPTIONS while a JVM starts (the package starts it with none of
+    ours); the environment variable is restored after."""
+    old = os.environ.get("JAVA_TOOL_OPTIONS")
+    os.environ["JAVA_TOOL_OPTIONS"] = f"{old or ''} {options}".strip()
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("JAVA_TOOL_OPTIONS", None)
+        else:
+            os.environ["JAVA_TOOL_OPTIONS"] = old
 
 
 def _tidy(text: str, limit: int | None = None) -> str:

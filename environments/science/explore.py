@@ -6,13 +6,17 @@ focuses on (ScienceWorld fails the task on a wrong focus: the world's own irreve
 No model is called. Deltas are `ScienceEnvironment`'s diff of the simulator's object tree.
 
 Task types are ScienceWorld's 30 task names; train plays the package's `train` variations and
-validation its `dev` ones (the package's own split). No rule perturbation is offered (it would
-mean editing the simulator's Scala rules).
+validation its `dev` ones (the package's own split).
 
-Not reproducible by seed: ScienceWorld's gold-path generator makes unseeded choices (two runs of
-grow-fruit variation 37 began with `open door to hallway` and `open door to outside`), so a
-seed fixes the tasks and the mix, not every gold action; a resumed collection is valid, but its
-science rows need not equal an uninterrupted run's.
+Rule perturbation `put_closes` (`environments.science.env.RULES`: set inside the simulator, so the
+diff records it): a closable container that something is moved into closes; in training it stays
+open. It is played on the task types whose gold paths put a pot into a freezer or a blast
+furnace (`PUT_TASKS`, from their gold paths), so the changed rule is met, not only possible.
+
+Reproducible by seed: the simulator's hash sets of objects used to iterate in an order random per
+JVM (two runs of one variation's gold path could differ); `ScienceEnvironment` starts the JVM with
+a constant identity hash, so a seed fixes every row and a resumed collection equals an
+uninterrupted one (see env.py).
 
 It lives here, not in `cdwm/`, because the CDWM environment folders import `cdwm`, never the
 reverse (the acyclic import contract); `cdwm/collect.py` names this module by string.
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from environments.science.env import ScienceEnvironment
+from environments.science.env import RULES, ScienceEnvironment, check_rule
 
 # ScienceWorld's task names (scienceworld.constants.ID2TASK), written out so that listing them
 # needs no JVM.
@@ -58,21 +62,38 @@ TASKS = (
     "mendelian-genetics-known-plant",
     "mendelian-genetics-unknown-plant",
 )
+# Task types whose gold paths move something into a closable container (freezer, blast furnace),
+# read from 4 train variations each: where `put_closes` changes what the plan does.
+PUT_TASKS = (
+    "boil",
+    "melt",
+    "freeze",
+    "change-the-state-of-matter-of",
+    "measure-melting-point-known-substance",
+    "measure-melting-point-unknown-substance",
+)
 ADMISSIBLE_ROWS = 200  # the first of the simulator's list (moves, opening, switching, taking come first)
 
 
 class ScienceSpec(TypedDict):
-    """One collection episode: the task and the variation (from the package's train or dev split)."""
+    """One collection episode: the task, the variation (from the package's train or dev split) and
+    the rule perturbation (or None)."""
 
     task_name: str
     variation: int
+    perturbation: str | None
 
 
 class ScienceEpisode:
     def __init__(self, spec: ScienceSpec, env: ScienceEnvironment) -> None:
         self.env = env
         self.observation = env.reset(
-            {"task_name": spec["task_name"], "variation": spec["variation"], "gold_path": True}
+            {
+                "task_name": spec["task_name"],
+                "variation": spec["variation"],
+                "gold_path": True,
+                "perturbation": spec.get("perturbation"),
+            }
         )
         self.intent = env.description
         self._plan = [a for a in env.gold_path or [] if not a.startswith("ERROR")]
@@ -103,7 +124,8 @@ class ScienceWorld:
     name = "science"
     task_types = TASKS
     default_heldout = ("chemistry-mix", "chemistry-mix-paint-secondary-color", "chemistry-mix-paint-tertiary-color")
-    perturbations: dict[str, tuple[str, ...]] = {}  # none offered (module docstring)
+    perturbations = {"put_closes": PUT_TASKS}
+    rule_changes = RULES  # what each changes (the dataset card says it)
     max_steps = 30
 
     def __init__(self) -> None:
@@ -116,13 +138,18 @@ class ScienceWorld:
         return self._env
 
     def spec(self, task_type: str, index: int, seed: int, perturbation: str | None) -> ScienceSpec:
+        check_rule(perturbation)  # before any JVM starts
         # Even indices (train, held-out) play the package's train variations, odd ones (validation) its dev ones.
         split = "dev" if index % 2 else "train"
         key = (task_type, split)
         if key not in self._variations:
             self._variations[key] = self._live().split_variations(task_type, split)[0]
         pool = self._variations[key]
-        return {"task_name": task_type, "variation": pool[(index // 2 + seed) % len(pool)]}
+        return {
+            "task_name": task_type,
+            "variation": pool[(index // 2 + seed) % len(pool)],
+            "perturbation": perturbation,
+        }
 
     def open(self, spec: ScienceSpec) -> ScienceEpisode:
         return ScienceEpisode(spec, self._live())

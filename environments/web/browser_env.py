@@ -79,6 +79,7 @@ class WebEnvironment:
         self.max_steps, self.screenshot, self.viewport = max_steps, screenshot, viewport
         self.chromium = chromium or CHROMIUM  # read at call time: one setting for the suite's check and this
         self.world = WorldServer() if world else None
+        self.rule: str | None = None  # a rule perturbation the next reset switches on (rules.py)
         self._pw: Playwright | None = None
         self._browser: Browser | None = None
         self._context: BrowserContext | None = None
@@ -179,7 +180,7 @@ class WebEnvironment:
         taskmod.validate(task, "reset(task)")
         with self._watchdog("reset"):
             if self.world is not None and taskmod.uses_world(task):
-                self.world.reset()
+                self.world.reset(self.rule)
             self._task = taskmod.substitute(task, self.site_urls)
             context = self._live_context
             for extra in context.pages[1:]:

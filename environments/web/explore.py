@@ -6,7 +6,13 @@ called. Deltas are the server's ledger (`WebEnvironment.step`), never inferred.
 
 Task types are the sites (shop, travel, mail), so holding one out is the issue's held-out website.
 Tasks judged by `fuzzy_match` (the ambiguity traps) are not played: their evaluation needs a
-judge model. No rule perturbation is offered (it would need a switch inside the server process).
+judge model.
+
+Rule perturbations (`environments/web/rules.py`, switched on by the episode's reset inside the
+server process, so the ledger records the changed effect): `order_keeps_cart` (shop: placing an
+order no longer empties the cart) and `cancel_refunds_nothing` (travel: a cancelled booking refunds
+nothing). A perturbed episode plays a task of that site whose gold plan presses the button whose
+effect changed (`RULE_BUTTONS`), so the changed rule is met, not only possible.
 
 Element ids in the browser's observation are Chromium's DOM node ids, which depend on the
 browser's whole history, and URLs carry the server's free port; a collection must not depend on
@@ -24,11 +30,13 @@ import re
 from dataclasses import replace
 from typing import Any, TypedDict
 
+from environments.web import rules
 from environments.web.browser_env import WebEnvironment
 from environments.web.replay import ReplayError, resolve
 from environments.web.tasks import load_tasks, substitute
 from environments.web.world import PLACEHOLDERS
 from harness.environment import StepResult
+from harness.errors import HarnessError
 
 PUBLIC = "http://web.cdwm"  # the host every URL is shown with (the real one has a random port)
 ELEMENT_RE = re.compile(r"^(\s*)\[(\d+)\] ", re.M)
@@ -73,7 +81,8 @@ class StableWeb:
             action = f"{m[1]} [{self._ids[int(m[2])]}]" + action[m.end() :]
         return action.replace(PUBLIC, self.base) if self.base else action
 
-    def reset(self, task: dict[str, Any]) -> str:
+    def reset(self, task: dict[str, Any], rule: str | None = None) -> str:
+        self.env.rule = rule  # every reset sets it: a rule never leaks into the next episode
         return self.show(self.env.reset(task).text)
 
     def step(self, action: str) -> StepResult:
@@ -89,9 +98,11 @@ class StableWeb:
 
 
 class WebSpec(TypedDict):
-    """One collection episode: the task's id (its site is the task type)."""
+    """One collection episode: the task's id (its site is the task type) and the rule
+    perturbation (or None)."""
 
     task_id: str
+    perturbation: str | None
 
 
 class WebObservation:
@@ -106,7 +117,7 @@ class WebEpisode:
         self.task = tasks[spec["task_id"]]
         self.env = web
         self.intent = str(self.task["intent"])
-        self.observation = WebObservation(web.reset(self.task))
+        self.observation = WebObservation(web.reset(self.task, rules.check(spec.get("perturbation"))))
         own = self.task["cdwm"].get("trap_kind") == "irreversible"
         self._trap = self.task if own else traps[self.task["cdwm"]["site"]]
         self._plan = self._script(self.task, self.task["cdwm"]["reference_actions"], restart=False)
@@ -168,7 +179,13 @@ class WebWorld:
     name = "web"
     task_types = SITES
     default_heldout = ("mail",)  # the held-out website: a site never seen in training
-    perturbations: dict[str, tuple[str, ...]] = {}  # none offered (see the module docstring)
+    # rule perturbation -> (its site, the button whose effect it changes)
+    RULE_BUTTONS = {
+        "order_keeps_cart": ("shop", "Place order"),
+        "cancel_refunds_nothing": ("travel", "Confirm cancellation"),
+    }
+    perturbations = {name: (site,) for name, (site, _) in RULE_BUTTONS.items()}
+    rule_changes = rules.RULES  # what each changes (the dataset card says it)
     max_steps = 15
 
     def __init__(self) -> None:
@@ -191,10 +208,20 @@ class WebWorld:
         return found
 
     def spec(self, task_type: str, index: int, seed: int, perturbation: str | None) -> WebSpec:
-        # Train plays even task indices, validation odd ones: alternate tasks of a site go to each.
         pool = sorted(i for i, t in self.tasks.items() if t["cdwm"]["site"] == task_type)
+        if perturbation is not None and rules.check(perturbation):
+            # The held-out rule split: tasks whose gold plan presses the button whose effect changed.
+            button = f"'{self.RULE_BUTTONS[perturbation][1]}'"
+            pool = [i for i in pool if any(button in a for a in self.tasks[i]["cdwm"]["reference_actions"])]
+            if not pool:
+                raise HarnessError(
+                    f"rule perturbation {perturbation!r} changes nothing a {task_type} task's gold "
+                    f"plan does; it applies to {', '.join(self.perturbations[perturbation])}"
+                )
+            return {"task_id": pool[(index // 2 + seed) % len(pool)], "perturbation": perturbation}
+        # Train plays even task indices, validation odd ones: alternate tasks of a site go to each.
         half = pool[index % 2 :: 2] or pool
-        return {"task_id": half[(index // 2 + seed) % len(half)]}
+        return {"task_id": half[(index // 2 + seed) % len(half)], "perturbation": None}
 
     def open(self, spec: WebSpec) -> WebEpisode:
         if self._web is None or self._web.env._closed:

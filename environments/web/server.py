@@ -26,7 +26,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.serving import make_server
 
 from environments.web import db as dbm
-from environments.web import ledger
+from environments.web import ledger, rules
 from environments.web.sites import common, mail, shop, travel
 
 SITES = ("shop", "travel", "mail")
@@ -56,7 +56,11 @@ def create_app(db_path: Path, template: Path, token: str) -> Flask:
     @app.post("/__reset")
     def reset() -> Response:
         admin()
+        rule = request.args.get("rule") or None  # a rule perturbation for this episode (rules.py)
+        if rule is not None and rule not in rules.RULES:
+            abort(400, f"unknown rule perturbation {rule!r}; choose from {', '.join(rules.RULES)}")
         dbm.reset(app.config["TEMPLATE"], app.config["DB_PATH"])
+        app.config["RULE"] = rule
         return jsonify(ok=True)
 
     @app.get("/__ledger")

@@ -14,7 +14,7 @@ import threading
 import urllib.request
 from pathlib import Path
 
-from environments.web import ledger
+from environments.web import ledger, rules
 from environments.web.server import SITES, TOKEN_HEADER
 
 PLACEHOLDERS = {"shop": "__SHOP__", "travel": "__TRAVEL__", "mail": "__MAIL__"}
@@ -67,9 +67,10 @@ class WorldServer:
             body: bytes = resp.read()
             return body
 
-    def reset(self) -> None:
-        """A fresh database from the seed template (the ledger starts empty)."""
-        self._admin("POST", "/__reset")
+    def reset(self, rule: str | None = None) -> None:
+        """A fresh database from the seed template (the ledger starts empty), with the sites'
+        rules as trained, or with the rule perturbation `rule` (environments/web/rules.py)."""
+        self._admin("POST", "/__reset" + (f"?rule={rules.check(rule)}" if rule else ""))
 
     def ledger_since(self, since_id: int) -> list[ledger.LedgerEntry]:
         return ledger.read(self.db_path, since_id)

@@ -22,7 +22,8 @@ from harness.claims.decide import CellTable, Gate, combine, evaluate
 from harness.claims.model import CELL_ID, Claim, SeedPlan
 from harness.claims.verdict import ClaimVerdict, Look, Summary
 from harness.errors import HarnessError
-from harness.records import RunConfig, RunFolder, RunManifest, SampleRecord
+from harness.records import RunConfig, RunManifest, SampleRecord
+from harness.run_folder import RunFolder
 from harness.runner import Executor, latest_run_with, plan_run, run_eval
 from harness.stats import mean_metric
 from harness.suite import get_suite

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 from harness.claims.decide import ConditionResult
 from harness.claims.model import Departure, Verdict
 from harness.errors import HarnessError
-from harness.records import Metric, write_json_atomic
+from harness.records import Metric
+from harness.run_folder import write_json_atomic
 
 
 class Look(BaseModel):

@@ -74,7 +74,7 @@ def list_cmd(options: Optional[str] = typer.Option(None, "--options", help="Prin
 def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, "--suite")) -> None:
     """Runs in a run dir, with status and headline metric."""
     from harness.providers.embedded import judge_note
-    from harness.records import RunIndex
+    from harness.run_folder import RunIndex
 
     if not (run_dir / "index.sqlite").exists():
         fail(f"no runs in {run_dir}: run `harness eval` first or pass --run-dir DIR")
@@ -95,7 +95,7 @@ def runs_cmd(run_dir: Path = RUN_DIR, suite: Optional[str] = typer.Option(None, 
 def _spend(run_dir: Path, run_id: str) -> str:
     """What a run paid, per role, from its summary ("" before it has one, or for runs written
     before spend was recorded): dollars where priced, else tokens."""
-    from harness.records import RunFolder
+    from harness.run_folder import RunFolder
 
     folder = RunFolder(run_dir, run_id)
     summary = folder.read_summary() if folder.exists() else None

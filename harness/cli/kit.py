@@ -99,7 +99,7 @@ def print_summary(summary: Any, path: Path) -> None:
 def print_judge_note(path: Path) -> None:
     """Say so when a judge of the run was the embedded model (the demo's, or opted in)."""
     from harness.providers.embedded import judge_note
-    from harness.records import RunFolder, judge_label
+    from harness.run_folder import RunFolder, judge_label
 
     note = judge_note(judge_label(RunFolder(path.parent, path.name).read_manifest().config.models))
     if note:

@@ -8,10 +8,13 @@ import functools
 import inspect
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, TypedDict, TypeVar
 
 import typer
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from harness.spend import Budget
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -24,6 +27,18 @@ SHORTHAND_HELP = ("Shorthands: --judge-model SPEC (repeat for a panel), --ROLE-m
 
 
 # ---------------------------------------------------------------- the options eval and score share
+class ExecutionFields(TypedDict):
+    """The `RunConfig` fields `RunOptions` sets (`RunOptions.config_fields`)."""
+
+    max_connections: int
+    call_timeout_s: float
+    sample_timeout_s: float
+    max_retries: int
+    cache: bool
+    budgets: list[Budget]
+    prices_file: str | None
+
+
 class RunOptions(BaseModel):
     """How a run executes: never part of its results (not hashed)."""
 
@@ -39,7 +54,7 @@ class RunOptions(BaseModel):
     budget: list[str] = []
     prices: Optional[Path] = None
 
-    def config_fields(self) -> dict[str, Any]:
+    def config_fields(self) -> ExecutionFields:
         """The RunConfig fields these options set (execution only: never hashed)."""
         from harness.spend import parse_budgets
 

@@ -39,7 +39,8 @@ def eval_cmd(
 ) -> None:
     """Run a suite against a model; leaves a run folder with transcripts, scores and a summary."""
     from harness.executors import make_executor
-    from harness.records import RunConfig, RunFolder
+    from harness.records import RunConfig
+    from harness.run_folder import RunFolder
     from harness.suite import get_suite, parse_suite_options
 
     try:

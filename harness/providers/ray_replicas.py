@@ -37,7 +37,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
@@ -114,6 +114,22 @@ def resolve_count(spec: str, count: int | str, total: Mapping[str, float]) -> in
 
 # ---------------------------------------------------------------- the actor
 
+class ReplicaInfo(TypedDict):
+    """Where a replica runs and how much it served (`ReplicaHost.info`)."""
+
+    index: int
+    pid: int
+    children: list[int]  # the engine's own processes (vLLM's engine core)
+    served: int
+    node: str  # the Ray node id
+
+
+class ReplicaStarted(ReplicaInfo):
+    """`ReplicaHost.start`'s answer: its info and its engine's startup time."""
+
+    startup_s: float
+
+
 class ReplicaHost:
     """The actor's body: one engine and the count of requests it served. Its methods are
     coroutines (an async actor), so the engine batches every request sent to the replica."""
@@ -123,7 +139,7 @@ class ReplicaHost:
         self.engine = make_engine(index)
         self.served = 0
 
-    async def start(self) -> dict[str, Any]:
+    async def start(self) -> ReplicaStarted:
         """Start the engine now (not on the first request) and say where it runs."""
         started = time.perf_counter()
         start = getattr(self.engine, "start", None)
@@ -143,7 +159,7 @@ class ReplicaHost:
         out: ModelOutput = await complete(prompt, config)
         return out
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> ReplicaInfo:
         import psutil
         import ray
 
@@ -160,7 +176,7 @@ class ReplicaHost:
 class ReplicaSet:
     """The named actors of one spec in one Ray job; `owned` when this process started them."""
 
-    def __init__(self, spec: str, handles: list[Any], *, owned: bool, started: list[dict[str, Any]] | None = None,
+    def __init__(self, spec: str, handles: list[Any], *, owned: bool, started: list[ReplicaStarted] | None = None,
                  startup_s: float = 0.0):
         self.spec = spec
         self.handles = handles

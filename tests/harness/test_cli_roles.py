@@ -6,7 +6,7 @@ import json
 import urllib.request
 
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import JUDGE_PASS, harness_cli
 
 

@@ -11,7 +11,7 @@ from environments.proact.protocol import history_messages
 from environments.proact.suite import sorted_triggers
 from harness.loopback import running_server
 from harness.providers.embedded import CONTEXT_WINDOW, ensure_converted
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import JUDGE_PASS, harness_cli
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 MODULE = '''

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from harness.loopback import running_server
-from harness.records import RunFolder, now_iso
+from harness.records import now_iso
+from harness.run_folder import RunFolder
 from tests.conftest import JUDGE_PASS, REPO
 from tests.harness.ray_cluster import LocalCluster
 

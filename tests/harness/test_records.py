@@ -6,7 +6,8 @@ import pytest
 
 from corpora.proactbench import load_rows
 from harness.errors import HarnessError
-from harness.records import RunConfig, RunFolder, RunManifest, SampleRecord
+from harness.records import RunConfig, RunManifest, SampleRecord
+from harness.run_folder import RunFolder
 
 
 def _rec(i: int) -> SampleRecord:

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.loopback import running_server
-from harness.records import RECORDS_FORMAT, RunFolder, SampleRecord
+from harness.records import RECORDS_FORMAT, SampleRecord
+from harness.run_folder import RunFolder
 from harness.suite import get_suite
 from tests.conftest import JUDGE_PASS, REPO, harness_cli
 

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from harness import records as records_module
+from harness import run_folder as run_folder_module
 from harness.bench import InstantSuite, bench_instant, instant_reply
 from harness.cli.bench import bench_app
 from harness.providers.base import Usage
-from harness.records import RunConfig, RunFolder, RunIndex, SampleRecord, torn_tail_start
+from harness.records import RunConfig, SampleRecord
+from harness.run_folder import RunFolder, RunIndex, torn_tail_start
 from harness.runner import plan_run, summarize
 from harness.stats import ratio_metric
 from harness.suite import Suite
@@ -123,7 +124,8 @@ def test_the_scan_and_the_stream_are_lazy_and_the_repair_reads_only_the_tail(big
         assert inspect.isgeneratorfunction(fn)
     # The scan never reads the whole file into memory nor parses lines as JSON documents.
     scan_src = "".join(inspect.getsource(f) for f in (RunFolder.scan_finished, RunFolder.iter_lines,
-                                                      records_module.scan_keys, records_module._whole_line_blocks))
+                                                      run_folder_module.scan_keys,
+                                                      run_folder_module._whole_line_blocks))
     assert not re.search(r"json\.load\(|read_bytes|read_text|readlines|\.read\(\)", scan_src)
     # Streaming: taking three records parses three lines, not 20k.
     parsed = []
@@ -256,11 +258,11 @@ def test_bench_runner_model_instant_runs_and_bad_input_is_one_line(tmp_path, mon
     assert out.exit_code != 0 and "--model instant" in out.output
 
 
-def test_records_module_keeps_a_line_head_regex_matching_what_it_writes():
+def test_run_folder_keeps_a_line_head_regex_matching_what_records_write():
     rec = SampleRecord(sample_id='a"b\u00e9', epoch=3, seed=1, status="error", started="t", duration_s=0.0)
     line = (rec.model_dump_json() + "\n").encode()
-    assert records_module._HEAD.match(line)
-    assert records_module.line_head(line) == ('a"b\u00e9', 3, "error")
+    assert run_folder_module._HEAD.match(line)
+    assert run_folder_module.line_head(line) == ('a"b\u00e9', 3, "error")
     assert SampleRecord.load_line(line) == SampleRecord.load(line.decode()) == rec
 
 
@@ -271,8 +273,8 @@ def test_lines_of_another_writer_and_blank_lines_are_read_one_by_one(tmp_path):
     legacy = json.dumps({"status": "error", "epoch": 1, "sample_id": "a", "seed": 2, "errors": ["boom"],
                          "started": "t", "duration_s": 0.0})  # format 1: no `format`, other field order
     folder.samples_path.write_text(f"{legacy}\n\n{ours.model_dump_json()}\n{ours.model_dump_json()[:20]}")
-    assert list(records_module.scan_keys(folder.samples_path)) == [("a", 1, "error"), ("b", 0, "ok")]
-    heads = list(records_module.scan_heads(folder.samples_path))
+    assert list(run_folder_module.scan_keys(folder.samples_path)) == [("a", 1, "error"), ("b", 0, "ok")]
+    heads = list(run_folder_module.scan_heads(folder.samples_path))
     assert [(h.sample_id, h.offset) for h in heads] == [("a", 0), ("b", len(legacy) + 2)]
     assert folder.scan_finished().errors == 1
     assert [r.errors[0].kind if r.errors else None for r in folder.iter_samples()] == ["legacy", None]

@@ -11,7 +11,7 @@ import urllib.request
 from pathlib import Path
 
 from harness.loopback import running_server
-from harness.records import RunFolder, RunIndex
+from harness.run_folder import RunFolder, RunIndex
 from tests.conftest import JUDGE_PASS, harness_cli
 
 JUDGE_FAIL = '{"score": "FAIL", "rationale": "it ignored the anchor", "evidence": "FAIL"}'

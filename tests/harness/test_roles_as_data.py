@@ -15,7 +15,8 @@ import pytest
 from harness.cli.run_cmds import eval_cmd, score_cmd
 from harness.errors import HarnessError
 from harness.loopback import running_server
-from harness.records import RoleConfig, RunConfig, RunFolder
+from harness.records import RoleConfig, RunConfig
+from harness.run_folder import RunFolder
 from harness.roles import assign_roles, parse_role_flags
 from harness.runner import config_hash
 from harness.suite import get_suite

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.loopback import running_server
-from harness.records import RunFolder, RunIndex
+from harness.run_folder import RunFolder, RunIndex
 from tests.conftest import JUDGE_PASS, OWN_PROACT, REPO, default_sigint, harness_cli
 
 

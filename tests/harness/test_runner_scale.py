@@ -10,7 +10,8 @@ import asyncio
 from pathlib import Path
 
 from harness.bench import InstantSuite
-from harness.records import RunConfig, RunFolder, SampleRecord
+from harness.records import RunConfig, SampleRecord
+from harness.run_folder import RunFolder
 from harness.runner import SourceLine, WorkItem, build_models, execute, plan_run, run_items
 
 N = 300

@@ -21,7 +21,7 @@ from harness.errors import HarnessError
 from harness.loopback import running_server
 from harness.prices import Price
 from harness.providers.base import Usage
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from harness.roles import RoleFlags, assign_roles, parse_role_flags
 from harness.spend import Budget, BudgetReached, SpendMeter, check_budgets, parse_budget, parse_budgets
 from tests.conftest import JUDGE_PASS, harness_cli

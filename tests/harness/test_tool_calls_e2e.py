@@ -10,7 +10,7 @@ import pytest
 
 from environments.web.actions import ACTION_PATTERN
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]

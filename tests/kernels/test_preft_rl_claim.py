@@ -181,7 +181,7 @@ def tiny_family(monkeypatch, tmp_path):
 def test_a_check_is_runs_with_records_recomputable_and_reused(tiny_family, tmp_path, capsys):
     from harness.cli.claims_cmds import claims_app
     from harness.cli.kit import check_claims
-    from harness.records import RunIndex
+    from harness.run_folder import RunIndex
 
     claim, run_dir = tiny_family, tmp_path / "runs"
     [printed] = check_claims([claim.id], run_dir, options=suite_options(claim))

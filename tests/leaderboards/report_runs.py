@@ -12,7 +12,8 @@ import base64
 import io
 from pathlib import Path
 
-from harness.records import RunConfig, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord, now_iso
+from harness.records import RunConfig, RunManifest, RunSummary, SampleRecord, now_iso
+from harness.run_folder import RunFolder, RunIndex
 
 HOSTILE = '<script>alert("x")</script>'
 PAPERS = {"prefix_linear_forcing": "not reproduced", "ptq_priced_bitalloc": "reproduced", "made_up_task": "inconclusive"}

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.loopback import running_server
-from harness.records import (RunConfig, RunFolder, RunIndex, RunManifest, RunSummary, SampleRecord,
-                             now_iso)
+from harness.records import RunConfig, RunManifest, RunSummary, SampleRecord, now_iso
+from harness.run_folder import RunFolder, RunIndex
 from tests.conftest import CHROMIUM, JUDGE_PASS, harness_cli
 
 JUDGE_FAIL = '{"score": "FAIL", "rationale": "it ignored the anchor", "evidence": "FAIL"}'

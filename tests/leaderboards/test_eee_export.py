@@ -14,7 +14,7 @@ from every_eval_ever.eval_types import EvaluationLog
 from every_eval_ever.schema import schema_json
 
 from harness.errors import HarnessError
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from leaderboards.aggregate import build_leaderboard
 from leaderboards.eee import to_eee
 from tests.conftest import harness_cli

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import JUDGE_PASS, REPO, harness_cli
 
 JUDGE_FAIL = '{"score": "FAIL", "rationale": "it ignored the anchor", "evidence": "FAIL"}'

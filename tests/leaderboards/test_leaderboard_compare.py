@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from leaderboards.compare import compare_runs, paired_bootstrap
 from tests.conftest import harness_cli
 from tests.leaderboards.runs import write_run

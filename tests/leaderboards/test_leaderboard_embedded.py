@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import JUDGE_PASS, harness_cli
 from tests.leaderboards.runs import torch_env
 from tests.leaderboards.test_viewer import get, serving

@@ -9,7 +9,8 @@ import re
 import pandas as pd
 import pytest
 
-from harness.records import Metric, RunFolder
+from harness.records import Metric
+from harness.run_folder import RunFolder
 from leaderboards.aggregate import Row, build_leaderboard, rank_rows
 from leaderboards.export import to_markdown
 from harness.prices import Price, price_for

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.records import (Metric, MetricSpec, RunConfig, RunFolder, RunIndex, RunManifest, RunSummary,
-                             now_iso)
+from harness.records import Metric, MetricSpec, RunConfig, RunManifest, RunSummary, now_iso
+from harness.run_folder import RunFolder, RunIndex
 from harness.suite import suite_class
 from leaderboards.aggregate import build_leaderboard
 from leaderboards.eee import document

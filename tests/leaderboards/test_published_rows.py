@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from harness.errors import HarnessError
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from leaderboards.aggregate import Leaderboard, add_reference_rows
 from tests.conftest import SHARED_DATA, harness_cli
 from tests.leaderboards.runs import write_run

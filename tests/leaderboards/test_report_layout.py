@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.leaderboards.runs import launch_chromium, write_run
 
 pytestmark = pytest.mark.browser

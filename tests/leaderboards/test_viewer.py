@@ -15,7 +15,8 @@ from html import escape
 
 import pytest
 
-from harness.records import ErrorRecord, RunFolder
+from harness.records import ErrorRecord
+from harness.run_folder import RunFolder
 from leaderboards.viewer import PER_PAGE, make_server
 from tests.conftest import REPO
 from tests.leaderboards.runs import write_run

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import REPO
 from tests.leaderboards.runs import launch_chromium, write_run
 

@@ -9,6 +9,7 @@ from flask.typing import ResponseReturnValue
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
 from environments.web.db import money, order_totals
+from environments.web import rules
 from environments.web.ledger import DeltaBuilder
 from environments.web.sites.common import commit, conn, dollars, form_int, one
 
@@ -126,10 +127,11 @@ def checkout() -> ResponseReturnValue:
     for i in items:
         c.execute("INSERT INTO order_item VALUES (?,?,?,?)", (oid, i["id"], i["quantity"], i["price"]))
         c.execute("UPDATE product SET stock=stock-? WHERE id=?", (i["quantity"], i["id"]))
-        c.execute("DELETE FROM cart_item WHERE product_id=?", (i["id"],))
         b.relate(f"order:{oid}", "contains", f"product:{i['id']}")
         b.attr(f"product:{i['id']}", "stock", i["stock"], i["stock"] - i["quantity"])
-        b.delete(f"cart_item:{i['id']}").relate("cart", "contains", f"product:{i['id']}", added=False)
+        if not rules.active("order_keeps_cart"):  # the rule perturbation: the line stays in the cart
+            c.execute("DELETE FROM cart_item WHERE product_id=?", (i["id"],))
+            b.delete(f"cart_item:{i['id']}").relate("cart", "contains", f"product:{i['id']}", added=False)
     if final:  # a final-sale order can never be cancelled: the whole payment is committed
         b.irreversible(dollars(total))
     commit("shop", f"placed order {oid} ({money(total)})", b)

@@ -8,6 +8,7 @@ import sqlite3
 from flask.typing import ResponseReturnValue
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 
+from environments.web import rules
 from environments.web.db import money
 from environments.web.ledger import DeltaBuilder
 from environments.web.sites.common import commit, conn, dollars, form_int, one
@@ -94,6 +95,8 @@ def booking(bid: int) -> ResponseReturnValue:
 
 
 def _refund(b: sqlite3.Row) -> int:
+    if rules.active("cancel_refunds_nothing"):  # the rule perturbation (shown on the pages too)
+        return 0
     return int(b["paid"] - b["cancel_fee"]) if b["refundable"] else 0
 
 

@@ -16,7 +16,7 @@ from environments.atari.env import AtariEnvironment
 from environments.atari.suite import AtariOptions, CdwmAtariSuite
 from harness.errors import HarnessError
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from harness.presenter import PNG_MAGIC
 from tests.conftest import REPO
 

@@ -11,7 +11,8 @@ import pytest
 
 from environments.cdwm.deltas import Delta
 from harness.loopback import running_server
-from harness.records import RunConfig, RunFolder
+from harness.records import RunConfig
+from harness.run_folder import RunFolder
 from harness.runner import execute, plan_run
 from tests.environments.cdwm.fixtures import ShopSuite
 from tests.conftest import harness_cli

@@ -15,7 +15,7 @@ from environments.household.generator import Scene, generate_task, generate_task
 from harness.errors import HarnessError
 from harness.suite import get_suite
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 

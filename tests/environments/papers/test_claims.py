@@ -14,7 +14,7 @@ from harness.claims.runs import ClaimSuite, load_runs, run_check, verdict_from_r
 from harness.cli.claims_cmds import claims_app
 from harness.errors import HarnessError
 from harness.executors import make_executor
-from harness.records import RunIndex
+from harness.run_folder import RunIndex
 from tests.environments.papers.toy_task import ToyTask, toy_suite  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.usefixtures("toy_suite")

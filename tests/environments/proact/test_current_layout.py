@@ -10,7 +10,7 @@ import pytest
 from corpora.proact_types import LABELS
 from corpora.proactbench import HUB_CORPUS_FILE, RELEASE_DATASET_IDS, load_rows
 from harness.errors import HarnessError
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import OWN_PROACT, REPO, harness_cli
 
 CURRENT = REPO / "tests" / "fixtures" / "proact_current_layout.jsonl"

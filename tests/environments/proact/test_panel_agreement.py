@@ -7,7 +7,8 @@ import pytest
 
 from environments.proact.metrics import panel_agreement
 from harness.loopback import running_server
-from harness.records import RunFolder, SampleRecord
+from harness.records import SampleRecord
+from harness.run_folder import RunFolder
 from tests.conftest import JUDGE_PASS, harness_cli
 
 JUDGE_FAIL = '{"score": "FAIL", "rationale": "it ignored the anchor", "evidence": "FAIL"}'

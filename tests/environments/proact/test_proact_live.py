@@ -37,7 +37,8 @@ from harness.calls import CallPolicy, ManagedModel
 from harness.errors import HarnessError
 from harness.loopback import running_server
 from harness.providers.openai_provider import OpenAIModel
-from harness.records import RunConfig, RunFolder
+from harness.records import RunConfig
+from harness.run_folder import RunFolder
 from harness.runner import execute, plan_run
 from tests.conftest import OWN_PROACT
 

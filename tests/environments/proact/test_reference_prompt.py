@@ -23,7 +23,8 @@ from environments.proact.suite import ProactOfflineSuite
 from harness.errors import HarnessError
 from harness.loopback import running_server
 from harness.providers.base import GenerateConfig, ModelOutput
-from harness.records import RunConfig, RunFolder
+from harness.records import RunConfig
+from harness.run_folder import RunFolder
 from harness.runner import config_hash, execute, plan_run
 from harness.suite import SampleContext, get_suite
 from leaderboards.aggregate import build_leaderboard

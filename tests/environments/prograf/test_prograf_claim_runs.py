@@ -23,7 +23,8 @@ from environments.prograf.profile import build_profile
 from harness.claims import load_verdicts
 from harness.claims.runs import load_runs
 from harness.errors import HarnessError
-from harness.records import RoleConfig, RunIndex
+from harness.records import RoleConfig
+from harness.run_folder import RunIndex
 from harness.suite import get_suite
 
 GENERATOR = "synthetic/prograf-weak-circuits"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from environments.prograf.suite import Options, ProGrafSuite
-from harness.records import RunConfig, RunFolder
+from harness.records import RunConfig
+from harness.run_folder import RunFolder
 from harness.runner import plan_run, run_eval
 from harness.suite import parse_options
 

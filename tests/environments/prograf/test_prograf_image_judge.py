@@ -22,7 +22,7 @@ from harness.errors import HarnessError
 from harness.loopback import prompt_key, running_server
 from harness.messages import images_of, text_of
 from harness.providers.base import ModelOutput
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 
@@ -98,12 +98,12 @@ def test_a_run_uses_the_calibrated_judge_only_for_its_enabled_checks(tmp_path, g
     images.mkdir()
     (images / f"{prompt_key(image_prompt(task))}.png").write_bytes(png)
     checks = sorted({vp.check for vp in task.points})
-    enabled = ["segment"]
-    assert "segment" in checks
+    enabled = ["circle"]  # a check no enabled pixel check decides
+    assert "circle" in checks
     cal = tmp_path / "judge.json"
     runs = tmp_path / "runs"
     with running_server("--echo", "--reply", "yes", "--images", str(images)) as url:
-        figures = {"segment": {"tp": 9, "fp": 1, "fn": 3, "tn": 40}}
+        figures = {"circle": {"tp": 9, "fp": 1, "fn": 3, "tn": 40}}
         dump(JudgeCalibration(judge="openai/judge", enabled=enabled, tasks=1, images=1, seconds=0.0,
                               by_check=figures), cal)
         common = ["eval", "--suite", "prograf-image", "--model", "openai/painter", "--base-url", url,
@@ -127,9 +127,9 @@ def test_a_run_uses_the_calibrated_judge_only_for_its_enabled_checks(tmp_path, g
     summary = run.read_summary()
     assert summary is not None
     metrics = summary.metrics
-    assert metrics["judge_precision/segment"].value == pytest.approx(0.9)
-    assert metrics["judge_precision/segment"].n == 10 and 0.5 < metrics["judge_precision/segment"].ci_low < 0.9
-    assert metrics["judge_recall/segment"].value == pytest.approx(0.75)
+    assert metrics["judge_precision/circle"].value == pytest.approx(0.9)
+    assert metrics["judge_precision/circle"].n == 10 and 0.5 < metrics["judge_precision/circle"].ci_low < 0.9
+    assert metrics["judge_recall/circle"].value == pytest.approx(0.75)
     assert metrics["judged_point_share"].value == pytest.approx(len(judged) / len(points))
     # Another judge than the calibrated one: every sample's scoring names the fix.
     assert "calibrated openai/judge, not openai/another" in wrong.stdout + wrong.stderr + "".join(

@@ -21,7 +21,7 @@ from environments.prograf.task import load_tasks
 from harness.calls import CallPolicy, ManagedModel
 from harness.loopback import prompt_key, running_server
 from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, check_constraint
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 

@@ -89,10 +89,10 @@ def test_undecidable_and_disabled_points_are_undecided(corpus, renderer):
     nodes = [p for p in verdict.points if p.check == "node"]
     assert nodes and all(p.status == "undecided" and "disabled by calibration" in p.reason for p in nodes)
     assert verdict.decided == 0 and verdict.passed is None
-    # a point no image check reads (a geometry relation) is left to the vision judge
-    geo = next(t for t in corpus.values() if any(vp.check == "perpendicular" for vp in t.points))
-    vp = next(vp for vp in geo.points if vp.check == "perpendicular")
-    got = decide(Pixels(np.zeros((4, 4, 3), np.uint8)), geo, vp, EVERY_TYPE)
+    # a point no image check reads (a circuit connection) is left to the vision judge
+    circuit = next(t for t in corpus.values() if any(vp.check == "connected" for vp in t.points))
+    vp = next(vp for vp in circuit.points if vp.check == "connected")
+    got = decide(Pixels(np.zeros((4, 4, 3), np.uint8)), circuit, vp, EVERY_TYPE)
     assert got.status == "undecided" and got.reason == NEEDS_JUDGE and got.check_type is None
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from harness.errors import HarnessError
-from harness.records import Metric, RunConfig, RunFolder, RunIndex, RunManifest, RunSummary, now_iso
+from harness.records import Metric, RunConfig, RunManifest, RunSummary, now_iso
+from harness.run_folder import RunFolder, RunIndex
 from leaderboards.aggregate import build_leaderboard
 
 SUITE = "prograf-loop"

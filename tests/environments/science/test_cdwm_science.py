@@ -20,7 +20,7 @@ from environments.science.mask import SCIENCE_MASK
 from environments.science.suite import CdwmScienceSuite, ScienceOptions, resolve_tasks
 from harness.errors import HarnessError
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from harness.suite import get_suite
 from tests.environments.cdwm.fixtures import scripted_context, wm
 from tests.conftest import harness_cli

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from harness.loopback import running_server
-from harness.records import RunFolder
+from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 pytestmark = pytest.mark.browser
