@@ -323,4 +323,5 @@ def test_deeply_nested_or_long_input_is_read_or_refused_in_bounded_time(parse, c
     else:
         with pytest.raises(InputRejected, match=outcome):
             parse(code)
-    assert time.perf_counter() - start < 2.0
+    # Generous for a loaded machine (under 0.1 s idle); unbounded reading would take minutes.
+    assert time.perf_counter() - start < 20.0

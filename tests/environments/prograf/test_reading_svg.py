@@ -87,7 +87,7 @@ def test_use_cycles_and_use_bombs_are_refused_quickly_naming_the_line():
     start = time.perf_counter()
     with pytest.raises(InputRejected, match="expands to more than 10000 elements"):
         parse_svg(bomb)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 20.0  # expanded, 10^8 elements would take hours; < 0.5 s idle
     # few elements, but one long curved path used 500 times: bounded by the pieces drawn, read once
     wiggle = "M0 5" + " a1 1 0 0 1 2 0" * 2000
     many = f'<svg {NS} viewBox="0 0 10 10"><defs><path id="w" d="{wiggle}" stroke="black"/></defs>' \
@@ -95,7 +95,7 @@ def test_use_cycles_and_use_bombs_are_refused_quickly_naming_the_line():
     start = time.perf_counter()
     with pytest.raises(InputRejected, match="more than 100000 line pieces"):
         parse_svg(many)
-    assert time.perf_counter() - start < 3.0
+    assert time.perf_counter() - start < 20.0  # loose for a loaded machine; the refusal is the point
 
 
 def test_deep_nesting_is_refused_within_the_bound():
