@@ -16,20 +16,9 @@ import math
 import random
 from dataclasses import dataclass, field, replace
 
-from environments.prograf.task import GeometrySpec, Task, VerificationPoint
+from environments.prograf.task import GEOMETRY_RELATIONS, GeometrySpec, Task, VerificationPoint
 
 XY = tuple[float, float]
-RELATIONS = (
-    "midpoint",
-    "perpendicular",
-    "parallel",
-    "on_circle",
-    "angle",
-    "equal_angle",
-    "equal_length",
-    "collinear",
-    "on_segment",
-)
 # how far past the verifier's default tolerance a moved point must put a relation (3 to 4 times it)
 VIOLATION = {
     "midpoint": 0.1,
@@ -172,7 +161,7 @@ def faults(task: Task, kind: str, rng: random.Random) -> tuple[Figure, str, str]
             f"segment {''.join(s)} left out",
         )
     if kind == "wrong_relation":
-        facts = [vp for vp in task.points if vp.check in RELATIONS]
+        facts = [vp for vp in task.points if vp.check in GEOMETRY_RELATIONS]
         rng.shuffle(facts)
         for vp in facts:
             moved = moved_for(fig, vp, radius)

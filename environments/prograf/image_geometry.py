@@ -55,7 +55,7 @@ from environments.prograf.findings import Finding, fail, ok
 from environments.prograf.image_graph import ink_mask, stroke_width
 from environments.prograf.image_ocr import DOTS, TextLine, label_matches, occurrences
 from environments.prograf.scene import Circle, Scene, Segment, Text
-from environments.prograf.task import GeometrySpec, VerificationPoint
+from environments.prograf.task import GEOMETRY_RELATIONS, GeometrySpec, VerificationPoint
 
 CIRCLE_INK = 0.8  # share of a circle's circumference that must be ink
 DOT_SIZE = 0.0045  # of the longer side: a dot's radius is at least this (a thin figure's letters are thicker)
@@ -383,17 +383,6 @@ class Undecidable(Exception):
 MARGIN = 2.0  # a relation is failed from pixels only when off by more than MARGIN times its tolerance
 GONE = 0.5  # a segment is failed from pixels only when less than this share of it is read as drawn
 THERE = 0.9  # ... and a forbidden one only when at least this share is
-RELATIONS = (
-    "midpoint",
-    "perpendicular",
-    "parallel",
-    "on_circle",
-    "angle",
-    "equal_angle",
-    "equal_length",
-    "collinear",
-    "on_segment",
-)
 
 
 # the structural checks' own defaults (`check_geometry`), for a point that names no tolerance
@@ -515,7 +504,7 @@ CHECKS_FROM_PIXELS: dict[str, Callable[[Figure, VerificationPoint, GeometrySpec]
         "circle": c_circle,
         "length_label": c_length_label,
     }
-    | {check: c_relation for check in RELATIONS if check != "on_circle"}
+    | {check: c_relation for check in GEOMETRY_RELATIONS if check != "on_circle"}
     | {"on_circle": c_on_circle}
 )
 

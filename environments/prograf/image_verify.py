@@ -42,7 +42,7 @@ from environments.prograf.findings import Finding, count_finding, fail, ok
 from environments.prograf.image_input import decode_png
 from environments.prograf.image_ocr import DOTS, TextLine, normalise, occurrences, read_text
 from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.task import CircuitSpec, GeometrySpec, GraphSpec, Task, VerificationPoint
+from environments.prograf.task import GEOMETRY_RELATIONS, CircuitSpec, GeometrySpec, GraphSpec, Task, VerificationPoint
 
 Status = Literal["pass", "fail", "undecided"]
 NEEDS_JUDGE = "undecided (needs the vision judge)"
@@ -68,7 +68,7 @@ CHECK_TYPES: dict[str, str] = {
     "segment": "cv_segment",
     "no_segment": "cv_no_segment",
     "circle": "cv_circle",
-} | {check: "cv_relation" for check in image_geometry.RELATIONS}
+} | {check: "cv_relation" for check in GEOMETRY_RELATIONS}
 # The committed calibration's verdict (docs/prograf.md, `harness prograf calibrate-image`): the
 # types whose precision and pass-precision on our renders were both >= CALIBRATION_THRESHOLD.
 CALIBRATION_THRESHOLD = 0.9

@@ -25,6 +25,11 @@ Kind = Literal["exists", "count", "relation", "connection", "label", "absent"]
 CATEGORIES: tuple[Category, ...] = ("geometry", "circuit", "flowchart", "diagram")
 FORMATS: tuple[Format, ...] = ("svg", "dot", "mermaid", "schemdraw-json", "schemdraw-py")
 
+# The geometry checks that relate points to one another (kind "relation" below), in one list for
+# the writers and readers that treat them alike (foreign_geometry.py, image_geometry.py).
+GEOMETRY_RELATIONS: tuple[str, ...] = ("midpoint", "perpendicular", "parallel", "on_circle", "angle", "equal_angle",
+                                       "equal_length", "collinear", "on_segment")
+
 # check name -> (kind, number of args): the contract between the task file and the verifier.
 CHECKS: dict[str, tuple[Kind, int]] = {
     # geometry (an SVG scene: labelled points, segments, circles, texts)

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from environments.prograf import foreign_geometry
 from environments.prograf.audit import ORDER, TARGET, Outcome, judge, run_audit
 from environments.prograf.build import CORPUS
+from environments.prograf.task import GEOMETRY_RELATIONS
 from environments.prograf.foreign import FAULT_KINDS, Output, corpus, corpus_digest, generated, handwritten
 from environments.prograf.task import load_tasks
 from harness.errors import HarnessError
@@ -75,7 +76,7 @@ def test_a_moved_point_breaks_its_relation_by_our_own_arithmetic(tasks):
             continue
         fig, target, _ = made
         vp = t.point(target)
-        if vp.check in foreign_geometry.RELATIONS:
+        if vp.check in GEOMETRY_RELATIONS:
             radius = dict(foreign_geometry.figure_of(t.spec, t.points).circles)
             assert foreign_geometry.relation_error(fig, vp, radius) >= foreign_geometry.VIOLATION[vp.check]
             assert (
