@@ -25,7 +25,7 @@ RECORDS_FORMAT = 2
 
 RunStatus = Literal["running", "complete", "interrupted", "failed"]
 SampleStatus = Literal["ok", "error"]
-ErrorKind = Literal["timeout", "exception", "suite", "legacy"]
+ErrorKind = Literal["timeout", "exception", "suite", "record", "legacy"]
 Stage = Literal["solve", "score"]
 
 
@@ -281,7 +281,8 @@ class CallRecord(BaseModel):
 class ErrorRecord(BaseModel):
     """One error on a sample. `kind`: `timeout` (the stage ran out of time), `exception` (the
     solver or scorer raised; `traceback` kept), `suite` (the suite recorded a failure in its own
-    words, e.g. one trigger's failed model call), `legacy` (a version-1 record's error string)."""
+    words, e.g. one trigger's failed model call), `record` (a transcript or scores that the suite's
+    declared type does not accept), `legacy` (a version-1 record's error string)."""
 
     kind: ErrorKind
     message: str

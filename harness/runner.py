@@ -36,7 +36,8 @@ from harness.spend import BudgetReached, SpendMeter, check_budgets
 from harness.prices import load_price_file, price_for
 from harness.summary import figures
 from harness.spec import ModelSpec
-from harness.suite import Sample, SampleContext, Scorer, Suite, dump_payload, error_records, get_suite, role_family
+from harness.suite import (RecordMismatch, Sample, SampleContext, Scorer, Suite, dump_payload, error_records, get_suite,
+                           role_family)
 
 T = TypeVar("T")
 # Every package whose version changes a number: the model stack, and the libraries the benchmarks
@@ -68,10 +69,21 @@ async def _stage(coro: Awaitable[T], timeout_s: float, stage: Stage) -> tuple[T 
 
 async def score_transcript(suite: Suite, scorer: Scorer, sample: Sample, output: dict[str, Any],
                            ctx: SampleContext, timeout_s: float) -> tuple[dict[str, Any], list[ErrorRecord]]:
-    score, errors = await _stage(scorer.score(sample, output, ctx), timeout_s, "score")
+    """The recorded transcript validated once into the suite's type, scored, and the scores
+    validated before they are recorded; a mismatch is the sample's error, the run goes on."""
+    try:
+        transcript = suite.read_transcript(output)
+    except RecordMismatch as exc:
+        return suite.scores_on_failure(sample), [ErrorRecord(kind="record", stage="score", message=str(exc))]
+    score, errors = await _stage(scorer.score(sample, transcript, ctx), timeout_s, "score")
     if score is None:
         return suite.scores_on_failure(sample), errors
-    return dump_payload(score.values), error_records(score.errors, "score")
+    values = dump_payload(score.values)
+    try:
+        suite.read_scores(values)
+    except RecordMismatch as exc:
+        return suite.scores_on_failure(sample), [ErrorRecord(kind="record", stage="score", message=str(exc))]
+    return values, error_records(score.errors, "score")
 
 
 async def run_one(suite: Suite, sample: Sample, epoch: int, models: dict[str, ManagedModel],

@@ -7,6 +7,12 @@ a solver (`solve`: the agent that writes a transcript), one or more scorers (`sc
 scoring are separate steps, so `harness score` can redo the scores of any run without calling
 the model under test again.
 
+Typed end to end: a suite declares its sample data, transcript and scores as types
+(`Suite[Data, Transcript, Scores]`, with `transcript_type` / `scores_type` set to the pydantic models),
+and the runner validates each transcript once -- the fresh one on the solve path and the recorded one
+on the `harness score` path alike -- so a scorer gets the object, never a dict to re-validate; metrics
+read records' scores through `read_scores`. A suite that declares nothing gets JSON dicts (`Any`).
+
 The core knows no specific suite: families register theirs in pyproject.toml, e.g.
     [project.entry-points."harness.suites"]
     proact = "environments.proact.suite:ProactOfflineSuite"
@@ -18,10 +24,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, ClassVar, Literal, Protocol, get_args, get_origin
+from typing import Any, ClassVar, Generic, Literal, Protocol, cast, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
+from typing_extensions import TypeVar  # TypeVar defaults (PEP 696) before Python 3.13
 
 from harness.calls import ManagedModel
 from harness.errors import HarnessError
@@ -43,10 +50,17 @@ class SuiteOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# A suite's own types; `Any` (JSON dicts) for a suite that declares none.
+DataT = TypeVar("DataT", default=Any)
+TranscriptT = TypeVar("TranscriptT", default=Any)
+ScoresT = TypeVar("ScoresT", default=Any)
+TranscriptT_contra = TypeVar("TranscriptT_contra", contravariant=True, default=Any)
+
+
 @dataclass
-class Sample:
+class Sample(Generic[DataT]):
     id: str
-    data: dict[str, Any]
+    data: DataT
 
 
 # A family's payload: its own pydantic model (preferred: typed, versioned with the suite) or a
@@ -130,8 +144,9 @@ class SampleContext:
         return out
 
 
-class Scorer(Protocol):
-    """Scores one transcript. `roles`: the model roles it calls (a judge), () for a pure scorer."""
+class Scorer(Protocol[TranscriptT_contra]):
+    """Scores one transcript (the suite's `transcript_type` when it declares one, validated by the
+    runner). `roles`: the model roles it calls (a judge), () for a pure scorer."""
 
     @property
     def name(self) -> str: ...
@@ -142,23 +157,27 @@ class Scorer(Protocol):
     @property
     def description(self) -> str: ...
 
-    async def score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score: ...
+    async def score(self, sample: Sample[Any], transcript: TranscriptT_contra, ctx: SampleContext) -> Score: ...
 
 
 @dataclass(frozen=True)
-class FunctionScorer:
+class FunctionScorer(Generic[TranscriptT]):
     """A scorer made of one async function (most suites' scorers are a method of the suite)."""
 
     name: str
-    fn: Callable[[Sample, dict[str, Any], SampleContext], Awaitable[Score]]
+    fn: Callable[[Sample[Any], TranscriptT, SampleContext], Awaitable[Score]]
     roles: tuple[str, ...] = ()
     description: str = ""
 
-    async def score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def score(self, sample: Sample[Any], transcript: TranscriptT, ctx: SampleContext) -> Score:
         return await self.fn(sample, transcript, ctx)
 
 
-class Suite(ABC):
+class RecordMismatch(HarnessError):
+    """A recorded transcript or score that the suite's declared type does not accept."""
+
+
+class Suite(ABC, Generic[DataT, TranscriptT, ScoresT]):
     name: ClassVar[str]
     version: ClassVar[str]
     headline_metric: ClassVar[str]
@@ -172,6 +191,11 @@ class Suite(ABC):
     # Options a leaderboard row always names, defaults filled in: a run of the default (the
     # papers' method, `solver`) must say so beside the runs that set it.
     label_options: ClassVar[tuple[str, ...]] = ()
+    # The suite's transcript and scores as types (pydantic models, or any type pydantic validates):
+    # the runner validates each transcript into `transcript_type` once before a scorer sees it, and
+    # each scorer's values into `scores_type` before they are recorded. None: JSON dicts as recorded.
+    transcript_type: ClassVar[type[Any] | None] = None
+    scores_type: ClassVar[type[Any] | None] = None
 
     @classmethod
     def metric_spec(cls, metric: str) -> MetricSpec:
@@ -221,10 +245,19 @@ class Suite(ABC):
         recorded on the sample by the runner and the run goes on (the sample is then not scored)."""
 
     @abstractmethod
-    def scorers(self) -> dict[str, Scorer]:
+    def scorers(self) -> dict[str, Scorer[TranscriptT]]:
         """The suite's scorers by name; the first is the default."""
 
-    def scorer(self, name: str | None) -> Scorer:
+    def read_transcript(self, output: dict[str, Any]) -> TranscriptT:
+        """A recorded transcript (its JSON dump) as the suite's `transcript_type`; the one place it
+        is validated, on the solve and the re-score path alike."""
+        return cast(TranscriptT, _validated(self, "transcript", self.transcript_type, output))
+
+    def read_scores(self, scores: dict[str, Any]) -> ScoresT:
+        """A record's scores as the suite's `scores_type` (for metrics over records)."""
+        return cast(ScoresT, _validated(self, "scores", self.scores_type, scores))
+
+    def scorer(self, name: str | None) -> Scorer[TranscriptT]:
         found = self.scorers()
         if name is None:
             return next(iter(found.values()))
@@ -237,8 +270,10 @@ class Suite(ABC):
         propagate. The runner does not use it: it records each step and its errors on its own."""
         transcript = await self.solve(sample, ctx)
         output = dump_payload(transcript.output)
-        score = await self.scorer(scorer).score(sample, output, ctx)
-        return SampleOutcome(output, dump_payload(score.values), [str(e) for e in [*transcript.errors, *score.errors]])
+        score = await self.scorer(scorer).score(sample, self.read_transcript(output), ctx)
+        values = dump_payload(score.values)
+        self.read_scores(values)
+        return SampleOutcome(output, values, [str(e) for e in [*transcript.errors, *score.errors]])
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
         """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can
@@ -259,6 +294,29 @@ class Suite(ABC):
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
         return {}
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
+    """One adapter per type: a validator is compiled when an adapter is made."""
+    if kind not in _ADAPTERS:
+        _ADAPTERS[kind] = TypeAdapter(kind)
+    return _ADAPTERS[kind]
+
+
+def _validated(suite: Suite[Any, Any, Any], what: str, kind: type[Any] | None, value: dict[str, Any]) -> Any:
+    if kind is None:
+        return value
+    try:
+        return _adapter(kind).validate_python(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
+        raise RecordMismatch(f"suite {suite.name!r} {suite.version}: a {what} that its {kind.__name__} does not "
+                             f"accept ({where}: {first['msg']}); it was written by another version of the suite "
+                             f"(re-solve it, or score it with the version that wrote it)") from None
 
 
 # ---------------------------------------------------------------------- registry

@@ -1,7 +1,8 @@
 """A suite from a package of its own -- one module and two entry points (the suite and its
 presenter), nothing in this project touched -- runs end to end through `harness eval`, `harness
 score`, `harness leaderboard export` and `harness view` (its presenter draws the samples and its
-report section; its transcript is its own pydantic model; its metrics are declared)."""
+report section; its sample data, transcript and scores are its own pydantic models, which its
+scorers and metrics get as objects; its metrics are declared)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,16 @@ from harness.presenter import Presenter, ReportSection, e
 from harness.suite import FunctionScorer, Sample, Score, Suite, SuiteOptions, Transcript
 
 
+class Number(BaseModel):
+    n: int
+
+
 class Said(BaseModel):
     reply: str
+
+
+class Verdict(BaseModel):
+    correct: bool
 
 
 class EchoPresenter(Presenter):
@@ -47,19 +56,21 @@ class Options(SuiteOptions):
     count: int = Field(4, ge=1, le=100, description="how many numbers")
 
 
-class EchoNumbers(Suite):
+class EchoNumbers(Suite[Number, Said, Verdict]):
     name = "echo-numbers"
     version = "0.1"
     headline_metric = "accuracy"
     description = "say the number back"
     Options = Options
     metric_specs = {"accuracy": MetricSpec(unit="fraction", description="replies ending with the number")}
+    transcript_type = Said
+    scores_type = Verdict
 
     def load_samples(self, corpus):
-        return [Sample(id=f"n{i}", data={"n": i}) for i in range(self.options.count)]
+        return [Sample(id=f"n{i}", data=Number(n=i)) for i in range(self.options.count)]
 
     async def solve(self, sample, ctx):
-        out = await ctx.generate("assistant", [{"role": "user", "content": str(sample.data["n"])}],
+        out = await ctx.generate("assistant", [{"role": "user", "content": str(sample.data.n)}],
                                  GenerateConfig(max_tokens=8))
         return Transcript(output=Said(reply=out.text))
 
@@ -68,14 +79,17 @@ class EchoNumbers(Suite):
                 "judge": FunctionScorer("judge", self._judge, roles=("judge",), description="the judge says yes")}
 
     async def _exact(self, sample, transcript, ctx):
-        return Score(values={"correct": transcript["reply"].strip().endswith(str(sample.data["n"]))})
+        return Score(values=Verdict(correct=transcript.reply.strip().endswith(str(sample.data.n))))
 
     async def _judge(self, sample, transcript, ctx):
-        out = await ctx.generate("judge", [{"role": "user", "content": transcript["reply"]}], GenerateConfig(max_tokens=4))
+        out = await ctx.generate("judge", [{"role": "user", "content": transcript.reply}], GenerateConfig(max_tokens=4))
         return Score(values={"correct": out.text.strip().lower().startswith("yes")})
 
+    def scores_on_failure(self, sample):
+        return {"correct": False}  # a declared scores type: what a failed sample counts as must validate too
+
     def metrics(self, records, seed=0):
-        cells = [[1.0 if r.scores.get("correct") else 0.0, 1.0] for r in records]
+        cells = [[1.0 if self.read_scores(r.scores).correct else 0.0, 1.0] for r in records]
         return {"accuracy": ratio_metric(cells, lambda c: c[0], lambda c: c[1], seed=seed)}
 '''
 
@@ -139,3 +153,19 @@ def test_a_suite_from_its_own_package_runs_scores_exports_and_shows(tmp_path, mo
             assert status == 200 and '<div class="echo-view">said ' in html and ".echo-view { border" in html
     finally:
         presenter_for.cache_clear()
+    # A recorded transcript the suite's type does not accept (here: edited by hand) is that sample's
+    # error, named, on the re-score path; the other samples are scored and nothing recorded is lost.
+    samples = run_dir / source / "samples.jsonl"
+    lines = samples.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["output"] = {"said": first["output"]["reply"]}
+    samples.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    proc = harness_cli("score", source, "--scorer", "exact", "--run-dir", str(run_dir), "--no-progress", env=env)
+    assert proc.returncode == 0, proc.stderr
+    [tampered] = [p.name for p in run_dir.iterdir()
+                  if (p / "manifest.json").exists() and p.name not in (source, rescored)]
+    records = {r.sample_id: r for r in RunFolder(run_dir, tampered).read_samples()}
+    [error] = records[first["sample_id"]].errors
+    assert error.kind == "record" and "echo-numbers" in error.message and "reply" in error.message
+    assert all(not r.errors and r.scores == {"correct": True} for i, r in records.items() if i != first["sample_id"])
+    assert RunFolder(run_dir, tampered).read_summary().metrics["accuracy"].value == 2 / 3
