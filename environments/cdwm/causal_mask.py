@@ -1,17 +1,24 @@
 """The learned causal sparsity mask: per action class x delta dimension, a gate learned jointly with
 the delta predictor under a sparsity penalty (issue 40 item 3).
 
-Design. `CausalGates` holds one logit per (action class, dimension); its gate is the sigmoid. A
-"changes?" head reads the predictor's hidden state at the end of the prompt (the adapted model's
-last layer, so the head's gradient also trains the LoRA adapter) and gives p_d(x), the chance that
-this transition changes dimension d. The gated probability is q_d = g[c, d] * p_d(x): a dimension
-a class never touches can be explained away by the head or by closing the gate, and the sparsity
-penalty -- lambda * sum_d g[c, d] for each row, so each class is penalised as often as it is seen
--- makes closing the gate the cheaper of the two. A dimension the class does touch costs
--log(g p) on those rows, which keeps its gate open unless the class touches it on fewer than about
-lambda of its rows. Loss: BCE(q, touched) + the penalty, added to the SFT loss and minimised by
-the same optimiser as the adapter (a parameter group of its own, since a gate needs larger steps
-than LoRA weights).
+Design. `CausalGates` holds one logit per (action class, dimension); its gate g is the sigmoid,
+read as the probability that the edge "this class can change this dimension" exists. A "changes?"
+head reads the predictor's hidden state at the end of the prompt (the adapted model's last layer,
+so the head's gradient also trains the LoRA adapter) and gives p_d(x), the chance that this
+transition changes dimension d if the edge exists. The loss is the expectation over the edge:
+
+    g * BCE(p_d(x), touched_d) + (1 - g) * BCE(0, touched_d) + lambda * g
+
+An absent edge predicts "never changes", so one transition of the class that touches d costs
+-log(eps) (~13.8) per row when the gate is shut: a dimension the class touches on any noticeable
+share of its rows keeps its gate open whether or not the head can tell *which* rows (the question
+the mask answers is whether the class can affect d, not how predictable it is). A dimension it
+never touches has BCE(0, 0) = 0 when shut, so the penalty closes it. (Session 25 replaced the
+product form BCE(g * p, touched): there g and p trade off, and where the head cannot tell the rows
+apart g settles near the base rate -- MiniGrid `forward` -> irreversible, touched in 19% of rows
+(a step into lava), ended at g = 0.17, shut, so the grammar could never predict a lava death.)
+Added to the SFT loss and minimised by the same optimiser as the adapter (a parameter group of its
+own, since a gate needs larger steps than LoRA weights).
 
 What we do not do, and why: scaling each field's token loss by its gate (one reading of "a gate on
 the predictor") rewards closing the gate of any field that is hard to predict, whether or not the
@@ -37,6 +44,7 @@ from agents.trained_world_model import MASK_FILE, MASK_THRESHOLD, read_gates
 from harness.environment import DIMENSIONS, ActionMask, Delta, touched
 
 THRESHOLD = MASK_THRESHOLD
+EPS = 1e-6  # an absent edge's "never changes", as a probability the log can take
 
 
 def touched_vector(delta: Delta) -> list[float]:
@@ -60,12 +68,14 @@ class CausalGates(nn.Module):  # type: ignore[misc]  # torch is not analysed (fo
     def loss(
         self, hidden: torch.Tensor, class_ids: torch.Tensor, target: torch.Tensor, sparsity: float
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        """Mean over rows of BCE(g[c] * p(x), touched) + sparsity * sum_d g[c, d].
+        """Mean over rows of the expected BCE over the edge (module docstring) + sparsity * sum_d g[c, d].
         hidden [B, H], class_ids [B] (long), target [B, D] in {0, 1}."""
         g = self.gates()[class_ids]
-        p = torch.sigmoid(self.head(hidden.to(self.head.weight.dtype)))
-        q = (g * p).clamp(1e-6, 1 - 1e-6)
-        bce = nn.functional.binary_cross_entropy(q, target.to(q.dtype), reduction="none").sum(-1).mean()
+        p = torch.sigmoid(self.head(hidden.to(self.head.weight.dtype))).clamp(EPS, 1 - EPS)
+        y = target.to(p.dtype)
+        with_edge = nn.functional.binary_cross_entropy(p, y, reduction="none")
+        without_edge = nn.functional.binary_cross_entropy(torch.full_like(p, EPS), y, reduction="none")
+        bce = (g * with_edge + (1 - g) * without_edge).sum(-1).mean()
         penalty = g.sum(-1).mean()
         total = bce + sparsity * penalty
         return total, {"mask_bce": float(bce.detach()), "mask_penalty": float(penalty.detach())}

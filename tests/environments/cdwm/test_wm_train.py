@@ -85,6 +85,30 @@ def test_gates_recover_the_known_structure():
     assert learned.allowed("unseen") is None  # a class never trained keeps every dimension
 
 
+def test_a_gate_stays_open_where_the_head_cannot_tell_which_rows():
+    """A class that changes a dimension on a random 20% of its rows, with features that carry the
+    class only (no hint of which rows): the edge exists, so its gate must stay open, while the
+    dimensions it never touches close. (The product form BCE(g * p) settled such a gate near the base
+    rate, below the threshold: MiniGrid `forward` -> irreversible in session 25.)"""
+    from environments.cdwm.causal_mask import CausalGates
+
+    torch.manual_seed(0)
+    gen = torch.Generator().manual_seed(1)
+    gates = CausalGates(["step"], hidden_size=1)
+    irreversible = DIMENSIONS.index("irreversible")
+    opt = torch.optim.AdamW(
+        [{"params": list(gates.head.parameters()), "lr": 1e-2}, {"params": [gates.logits], "lr": 0.05}]
+    )
+    for _ in range(300):
+        target = torch.zeros(32, len(DIMENSIONS))
+        target[:, irreversible] = (torch.rand(32, generator=gen) < 0.2).float()
+        loss, _ = gates.loss(torch.ones(32, 1), torch.zeros(32, dtype=torch.long), target, sparsity=0.02)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert LearnedMask(gates.table()).allowed("step") == frozenset({"irreversible"}), gates.table()
+
+
 def test_mask_scores_against_truth():
     rows = [("w/a", Delta(created=["x:1"])), ("w/b", Delta(reversible=False))]
     exact = mask_scores({"w/a": frozenset({"created"}), "w/b": frozenset({"irreversible"})}, rows)
