@@ -162,7 +162,7 @@ class CdwmSuite(Suite):
 
         return judge
 
-    def task_of(self, sample: Sample) -> dict[str, Any]:
+    def task_of(self, sample: Sample[dict[str, Any]]) -> dict[str, Any]:
         return sample.data
 
     def intent_of(self, sample: Sample) -> str:
