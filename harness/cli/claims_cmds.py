@@ -53,14 +53,41 @@ def check_cmd(
 @claims_app.command("verdict")
 def verdict_cmd(run_ids: list[str] = typer.Argument(..., help="The runs of one check (every arm, every look)."),
                 run_dir: Path = RUN_DIR,
-                details: bool = typer.Option(False, "--details", help="Also print every arm's metrics.")) -> None:
+                details: bool = typer.Option(False, "--details", help="Also print every arm's metrics."),
+                save: bool = typer.Option(False, "--save", help="Save it as RUN_DIR/claims/CLAIM.json (the claims "
+                                          "table and the report read it; its wall time: none, recomputed).")) -> None:
     """Recompute a claim's verdict from its runs' records, without recomputing any cell."""
-    recompute_verdict(run_ids, run_dir, details)
+    from harness.claims.verdict import ClaimVerdict, save_verdict, verdict_path
+
+    verdict = recompute_verdict(run_ids, run_dir, details)
+    if not save:
+        return
+    path = verdict_path(run_dir, verdict.claim, verdict.subject)
+    try:
+        old = ClaimVerdict.model_validate_json(path.read_text()) if path.is_file() else None
+    except ValueError:
+        old = None  # not a verdict: replaced, as `load_verdicts` would refuse it
+    if old is not None:  # the check's own save: say whether the records give it again, keep its wall time
+        # The numbers and the decision; the prose beside them (sentence, setting, departures) may be reworded.
+        numbers = {"claim", "subject", "criterion_hash", "verdict", "seeds", "conditions", "looks", "summaries", "runs"}
+        same = old.model_dump(include=numbers) == verdict.model_dump(include=numbers)
+        prose = old.model_dump(include={"sentence", "setting", "departures"}) != verdict.model_dump(
+            include={"sentence", "setting", "departures"})
+        out.print(f"the saved verdict ({old.verdict}, criterion {old.criterion_hash}) has "
+                  f"{'the same' if same else 'DIFFERENT'} numbers{' (its prose was reworded since)' if prose else ''}: "
+                  "replaced", highlight=False)
+        if old.runs == verdict.runs and old.criterion_hash == verdict.criterion_hash:
+            verdict = verdict.model_copy(update={"wall_s": old.wall_s})  # the same runs: the check's wall time
+    out.print(f"saved: {save_verdict(run_dir, verdict)}", highlight=False)
 
 
 @claims_app.command("table")
 def table_cmd(fmt: str = typer.Option("md", "--format", help="md, csv or html."),
               run_dir: list[Path] = typer.Option([Path("runs")], "--run-dir", help="Where checks saved (repeatable)."),
-              family: Optional[str] = typer.Option(None, "--family", help="Only this family's claims.")) -> None:
-    """The one claims table across families, from the saved verdicts."""
-    print_claims_table(fmt, run_dir, family, "run `harness claims check CLAIM`")
+              family: Optional[str] = typer.Option(None, "--family", help="Only this family's claims."),
+              complete: bool = typer.Option(False, "--complete", help="A row for every registered claim: 'not run', "
+                                            "with the size its plan needs and the command, where no verdict of its "
+                                            "current criterion is saved in any --run-dir.")) -> None:
+    """The one claims table across families, from the saved verdicts (a later --run-dir wins for the
+    same claim)."""
+    print_claims_table(fmt, run_dir, family, "run `harness claims check CLAIM`", complete=complete)

@@ -230,18 +230,26 @@ def recompute_verdict(run_ids: Sequence[str], run_dir: Path, details: bool = Fal
     return verdict
 
 
-def print_claims_table(fmt: str, run_dirs: Sequence[Path], family: str | None, hint: str) -> None:
+def print_claims_table(fmt: str, run_dirs: Sequence[Path], family: str | None, hint: str,
+                       complete: bool = False) -> None:
     """The claims table of the saved verdicts (every family, or one), for `harness claims table` and
-    the families' own `table` commands; `hint` says how to make a verdict when there is none."""
-    from harness.claims.table import to_csv, to_html, to_markdown
+    the families' own `table` commands; `hint` says how to make a verdict when there is none.
+    `complete`: a row for every registered claim too, "not run" where no verdict of its current
+    criterion is saved (`harness.claims.table.complete`)."""
+    from harness.claims.table import complete as complete_rows
+    from harness.claims.table import registered_claims, summary_line, to_csv, to_html, to_markdown
     from harness.claims.verdict import load_verdicts
 
     if fmt not in ("md", "csv", "html"):
         fail(f"--format {fmt!r}: use md, csv or html")
     try:
         verdicts = [v for v in load_verdicts(list(run_dirs)) if family is None or v.family == family]
+        rows = (complete_rows(verdicts, registered_claims(family)) if complete
+                else sorted(verdicts, key=lambda v: v.label))
     except HarnessError as exc:
         fail(str(exc))
-    if not verdicts:
+    if not rows:
         fail(f"no saved claim verdicts in {', '.join(map(str, run_dirs))}/claims: {hint}")
-    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](sorted(verdicts, key=lambda v: v.label)), end="")
+    print({"md": to_markdown, "csv": to_csv, "html": to_html}[fmt](rows), end="")
+    if complete and fmt == "md":
+        print("\n" + summary_line(rows))
