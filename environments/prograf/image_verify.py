@@ -7,8 +7,11 @@ shapes and arrows from the structure read off the pixels (`image_graph.py`; the 
 to the drawn ones by their text as one assignment, `binding.bind`), and a geometry figure's
 segments, circles and relations (issue 39 item 5, 2026-12-07: `image_geometry.py` reads segments,
 circles, dots and letters from pixels, then `check_geometry`'s own binding and checks run with a
-margin for reading; the rule that enables its types is stated in that module's docstring). Every
-other point -- circuit connections, group membership -- is `undecided (needs the vision judge)`,
+margin for reading; the rule that enables its types is stated in that module's docstring), and a
+circuit's parts, the names and values by them and the nets their terminals sit on
+(`image_circuit.py`: `check_circuit`'s own checks on the netlist read, undecidable wherever a
+part or terminal they need is not read; its enabling rule in that module's docstring). Every
+other point -- a part's kind, group membership -- is `undecided (needs the vision judge)`,
 never guessed. A check type is used only if calibration (`image_calibrate.py`) found it precise enough;
 `ENABLED` records the committed calibration's verdict, and a disabled type is undecided too.
 The graph types (session 23) were tuned on even-index tasks and judged on odd-index ones not
@@ -36,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from environments.prograf import image_cv, image_geometry, image_graph
+from environments.prograf import image_circuit, image_cv, image_geometry, image_graph
 from environments.prograf.binding import bind
 from environments.prograf.findings import Finding, count_finding, fail, ok
 from environments.prograf.image_input import decode_png
@@ -69,6 +72,9 @@ CHECK_TYPES: dict[str, str] = {
     "no_segment": "cv_no_segment",
     "circle": "cv_circle",
 } | {check: "cv_relation" for check in GEOMETRY_RELATIONS}
+# circuits read from pixels (image_circuit.py; issue 39 item 5, circuits): component -> ocr_part_name
+# and value -> ocr_part_value as before, the wiring, ground, whole-netlist and part-count points new
+CHECK_TYPES |= image_circuit.CHECK_TYPES
 # The committed calibration's verdict (docs/prograf.md, `harness prograf calibrate-image`): the
 # types whose precision and pass-precision on our renders were both >= CALIBRATION_THRESHOLD.
 CALIBRATION_THRESHOLD = 0.9
@@ -80,7 +86,22 @@ CALIBRATION_THRESHOLD = 0.9
 # figure (image_geometry.py) pass the rule on held-out clean and varied renders with foreign-style
 # outputs; circle counts pass there again; circles through a point, absent segments and length
 # labels do not.
-ENABLED: frozenset[str] = frozenset({"cv_circle_count", "ocr_node_label", "cv_segment", "cv_relation"})
+# Issue 39 item 5, circuits (2026-12-07, docs/prograf.md; rule in image_circuit.py, committed in
+# 29a5902 before its held-out runs): the wiring relations, the whole netlist, the part count and
+# a part's value read as a schematic pass on held-out clean and varied renders with foreign-style
+# outputs; part names (ocr_part_name) and ground (cv_grounded) do not.
+ENABLED: frozenset[str] = frozenset(
+    {
+        "cv_circle_count",
+        "ocr_node_label",
+        "cv_segment",
+        "cv_relation",
+        "cv_wiring",
+        "cv_netlist",
+        "cv_part_count",
+        "ocr_part_value",
+    }
+)
 
 
 Undecidable = image_geometry.Undecidable  # raised by a check whose point these pixels cannot decide
@@ -107,6 +128,7 @@ class Pixels:
     labels: frozenset[str] = frozenset()  # the task's label texts (`vocabulary`), set by `decide`
     _binds: dict[tuple[str, ...], dict[str, int]] = field(default_factory=dict, init=False, repr=False)
     _figures: dict[tuple[str, ...], image_geometry.Figure] = field(default_factory=dict, init=False, repr=False)
+    _circuits: dict[tuple[str, ...], image_circuit.PixelCircuit] = field(default_factory=dict, init=False, repr=False)
 
     @cached_property
     def lines(self) -> list[TextLine]:
@@ -134,6 +156,13 @@ class Pixels:
         if key not in self._figures:
             self._figures[key] = image_geometry.figure(self.scene, spec, self.lines, self.labels)
         return self._figures[key]
+
+    def circuit(self, spec: CircuitSpec) -> image_circuit.PixelCircuit:
+        """The schematic read off the pixels, its texts bound to its parts (`image_circuit`)."""
+        key = tuple(p.id for p in spec.parts)
+        if key not in self._circuits:
+            self._circuits[key] = image_circuit.read_circuit(self.img, self.lines, spec, self.labels)
+        return self._circuits[key]
 
     def bound(self, spec: GraphSpec) -> dict[str, int]:
         """The spec's nodes bound to the nodes read off the pixels, as one assignment (`binding.bind`)
@@ -196,27 +225,9 @@ def i_figure(px: Pixels, vp: VerificationPoint, spec: GeometrySpec) -> Finding:
     return image_geometry.CHECKS_FROM_PIXELS[vp.check](px.figure(spec), vp, spec)
 
 
-def i_part_name(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
-    return _found(px, vp.args[0], "part name")
-
-
-def i_part_value(px: Pixels, vp: VerificationPoint, spec: CircuitSpec) -> Finding:
-    """The value must be written on the part's own line of text or next to it."""
-    name, value = vp.args[0], str(vp.value)
-    names = occurrences(name, px.lines, px.labels)
-    for line in occurrences(value, px.lines, px.labels):
-        if any(line is n or _near(line, n) for n in names):
-            return ok(line.text, f"{name}'s value {value!r} is written by it (OCR read {line.text!r})")
-    if not names:
-        return fail("missing_object", None, f"OCR found no part name {name!r} to read a value by")
-    return fail("wrong_label", [n.text for n in names], f"no {value!r} written by {name}")
-
-
-def _near(a: TextLine, b: TextLine) -> bool:
-    ax, ay = (a.box[0] + a.box[2]) / 2, (a.box[1] + a.box[3]) / 2
-    bx, by = (b.box[0] + b.box[2]) / 2, (b.box[1] + b.box[3]) / 2
-    reach = 3 * max(a.height, b.height, 1.0)
-    return abs(ax - bx) <= reach + (a.box[2] - a.box[0] + b.box[2] - b.box[0]) / 2 and abs(ay - by) <= reach
+def i_circuit(px: Pixels, vp: VerificationPoint, spec: CircuitSpec) -> Finding:
+    """A circuit point decided on the schematic read off the pixels (`image_circuit`)."""
+    return image_circuit.CHECKS_FROM_PIXELS[vp.check](px.circuit(spec), vp, spec)
 
 
 def i_node(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
@@ -388,8 +399,6 @@ CHECKS: dict[str, Callable[[Pixels, VerificationPoint, Any], Finding]] = {
     "point": i_point,
     "point_count": i_point_count,
     "length_label": i_figure,
-    "component": i_part_name,
-    "value": i_part_value,
     "node": i_node,
     "cluster": i_cluster,
     "edge_label": i_edge_label,
@@ -401,6 +410,7 @@ CHECKS: dict[str, Callable[[Pixels, VerificationPoint, Any], Finding]] = {
     "no_out_edges": i_no_out_edges,
     "edge_count": i_edge_count,
 } | {check: i_figure for check in image_geometry.CHECKS_FROM_PIXELS}
+CHECKS |= {check: i_circuit for check in image_circuit.CHECKS_FROM_PIXELS}
 
 
 class ImagePoint(BaseModel):

@@ -89,9 +89,9 @@ def test_undecidable_and_disabled_points_are_undecided(corpus, renderer):
     nodes = [p for p in verdict.points if p.check == "node"]
     assert nodes and all(p.status == "undecided" and "disabled by calibration" in p.reason for p in nodes)
     assert verdict.decided == 0 and verdict.passed is None
-    # a point no image check reads (a circuit connection) is left to the vision judge
-    circuit = next(t for t in corpus.values() if any(vp.check == "connected" for vp in t.points))
-    vp = next(vp for vp in circuit.points if vp.check == "connected")
+    # a point no image check reads (how many parts of a kind: a part's kind is not read) is left to the vision judge
+    circuit = next(t for t in corpus.values() if any(vp.check == "kind_count" for vp in t.points))
+    vp = next(vp for vp in circuit.points if vp.check == "kind_count")
     got = decide(Pixels(np.zeros((4, 4, 3), np.uint8)), circuit, vp, EVERY_TYPE)
     assert got.status == "undecided" and got.reason == NEEDS_JUDGE and got.check_type is None
 

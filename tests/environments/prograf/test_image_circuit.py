@@ -1,0 +1,147 @@
+"""The circuit reader (`image_circuit`): a schematic drawn by the project's own render path
+(schemdraw JSON -> `pictures.drawing_of` -> resvg) read back from pixels -- parts, the names and
+values bound to them, the nets their terminals sit on, the ground -- and the circuit checks'
+pass / fail / undecided on it. The text is given where the SVG writes it (no OCR runs), so only
+the pixel reading is under test."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import numpy as np
+import pytest
+
+from environments.prograf.builders import circuit_task
+from environments.prograf.emit import CircuitPart
+from environments.prograf.image_circuit import CHECK_TYPES, PixelCircuit, PixPart, c_netlist, c_value, read_circuit
+from environments.prograf.image_input import decode_png
+from environments.prograf.image_ocr import TextLine
+from environments.prograf.image_verify import ENABLED, Pixels, Undecidable, decide, vocabulary
+from environments.prograf.pictures import drawing_of
+
+cv2 = pytest.importorskip("cv2")
+SCALE = 2
+PARTS = [
+    CircuitPart("V1", "voltage_source", "9V", ("n0", "n1")),
+    CircuitPart("R1", "resistor", "1kΩ", ("n1", "n2")),
+    CircuitPart("C1", "capacitor", "10µF", ("n2", "n0")),
+    CircuitPart("L1", "inductor", "1mH", ("n2", "n0")),
+]
+TEXT = re.compile(r'<text x="([-\d.]+)" y="([-\d.]+)">([^<]*)</text>')
+ALL = frozenset(CHECK_TYPES.values())
+
+
+@pytest.fixture(scope="module")
+def task():
+    return circuit_task("circuit-t", "generated", PARTS, "n0", "a test circuit", random.Random(3))
+
+
+def _picture(code: str, renderer, fmt: str = "schemdraw-json") -> tuple[np.ndarray, list[TextLine]]:
+    """The PNG our render path draws of schemdraw code, and its labels as OCR would box them
+    (where the SVG writes them: 14-unit sans, centred)."""
+    drawing = drawing_of(fmt, code, "circuit")
+    img = decode_png(renderer.png(drawing.svg, drawing.width * SCALE, drawing.height * SCALE))
+    k = img.shape[1] / (drawing.canvas[2] - drawing.canvas[0])  # pixels per SVG unit
+    lines = []
+    for x, y, text in TEXT.findall(drawing.svg):
+        cx, base, half = float(x) * k, float(y) * k, 0.3 * 14 * len(text) * k
+        lines.append(TextLine(text, (cx - half, base - 12 * k, cx + half, base + 4 * k), 0.9))
+    return img, lines
+
+
+@pytest.fixture(scope="module")
+def reference(task, renderer):
+    """The reference drawn once for the tests that read it."""
+    return _picture(task.reference[0].code, renderer)
+
+
+def _pixels(img: np.ndarray, lines: list[TextLine], task) -> Pixels:
+    px = Pixels(img)
+    px.__dict__["lines"] = lines  # the text given: no OCR
+    px.labels = vocabulary(task.spec)
+    return px
+
+
+def test_a_drawn_circuit_is_read_back(task, reference):
+    img, lines = reference
+    circ = read_circuit(img, lines, task.spec, vocabulary(task.spec))
+    by = {p.name: p for p in circ.parts}
+    assert sorted(by) == ["C1", "L1", "R1", "V1"]
+    assert {n: by[n].value for n in by} == {"V1": "9V", "R1": "1kΩ", "C1": "10µF", "L1": "1mH"}
+    assert None not in {n for p in circ.parts for n in p.nets}
+    v1, r1, c1, l1 = (set(by[n].nets) for n in ("V1", "R1", "C1", "L1"))
+    assert len(v1 & r1) == 1 and c1 == l1 and len(c1) == 2  # V1-R1 in series, C1 || L1
+    assert len(r1 & c1) == 1 and v1 & c1 and (v1 & c1) != (v1 & r1)
+    assert circ.ground_nets == v1 & c1  # the ground symbol on the node back to V1
+    assert not circ.orphans and not circ.uncertain
+
+
+def test_the_reference_passes_every_decided_point(task, reference):
+    px = _pixels(*reference, task)
+    got = {vp.check: decide(px, task, vp, ALL).status for vp in task.points}
+    assert {got[c] for c in ("component", "value", "connected", "series", "parallel_parts", "grounded")} == {"pass"}
+    assert {got[c] for c in ("topology", "no_short", "no_open", "component_count")} == {"pass"}
+    assert got["kind_count"] == "undecided"  # a part's kind is never read from its box
+
+
+@pytest.mark.parametrize(
+    "fault",
+    [
+        "labelled with a wrong value",
+        "disconnected from",
+        "moved in parallel",
+        "moved off",
+        "ground symbol left out",
+        "left open",
+        "drawn without its name",
+    ],
+)
+def test_each_fault_fails_its_target_point(task, renderer, fault):
+    mutant = next(m for m in task.mutants if fault in (m.fault or ""))
+    px = _pixels(*_picture(mutant.code, renderer, mutant.format), task)
+    target = next(vp for vp in task.points if vp.id == mutant.target)
+    assert decide(px, task, target, ALL).status == "fail", fault
+
+
+def test_a_crossing_without_a_dot_leaves_its_nets_undecided(task):
+    img = np.full((300, 500, 3), 255, np.uint8)
+    black = (0, 0, 0)
+    for x0, x1 in ((20, 120), (200, 300)):  # two parts on the row y = 100, a wire between them
+        cv2.rectangle(img, (x0 + 30, 90), (x1 - 30, 110), black, 2)
+    cv2.line(img, (20, 100), (50, 100), black, 2)
+    cv2.line(img, (90, 100), (230, 100), black, 2)
+    cv2.line(img, (270, 100), (300, 100), black, 2)
+    cv2.line(img, (160, 30), (160, 200), black, 2)  # a wire crossing the one between them
+    lines = [TextLine("R1 1kΩ", (40, 115, 100, 130), 0.9), TextLine("C1 10µF", (220, 115, 280, 130), 0.9)]
+    circ = read_circuit(img, lines, task.spec, vocabulary(task.spec))
+    assert sorted(p.name or "" for p in circ.parts) == ["C1", "R1"]
+    shared = set(circ.parts[0].nets) & set(circ.parts[1].nets)
+    assert shared and shared <= circ.uncertain
+    cv2.circle(img, (160, 100), 10, black, -1)  # a junction dot: joined as drawn
+    circ = read_circuit(img, lines, task.spec, vocabulary(task.spec))
+    assert not circ.uncertain
+
+
+def test_a_reading_short_of_the_whole_netlist_is_undecided(task):
+    part = PixPart((0, 0, 60, 20), True, ((-4, 10), (64, 10)), "R1 1kΩ", "R1", "1kΩ", (1, 2))
+    vp = next(vp for vp in task.points if vp.check == "topology")
+    with pytest.raises(Undecidable, match="written where no part"):
+        c_netlist(PixelCircuit([part], orphans=["C1"]), vp, task.spec)
+    with pytest.raises(Undecidable, match="not read on a wire"):
+        c_netlist(PixelCircuit([PixPart(part.box, True, part.ends, "R1", "R1", "", (1, None))]), vp, task.spec)
+    value = next(vp for vp in task.points if vp.check == "value" and vp.args == ["R1"])
+    misread = PixPart(part.box, True, part.ends, "R1 1kQ", "R1", "1kQ", (1, 2))
+    assert c_value(PixelCircuit([misread]), value, task.spec).passed  # Ω read as Q: the same value
+    near = PixPart(part.box, True, part.ends, "R1 7kΩ", "R1", "7kΩ", (1, 2))
+    with pytest.raises(Undecidable, match="too like"):
+        c_value(PixelCircuit([near]), value, task.spec)
+
+
+def test_circuit_types_are_refused_unless_enabled(task, reference):
+    px = _pixels(*reference, task)
+    for vp in task.points:
+        kind = CHECK_TYPES.get(vp.check)
+        if kind and kind not in ENABLED:
+            got = decide(px, task, vp, frozenset())
+            assert got.status == "undecided" and "disabled by calibration" in got.reason
