@@ -200,6 +200,86 @@ def train_cmd(
     )
 
 
+@cdwm_app.command("posttrain")
+def posttrain_cmd(
+    data: Path = typer.Option(
+        ..., "--data", help="The `harness cdwm collect --out` folder the adapter was trained on."
+    ),
+    adapter: Path = typer.Option(
+        ..., "--adapter", help="The starting adapter: `harness cdwm train --out OUT`'s OUT/adapter."
+    ),
+    out_dir: Path = typer.Option(
+        ...,
+        "--out",
+        help="Folder for checkpoints/, posttrain_log.jsonl and adapter/; rerun the same command to resume.",
+    ),
+    base_model: str = typer.Option(
+        "", "--base-model", help="The adapter's base model, as given to `harness cdwm train` (default: embedded)."
+    ),
+    device: str = typer.Option("cpu", "--device", help="torch device: cpu, cuda, cuda:1, ..."),
+    dtype: str = typer.Option("float32", "--dtype", help="float32, bfloat16 or float16."),
+    steps: int = typer.Option(50, "--steps", min=1, help="Policy updates in all (a resumed run continues to this)."),
+    max_minutes: float = typer.Option(
+        0.0, "--max-minutes", min=0.0, help="Stop, with a checkpoint, after this many minutes (0: no limit)."
+    ),
+    rows: int = typer.Option(2, "--rows", min=1, help="Training transitions per step."),
+    group_size: int = typer.Option(4, "--group-size", min=2, help="Replies sampled per transition."),
+    lr: float = typer.Option(1e-4, "--lr", help="LoRA learning rate."),
+    kl: float = typer.Option(0.04, "--kl", min=0.0, help="Weight of the KL penalty to the starting adapter."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature (> 0)."),
+    reversibility_weight: float = typer.Option(
+        0.0, "--reversibility-weight", min=0.0, help="> 0: the reversibility part enters the reward (not reward.py's)."
+    ),
+    eval_rows: int = typer.Option(10, "--eval-rows", min=0, help="Greedy rows per non-train split, before and after."),
+    checkpoint_every: int = typer.Option(5, "--checkpoint-every", min=1),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """GRPO-style post-training of a trained world model on the composite reward's per-transition parts."""
+    from environments.cdwm.wm_posttrain import PosttrainConfig, eval_table, posttrain
+
+    cfg = PosttrainConfig(
+        data=str(data),
+        adapter=str(adapter),
+        base_model=base_model or None,
+        device=device,
+        dtype=dtype,
+        steps=steps,
+        max_minutes=max_minutes,
+        rows=rows,
+        group_size=group_size,
+        lr=lr,
+        kl=kl,
+        temperature=temperature,
+        reversibility_weight=reversibility_weight,
+        eval_rows=eval_rows,
+        checkpoint_every=checkpoint_every,
+        seed=seed,
+    )
+
+    def show(e: dict[str, Any]) -> None:
+        if e.get("eval"):
+            out.print(f"eval {e['eval']} at step {e['step']}: reward {e['reward']:.3f}", highlight=False)
+        else:
+            out.print(
+                f"step {e['step']}: reward {e['reward']:.3f} (F1 {e['delta_accuracy']:.3f}, calibration "
+                f"{e['calibration']:.3f}, valid {e['action_following']:.2f}), kl {e['kl']:.4f} [{e['seconds']:.0f} s]",
+                highlight=False,
+            )
+
+    try:
+        result = posttrain(cfg, out_dir, on_step=show)
+    except HarnessError as exc:
+        _fail(str(exc))
+    if result.resumed_from:
+        out.print(f"resumed from step {result.resumed_from}", highlight=False)
+    out.print(eval_table(result.log), highlight=False)
+    out.print(
+        f"step {result.step}/{steps}: {result.rows} training rows ({result.skipped} skipped); adapter "
+        f"{result.adapter} (serve: local/smollm2-135m@{result.adapter}#all-token)",
+        highlight=False,
+    )
+
+
 @cdwm_app.command("evaluate")
 def evaluate_cmd(
     data: Path = typer.Option(..., "--data", help="A `harness cdwm collect --out` folder (or its dataset/)."),
