@@ -86,9 +86,9 @@ lint: install
 	@status=0; \
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/lint-imports || status=1; \
-	$(VENV)/bin/mypy harness agents corpora leaderboards kernels/preft environments/proact environments/prograf/loop_agent.py environments/adv0/driver.py \
+	$(VENV)/bin/mypy harness agents corpora leaderboards kernels/preft environments/proact environments/prograf/loop_agent.py environments/adv0 \
 		environments/cdwm environments/web environments/household environments/science environments/mind2web \
-		environments/procgen environments/atari || status=1; \
+		environments/procgen environments/atari environments/papers || status=1; \
 	exit $$status
 
 bench: install

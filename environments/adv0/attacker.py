@@ -105,7 +105,7 @@ class ReferencePrior:
 
     def to_dict(self) -> dict[str, list[float] | list[str]]:
         out: dict[str, list[float] | list[str]] = {n: lp.tolist() for n, lp in zip(FACTOR_NAMES, self.log_p)}
-        out["manoeuvres"] = list(self.manoeuvres)
+        out["manoeuvres"] = [str(m) for m in self.manoeuvres]
         return out
 
     @classmethod
@@ -144,7 +144,7 @@ def joint_from_factors(per_factor: list[np.ndarray]) -> np.ndarray:
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:
     m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    return np.asarray(x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True)))
 
 
 # ---------------------------------------------------------------- the policy
@@ -214,10 +214,10 @@ class AttackerPolicy:
         out.p = {k: v.copy() for k, v in self.p.items()}
         return out
 
-    def state(self) -> dict[str, list]:
+    def state(self) -> dict[str, list[list[float]]]:
         return {k: v.tolist() for k, v in self.p.items()}
 
-    def load_state(self, state: Mapping[str, list]) -> None:
+    def load_state(self, state: Mapping[str, Sequence[Sequence[float]]]) -> None:
         for k in self.p:
             arr = np.array(state[k], dtype=float)
             if arr.shape != self.p[k].shape:

@@ -30,7 +30,8 @@ def draw_scenario(name: str, family: str, seed: int, state_dir: str | None = Non
         return None
     option = _option(name, family, state_dir)
     context = loop.context_of(loop.world_for(family), family, seed)
-    return option.draw(context, np.random.default_rng([seed, 0xAD0]), 1)[0]
+    drawn: ScenarioParams | None = option.draw(context, np.random.default_rng([seed, 0xAD0]), 1)[0]
+    return drawn
 
 
 @lru_cache(maxsize=16)

@@ -51,9 +51,9 @@ _ENTERS = ("cut_in", "cut_in_brake", "tailgate", "merge_squeeze", "yield_violati
 class AttackerOption(Protocol):
     name: str
 
-    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]: ...
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> Sequence[ScenarioParams | None]: ...
 
-    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]: ...
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> Sequence[ScenarioParams | None]: ...
 
     def update(self, results: Sequence[EpisodeResult],
                contexts: Mapping[int, np.ndarray] | None = None) -> RoundReport | None: ...
@@ -108,7 +108,7 @@ class ScriptedAttack(NoAttack):
         ahead = np.flatnonzero(adjacent & (ds > 0))
         slot = int(ahead[0]) if len(ahead) else int(np.flatnonzero(adjacent)[0]) if adjacent.any() else 0
         return ScenarioParams(slot=slot, manoeuvre="cut_in_brake", trigger_s=1.0, intensity=1.0, hold_s=2.0,
-                              gap_m=min(FACTORS["gap_m"]))  # type: ignore[arg-type]
+                              gap_m=min(FACTORS["gap_m"]))
 
     def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
         return [self.scenario(context)] * n
@@ -138,13 +138,13 @@ class CatAttack(NoAttack):
 class Adv0Option(Adv0Attacker):
     """The ADV-0 attacker as an option (its ablations are `AttackerConfig` flags)."""
 
-    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:  # type: ignore[override]
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams]:
         return list(super().draw(context, rng, n))
 
-    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:  # type: ignore[override]
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams]:
         return list(super().propose(context, rng))
 
-    def update(self, results: Sequence[EpisodeResult],  # type: ignore[override]
+    def update(self, results: Sequence[EpisodeResult],
                contexts: Mapping[int, np.ndarray] | None = None) -> RoundReport:
         if contexts is None:
             raise ValueError(f"attacker {self.name!r} learns from rollouts: pass contexts={{seed: context vector}} "
@@ -179,13 +179,13 @@ class AvoidableAdv0(Adv0Option):
         """A distribution over the space, restricted to the avoidable draws and renormalised."""
         mask = self.avoidable(context)
         p = np.exp(log_p - log_p.max()) * (mask if mask.any() else 1.0)
-        return p / p.sum()
+        return np.asarray(p / p.sum())
 
-    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams]:
         p = self.restricted(self.policy.joint_log_probs(context), context)
         return list(self._params(self.space[rng.choice(len(self.space), size=n, p=p)]))
 
-    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams | None]:
+    def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ScenarioParams]:
         """K distinct avoidable draws from q plus `reference_draws` avoidable draws from p0."""
         p = self.restricted(self.policy.joint_log_probs(context), context)
         k = min(self.config.k, int(np.count_nonzero(p)))
@@ -224,7 +224,7 @@ class SageAttack(Adv0Option):
         self.pending: list[np.ndarray] = []
         self.rng = np.random.default_rng([self.config.seed, 11])
 
-    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams | None]:
+    def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ScenarioParams]:
         self.pending.append(np.asarray(context, dtype=float))
         return super().draw(context, rng, n)
 
@@ -265,7 +265,7 @@ def make(name: str, reference: ReferencePrior, config: AttackerConfig | None = N
         return AvoidableAdv0(reference, cfg)
     if name == "adv0-avoidable-closed":
         return ClosedLoopAvoidableAdv0(reference, cfg)
-    ablations = {"adv0": {}, "adv0-noref": {"use_reference": False}, "adv0-nogate": {"fault_gate": False},
+    ablations: dict[str, dict[str, bool | int]] = {"adv0": {}, "adv0-noref": {"use_reference": False}, "adv0-nogate": {"fault_gate": False},
                  "adv0-frozen": {"freeze_after": 1}}
     if name in ablations:
         option = Adv0Option(reference, cfg.model_copy(update=ablations[name]))

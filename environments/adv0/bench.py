@@ -277,13 +277,13 @@ def check_costs(cells: dict[str, Any], families: dict[str, float], context_s: fl
             # per step, times the planner's steps per episode: an untrained (or crash-prone) DQN's short
             # episodes would understate what a trained one's full episodes cost
             steps = cells[planner]["steps"] / cells[planner].get("episodes", 1)
-            return float(cells[key]["cpu_s_per_step"]) * steps
+            return float(cells[key]["cpu_s_per_step"]) * float(steps)
         if key not in cells:  # the DQN not measured (--no-dqn): as the planner's
             key = planner
         return float(cells[key]["cpu_s_per_episode"])
 
     def sz(check: str, name: str) -> int:
-        return int(SIZES[check][name])  # type: ignore[arg-type]
+        return int(SIZES[check][name])
 
     held_mix = (c("idm/random") + sum(families[f] for f in HELD_OUT_FAMILIES)) / (1 + len(HELD_OUT_FAMILIES))
     dqn_factor = c("dqn/random") / c("idm/random")  # a DQN episode relative to a planner episode, same traffic
@@ -335,7 +335,7 @@ def wall_estimate(costs: dict[str, dict[str, float]], cores: int, efficiency: fl
 
 def run_driving_bench(episodes: int = 10, family: str = "highway", toy_seeds: int = 4) -> dict[str, Any]:
     start = time.perf_counter()
-    result = {
+    result: dict[str, Any] = {
         "toy": bench_toy(toy_seeds),
         "highway": bench_highway(episodes, family),
         "overhead": bench_overhead(episodes, family),

@@ -108,7 +108,8 @@ def c2_cell(arm: str, seed: int, episodes: int | None = None, seeds: int | None 
             f"(got --seeds {n}, --episodes {m}); use more seeds (--replicates) instead"
         )
     base = C2_SPAN * seed
-    values = toy_checks.c2_values(range(base, base + n), range(base + 100, base + 100 + m), seed=seed)
+    run = toy_checks.C2Run(train_seeds=range(base, base + n), test_seeds=range(base + 100, base + 100 + m), seed=seed)
+    values = toy_checks.c2_values(run)
     return Cell(check="C2", arm=arm, seed=seed, values=values)
 
 

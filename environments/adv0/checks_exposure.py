@@ -84,7 +84,7 @@ def exposure(
     the learning ones first train `rounds` rounds on `contexts` contexts each (ADV-0: K candidates
     per context rolled out against the defender; SAGE-like: open loop, no rollouts); then every arm
     draws one scenario per evaluation seed -- the same seeds, the same generator -- and is rolled out."""
-    cfg = LoopConfig(family=family, contexts=contexts, k=k, seed=seed)  # type: ignore[arg-type]
+    cfg = LoopConfig(family=family, contexts=contexts, k=k, seed=seed)
     defender = IdmDefender(cfg)
     ctx = Contexts()
     seeds = seeds_for(cfg, 0, "eval", episodes)

@@ -119,7 +119,7 @@ def generalisation_cell(
         loop |= {"dqn_steps": dqn_steps or C7_DQN_STEPS, "dqn_checkpoint": dqn_checkpoint}
     base = LoopConfig(
         defender="idm" if check == "C6" else "dqn",
-        family=fam,  # type: ignore[arg-type]
+        family=fam,
         rounds=rounds or size(check, "rounds"),
         seed=seed,
         episodes=n,
@@ -265,7 +265,7 @@ def c8_cell(
     base = LoopConfig(
         defender="idm",
         attacker="adv0",
-        family=fam,  # type: ignore[arg-type]
+        family=fam,
         rounds=rounds or size("C8", "rounds"),
         contexts=c,
         k=4,
@@ -346,7 +346,7 @@ def c9_cell(
     cfg = LoopConfig(
         defender="llm",
         attacker="adv0",
-        family=fam,  # type: ignore[arg-type]
+        family=fam,
         rounds=rounds or size("C9", "rounds"),
         contexts=c,
         k=C9_K,

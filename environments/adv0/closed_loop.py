@@ -14,6 +14,12 @@ vehicle's next action. It is the Markov-game attacker of issue 41; the one-shot 
   then the K nearest other vehicles, each as (present, s, d, dv) -- relative longitudinal position,
   lateral offset and relative speed, scaled -- padded with zeros; plus the attacker's own speed, its
   offset in its lane and whether a lane exists to its left and right.
+- Feature sets (`FEATURE_SETS`): "base" is the block above; "gaps" appends `GAP_FEATURES` that
+  make "cut in at a safe gap, then brake" linear in the features (`gap_features`): the ego's lane
+  relative to the attacker's (left / same / right) and, for an ego behind, its margin over the
+  geometry's safe cut-in gap in seconds, binned and crossed with the lane (a band of the margin and a
+  side is one weight, which a linear policy on s and d alone cannot express), the ego's closing rate
+  and the product of the longitudinal and lateral offsets.
 - Policy (`ClosedLoopPolicy`): softmax-linear over the features, logits = W phi + b, with infeasible
   logits removed before the normaliser, so a feasible action's log-probability is exact and an
   infeasible one has probability 0. `log_prob(trajectory)` sums over steps; `grad_log_prob` is its
@@ -53,11 +59,29 @@ S_SCALE, D_SCALE, V_SCALE, SPEED_SCALE = 50.0, 4.0, 10.0, 30.0
 OWN_FEATURES = 4  # own speed, own offset in lane, lane to the left, lane to the right
 PER_VEHICLE = 4  # present, s, d, dv
 SPEED_TOL = 1e-6
+FeatureSet = Literal["base", "gaps"]
+FEATURE_SETS: tuple[FeatureSet, ...] = ("base", "gaps")
+# The "gaps" block. The safe cut-in gap is `geometry.py`'s (SAFE_HEADWAY_S of the follower's speed
+# plus braking to the leader's speed at SAFE_DECEL); the margin over it is in seconds of the ego's
+# speed. Bins: below the safe gap (a cut-in there is the attacker's fault), 0-1 s and 1-2 s over it
+# (a cut-in there, then a brake, is the follower's fault); farther is no bin.
+MARGIN_BINS_S = ((-np.inf, 0.0), (0.0, 1.0), (1.0, 2.0))
+EGO_LANES = ("left", "same", "right")
+SAME_LANE_M = 2.0  # |lateral offset| below half a lane: the ego is in the attacker's lane
+VEHICLE_LENGTH_M = 5.0  # highway-env's; centre distance minus it is the bumper gap
+SAFE_HEADWAY_S, SAFE_DECEL = 1.0, 4.0  # as geometry.py (not imported: it would make a cycle)
+GAP_FEATURES = len(EGO_LANES) + len(MARGIN_BINS_S) * len(EGO_LANES) + 2  # lanes, margin x lane, closing, s*d
 REFERENCE_TRAJECTORY = "closed_loop_reference"  # AttackerTrajectory.policy of a reference draw
 
 
-def n_features(k: int = K_NEAREST) -> int:
-    return OWN_FEATURES + PER_VEHICLE * (1 + k)
+def n_features(k: int = K_NEAREST, feature_set: FeatureSet = "base") -> int:
+    _check_feature_set(feature_set)
+    return OWN_FEATURES + PER_VEHICLE * (1 + k) + (GAP_FEATURES if feature_set == "gaps" else 0)
+
+
+def _check_feature_set(feature_set: str) -> None:
+    if feature_set not in FEATURE_SETS:
+        raise ValueError(f"closed-loop features: feature_set={feature_set!r} is not one of {list(FEATURE_SETS)}")
 
 
 # ---------------------------------------------------------------- limits and feasibility
@@ -81,12 +105,16 @@ class ClosedLoopLimits(BaseModel):
         for key in ("max_accel", "max_brake"):
             value = getattr(self, key)
             if not 0.0 < value <= MAX_LONG_ACCEL:
-                raise ValueError(f"closed-loop limits: '{key}'={value} must be in (0, {MAX_LONG_ACCEL}] m/s^2 "
-                                 "(the kinematic feasibility limit)")
+                raise ValueError(
+                    f"closed-loop limits: '{key}'={value} must be in (0, {MAX_LONG_ACCEL}] m/s^2 "
+                    "(the kinematic feasibility limit)"
+                )
         if not 0.0 <= self.speed_min < self.speed_max <= Vehicle.MAX_SPEED:
-            raise ValueError(f"closed-loop limits: 'speed_min'={self.speed_min} and 'speed_max'={self.speed_max} "
-                             f"must satisfy 0 <= speed_min < speed_max <= {Vehicle.MAX_SPEED}; otherwise no speed "
-                             "is feasible")
+            raise ValueError(
+                f"closed-loop limits: 'speed_min'={self.speed_min} and 'speed_max'={self.speed_max} "
+                f"must satisfy 0 <= speed_min < speed_max <= {Vehicle.MAX_SPEED}; otherwise no speed "
+                "is feasible"
+            )
         return self
 
     def accel_of(self, longitudinal: str) -> float:
@@ -115,25 +143,68 @@ class JointState:
     others: list[Rel] = field(default_factory=list)
 
 
-def features(state: JointState, k: int = K_NEAREST) -> np.ndarray:
-    """The policy's input: own block, then the ego's block, then the k nearest others (padded)."""
-    phi = np.zeros(n_features(k))
-    phi[:OWN_FEATURES] = (state.speed / SPEED_SCALE, state.offset / D_SCALE,
-                          float(state.lane_id > 0), float(state.lane_id < state.lanes - 1))
+def features(state: JointState, k: int = K_NEAREST, feature_set: FeatureSet = "base") -> np.ndarray:
+    """The policy's input: own block, then the ego's block, then the k nearest others (padded), then
+    (feature set "gaps") `gap_features`."""
+    phi = np.zeros(n_features(k, feature_set))
+    phi[:OWN_FEATURES] = (
+        state.speed / SPEED_SCALE,
+        state.offset / D_SCALE,
+        float(state.lane_id > 0),
+        float(state.lane_id < state.lanes - 1),
+    )
     blocks = [state.ego, *state.others[:k]]
     blocks += [None] * (1 + k - len(blocks))
     for i, rel in enumerate(blocks):
         if rel is not None:  # an absent ego (it left the map) is padding like an absent neighbour
             at = OWN_FEATURES + PER_VEHICLE * i
-            phi[at:at + PER_VEHICLE] = (1.0, rel.s / S_SCALE, rel.d / D_SCALE, rel.dv / V_SCALE)
+            phi[at : at + PER_VEHICLE] = (1.0, rel.s / S_SCALE, rel.d / D_SCALE, rel.dv / V_SCALE)
+    if feature_set == "gaps":
+        phi[n_features(k) :] = gap_features(state)
     return phi
+
+
+def safe_margin_s(state: JointState) -> float | None:
+    """The ego's bumper gap behind the attacker minus the safe cut-in gap it would need (geometry.py's
+    rule with the ego as the follower), in seconds of the ego's speed; None when no ego is observed
+    or it is not behind."""
+    ego = state.ego
+    if ego is None or ego.s >= 0:
+        return None
+    v_f, v_l = max(state.speed + ego.dv, 0.0), max(state.speed, 0.0)
+    safe = v_f * SAFE_HEADWAY_S + max(0.0, v_f**2 - v_l**2) / (2 * SAFE_DECEL)
+    return (-ego.s - VEHICLE_LENGTH_M - safe) / max(v_f, 1.0)
+
+
+def gap_features(state: JointState) -> np.ndarray:
+    """The "gaps" block: the ego's lane one-hot (left, same, right of the attacker's), the margin bin
+    x that lane (9; all 0 when the ego is not behind or is 2 s or more past the safe gap), the ego's
+    closing rate over the gap (1/TTC, 1/s, clipped to [0, 2]; 0 unless it is behind and faster),
+    and s * d in the base block's scales."""
+    out = np.zeros(GAP_FEATURES)
+    ego = state.ego
+    if ego is None:
+        return out
+    lane = 1 if abs(ego.d) < SAME_LANE_M else (0 if ego.d < 0 else 2)
+    out[lane] = 1.0
+    margin = safe_margin_s(state)
+    if margin is not None:
+        for b, (lo, hi) in enumerate(MARGIN_BINS_S):
+            if lo <= margin < hi:
+                out[len(EGO_LANES) + b * len(EGO_LANES) + lane] = 1.0
+        gap = max(-ego.s - VEHICLE_LENGTH_M, 1.0)
+        out[-2] = min(max(ego.dv, 0.0) / gap, 2.0)
+    out[-1] = (ego.s / S_SCALE) * (ego.d / D_SCALE)
+    return out
 
 
 def feasible_mask(state: JointState, limits: ClosedLoopLimits, interval_s: float) -> np.ndarray:
     """True where an action is allowed by `limits`, stays on the road and keeps the speed band."""
-    lateral_ok = {"keep": True,
-                  "left": not state.changing and state.lane_id - 1 >= 0,
-                  "right": not state.changing and state.lane_id + 1 < state.lanes}
+    lateral_ok = {
+        "keep": True,
+        "left": not state.changing and state.lane_id - 1 >= 0,
+        "right": not state.changing and state.lane_id + 1 < state.lanes,
+    }
     lo, hi = limits.speed_min, limits.speed_max
 
     def outside(v: float) -> float:  # how far a speed is from the band (0 inside it)
@@ -152,9 +223,11 @@ def feasible_mask(state: JointState, limits: ClosedLoopLimits, interval_s: float
 
 def check_some_feasible(mask: np.ndarray, limits: ClosedLoopLimits) -> None:
     if not mask.any():
-        raise ValueError(f"closed-loop limits: no action is feasible here with 'lateral'={list(limits.lateral)} and "
-                         f"'longitudinal'={list(limits.longitudinal)} (allow 'keep' and 'hold', or widen "
-                         f"'speed_min'/'speed_max'={limits.speed_min}/{limits.speed_max})")
+        raise ValueError(
+            f"closed-loop limits: no action is feasible here with 'lateral'={list(limits.lateral)} and "
+            f"'longitudinal'={list(limits.longitudinal)} (allow 'keep' and 'hold', or widen "
+            f"'speed_min'/'speed_max'={limits.speed_min}/{limits.speed_max})"
+        )
 
 
 # ---------------------------------------------------------------- the policy
@@ -170,20 +243,39 @@ def _masked_log_softmax(logits: np.ndarray, mask: np.ndarray) -> np.ndarray:
 class ClosedLoopPolicy:
     """Softmax-linear over `features`: logits = W phi + b (W: actions x features)."""
 
-    def __init__(self, weights: np.ndarray, bias: np.ndarray, k: int = K_NEAREST) -> None:
+    def __init__(
+        self, weights: np.ndarray, bias: np.ndarray, k: int = K_NEAREST, feature_set: FeatureSet = "base"
+    ) -> None:
         weights, bias = np.asarray(weights, dtype=float), np.asarray(bias, dtype=float)
-        if weights.shape != (len(ACTIONS), n_features(k)) or bias.shape != (len(ACTIONS),):
-            raise ValueError(f"closed-loop policy: weights {weights.shape} / bias {bias.shape} do not fit "
-                             f"{len(ACTIONS)} actions x {n_features(k)} features (k={k})")
-        self.weights, self.bias, self.k = weights, bias, k
+        width = n_features(k, feature_set)
+        if weights.shape != (len(ACTIONS), width) or bias.shape != (len(ACTIONS),):
+            raise ValueError(
+                f"closed-loop policy: weights {weights.shape} / bias {bias.shape} do not fit "
+                f"{len(ACTIONS)} actions x {width} features (k={k}, feature_set={feature_set!r})"
+            )
+        self.weights, self.bias, self.k, self.feature_set = weights, bias, k, feature_set
 
     @classmethod
-    def reference(cls, k: int = K_NEAREST, keep_bias: float = 2.0, hold_bias: float = 1.0) -> ClosedLoopPolicy:
+    def reference(
+        cls, k: int = K_NEAREST, keep_bias: float = 2.0, hold_bias: float = 1.0, feature_set: FeatureSet = "base"
+    ) -> ClosedLoopPolicy:
         """The untrained reference: state-blind, mostly keeps its lane and speed (like background
-        traffic), with every feasible action possible -- the prior preference learning moves from."""
-        bias = np.array([keep_bias * (lat == "keep") + hold_bias * (lon == "hold")
-                         for lat, lon in (a.split(":") for a in ACTIONS)])
-        return cls(np.zeros((len(ACTIONS), n_features(k))), bias, k)
+        traffic), with every feasible action possible -- the prior preference learning moves from.
+        State-blind, it is the same policy whatever the feature set."""
+        bias = np.array(
+            [keep_bias * (lat == "keep") + hold_bias * (lon == "hold") for lat, lon in (a.split(":") for a in ACTIONS)]
+        )
+        return cls(np.zeros((len(ACTIONS), n_features(k, feature_set))), bias, k, feature_set)
+
+    def features(self, state: JointState) -> np.ndarray:
+        return features(state, self.k, self.feature_set)
+
+    def tempered(self, temperature: float) -> ClosedLoopPolicy:
+        """pi^(1/T), renormalised over the feasible actions: softmax-linear again, with theta / T (T > 1
+        flattens it: a behaviour policy that explores more; its log-probabilities are its own, exact)."""
+        if not temperature > 0:
+            raise ValueError(f"closed-loop policy: temperature={temperature} must be > 0")
+        return self.with_theta(self.theta / temperature)
 
     # -- parameters as one vector (what an optimiser and the finite-difference test see)
     @property
@@ -192,7 +284,7 @@ class ClosedLoopPolicy:
 
     def with_theta(self, theta: np.ndarray) -> ClosedLoopPolicy:
         n = self.weights.size
-        return ClosedLoopPolicy(theta[:n].reshape(self.weights.shape), theta[n:], self.k)
+        return ClosedLoopPolicy(theta[:n].reshape(self.weights.shape), theta[n:], self.k, self.feature_set)
 
     # -- probabilities
     def log_probs(self, phi: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -224,7 +316,13 @@ class ClosedLoopPolicy:
 
     # -- persistence
     def to_state(self) -> dict[str, Any]:
-        return {"kind": "closed_loop", "k": self.k, "weights": self.weights.tolist(), "bias": self.bias.tolist()}
+        return {
+            "kind": "closed_loop",
+            "k": self.k,
+            "feature_set": self.feature_set,
+            "weights": self.weights.tolist(),
+            "bias": self.bias.tolist(),
+        }
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> ClosedLoopPolicy:
@@ -234,7 +332,9 @@ class ClosedLoopPolicy:
         missing = [key for key in ("k", "weights", "bias") if key not in state]
         if missing:
             raise ValueError(f"closed-loop policy state: missing {', '.join(repr(m) for m in missing)}")
-        return cls(np.asarray(state["weights"]), np.asarray(state["bias"]), int(state["k"]))
+        feature_set = state.get("feature_set", "base")  # files written before the "gaps" set are "base"
+        _check_feature_set(feature_set)
+        return cls(np.asarray(state["weights"]), np.asarray(state["bias"]), int(state["k"]), feature_set)
 
     @classmethod
     def load(cls, path: str | Path) -> ClosedLoopPolicy:
@@ -285,8 +385,11 @@ class ClosedLoopDraw:
 
 
 def _arrays(trajectory: AttackerTrajectory) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    return (np.asarray(trajectory.features, dtype=float), np.asarray(trajectory.feasible, dtype=bool),
-            [ACTIONS.index(a) for a in trajectory.actions])
+    return (
+        np.asarray(trajectory.features, dtype=float),
+        np.asarray(trajectory.feasible, dtype=bool),
+        [ACTIONS.index(a) for a in trajectory.actions],
+    )
 
 
 # ---------------------------------------------------------------- in highway-env
@@ -336,8 +439,9 @@ class ClosedLoopVehicle(IDMVehicle):
                 accel = min(accel, max(float(interaction), -MAX_LONG_ACCEL))
         if accel < 0 and self.speed + accel * dt < self.limits.speed_min:
             accel = min(0.0, (self.limits.speed_min - self.speed) / dt)
-        steer = float(np.clip(self.steering_control(self.target_lane_index), -self.MAX_STEERING_ANGLE,
-                              self.MAX_STEERING_ANGLE))
+        steer = float(
+            np.clip(self.steering_control(self.target_lane_index), -self.MAX_STEERING_ANGLE, self.MAX_STEERING_ANGLE)
+        )
         Vehicle.act(self, {"steering": steer, "acceleration": float(accel)})
 
 
@@ -353,13 +457,22 @@ def observe(att: ClosedLoopVehicle, ego: Any, road: Any) -> JointState:
         r = v.position - att.position
         return Rel(s=float(r @ [c, s]), d=float(r @ [-s, c]), dv=float(v.speed * np.cos(v.heading - phi) - v_a))
 
-    near = sorted((float(np.linalg.norm(v.position - att.position)), i, v) for i, v in enumerate(road.vehicles)
-                  if v is not att and v is not ego and np.linalg.norm(v.position - att.position) < OBS_RANGE_M)
+    near = sorted(
+        (float(np.linalg.norm(v.position - att.position)), i, v)
+        for i, v in enumerate(road.vehicles)
+        if v is not att and v is not ego and np.linalg.norm(v.position - att.position) < OBS_RANGE_M
+    )
     _from, _to, idx = att.lane_index
     ego_rel = rel(ego) if np.linalg.norm(ego.position - att.position) < OBS_RANGE_M else None
-    return JointState(speed=float(v_a), offset=float(d_a), lane_id=int(idx),
-                      lanes=len(road.network.graph[_from][_to]), changing=att.target_lane_index != att.lane_index,
-                      ego=ego_rel, others=[rel(v) for _, _, v in near])
+    return JointState(
+        speed=float(v_a),
+        offset=float(d_a),
+        lane_id=int(idx),
+        lanes=len(road.network.graph[_from][_to]),
+        changing=att.target_lane_index != att.lane_index,
+        ego=ego_rel,
+        others=[rel(v) for _, _, v in near],
+    )
 
 
 class ClosedLoopAttacker:
@@ -367,8 +480,13 @@ class ClosedLoopAttacker:
     `slot`-th nearest to the ego at t0) and its own random generator (seeded per episode, so an
     episode stays a pure function of its inputs)."""
 
-    def __init__(self, policy: ClosedLoopPolicy, limits: ClosedLoopLimits | None = None, slot: int = 0,
-                 seed: int | np.random.SeedSequence | list[int] = 0) -> None:
+    def __init__(
+        self,
+        policy: ClosedLoopPolicy,
+        limits: ClosedLoopLimits | None = None,
+        slot: int = 0,
+        seed: int | np.random.SeedSequence | list[int] = 0,
+    ) -> None:
         if slot < 0:
             raise ValueError(f"closed-loop attacker: slot={slot} must be >= 0")
         self.policy, self.limits, self.slot = policy, limits or ClosedLoopLimits(), slot
@@ -378,7 +496,7 @@ class ClosedLoopAttacker:
     def decide(self, att: ClosedLoopVehicle, ego: Any, road: Any, interval_s: float, t: float) -> str:
         """Observe, mask, sample, command the vehicle and record the step."""
         state = observe(att, ego, road)
-        phi = features(state, self.policy.k)
+        phi = self.policy.features(state)
         mask = feasible_mask(state, self.limits, interval_s)
         check_some_feasible(mask, self.limits)
         action = ACTIONS[self.policy.sample(phi, mask, self.rng)]

@@ -27,6 +27,14 @@ samples from the updated policy.
   cannot choose the defender's luck), and the regularised optimum is the soft Bellman policy
   instead; `toy_game.py` computes both exactly and shows where they part.
 
+- Recipe options (session 25; the defaults are session 22's recipe): `loss_norm` "groups" sums each
+  group's mean pair loss over the groups instead of averaging over all pairs (a group that holds a
+  defender-at-fault failure weighs as much as one of near-ties however many pairs each has, and the
+  step no longer shrinks as K grows: a group of 17 has 136 pairs); `sample_temperature` T draws the
+  policy's trajectories from pi^(1/T) (`ClosedLoopPolicy.tempered`: DPO needs pairs, not on-policy
+  ones; the KL estimate then reads the tempered policy's states); `features` "gaps" gives the
+  policy `closed_loop.gap_features`.
+
 May import: numpy, pydantic, `environments.adv0` (scenario, closed_loop, dpo, attacker).
 """
 
@@ -42,6 +50,7 @@ from environments.adv0.attacker import utility
 from environments.adv0.closed_loop import (
     ACTIONS,
     REFERENCE_TRAJECTORY,
+    FeatureSet,
     ClosedLoopDraw,
     ClosedLoopLimits,
     ClosedLoopPolicy,
@@ -62,7 +71,12 @@ class ClosedLoopConfig(BaseModel):
     margin: float = Field(0.0, ge=0, description="feasible pairs need a utility gap of at least this")
     kl_max: float = Field(6.0, gt=0, description="bound on the trajectory KL(q || p0) estimate, nats")
     dpo_steps: int = Field(20, ge=1, description="gradient steps per round")
-    lr: float = Field(1.0, gt=0, description="step size on the mean DPO loss")
+    lr: float = Field(1.0, gt=0, description="step size on the DPO loss")
+    loss_norm: Literal["pairs", "groups"] = Field(
+        "pairs", description="'pairs': the mean over all pairs; 'groups': each group's mean, summed over the groups"
+    )
+    sample_temperature: float = Field(1.0, gt=0, description="the policy's draws come from pi^(1/T) (T > 1 explores)")
+    features: FeatureSet = Field("base", description="the policy's feature set (closed_loop.FEATURE_SETS)")
     backtracks: int = Field(4, ge=0, description="halvings of a step that crosses the KL bound before the round stops")
     shaping: float = Field(0.3, ge=0, description="near-miss bonus weight in round 0")
     shaping_decay: float = Field(0.8, ge=0, le=1, description="the bonus weight's factor per round")
@@ -143,6 +157,17 @@ def trajectory_pairs(
     return concat_pairs(parts) if any(len(p) for p in parts) else Pairs.empty(1)
 
 
+def pair_weights(pairs: Pairs, loss_norm: Literal["pairs", "groups"] = "pairs") -> np.ndarray:
+    """Each pair's weight in the loss: 1 / pairs ("pairs": the mean), or 1 / (its group's pairs)
+    ("groups": every group's mean pair loss, summed over the groups; `Pairs.ctx` is the group)."""
+    if loss_norm == "pairs":
+        return np.full(len(pairs), 1 / max(len(pairs), 1))
+    if loss_norm == "groups":
+        counts = np.bincount(pairs.ctx)
+        return 1 / counts[pairs.ctx]
+    raise ValueError(f"closed-loop DPO: loss_norm={loss_norm!r} is not 'pairs' or 'groups'")
+
+
 class TrajectoryDpoReport(BaseModel):
     steps: int
     loss_start: float
@@ -164,10 +189,11 @@ def trajectory_dpo(
     on_policy: np.ndarray | None = None,
     backtracks: int = 4,
     use_reference: bool = True,
+    weights: np.ndarray | None = None,
 ) -> tuple[ClosedLoopPolicy, TrajectoryDpoReport]:
-    """Full-batch gradient steps on the trajectory DPO loss; returns the new policy (never changed in
-    place) and the report. The KL estimate is taken on the `on_policy` trajectories (the learner's
-    own draws; default all)."""
+    """Full-batch gradient steps on the trajectory DPO loss (pairs weighted by `weights`, default the
+    mean); returns the new policy (never changed in place) and the report. The KL estimate is taken
+    on the `on_policy` trajectories (the learner's own draws; default all)."""
     kl_now = batch.kl(policy, reference, on_policy)
     if len(pairs) == 0:
         return policy, TrajectoryDpoReport(
@@ -179,7 +205,7 @@ def trajectory_dpo(
     done, halved, stopped = 0, 0, False
     for step in range(1, steps + 1):
         h = batch.log_probs(policy) - ref_lp
-        loss, g = preference_loss(h[win] - h[lose], pairs.target, beta)
+        loss, g = preference_loss(h[win] - h[lose], pairs.target, beta, weights)
         if step == 1:
             loss0 = loss
         coef = np.bincount(win, weights=g, minlength=batch.n) - np.bincount(lose, weights=g, minlength=batch.n)
@@ -209,6 +235,7 @@ class ClosedLoopRoundReport(BaseModel):
     pairs: int
     infeasible_share: float  # trajectories the fault gate voided (attacker-at-fault crashes)
     mean_utility: float  # over the others
+    defender_failure_share: float | None = None  # rollouts the defender failed (at fault or shared); from `update`
     shaping: float
     dpo: TrajectoryDpoReport | None = None
     frozen: bool = False
@@ -230,7 +257,7 @@ class ClosedLoopAdv0:
     ):
         self.config = config or ClosedLoopConfig()
         self.limits = limits or ClosedLoopLimits()
-        self.reference = reference or ClosedLoopPolicy.reference()
+        self.reference = reference or ClosedLoopPolicy.reference(feature_set=self.config.features)
         self.policy = policy or self.reference  # round 0 is the reference
         self.round = 0
         self.last_kl = 0.0
@@ -246,10 +273,16 @@ class ClosedLoopAdv0:
         seed = (int(rng.integers(2**31 - 1)), 0xC10)
         return ClosedLoopDraw(policy, self.limits, self.config.slot, seed, reference)
 
+    def behaviour(self) -> ClosedLoopPolicy:
+        """The policy a round's groups are drawn from: the learner, tempered by `sample_temperature`."""
+        t = self.config.sample_temperature
+        return self.policy if t == 1.0 else self.policy.tempered(t)
+
     def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ClosedLoopDraw]:
-        """K draws of the policy plus `reference_draws` of the reference: one group, one seed (the
-        context is unused: the policy observes the state at every decision)."""
-        return [self._draw(self.policy, rng, False) for _ in range(self.config.k)] + [
+        """K draws of the (tempered) policy plus `reference_draws` of the reference: one group, one
+        seed (the context is unused: the policy observes the state at every decision)."""
+        behaviour = self.behaviour()
+        return [self._draw(behaviour, rng, False) for _ in range(self.config.k)] + [
             self._draw(self.reference, rng, True) for _ in range(self.config.reference_draws)
         ]
 
@@ -289,6 +322,7 @@ class ClosedLoopAdv0:
             on_policy,
             cfg.backtracks,
             cfg.use_reference,
+            pair_weights(pairs, cfg.loss_norm),
         )
         self.last_kl = report.dpo.kl
         self.round += 1
@@ -321,7 +355,9 @@ class ClosedLoopAdv0:
             ],
             dtype=bool,
         )
-        return self.learn(grouped, on_policy if on_policy.any() else None)
+        report = self.learn(grouped, on_policy if on_policy.any() else None)
+        report.defender_failure_share = float(np.mean([r.defender_failure for g in ordered for r in g]))
+        return report
 
     # -- persistence: a policy file of its own (suite adv0's `attacker_state` reads it) plus the rest
     def state(self) -> dict[str, Any]:

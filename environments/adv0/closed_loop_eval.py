@@ -17,7 +17,12 @@ approximation; pairing on seeds only narrows it), so 200 separates a 7-point gai
 about a gain of 1-2 points.
 
 `python -m environments.adv0.closed_loop_eval --rounds 4 --contexts 8 --k 16 --episodes 200 --workers 2`
-prints the table row and writes the report (and the trained policy) as JSON with `--out`.
+prints the table row and writes the report (and the trained policy) as JSON with `--out`. The
+recipe's options (`--lr`, `--tau`, `--kl-max`, `--dpo-steps`, `--loss-norm`, `--sample-temperature`,
+`--features`) are `ClosedLoopConfig`'s, with its defaults. `--episodes 0` trains only (every round's
+rollout defender-failure share is printed as it ends: the quick screen) and writes the trained
+policy to `--out`; `--policy FILE` then evaluates that file's policy against its own reference on
+the held-out seeds without training again (the training's rounds and CPU time are carried over).
 
 May import: numpy, pydantic, `harness.stats`, `environments.adv0` (closed_loop, closed_loop_dpo,
 highway, loop, planner, scenario).
@@ -36,7 +41,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from environments.adv0.closed_loop import ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy
+from environments.adv0.closed_loop import FEATURE_SETS, ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy
 from environments.adv0.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, ClosedLoopRoundReport
 from environments.adv0.scenario import EpisodeResult, IdmParams
 from harness.stats import newcombe_paired_difference, wilson_interval
@@ -81,6 +86,7 @@ def train(
     contexts: int,
     seed: int = 0,
     limits: ClosedLoopLimits | None = None,
+    progress: bool = False,
 ) -> tuple[ClosedLoopAdv0, list[ClosedLoopRoundReport]]:
     """`rounds` of preference learning against the fixed defender `run` plays: each round `contexts`
     fresh training seeds, a group of K policy + reference draws on each."""
@@ -91,7 +97,17 @@ def train(
         seeds = [seed * 100_000 + r * 1_000 + c for c in range(contexts)]
         jobs = [(d, s) for s in seeds for d in attacker.propose(np.zeros(0), rng)]
         reports.append(attacker.update(run(jobs)))
+        if progress:
+            print(round_line(reports[-1]), flush=True)
     return attacker, reports
+
+
+def round_line(r: ClosedLoopRoundReport) -> str:
+    return (
+        f"round {r.round}: pairs {r.pairs}, defender-failure share {r.defender_failure_share or 0.0:.3f}, "
+        f"attacker-at-fault share {r.infeasible_share:.3f}, mean u {r.mean_utility:+.3f}, "
+        f"KL {r.dpo.kl if r.dpo else float('nan'):.2f}, steps {r.dpo.steps if r.dpo else 0}"
+    )
 
 
 class Arm(BaseModel):
@@ -140,6 +156,21 @@ class GainReport(BaseModel):
     eval_cpu_s: float
     wall_s: float
     policy: dict[str, Any]
+    trained_in: str | None = None  # the training run's file when the policy came from `--policy`
+
+
+class Training(BaseModel):
+    """A training run on its own (`--episodes 0`): what `--policy FILE` evaluates later."""
+
+    family: str
+    defender: IdmParams
+    config: ClosedLoopConfig
+    rounds: int
+    contexts: int
+    rounds_report: list[ClosedLoopRoundReport]
+    train_cpu_s: float
+    wall_s: float
+    policy: dict[str, Any]
 
 
 def evaluate(
@@ -166,39 +197,90 @@ def attack_gain(
     family: str = "highway",
     defender: IdmParams | None = None,
     seed: int = 0,
+    progress: bool = False,
+    training: Training | None = None,
+    trained_in: str | None = None,
 ) -> GainReport:
-    """Train against the fixed defender, then the untrained and trained attackers on the same seeds.
-    CPU-seconds count the worker processes once they have exited (`os.times`' children): the pool is
-    shut down before the evaluation's total is read."""
+    """Train against the fixed defender (or take `training`'s policy, trained earlier against the same
+    defender), then the untrained and trained attackers on the same seeds. CPU-seconds count the
+    worker processes once they have exited (`os.times`' children): the pool is shut down before the
+    evaluation's total is read."""
     params = defender or IdmParams()
     limits = ClosedLoopLimits()
     t0, c0 = time.perf_counter(), _cpu()
-    run = Runner(family, params, workers)
-    attacker, reports = train(run, cfg, rounds, contexts, seed, limits)
-    run.close()
+    if training is None:
+        training = train_only(cfg, rounds, contexts, workers, family, params, seed, progress)
+    elif training.defender != params or training.family != family:
+        raise ValueError(
+            f"closed-loop attack gain: {trained_in} was trained against {training.family}/"
+            f"{training.defender}, not {family}/{params}"
+        )
     c1 = _cpu()
+    policy = ClosedLoopPolicy.from_state(training.policy)
+    reference = ClosedLoopPolicy.reference(policy.k, feature_set=policy.feature_set)  # the learner's p0
     run = Runner(family, params, workers)
-    res = evaluate(run, {"untrained": attacker.reference, "trained": attacker.policy}, episodes, limits, cfg.slot)
+    res = evaluate(run, {"untrained": reference, "trained": policy}, episodes, limits, training.config.slot)
     run.close()
     c2 = _cpu()
     untrained, trained, (d, lo, hi) = compare(res["untrained"], res["trained"])
     return GainReport(
         family=family,
         defender=params,
-        config=cfg,
-        rounds=rounds,
-        contexts=contexts,
+        config=training.config,
+        rounds=training.rounds,
+        contexts=training.contexts,
         untrained=untrained,
         trained=trained,
         difference=d,
         low=lo,
         high=hi,
-        rounds_report=reports,
-        train_cpu_s=round(c1 - c0, 1),
+        rounds_report=training.rounds_report,
+        train_cpu_s=training.train_cpu_s if trained_in else round(c1 - c0, 1),
         eval_cpu_s=round(c2 - c1, 1),
+        wall_s=round(time.perf_counter() - t0, 1),
+        policy=training.policy,
+        trained_in=trained_in,
+    )
+
+
+def train_only(
+    cfg: ClosedLoopConfig,
+    rounds: int,
+    contexts: int,
+    workers: int = 2,
+    family: str = "highway",
+    defender: IdmParams | None = None,
+    seed: int = 0,
+    progress: bool = False,
+) -> Training:
+    params = defender or IdmParams()
+    t0, c0 = time.perf_counter(), _cpu()
+    run = Runner(family, params, workers)
+    attacker, reports = train(run, cfg, rounds, contexts, seed, ClosedLoopLimits(), progress)
+    run.close()
+    return Training(
+        family=family,
+        defender=params,
+        config=cfg,
+        rounds=rounds,
+        contexts=contexts,
+        rounds_report=reports,
+        train_cpu_s=round(_cpu() - c0, 1),
         wall_s=round(time.perf_counter() - t0, 1),
         policy=attacker.policy.to_state(),
     )
+
+
+def load_training(path: Path) -> Training:
+    """A `--episodes 0` run's file, or a full report's (both hold the policy and how it was trained)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"--policy {path}: not a readable JSON file ({exc})") from exc
+    try:
+        return Training.model_validate({key: data.get(key) for key in Training.model_fields})
+    except ValueError as exc:
+        raise ValueError(f"--policy {path}: not the --out file of a closed_loop_eval run ({exc})") from exc
 
 
 def compare(
@@ -226,6 +308,7 @@ def row(rep: GainReport) -> str:
 
     return (
         f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}), lr {rep.config.lr}, "
+        f"loss {rep.config.loss_norm}, T {rep.config.sample_temperature}, features {rep.config.features}, "
         f"slot {rep.config.slot} | {cell(rep.untrained)} | {cell(rep.trained)} | "
         f"{rep.difference:+.3f} [{rep.low:+.3f}, {rep.high:+.3f}] | {rep.wall_s:.0f} s "
         f"({rep.train_cpu_s:.0f} + {rep.eval_cpu_s:.0f} CPU-s) |"
@@ -239,22 +322,51 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--k", type=int, default=8)
     ap.add_argument("--lr", type=float, default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--dpo-steps", type=int, default=None)
+    ap.add_argument("--tau", type=float, default=None, help="DPO's beta; default: ClosedLoopConfig's")
+    ap.add_argument("--kl-max", type=float, default=None, help="default: ClosedLoopConfig's")
+    ap.add_argument("--loss-norm", choices=["pairs", "groups"], default=None, help="default: ClosedLoopConfig's")
+    ap.add_argument("--sample-temperature", type=float, default=None, help="default: ClosedLoopConfig's (1)")
+    ap.add_argument("--features", choices=list(FEATURE_SETS), default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--slot", type=int, default=0)
-    ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per arm")
+    ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per arm (0: train only)")
+    ap.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="evaluate the policy of an earlier run's --out file instead of training",
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
-    if min(args.rounds, args.contexts, args.k, args.episodes, args.workers) < 1:
-        ap.error("--rounds, --contexts, --k, --episodes and --workers must be at least 1")
-    extra = {key: v for key, v in (("lr", args.lr), ("dpo_steps", args.dpo_steps)) if v is not None}
+    if min(args.rounds, args.contexts, args.k, args.workers) < 1 or args.episodes < 0:
+        ap.error("--rounds, --contexts, --k and --workers must be at least 1, --episodes at least 0")
+    if args.episodes == 0 and args.policy is not None:
+        ap.error("--episodes 0 trains only; --policy evaluates only: give one of them")
+    options = ("lr", "dpo_steps", "tau", "kl_max", "loss_norm", "sample_temperature", "features")
+    extra = {key: getattr(args, key) for key in options if getattr(args, key) is not None}
     cfg = ClosedLoopConfig(k=args.k, slot=args.slot, seed=args.seed, **extra)
-    rep = attack_gain(cfg, args.rounds, args.contexts, args.episodes, args.workers, seed=args.seed)
-    for r in rep.rounds_report:
-        print(
-            f"round {r.round}: pairs {r.pairs}, attacker-at-fault share {r.infeasible_share:.3f}, "
-            f"mean u {r.mean_utility:+.3f}, KL {r.dpo.kl if r.dpo else float('nan'):.2f}"
-        )
+    if args.episodes == 0:
+        training = train_only(cfg, args.rounds, args.contexts, args.workers, seed=args.seed, progress=True)
+        print(f"trained: wall {training.wall_s:.0f} s, {training.train_cpu_s:.0f} CPU-s")
+        if args.out is not None:
+            args.out.write_text(json.dumps(training.model_dump(), indent=1), encoding="utf-8")
+        return
+    try:
+        earlier = load_training(args.policy) if args.policy is not None else None
+    except ValueError as exc:
+        ap.error(str(exc))
+    rep = attack_gain(
+        cfg,
+        args.rounds,
+        args.contexts,
+        args.episodes,
+        args.workers,
+        seed=args.seed,
+        progress=True,
+        training=earlier,
+        trained_in=args.policy.name if args.policy is not None else None,
+    )
     print(row(rep))
     if args.out is not None:
         args.out.write_text(json.dumps(rep.model_dump(), indent=1), encoding="utf-8")

@@ -360,11 +360,11 @@ def stat_higher(
         versus=versus,
         note=size_note,
     )
-    if small:
+    if small or d is None:  # (d is the bootstrap's estimate when not small)
         return part.model_copy(update={"needed_n": BOOTSTRAP_MIN_UNITS})
+    effect = max(d, min_effect)
 
     def needed() -> int | None:
-        effect = max(d, min_effect)
         return math.ceil(n * ((Z_ALPHA + Z_POWER) * se / effect) ** 2) if se > 0 else None
 
     return _needing(part, needed)
@@ -379,26 +379,14 @@ def relative_not_below(
     relative change, no interval."""
     a_, b_ = np.asarray(a, float), np.asarray(b, float)
     base = float(b_.mean()) if b_.size else 0.0
-    n = f"{len(a_)} vs {len(b_)} episodes"
-    if base == 0.0 or a_.size == 0:
-        return judged(
-            what,
-            None,
-            None,
-            None,
-            op=">=",
-            threshold=limit,
-            method="Welch t CI",
-            n=n,
-            size=min(len(a_), len(b_)),
-            metric=metric,
-            arm=arm,
-            versus=versus,
-            note="the base mean is 0: no relative change",
-        )
-    d, lo, hi = welch_interval(a_, b_, LEVEL)
     scale = abs(base)
-    rel, lo, hi = d / scale, lo / scale, hi / scale
+    defined = base != 0.0 and a_.size > 0
+    rel: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    if defined:
+        d, d_lo, d_hi = welch_interval(a_, b_, LEVEL)
+        rel, lo, hi = d / scale, d_lo / scale, d_hi / scale
     part = judged(
         what,
         rel,
@@ -406,19 +394,22 @@ def relative_not_below(
         hi,
         op=">=",
         threshold=limit,
-        method="Welch t CI (scaled by |mean(b)|)",
-        n=n,
+        method="Welch t CI (scaled by |mean(b)|)" if defined else "Welch t CI",
+        n=f"{len(a_)} vs {len(b_)} episodes",
         size=min(len(a_), len(b_)),
         metric=metric,
         arm=arm,
         versus=versus,
+        note="" if defined else "the base mean is 0: no relative change",
     )
+    if rel is None:  # no relative change to judge, and no sample size that would give one
+        return part
+    gap = max(abs(rel - limit), 0.01)
 
     def needed() -> int | None:
         if a_.size < 2 or b_.size < 2:
             return None
         se = math.sqrt(a_.var(ddof=1) / a_.size + b_.var(ddof=1) / b_.size) / scale
-        gap = max(abs(rel - limit), 0.01)
         return math.ceil(min(a_.size, b_.size) * ((Z_ALPHA + Z_POWER) * se / gap) ** 2) if se > 0 else None
 
     return _needing(part, needed)

@@ -48,8 +48,9 @@ class Pairs(BaseModel):
         return len(self.target)
 
 
-def build_pairs(z_idx: np.ndarray, u: np.ndarray, ctx: int = 0, margin: float = 0.0,
-                labels: Literal["soft", "hard"] = "soft") -> Pairs:
+def build_pairs(
+    z_idx: np.ndarray, u: np.ndarray, ctx: int = 0, margin: float = 0.0, labels: Literal["soft", "hard"] = "soft"
+) -> Pairs:
     """All pairs of one group (draws on one shared seed): infeasible (u = -inf) vs feasible always,
     target 1 for the feasible draw; feasible pairs with a utility gap above `margin` (hard targets:
     1) or at least `margin` (soft targets: sigma(u_w - u_l), ties included -- their 0.5 holds
@@ -74,16 +75,21 @@ def build_pairs(z_idx: np.ndarray, u: np.ndarray, ctx: int = 0, margin: float = 
     n_f = z.shape[1] if z.ndim == 2 else len(FACTOR_NAMES)
     if not keep.any():
         return Pairs.empty(n_f)
-    return Pairs(ctx=np.full(int(keep.sum()), ctx, dtype=np.int64), win=z[w[keep]], lose=z[lo[keep]],
-                 target=target[keep])
+    return Pairs(
+        ctx=np.full(int(keep.sum()), ctx, dtype=np.int64), win=z[w[keep]], lose=z[lo[keep]], target=target[keep]
+    )
 
 
 def concat_pairs(parts: Sequence[Pairs]) -> Pairs:
     parts = [p for p in parts if len(p)]
     if not parts:
         return Pairs.empty()
-    return Pairs(ctx=np.concatenate([p.ctx for p in parts]), win=np.concatenate([p.win for p in parts]),
-                 lose=np.concatenate([p.lose for p in parts]), target=np.concatenate([p.target for p in parts]))
+    return Pairs(
+        ctx=np.concatenate([p.ctx for p in parts]),
+        win=np.concatenate([p.win for p in parts]),
+        lose=np.concatenate([p.lose for p in parts]),
+        target=np.concatenate([p.target for p in parts]),
+    )
 
 
 # ---------------------------------------------------------------- DPO
@@ -95,25 +101,36 @@ class DpoReport(BaseModel):
     kl_stopped: bool  # the KL budget ended the round early
 
 
-def preference_loss(diff: np.ndarray, target: np.ndarray, beta: float) -> tuple[float, np.ndarray]:
-    """The DPO loss shared by both attackers: the mean over pairs of the binary cross-entropy of
-    sigma(beta * diff) against the (soft) target, where diff is the winner's minus the loser's
-    log-ratio to the reference; returns it and dL/d diff per pair."""
+def preference_loss(
+    diff: np.ndarray, target: np.ndarray, beta: float, weights: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
+    """The DPO loss shared by both attackers: the binary cross-entropy of sigma(beta * diff) against
+    the (soft) target, where diff is the winner's minus the loser's log-ratio to the reference,
+    summed over pairs with `weights` (default 1 / pairs: the mean); returns it and dL/d diff per pair."""
     m = beta * np.asarray(diff, dtype=float)
     target = np.asarray(target, dtype=float)
-    loss = float(np.mean(target * np.logaddexp(0, -m) + (1 - target) * np.logaddexp(0, m)))
-    return loss, (1 / (1 + np.exp(-m)) - target) * beta / len(target)
+    w = np.full(len(target), 1 / len(target)) if weights is None else np.asarray(weights, dtype=float)
+    loss = float(np.sum(w * (target * np.logaddexp(0, -m) + (1 - target) * np.logaddexp(0, m))))
+    return loss, (1 / (1 + np.exp(-m)) - target) * beta * w
 
 
-def dpo_loss_and_grads(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs,
-                       beta: float, use_reference: bool = True) -> tuple[float, dict[str, np.ndarray]]:
+def dpo_loss_and_grads(
+    policy: AttackerPolicy,
+    reference: ReferencePrior,
+    contexts: np.ndarray,
+    pairs: Pairs,
+    beta: float,
+    use_reference: bool = True,
+) -> tuple[float, dict[str, np.ndarray]]:
     """Mean DPO loss over the pairs (soft targets: binary cross-entropy on sigma(beta * margin)) and
     its exact gradient. The margin is beta * [(log q(w) - log q(l)) - (log p0(w) - log p0(l))]; q's
     normaliser cancels within a context, so it is a difference of head logits."""
     h, logits = policy._forward(contexts)
     n_f = len(logits)
-    diff = sum((logits[f][pairs.ctx, pairs.win[:, f]] - logits[f][pairs.ctx, pairs.lose[:, f]] for f in range(n_f)),
-               start=np.zeros(len(pairs)))
+    diff = sum(
+        (logits[f][pairs.ctx, pairs.win[:, f]] - logits[f][pairs.ctx, pairs.lose[:, f]] for f in range(n_f)),
+        start=np.zeros(len(pairs)),
+    )
     if use_reference:
         diff = diff - (reference.log_prob(pairs.win) - reference.log_prob(pairs.lose))
     loss, g = preference_loss(diff, pairs.target, beta)
@@ -162,9 +179,18 @@ class Sgd:
             params[k] -= self.lr * g
 
 
-def dpo_train(policy: AttackerPolicy, reference: ReferencePrior, contexts: np.ndarray, pairs: Pairs, beta: float,
-              steps: int = 100, lr: float = 3.0, kl_max: float = float("inf"), use_reference: bool = True,
-              optimiser: Adam | Sgd | None = None) -> DpoReport:
+def dpo_train(
+    policy: AttackerPolicy,
+    reference: ReferencePrior,
+    contexts: np.ndarray,
+    pairs: Pairs,
+    beta: float,
+    steps: int = 100,
+    lr: float = 3.0,
+    kl_max: float = float("inf"),
+    use_reference: bool = True,
+    optimiser: Adam | Sgd | None = None,
+) -> DpoReport:
     """Full-batch steps on the DPO loss (`optimiser`, default `Sgd(lr)`, carries its state across calls); a step
     that takes the mean KL(q || p0) over `contexts` past `kl_max` is undone and training stops
     (the KL stop)."""

@@ -123,7 +123,9 @@ class DefenderEnv(gym.Env):
         attack = self.sampler(rng) if self.sampler is not None and rng.random() < self.ratio else None
         return attack, int(rng.integers(2**31 - 1))
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self.close()
         attack, world_seed = self.draw()
@@ -132,7 +134,7 @@ class DefenderEnv(gym.Env):
         self.view = self.episode.view()
         return self._obs(self.view), {"attack": attack, "seed": world_seed}
 
-    def step(self, action: int):
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         name = legal_action(action, self.view)
         self.illegal += name != META_ACTIONS[int(action)]
         self.episode.step(name)
@@ -269,6 +271,7 @@ class DqnDefender:
         try:
             while not episode.done:
                 episode.step(self.act(episode.view()))
-            return episode.result().model_copy(update={"defender": self.name})
+            result: EpisodeResult = episode.result().model_copy(update={"defender": self.name})  # world: Any
+            return result
         finally:
             episode.close()

@@ -61,7 +61,7 @@ def escape_exists(ego_speed: float, slots: np.ndarray, z_idx: np.ndarray,
     crash = _braking_escape_fails(float(ego_speed), np.clip(0.0, dv_context - DV_DOWN, dv_context + DV_UP), gap,
                                   kind, d0, amp, dur, acc0, t_a, acc1, t_b)
     tailgate = man == ALL_MANOEUVRES.index("tailgate")
-    return (feasible & (tailgate | ~crash))[back.reshape(-1)]
+    return np.asarray((feasible & (tailgate | ~crash))[back.reshape(-1)])
 
 
 def _braking_escape_fails(v_ego: float, dv0: np.ndarray, gap: np.ndarray, kind: np.ndarray, d0: np.ndarray,
@@ -73,7 +73,7 @@ def _braking_escape_fails(v_ego: float, dv0: np.ndarray, gap: np.ndarray, kind: 
     a_att = np.where(t < t_a, acc0, np.where(t < t_b, acc1, 0.0))
     rel, _, _ = _careful_follow(np.full(len(gap), v_ego), np.maximum(v_ego + dv0, 0.0), gap + VEH_L, a_att,
                                 np.full(len(gap), REACTION_S))
-    return ((np.abs(d) < VEH_W) & (rel - VEH_L <= 0.0)).any(axis=0)
+    return np.asarray(((np.abs(d) < VEH_W) & (rel - VEH_L <= 0.0)).any(axis=0))
 
 
 # ---------------------------------------------------------------- the closed-loop gate
@@ -158,7 +158,7 @@ def escape_at_firing(v_ego: np.ndarray, v_att: np.ndarray, rel_s: np.ndarray, d_
     lag = np.where(tau * ENTRY_DECEL < v_e0, 0.5 * ENTRY_DECEL * tau**2, v_e0 * tau - v_e0**2 / (2 * ENTRY_DECEL))
     side_by_side = (rel_in < VEH_L) & (rel_in + lag > -VEH_L)
     unsafe_entry = entered & (side_by_side | ((rel_in >= VEH_L) & (rel_in - VEH_L < safe_gap)))
-    return ~contact & ~unsafe_entry
+    return np.asarray(~contact & ~unsafe_entry)
 
 
 def toy_escape(v_ego: np.ndarray, v_att: np.ndarray, rel_s: np.ndarray, d_ego: np.ndarray, d0: np.ndarray,

@@ -30,16 +30,16 @@ def optimal_log_q(J_gated: np.ndarray, log_p0: np.ndarray, tau: float) -> np.nda
 
 def soft_value(J_gated: np.ndarray, log_p0: np.ndarray, tau: float) -> np.ndarray:
     """V_tau = -tau log E_p0[exp(-J/tau)] (<= E_p0[J] by Jensen), over the last axis."""
-    return -tau * np.logaddexp.reduce(log_p0 - np.asarray(J_gated) / tau, axis=-1)
+    return np.asarray(-tau * np.logaddexp.reduce(log_p0 - np.asarray(J_gated) / tau, axis=-1))
 
 
 def expected_return(J_gated: np.ndarray, log_p: np.ndarray) -> np.ndarray:
-    return np.sum(np.exp(log_p) * J_gated, axis=-1)
+    return np.asarray(np.sum(np.exp(log_p) * J_gated, axis=-1))
 
 
 def kl_divergence(log_q: np.ndarray, log_p: np.ndarray) -> np.ndarray:
     """Exact KL(q || p) over the last axis."""
-    return np.sum(np.exp(log_q) * (log_q - log_p), axis=-1)
+    return np.asarray(np.sum(np.exp(log_q) * (log_q - log_p), axis=-1))
 
 
 def factorised_projection(log_target: np.ndarray, sizes: tuple[int, ...] | None = None, iters: int = 200,
@@ -76,4 +76,4 @@ def _expect_except(T: np.ndarray, q: list[np.ndarray], f: int) -> np.ndarray:
         if g != f:
             ops.append(np.exp(q[g]))
             subs.append(letters[g])
-    return np.einsum(",".join(subs) + "->" + letters[f], *ops)
+    return np.asarray(np.einsum(",".join(subs) + "->" + letters[f], *ops))

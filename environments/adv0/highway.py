@@ -152,7 +152,7 @@ def make_env(family: str, frames: bool = False) -> AbstractEnv:
 def install_planner(env: AbstractEnv, params: IdmParams) -> PlannerEgo:
     """Swap the ego for an IDM/MOBIL vehicle with `params`, in place, after a reset."""
     old = env.vehicle
-    ego = PlannerEgo.create_from(old)
+    ego: PlannerEgo = PlannerEgo.create_from(old)  # highway-env is untyped: Any
     ego.configure(params)
     _replace_vehicle(env, old, ego)
     env.controlled_vehicles = [ego]
@@ -170,6 +170,9 @@ class _Frame:
     t: float
     vehicles: list[tuple[int, float, float, float, float, Any]]  # (id(obj), x, y, heading, speed, lane_index)
     ego_lane: tuple[str, str, int]
+
+
+Row = tuple[float, float, float, float, Any]  # one vehicle in a frame: x, y, heading, speed, lane_index
 
 
 @dataclass
@@ -331,36 +334,44 @@ class HighwayEpisode:
         other = min(candidates, key=lambda v: float(np.linalg.norm(v.position - ego.position)))
         t = self.history[-1].t
         if other not in self.env.road.vehicles:  # a static obstacle (merge's ramp end)
-            states = [self._state("ego", *self._row(self.history[-1], id(ego)), self.history[0].ego_lane, ego)]
+            [last] = self._track([self.history[-1]], id(ego))
+            states = [self._state("ego", *last[:4], self.history[0].ego_lane, ego)]
             return Collision(t=t, other="obstacle", fault="defender", rule="static obstacle: the ego drove into it",
                              geometry=states)
         name = self.names.get(id(other)) or self._bg_name(other)
         frames = [f for f in self.history if self._row(f, id(other)) is not None]
         lane = frames[0].ego_lane
-        rows = {key: [self._row(f, key) for f in frames] for key in (id(ego), id(other))}
-        ego_states = [self._state("ego", *r[:4], lane, ego) for r in rows[id(ego)]]
-        other_states = [self._state(name, *r[:4], lane, other) for r in rows[id(other)]]
-        own = tuple([self._own_lateral_speed(r) for r in rows[key]] for key in (id(ego), id(other)))
-        prio = tuple([self._priority(r[4]) for r in rows[key]] for key in (id(ego), id(other)))
-        paths = tuple([self._lane_heading(r) for r in rows[key]] for key in (id(ego), id(other)))
+        ego_rows, other_rows = self._track(frames, id(ego)), self._track(frames, id(other))
+        ego_states = [self._state("ego", *r[:4], lane, ego) for r in ego_rows]
+        other_states = [self._state(name, *r[:4], lane, other) for r in other_rows]
+        own = ([self._own_lateral_speed(r) for r in ego_rows], [self._own_lateral_speed(r) for r in other_rows])
+        prio = ([self._priority(r[4]) for r in ego_rows], [self._priority(r[4]) for r in other_rows])
+        paths = ([self._lane_heading(r) for r in ego_rows], [self._lane_heading(r) for r in other_rows])
         party, rule = geometry.attribute_fault(ego_states, other_states, self.dt, own_lateral_speed=own, priority=prio,
                                                path_heading=paths)
         geo = [s for pair in zip(ego_states, other_states) for s in pair]
         return Collision(t=t, other=name, fault=geometry.fault_label(party, name), rule=rule, geometry=geo)
 
     @staticmethod
-    def _row(frame: _Frame, key: int) -> tuple[float, float, float, float, Any] | None:
-        for k, *row in frame.vehicles:
+    def _row(frame: _Frame, key: int) -> Row | None:
+        for k, x, y, heading, speed, lane_index in frame.vehicles:
             if k == key:
-                return tuple(row)  # type: ignore[return-value]
+                return (x, y, heading, speed, lane_index)
         return None
 
-    def _own_lateral_speed(self, row: tuple[float, float, float, float, Any]) -> float:
+    def _track(self, frames: list[_Frame], key: int) -> list[Row]:
+        """The vehicle's row in each of `frames` (it must be in all of them)."""
+        rows = [self._row(f, key) for f in frames]
+        if any(r is None for r in rows):
+            raise RuntimeError(f"vehicle {key} is missing from {sum(r is None for r in rows)} of {len(rows)} frames")
+        return [r for r in rows if r is not None]
+
+    def _own_lateral_speed(self, row: Row) -> float:
         """Lateral speed relative to the lane the vehicle is on (0 while it follows any curve)."""
         heading, speed = row[2], row[3]
         return float(speed * np.sin(utils.wrap_to_pi(heading - self._lane_heading(row))))
 
-    def _lane_heading(self, row: tuple[float, float, float, float, Any]) -> float:
+    def _lane_heading(self, row: Row) -> float:
         """The world heading of the lane the vehicle is on, where it is (its path, not its body)."""
         x, y, _, _, lane_index = row
         lane = self.env.road.network.get_lane(lane_index)

@@ -40,21 +40,44 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+from pydantic import BaseModel
 
 from environments.adv0.attacker import Adv0Attacker, AttackerConfig, ReferencePrior, context_vector, fit_reference
-from environments.adv0.loop_state import (  # noqa: F401 -- re-exported: the loop's one front door
-    ABLATIONS, ATTACKERS, CLOSED_LOOP_ABLATIONS, DEFENDERS, LOOP_FAMILIES, TRAIN_DIR, EvalRow, LoopConfig, RoundState, Split, clean_partial,
-    complete_rounds, load_round, load_rows, open_run, round_name, run_folder, save_round, start_run,
+# Re-exported (`X as X`, explicit for type checkers): the loop's one front door.
+from environments.adv0.loop_state import (
+    ABLATIONS as ABLATIONS,
+    ATTACKERS as ATTACKERS,
+    CLOSED_LOOP_ABLATIONS as CLOSED_LOOP_ABLATIONS,
+    DEFENDERS as DEFENDERS,
+    LOOP_FAMILIES as LOOP_FAMILIES,
+    TRAIN_DIR as TRAIN_DIR,
+    EvalRow as EvalRow,
+    LoopConfig as LoopConfig,
+    RoundState as RoundState,
+    Split as Split,
+    clean_partial as clean_partial,
+    complete_rounds as complete_rounds,
+    load_round as load_round,
+    load_rows as load_rows,
+    open_run as open_run,
+    round_name as round_name,
+    run_folder as run_folder,
+    save_round as save_round,
+    start_run as start_run,
 )
 from environments.adv0.metrics import episode_scores
-from environments.adv0.planner import cpu_seconds
+from environments.adv0.planner import cpu_seconds as cpu_seconds  # re-exported too
 from environments.adv0.scenario import (
     FACTORS, HELD_OUT_FAMILIES, HELD_OUT_MANOEUVRES, TRAIN_MANOEUVRES, EpisodeResult, IdmParams, ScenarioParams,
 )
 from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from harness.messages import ChatMessage
+    from harness.providers.base import GenerateConfig, ModelOutput
 
 Job = tuple[Any, int]  # (attack, seed): a ScenarioParams, a closed_loop.ClosedLoopDraw, or None (normal traffic)
 
@@ -137,7 +160,7 @@ def held_out_jobs(cfg: LoopConfig) -> list[tuple[str, Job]]:
     n = cfg.held_out_episodes
     seeds = seeds_for(cfg, 0, "held_out", n)
     train_man = list(TRAIN_MANOEUVRES) + list(HELD_OUT_MANOEUVRES)
-    jobs = [(cfg.family, (held_out_attack(s, HELD_OUT_MANOEUVRES), s)) for s in seeds]
+    jobs: list[tuple[str, Job]] = [(cfg.family, (held_out_attack(s, HELD_OUT_MANOEUVRES), s)) for s in seeds]
     if cfg.family == "highway":
         jobs += [(fam, (held_out_attack(s, train_man), s)) for fam in HELD_OUT_FAMILIES for s in seeds]
     return jobs
@@ -179,7 +202,10 @@ def run_planner(world: Any, family: str, params: IdmParams, jobs: list[Job]) -> 
     if family == "toy":
         from environments.adv0.toy_sim import ALL_MANOEUVRES
 
-        return world.summary_results([s for _, s in jobs], [a for a, _ in jobs], params, ALL_MANOEUVRES)
+        results: list[EpisodeResult] = world.summary_results(  # world: a module, Any
+            [s for _, s in jobs], [a for a, _ in jobs], params, ALL_MANOEUVRES
+        )
+        return results
     from environments.adv0.planner import planner_episode
 
     return [planner_episode(world, family, params, attack, seed) for attack, seed in jobs]
@@ -258,7 +284,7 @@ class LlmLoopDefender:
         self.agent_config = AgentConfig(max_steps=10_000, parse_attempts=2, policy_max_tokens=48,
                                         action_format="constrained")
 
-    async def _generate(self, role: str, messages: list[dict[str, str]], config: Any) -> Any:
+    async def _generate(self, role: str, messages: list[ChatMessage], config: GenerateConfig) -> ModelOutput:
         return await self.model.generate(messages, config)
 
     async def _episode(self, family: str, seed: int, attack: ScenarioParams | None, memory: Any) -> EpisodeResult:
@@ -363,7 +389,7 @@ class LoopAttacker:
         if self.option.frozen:  # the frozen ablation after its first round: nothing to learn, no rollouts
             return {"attacker": self.name, "rollouts": 0, "frozen": True, "round": self.option.round}
         if self.open_loop:  # SAGE-like ranks its own groups by the surrogate: no defender episodes
-            report = self.option.update([], contexts)
+            report: BaseModel = self.option.update([], contexts)  # the option's update report (option: Any)
             return report.model_dump() | {"attacker": self.name, "rollouts": 0}
         flat_seeds: list[int] = []
         flat_z: list[ScenarioParams] = []
@@ -376,7 +402,8 @@ class LoopAttacker:
         return report.model_dump() | {"attacker": self.name, "rollouts": len(results)}
 
     def draw(self, context: np.ndarray, rng: np.random.Generator) -> ScenarioParams | None:
-        return self.option.draw(context, rng, 1)[0]
+        drawn: ScenarioParams | None = self.option.draw(context, rng, 1)[0]
+        return drawn
 
     def kl_to_prior(self, contexts: Sequence[np.ndarray]) -> float | None:
         """Mean exact KL(q || p0) over `contexts` (None for the options without a policy); the
@@ -400,8 +427,9 @@ def closed_loop_option(cfg: LoopConfig, state: dict[str, Any] | None = None) -> 
 
     if state:
         return ClosedLoopAdv0.from_state(state)
-    flags = {"none": {}, "no-kl": {"use_reference": False}, "no-fault-gate": {"fault_gate": False},
-             "frozen": {"freeze_after": 1}}[cfg.ablation]
+    ablations: dict[str, dict[str, bool | int]] = {"none": {}, "no-kl": {"use_reference": False},
+                                            "no-fault-gate": {"fault_gate": False}, "frozen": {"freeze_after": 1}}
+    flags = ablations[cfg.ablation]
     steps = {"dpo_steps": cfg.dpo_steps} if cfg.dpo_steps else {}
     return ClosedLoopAdv0(ClosedLoopConfig(k=cfg.k, seed=cfg.seed, **steps, **flags))
 

@@ -154,7 +154,10 @@ def tune_cem(run_episodes: RunEpisodes | ScorePopulation, scenarios: Sequence[Sc
     score: ScorePopulation = run_episodes if batched else population_scorer(run_episodes)  # type: ignore[assignment,arg-type]
     jobs = episode_jobs(scenarios, normal, seed)
     lo, hi = IdmParams.bounds()
-    to_params = lambda u: IdmParams.from_vector(lo + np.clip(u, 0.0, 1.0) * (hi - lo))  # noqa: E731
+
+    def to_params(u: np.ndarray) -> IdmParams:
+        return IdmParams.from_vector(lo + np.clip(u, 0.0, 1.0) * (hi - lo))
+
     rng = np.random.default_rng(seed)
     mu = (start.vector() - lo) / (hi - lo)
     sigma = np.full_like(mu, init_sigma)
@@ -189,7 +192,8 @@ def planner_episode(world: Any, family: str, params: IdmParams, attack: Scenario
     try:
         while not episode.done:
             episode.step(None)
-        return episode.result().model_copy(update={"defender": "idm"})
+        result: EpisodeResult = episode.result().model_copy(update={"defender": "idm"})  # world: Any
+        return result
     finally:
         episode.close()
 

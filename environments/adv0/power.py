@@ -72,7 +72,7 @@ def two_means_n(sd: float, gap: float, alpha: float = ALPHA, power: float = POWE
     za, zb = NormalDist().inv_cdf(1 - alpha / 2), NormalDist().inv_cdf(power)
     n = math.ceil(2 * ((za + zb) * sd / gap) ** 2)
     df = 2 * n - 2
-    return math.ceil(2 * ((scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df)) * sd / gap) ** 2)
+    return int(math.ceil(2 * ((scipy_stats.t.ppf(1 - alpha / 2, df) + scipy_stats.t.ppf(power, df)) * sd / gap) ** 2))
 
 
 class PowerPlan(BaseModel):

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from PIL.Image import Image as PILImage
+
     from environments.adv0.closed_loop import ClosedLoopPolicy
     from environments.adv0.scenario import AttackerTrajectory
 
@@ -104,7 +106,7 @@ def pick_frames(n: int, k: int = STRIP_FRAMES) -> list[int]:
     return sorted({int(round(x)) for x in np.linspace(0, n - 1, k)})
 
 
-def _image(frame: np.ndarray):  # -> PIL.Image.Image
+def _image(frame: np.ndarray) -> PILImage:
     from PIL import Image
 
     img = Image.fromarray(np.asarray(frame, dtype=np.uint8))
@@ -113,7 +115,7 @@ def _image(frame: np.ndarray):  # -> PIL.Image.Image
     return img
 
 
-def _captioned(img, text: str):  # (PIL.Image.Image, str) -> PIL.Image.Image
+def _captioned(img: PILImage, text: str) -> PILImage:
     """`img` with a white band underneath holding `text` (the scene itself is left uncovered)."""
     from PIL import Image, ImageDraw
 

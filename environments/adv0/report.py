@@ -78,7 +78,9 @@ def failures_section(found: ReportInput) -> ReportSection | None:
     runs = [folder for suite in found.suites for folder in found.runs.get(suite, [])]
     if not runs:
         return None
-    parts, crashes, episodes = [], [], 0
+    parts: list[str] = []
+    crashes: list[SampleRecord] = []
+    episodes = 0
     for folder in runs:
         html, crashed, total = _run_html(folder)
         parts.append(html)

@@ -228,8 +228,8 @@ class IdmParams(BaseModel):
         lo, hi = [], []
         for f in cls.model_fields.values():
             meta = {type(m).__name__: m for m in f.metadata}
-            lo.append(float(meta["Ge"].ge))  # type: ignore[attr-defined]
-            hi.append(float(meta["Le"].le))  # type: ignore[attr-defined]
+            lo.append(float(meta["Ge"].ge))
+            hi.append(float(meta["Le"].le))
         return np.array(lo), np.array(hi)
 
     @classmethod

@@ -168,12 +168,12 @@ class Adv0Suite(Suite):
         attack: ScenarioParams | None = draw_scenario(self.options.attacker, family, seed, self.options.attacker_state)
         frames = self.options.filmstrips
         closed = self.options.attacker == "closed_loop"
-        state = self.options.attacker_state
+        attacker_state = self.options.attacker_state
         limits = DATA_FAMILIES[family].attacker_limits if family in DATA_FAMILIES else None
         # a fresh closed-loop attacker per start: its generator and trajectory belong to one episode
         env_impl = DrivingEnvironment(lambda: highway.start_episode(
             family, seed, attack, frames=frames, defender="llm",
-            closed_loop=closed_loop_attacker(seed, state, limits) if closed else None), frames=frames)
+            closed_loop=closed_loop_attacker(seed, attacker_state, limits) if closed else None), frames=frames)
         env = await ThreadedEnv.create(lambda: env_impl)
         agent = DriverAgent(memory=_memory(self.options.reflections))
         t0 = time.perf_counter()

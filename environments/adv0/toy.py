@@ -59,11 +59,11 @@ class ToyOutcome:
 
     @property
     def attacker_fault(self) -> np.ndarray:
-        return self.fault == FAULT_CODES.index("attacker")
+        return np.asarray(self.fault == FAULT_CODES.index("attacker"))
 
     @property
     def defender_fault(self) -> np.ndarray:
-        return self.fault == FAULT_CODES.index("defender")
+        return np.asarray(self.fault == FAULT_CODES.index("defender"))
 
 
 def _run(init: ToyInit, z: np.ndarray | None, ego: np.ndarray, manoeuvres: tuple[Manoeuvre, ...],
@@ -147,7 +147,7 @@ def summary_results(seeds: Sequence[int], attacks: Sequence[ScenarioParams | Non
         if not idx:
             continue
         z = np.array([attacks[i].index(manoeuvres) for i in idx]) if attacked else None  # type: ignore[union-attr]
-        gate = np.array([attacked and attacks[i].escape_gate for i in idx], dtype=bool)  # type: ignore[union-attr]
+        gate = np.array([attacked and attacks[i].escape_gate for i in idx], dtype=np.bool_)  # type: ignore[union-attr]
         o = evaluate_pairs([seeds[i] for i in idx], z, idm, manoeuvres, gate=gate)
         for k, i in enumerate(idx):
             out[i] = _summary(o, k, seeds[i], attacks[i])
@@ -187,7 +187,7 @@ def background_behaviour(rng: np.random.Generator, n: int) -> np.ndarray:
     nearest grid point. Fit p0 with `attacker.fit_reference(background_behaviour(rng, n))`."""
     def nearest(values: np.ndarray, grid: tuple[float | int | str, ...]) -> np.ndarray:
         g = np.asarray(grid, dtype=float)
-        return np.abs(values[:, None] - g[None, :]).argmin(axis=1)
+        return np.asarray(np.abs(values[:, None] - g[None, :]).argmin(axis=1))
 
     slot = rng.choice(5, size=n, p=np.array([5, 4, 3, 2, 1]) / 15)
     man_p = {"cut_in": 0.40, "cut_in_brake": 0.05, "brake_check": 0.25, "tailgate": 0.15, "swerve_return": 0.15}

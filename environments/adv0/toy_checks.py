@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Literal
 
 import numpy as np
@@ -220,24 +220,33 @@ def check_c1(
     return judge_c1({k: np.asarray(v) for k, v in values.items()}, rounds, config, wall_s=time.perf_counter() - t0)
 
 
-def c2_values(
-    train_seeds: Sequence[int] = C2_TRAIN_SEEDS,
-    test_seeds: Sequence[int] = C2_TEST_SEEDS,
-    rounds: int = C2_ROUNDS,
-    attacker_rounds: int = C2_ATTACKER_ROUNDS,
-    config: AttackerConfig | None = None,
-    seed: int = 0,
-    attacker_kind: Literal["adv0", "exact"] = "adv0",
-) -> dict[str, list[float]]:
+@dataclass(frozen=True)
+class C2Run:
+    """One C2 min-max run (the defaults are the check's): its training and held-out contexts, the
+    min-max rounds, the attacker's rounds per min-max round, the attacker's config, the seed, and
+    the attacker (`"exact"`: draws from the exact q* of the current defender, an oracle best
+    response -- what min-max does when the attacker finds q*)."""
+
+    train_seeds: Sequence[int] = C2_TRAIN_SEEDS
+    test_seeds: Sequence[int] = C2_TEST_SEEDS
+    rounds: int = C2_ROUNDS
+    attacker_rounds: int = C2_ATTACKER_ROUNDS
+    config: AttackerConfig | None = None
+    seed: int = 0
+    attacker_kind: Literal["adv0", "exact"] = "adv0"
+
+
+def c2_values(run: C2Run | None = None) -> dict[str, list[float]]:
     """C2's numbers of one min-max run: per round r, V_tau of each held-out context (`v_tau@r`);
     per round, max(V_tau - E_p0[J]) over the held-out contexts (`gap`), the mean V_tau of the
     training contexts (`v_tau_train`) and normal traffic's mean J (`normal_J`); the final defender
-    (`theta_final`). `attacker_kind="exact"` replaces the DPO attacker by draws from the exact q* of
-    the current defender (an oracle best response): what min-max does when the attacker finds q*."""
-    config = config or AttackerConfig()
+    (`theta_final`)."""
+    run = run or C2Run()
+    rounds, attacker_rounds, seed, attacker_kind = run.rounds, run.attacker_rounds, run.seed, run.attacker_kind
+    config = run.config or AttackerConfig()
     reference = toy_reference()
     log_p0 = reference.joint_log_probs()
-    train, test = list(train_seeds), list(test_seeds)
+    train, test = list(run.train_seeds), list(run.test_seeds)
     contexts = {s: toy_sim.context(s) for s in train}
     attacker = Adv0Attacker(reference, config)
     rng = np.random.default_rng(seed)
@@ -299,7 +308,8 @@ def judge_c2(
     gap_max = max(max(v["gap"]) for v in runs)
 
     def per_round(name: str) -> list[float]:
-        return np.mean([v[name] for v in runs], axis=0).tolist()
+        means: list[float] = np.mean([v[name] for v in runs], axis=0).tolist()
+        return means
 
     n = int(first.size)
     bound = judged(
@@ -347,15 +357,8 @@ def judge_c2(
     )
 
 
-def check_c2(
-    train_seeds: Sequence[int] = C2_TRAIN_SEEDS,
-    test_seeds: Sequence[int] = C2_TEST_SEEDS,
-    rounds: int = C2_ROUNDS,
-    attacker_rounds: int = C2_ATTACKER_ROUNDS,
-    config: AttackerConfig | None = None,
-    seed: int = 0,
-    attacker_kind: Literal["adv0", "exact"] = "adv0",
-) -> ToyCheck:
+def check_c2(run: C2Run | None = None) -> ToyCheck:
+    run = run or C2Run()
     t0 = time.perf_counter()
-    values = c2_values(train_seeds, test_seeds, rounds, attacker_rounds, config, seed, attacker_kind)
-    return judge_c2([values], rounds, attacker_kind, config, wall_s=time.perf_counter() - t0)
+    values = c2_values(run)
+    return judge_c2([values], run.rounds, run.attacker_kind, run.config, wall_s=time.perf_counter() - t0)

@@ -254,7 +254,8 @@ def train(
         groups, on_policy = [], []
         for c in range(contexts):
             world_seed = seed * 1_000_000 + r * 1_000 + c
-            draws = [play(attacker.policy, spec, world_seed, rng) for _ in range(attacker.config.k)]
+            behaviour = attacker.behaviour()
+            draws = [play(behaviour, spec, world_seed, rng) for _ in range(attacker.config.k)]
             draws += [
                 play(attacker.reference, spec, world_seed, rng, True) for _ in range(attacker.config.reference_draws)
             ]

@@ -109,10 +109,10 @@ def initial_states(seeds: Sequence[int]) -> ToyInit:
                 placed.append((s, d))
         speeds = rng.uniform(20.0, 27.0, N_BG)
         rows.append((placed, speeds))
-    s = np.array([[p[0] for p in placed] for placed, _ in rows])
-    d = np.array([[p[1] for p in placed] for placed, _ in rows])
+    s_all = np.array([[p[0] for p in placed] for placed, _ in rows])
+    d_all = np.array([[p[1] for p in placed] for placed, _ in rows])
     v0 = np.array([np.concatenate([[EGO_SPEED0], speeds]) for _, speeds in rows])
-    return ToyInit(s, d, v0.copy(), v0)
+    return ToyInit(s_all, d_all, v0.copy(), v0)
 
 
 def slot_order(init: ToyInit) -> np.ndarray:
@@ -155,7 +155,8 @@ class Attacks:
         z = np.asarray(z_idx, dtype=np.int64)
         col = np.take_along_axis(slot_order(init), z[:, 0:1], axis=1)[:, 0]
         man = np.array([ALL_MANOEUVRES.index(m) for m in manoeuvres])[z[:, 1]]
-        grid = [np.asarray(FACTORS[n], dtype=float) if n != "manoeuvre" else None for n in FACTOR_NAMES]
+        # The numeric factors' grids, by factor index (0 is the slot, 1 the manoeuvre: indexed above).
+        grid = {i: np.asarray(FACTORS[FACTOR_NAMES[i]], dtype=float) for i in range(2, len(FACTOR_NAMES))}
         return cls(np.ones(b, bool), col, man, grid[2][z[:, 2]], grid[3][z[:, 3]], grid[4][z[:, 4]], grid[5][z[:, 5]],
                    gates)
 
@@ -264,7 +265,7 @@ class ToySim:
         s_star = s0 + np.maximum(0.0, self.v * (T + (self.v - lead_v) * self.inv_2sqrt_ab))
         q = s_star / np.maximum(np.where(has_lead, lead_gap, 1.0), 0.1)
         inter = np.where(has_lead, q * q, 0.0)
-        return np.clip(a * (1.0 - ratio * ratio - inter), -ACC_LIMIT, a)
+        return np.asarray(np.clip(a * (1.0 - ratio * ratio - inter), -ACC_LIMIT, a))
 
     def _fire(self, ready: np.ndarray, err: np.ndarray) -> None:
         crossed = np.isfinite(self.prev_err) & (np.sign(err) != np.sign(self.prev_err))
@@ -376,7 +377,7 @@ def defender_returns(mean_speed: np.ndarray, at_fault: np.ndarray, speed_range: 
     """`scenario.defender_return`, vectorised (a test holds them equal)."""
     lo, hi = speed_range
     progress = np.clip((mean_speed - lo) / (hi - lo), 0.0, 1.0)
-    return progress - (1.0 + progress) * at_fault
+    return np.asarray(progress - (1.0 + progress) * at_fault)
 
 
 def ego_matrix(idm: IdmParams, b: int) -> np.ndarray:

@@ -17,7 +17,7 @@ from environments.adv0.scenario import MAX_LAT_ACCEL, MAX_LONG_ACCEL, IdmParams,
 
 
 # ---------------------------------------------------------------- background vehicle types
-class AggressiveIDM(IDMVehicle):
+class AggressiveIDM(IDMVehicle):  # type: ignore[misc]  # highway-env ships no types: IDMVehicle is Any
     """Held-out background type: short headway, hard braking, eager lane changes, faster targets.
     (highway-env's own AggressiveVehicle is a LinearVehicle that logs regression data every step.)"""
 
@@ -29,17 +29,19 @@ class AggressiveIDM(IDMVehicle):
     LANE_CHANGE_MAX_BRAKING_IMPOSED = 4.0
     LANE_CHANGE_DELAY = 0.5
 
+    target_speed: float  # highway-env's (declared: the base is untyped)
+
     def randomize_behavior(self) -> None:
         super().randomize_behavior()
         self.target_speed = float(self.target_speed + self.road.np_random.uniform(3.0, 7.0))
 
 
-class IntersectionIDM(IDMVehicle):
+class IntersectionIDM(IDMVehicle):  # type: ignore[misc]  # highway-env ships no types: IDMVehicle is Any
     """IntersectionEnv overwrites class attributes of its background type; this subclass keeps
     that change away from IDMVehicle (and so from every other family in the process)."""
 
 
-class PlannerEgo(IDMVehicle):
+class PlannerEgo(IDMVehicle):  # type: ignore[misc]  # highway-env ships no types: IDMVehicle is Any
     """The IDM/MOBIL defender; its parameters are instance attributes (IdmParams)."""
 
     def configure(self, p: IdmParams) -> None:
@@ -69,15 +71,33 @@ LATERAL_PLAN = 0.9  # the planned peak is 90% of intensity * MAX_LAT_ACCEL: the 
 FEASIBLE_SLACK = 1.05  # a command beyond 105% of a hard limit makes the draw infeasible
 
 
-class AttackerVehicle(IDMVehicle):
+class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no types: IDMVehicle is Any
     """A background vehicle taken over by the attacker: IDM/MOBIL until `trigger_s`, then it gets
     into position (`LAYOUT`) and fires when the gap to the ego is `gap_m`, plays its manoeuvre's
     script with accelerations scaled by `intensity` (within MAX_LONG_ACCEL / MAX_LAT_ACCEL; a
     command beyond them is clipped and flags the draw infeasible), then drives as IDM again."""
 
+    # Its state, set by `take_over` (highway-env builds a vehicle by `create_from`, not __init__).
+    ego: Any  # the ego vehicle (highway-env's, untyped)
+    z: ScenarioParams
+    dt: float
+    clock: float
+    phase: str  # follow, approach, script, release
+    fired: bool
+    feasible: bool
+    t_fire: float
+    lane_from: tuple[str, str, int] | None
+    shift: float
+    free: bool
+    withheld: bool
+    escape_at_fire: bool | None
+    # highway-env's own attributes that this class reads and writes (declared: the base is untyped).
+    target_speed: float
+    target_lane_index: tuple[str, str, int]
+
     @classmethod
     def take_over(cls, victim: IDMVehicle, ego: Any, z: ScenarioParams, dt: float) -> AttackerVehicle:
-        att = cls.create_from(victim)
+        att: AttackerVehicle = cls.create_from(victim)  # highway-env is untyped: Any
         for name in ("TIME_WANTED", "DISTANCE_WANTED", "COMFORT_ACC_MAX", "COMFORT_ACC_MIN", "POLITENESS", "DELTA",
                      "LANE_CHANGE_MIN_ACC_GAIN", "LANE_CHANGE_MAX_BRAKING_IMPOSED", "LANE_CHANGE_DELAY"):
             setattr(att, name, getattr(victim, name))  # the same driver as before the trigger
@@ -141,13 +161,13 @@ class AttackerVehicle(IDMVehicle):
     def _ready(self, rel: dict[str, Any]) -> bool:
         tol = max(1.5, 0.1 * self.z.gap_m)
         if self._free_mode(rel):
-            return rel["distance"] <= self.z.gap_m + tol
+            return bool(rel["distance"] <= self.z.gap_m + tol)
         need_lane, need_pos = LAYOUT[self.z.manoeuvre]
         lane_ok = rel["delta"] == 0 if need_lane == "same" else abs(rel["delta"]) == 1
         settled = abs(self.lane.local_coordinates(self.position)[1]) < 0.5
         if need_lane == "same" and need_pos == "ahead":  # the follower sets this gap: fire once it is close enough
-            return lane_ok and settled and 0.0 <= rel["ahead"] <= self.z.gap_m + tol
-        return lane_ok and settled and abs(rel[need_pos] - self.z.gap_m) <= tol
+            return bool(lane_ok and settled and 0.0 <= rel["ahead"] <= self.z.gap_m + tol)
+        return bool(lane_ok and settled and abs(rel[need_pos] - self.z.gap_m) <= tol)
 
     def _approach(self, rel: dict[str, Any]) -> None:
         """Get into the manoeuvre's layout with ordinary accelerations (not part of the attack)."""
@@ -184,7 +204,7 @@ class AttackerVehicle(IDMVehicle):
             accel = K_GAP * (rel["behind"] - self.z.gap_m) - K_SPEED * dv
         if self.speed < 0.6 * self.ego.speed:
             accel = max(accel, 0.5)  # a waiting attacker does not stop on the highway
-        return accel
+        return float(accel)
 
     def _approach_lane(self, rel: dict[str, Any]) -> None:
         need_lane, need_pos = LAYOUT[self.z.manoeuvre]
@@ -218,7 +238,7 @@ class AttackerVehicle(IDMVehicle):
         follower's safe headway (the closing-speed term of the fault rule is left to the fault rule:
         a crash soon after a fast-closing entry is charged to the attacker as an unsafe cut-in)."""
         v_f = self.ego.speed if need_pos == "ahead" else self.speed
-        return v_f * geometry.SAFE_HEADWAY_S + 1.0
+        return float(v_f * geometry.SAFE_HEADWAY_S + 1.0)
 
     def _follow_limit(self, front: Any) -> float:
         """IDM's interaction term with the vehicle ahead (the free-road term left out)."""
@@ -407,4 +427,9 @@ class AttackerVehicle(IDMVehicle):
         d = self._offset()
         moved_over = abs(self.shift) > 0 and abs(d - self.shift) < abs(d)
         _from, _to, _ = self.lane_index
-        self.target_lane_index = (_from, _to, self.ego.lane_index[2] if moved_over else self.lane_from[2])
+        if moved_over:
+            lane = self.ego.lane_index[2]
+        else:
+            assert self.lane_from is not None  # set when it fired, and a release follows a firing
+            lane = self.lane_from[2]
+        self.target_lane_index = (_from, _to, lane)

@@ -44,7 +44,7 @@ class Options(PaperOptions):
 def problem(n: int, seed: int, tag: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Random queries, keys (scores ~ N(0, 1)) and values for an n-token head."""
     rng = np.random.default_rng([seed, tag, n])
-    q, k = rng.standard_normal((2, n, D_HEAD)) / D_HEAD ** 0.25
+    q, k = rng.standard_normal((2, n, D_HEAD)) / D_HEAD**0.25
     return q, k, rng.standard_normal((n, D_HEAD))
 
 
@@ -83,7 +83,7 @@ def blockwise_terms(q: np.ndarray, k: np.ndarray, v: np.ndarray, cuts: np.ndarra
         if pick.any():
             offsets = np.arange(size)
             idx = np.minimum(starts[pick, None] + offsets, n - 1)
-            keep = (offsets[None, :] < lengths[pick, None])
+            keep = offsets[None, :] < lengths[pick, None]
             causal = keep[:, None, :] & np.tril(np.ones((size, size), dtype=bool))[None]
             a = np.exp(q[idx] @ k[idx].transpose(0, 2, 1)) * causal
             rows = idx[keep]
@@ -93,8 +93,9 @@ def blockwise_terms(q: np.ndarray, k: np.ndarray, v: np.ndarray, cuts: np.ndarra
     return num, den
 
 
-def estimate(solver: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, slope: float, samples: int,
-             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def estimate(
+    solver: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, slope: float, samples: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Averaged numerator and denominator of `samples` masks (exact: the true ones)."""
     n = len(q)
     if solver == "exact":
@@ -114,7 +115,7 @@ def estimate(solver: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, slope: fl
 
 
 def output(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    return num / np.maximum(den, 1e-300)[:, None]
+    return np.asarray(num / np.maximum(den, 1e-300)[:, None])
 
 
 def projection(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -126,7 +127,7 @@ def loglog_slope(x: list[float] | tuple[float, ...], y: list[float]) -> float:
     return float(np.polyfit(np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float)), 1)[0])
 
 
-class AlibiLSHTask(PaperTask):
+class AlibiLSHTask(PaperTask[Options]):
     task = "alibi_positional_lsh"
     name = "papers.alibi_positional_lsh"
     version = "0.1.0"
@@ -137,62 +138,77 @@ class AlibiLSHTask(PaperTask):
     metric_names = ("error_slope", "time_slope", "bias_abs_z") + tuple(f"error_k{k}" for k in KS) + ("seconds_n2048",)
     lower_is_better = frozenset({"bias_abs_z", "seconds_n2048"} | {f"error_k{k}" for k in KS})
     claim: ClassVar[Claim] = Claim(
-        id=name, arms=solvers, settings=settings,
+        id=name,
+        arms=solvers,
+        settings=settings,
         sentence="ALiBi via positional LSH: ALiBi's bias is the expectation of random contiguous block-diagonal "
-                 "masks; averaging sampled masks approximates ALiBi attention in near-linear time",
+        "masks; averaging sampled masks approximates ALiBi attention in near-linear time",
         setting=f"one causal head, d = {D_HEAD}, random q/k (scores ~ N(0, 1)) and v; ALiBi slopes 1/2 and 1/16; "
-                f"relative spectral error of the output at K = {KS} masks (n = {N_ERROR}); seconds per estimate at "
-                f"n = {N_TIMES} with K = {K_TIME} (best of {REPEATS}; the dense baselines to 2048); unbiasedness: {REPLICATIONS} single-mask "
-                f"replications of a fixed projection u' ((exp(S) o mask) V) w at n = {N_BIAS}",
-        conditions=[c for s in SLOPES for c in (
-            Condition(metric="error_slope", setting=s, solver="lsh_blocks", op=">=", threshold=-0.6),
-            Condition(metric="error_slope", setting=s, solver="lsh_blocks", op="<=", threshold=-0.4),
-            Condition(metric="time_slope", setting=s, solver="lsh_blocks", op="<=", threshold=1.2),
-            Condition(metric="bias_abs_z", setting=s, solver="lsh_blocks", op="<=", threshold=3.0, stat="max"))],
+        f"relative spectral error of the output at K = {KS} masks (n = {N_ERROR}); seconds per estimate at "
+        f"n = {N_TIMES} with K = {K_TIME} (best of {REPEATS}; the dense baselines to 2048); unbiasedness: {REPLICATIONS} single-mask "
+        f"replications of a fixed projection u' ((exp(S) o mask) V) w at n = {N_BIAS}",
+        conditions=[
+            c
+            for s in SLOPES
+            for c in (
+                Condition(metric="error_slope", setting=s, solver="lsh_blocks", op=">=", threshold=-0.6),
+                Condition(metric="error_slope", setting=s, solver="lsh_blocks", op="<=", threshold=-0.4),
+                Condition(metric="time_slope", setting=s, solver="lsh_blocks", op="<=", threshold=1.2),
+                Condition(metric="bias_abs_z", setting=s, solver="lsh_blocks", op="<=", threshold=3.0, stat="max"),
+            )
+        ],
         note="error_slope: log-log slope of the relative spectral error of the output against K (Monte Carlo "
-             "predicts -1/2); time_slope: log-log slope of seconds against n; bias_abs_z: |mean - exact| / "
-             "standard error over the replications, the worst seed decides. No windowed baseline (see the module)",
+        "predicts -1/2); time_slope: log-log slope of seconds against n; bias_abs_z: |mean - exact| / "
+        "standard error over the replications, the worst seed decides. No windowed baseline (see the module)",
         departures=[
-            Departure(paper="approximates ALiBi attention in transformer models (the summary names no model, data or "
-                            "task)",
-                      ours="use one synthetic causal head (d = 16, Gaussian q, k and v, scores ~ N(0, 1)); no "
-                           "trained model and no downstream metric such as perplexity",
-                      why="CPU budget; the identity and the estimator are properties of the attention operator, "
-                          "testable on any inputs",
-                      effect="the Monte Carlo error slope hardly depends on the inputs, so the verdict is about the "
-                             "estimator, not about whether K masks are enough for a model's quality; peaked trained "
-                             "attention could change the error's level (no condition reads it), not its slope"),
-            Departure(paper="states an expectation identity and near-linear time, with no metric or tolerance in the "
-                            "summary",
-                      ours="decide by three conditions of our own (PAPER_TASKS.md's): the log-log slope of the "
-                           "output's relative spectral error against K in [-0.6, -0.4], the log-log slope of seconds "
-                           "against n <= 1.2, and |z| <= 3 for the mean of single-mask replications on every seed",
-                      why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
-                      effect="any unbiased finite-variance Monte Carlo estimate has slope near -1/2, so the error "
-                             "condition checks the estimator's statistics rather than approximation quality; the "
-                             "band's width (ours) decides between inconclusive and reproduced (the -0.6 side was "
-                             "undecided at 5 seeds)"),
-            Departure(paper="makes the averaged mask unbiased for exp(ALiBi bias)",
-                      ours="test unbiasedness on the unnormalised numerator (a fixed projection of (exp(S) o mask) "
-                           "V, 400 single-mask replications at n = 64); the output is a ratio of two averages, "
-                           "biased at finite K",
-                      why="the normalised output has no unbiased single-mask estimate",
-                      effect="the bias condition holds by construction (the expectation is also tested exactly), so "
-                             "it can fail only through a bug; the ratio's finite-K bias is folded into the error "
-                             "slope"),
-            Departure(paper="claims near-linear time (context lengths and hardware not in the summary)",
-                      ours="time numpy on a shared 2-core CPU at n = 512..4096 with K = 4, best of 3, blocks "
-                           "bucketed by power-of-two length; the dense baselines only to n = 2048",
-                      why="CPU budget (the dense baselines take minutes a cell here)",
-                      effect="at these n fixed per-call overheads flatten the slope (favouring the <= 1.2 condition) "
-                             "and machine load adds noise; behaviour at long contexts on accelerators is untested"),
-            Departure(paper="may compare with other efficient-attention methods (the summary names none)",
-                      ours="compare only with exact dense ALiBi and independent per-entry masks, and leave out a "
-                           "windowed baseline on purpose",
-                      why="PAPER_TASKS.md: a windowed ALiBi is biased but more accurate per FLOP, which is not what "
-                          "the paper claims",
-                      effect="the verdict says whether the estimator has the stated properties, not that it beats "
-                             "alternatives; a windowed baseline would beat it on accuracy per FLOP here"),
+            Departure(
+                paper="approximates ALiBi attention in transformer models (the summary names no model, data or task)",
+                ours="use one synthetic causal head (d = 16, Gaussian q, k and v, scores ~ N(0, 1)); no "
+                "trained model and no downstream metric such as perplexity",
+                why="CPU budget; the identity and the estimator are properties of the attention operator, "
+                "testable on any inputs",
+                effect="the Monte Carlo error slope hardly depends on the inputs, so the verdict is about the "
+                "estimator, not about whether K masks are enough for a model's quality; peaked trained "
+                "attention could change the error's level (no condition reads it), not its slope",
+            ),
+            Departure(
+                paper="states an expectation identity and near-linear time, with no metric or tolerance in the summary",
+                ours="decide by three conditions of our own (PAPER_TASKS.md's): the log-log slope of the "
+                "output's relative spectral error against K in [-0.6, -0.4], the log-log slope of seconds "
+                "against n <= 1.2, and |z| <= 3 for the mean of single-mask replications on every seed",
+                why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
+                effect="any unbiased finite-variance Monte Carlo estimate has slope near -1/2, so the error "
+                "condition checks the estimator's statistics rather than approximation quality; the "
+                "band's width (ours) decides between inconclusive and reproduced (the -0.6 side was "
+                "undecided at 5 seeds)",
+            ),
+            Departure(
+                paper="makes the averaged mask unbiased for exp(ALiBi bias)",
+                ours="test unbiasedness on the unnormalised numerator (a fixed projection of (exp(S) o mask) "
+                "V, 400 single-mask replications at n = 64); the output is a ratio of two averages, "
+                "biased at finite K",
+                why="the normalised output has no unbiased single-mask estimate",
+                effect="the bias condition holds by construction (the expectation is also tested exactly), so "
+                "it can fail only through a bug; the ratio's finite-K bias is folded into the error "
+                "slope",
+            ),
+            Departure(
+                paper="claims near-linear time (context lengths and hardware not in the summary)",
+                ours="time numpy on a shared 2-core CPU at n = 512..4096 with K = 4, best of 3, blocks "
+                "bucketed by power-of-two length; the dense baselines only to n = 2048",
+                why="CPU budget (the dense baselines take minutes a cell here)",
+                effect="at these n fixed per-call overheads flatten the slope (favouring the <= 1.2 condition) "
+                "and machine load adds noise; behaviour at long contexts on accelerators is untested",
+            ),
+            Departure(
+                paper="may compare with other efficient-attention methods (the summary names none)",
+                ours="compare only with exact dense ALiBi and independent per-entry masks, and leave out a "
+                "windowed baseline on purpose",
+                why="PAPER_TASKS.md: a windowed ALiBi is biased but more accurate per FLOP, which is not what "
+                "the paper claims",
+                effect="the verdict says whether the estimator has the stated properties, not that it beats "
+                "alternatives; a windowed baseline would beat it on accuracy per FLOP here",
+            ),
         ],
     )
     description = describe_claim(task, claim, solvers)
@@ -221,8 +237,13 @@ class AlibiLSHTask(PaperTask):
             qb, kb, vb = problem(N_BIAS, seed, 2)
             u, w = projection(N_BIAS, seed)
             replications = [float(u @ estimate(solver, qb, kb, vb, slope, 1, rng)[0] @ w) for _ in range(REPLICATIONS)]
-        return CellResult(solver=solver, setting=setting, seed=seed, wall_s=round(time.perf_counter() - t0, 4),
-                          answer={"outputs": outputs, "seconds": seconds, "replications": replications})
+        return CellResult(
+            solver=solver,
+            setting=setting,
+            seed=seed,
+            wall_s=round(time.perf_counter() - t0, 4),
+            answer={"outputs": outputs, "seconds": seconds, "replications": replications},
+        )
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
         slope, seed, answer = SLOPES[result.setting], result.seed, result.answer
@@ -237,7 +258,7 @@ class AlibiLSHTask(PaperTask):
         seconds = answer["seconds"]
         if not 2 <= len(seconds) <= len(N_TIMES):
             raise ValueError(f"answer['seconds'] must time the first 2..{len(N_TIMES)} of n = {N_TIMES}")
-        scores["time_slope"] = loglog_slope(N_TIMES[:len(seconds)], seconds)
+        scores["time_slope"] = loglog_slope(N_TIMES[: len(seconds)], seconds)
         scores["seconds_n2048"] = float(seconds[2]) if len(seconds) > 2 else None
         scores["bias_abs_z"] = None
         if answer["replications"] is not None:

@@ -21,7 +21,7 @@ EPS = 1e-12
 def kl(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     """Bernoulli KL divergence d(p, q), elementwise; p may be 0 or 1."""
     q = np.clip(q, EPS, 1 - EPS)
-    return xlogy(p, p / q) + xlogy(1 - p, (1 - p) / (1 - q))
+    return np.asarray(xlogy(p, p / q) + xlogy(1 - p, (1 - p) / (1 - q)))
 
 
 class _Pair:
@@ -82,7 +82,7 @@ def oracle(mu: np.ndarray, outer: int = 6, inner: int = 2) -> tuple[np.ndarray, 
         settled = (np.abs(d1 + x * da - y[:, None]) <= 1e-6 * y[:, None]).all(axis=1)
         lo, hi = np.where(settled & (f < 0), np.maximum(lo, y), lo), np.where(settled & (f >= 0), np.minimum(hi, y), hi)
         curv = m * (1 - m)
-        dr_dm = ((m - mu1) * da - d1 * (m - mua)) / (curv * da ** 2)
+        dr_dm = ((m - mu1) * da - d1 * (m - mua)) / (curv * da**2)
         df_dy = (dr_dm * (mua - mu1) / (1 + x) ** 2 / da).sum(axis=1)
         newton = y - f / np.where(df_dy > 0, df_dy, np.inf)
         inside = (newton > lo) & (newton < hi) & np.isfinite(newton)
@@ -116,7 +116,7 @@ def glr(n: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def threshold(t: int, deltas: np.ndarray) -> np.ndarray:
     """beta(t, delta) = log((1 + log t) / delta) per delta, the stopping threshold of Garivier &
     Kaufmann's experiments."""
-    return np.log((1 + np.log(t)) / deltas)
+    return np.asarray(np.log((1 + np.log(t)) / deltas))
 
 
 def pairwise_cost(n: np.ndarray, mean: np.ndarray, leader: np.ndarray) -> np.ndarray:
@@ -145,7 +145,7 @@ class Rewards:
         while count.max(initial=0) >= self.table.shape[2]:
             more = self.rng.random((self.runs, len(self.mu), self.CHUNK)) < self.mu[None, :, None]
             self.table = np.concatenate([self.table, more], axis=2)
-        return self.table[idx, arms, count]
+        return np.asarray(self.table[idx, arms, count])
 
 
 SAMPLING_RULES = ("posterior_tracking", "posterior_c_tracking", "track_and_stop", "t3c", "uniform")
@@ -156,11 +156,12 @@ def draw_arms(w: np.ndarray, u: np.ndarray) -> np.ndarray:
     the row's uniform u_r in [0, 1): the number of cumulative weights <= u_r * sum(w_r). An arm of
     zero weight is never drawn, and the result is at most K - 1 whatever the round-off."""
     cw = np.cumsum(w, axis=1)
-    return np.minimum((cw <= (u * cw[:, -1])[:, None]).sum(axis=1), w.shape[1] - 1)
+    return np.asarray(np.minimum((cw <= (u * cw[:, -1])[:, None]).sum(axis=1), w.shape[1] - 1))
 
 
-def run_bandit(mu: np.ndarray, deltas: tuple[float, ...], runs: int, seed: int, rule: str,
-               horizon: int) -> tuple[np.ndarray, np.ndarray]:
+def run_bandit(
+    mu: np.ndarray, deltas: tuple[float, ...], runs: int, seed: int, rule: str, horizon: int
+) -> tuple[np.ndarray, np.ndarray]:
     """`runs` independent runs of `rule` on the Bernoulli instance `mu`, stopped by the GLR test at
     every delta at once (no sampling rule here reads delta, so one sample path serves them all).
     Returns (stop times (runs, D), recommended arms (runs, D)); a run not stopped by `horizon`
@@ -171,8 +172,11 @@ def run_bandit(mu: np.ndarray, deltas: tuple[float, ...], runs: int, seed: int, 
     rewards = Rewards(mu, runs, seed)
     rng = np.random.default_rng([seed, 1])  # posterior samples and coin flips
     n = np.ones((runs, k), dtype=np.int64)  # every rule starts by pulling each arm once
-    s = rewards.pull(np.repeat(np.arange(runs), k), np.tile(np.arange(k), runs),
-                     np.zeros(runs * k, dtype=np.int64)).reshape(runs, k).astype(np.int64)
+    s = (
+        rewards.pull(np.repeat(np.arange(runs), k), np.tile(np.arange(k), runs), np.zeros(runs * k, dtype=np.int64))
+        .reshape(runs, k)
+        .astype(np.int64)
+    )
     cum_w = np.ones((runs, k))  # C-tracking ablation: the sum of the sampled oracle weights (init pulls count once)
     tau = np.full((runs, len(deltas)), -1, dtype=np.int64)
     rec = np.full((runs, len(deltas)), -1, dtype=np.int64)
@@ -198,10 +202,11 @@ def run_bandit(mu: np.ndarray, deltas: tuple[float, ...], runs: int, seed: int, 
     return tau, rec
 
 
-def choose(rule: str, n: np.ndarray, s: np.ndarray, cum_w: np.ndarray, idx: np.ndarray, t: int,
-           rng: np.random.Generator) -> np.ndarray:
+def choose(
+    rule: str, n: np.ndarray, s: np.ndarray, cum_w: np.ndarray, idx: np.ndarray, t: int, rng: np.random.Generator
+) -> np.ndarray:
     """The next arm of each active run (n, s: the active runs' pulls and successes)."""
-    runs, k = n.shape
+    runs, k = int(n.shape[0]), int(n.shape[1])
     if rule == "uniform":
         return np.full(runs, t % k)
     mean = s / n
@@ -209,7 +214,7 @@ def choose(rule: str, n: np.ndarray, s: np.ndarray, cum_w: np.ndarray, idx: np.n
         w, _ = oracle(mean)
         starved = n < np.sqrt(t) - k / 2
         tracked = (t * w - n).argmax(axis=1)
-        return np.where(starved.any(axis=1), n.argmin(axis=1), tracked)
+        return np.asarray(np.where(starved.any(axis=1), n.argmin(axis=1), tracked))
     theta = rng.beta(1 + s, 1 + n - s)  # a bandit instance from the Beta(1, 1)-prior posterior
     if rule == "posterior_tracking":  # the paper's rule: an arm drawn from the sample's oracle allocation, no forcing
         w, _ = oracle(theta)
@@ -217,8 +222,8 @@ def choose(rule: str, n: np.ndarray, s: np.ndarray, cum_w: np.ndarray, idx: np.n
     if rule == "posterior_c_tracking":  # ablation: C-tracking of the summed oracle weights of posterior samples
         w, _ = oracle(theta)
         cum_w[idx] += w
-        return (cum_w[idx] - n).argmax(axis=1)
+        return np.asarray((cum_w[idx] - n).argmax(axis=1))
     # T3C: the sampled leader with probability 1/2, else the challenger of least transportation cost
     leader = theta.argmax(axis=1)
     challenger = pairwise_cost(n, mean, leader).argmin(axis=1)
-    return np.where(rng.random(runs) < 0.5, leader, challenger)
+    return np.asarray(np.where(rng.random(runs) < 0.5, leader, challenger))

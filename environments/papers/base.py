@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -25,8 +25,7 @@ from harness.claims.model import cell_id
 from harness.records import Metric, MetricSpec, SampleRecord
 from harness.runner import package_versions
 from harness.stats import mean_metric
-from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
-                           SuiteOptions, Transcript)
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
 __all__ = ["CellResult", "Claim", "Condition", "Departure", "PaperOptions", "PaperTask", "SeedPlan", "describe_claim"]
 
@@ -34,10 +33,14 @@ VERSIONED_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch")
 
 
 class PaperOptions(SuiteOptions):
-    """Every task's options; a task adds `solver: Literal[method, baselines...]`."""
+    """Every task's options; a task narrows `solver` to `Literal[method, baselines...]` with its
+    method as the default."""
 
+    solver: str = Field(description="the paper's method or one of its baselines (each task lists them)")
     seeds: int = Field(5, ge=1, le=500, description="seeds per setting (samples = settings x seeds)")
-    first_seed: int = Field(0, ge=0, le=100_000, description="the first seed (a claim check's later look runs only its new seeds)")
+    first_seed: int = Field(
+        0, ge=0, le=100_000, description="the first seed (a claim check's later look runs only its new seeds)"
+    )
 
 
 class CellResult(BaseModel):
@@ -51,10 +54,13 @@ class CellResult(BaseModel):
     versions: dict[str, str] = Field(default_factory=lambda: package_versions(VERSIONED_PACKAGES))
 
 
-class PaperTask(Suite):
-    """Subclasses set `task`, `solvers` (method first), `settings`, `metric_names`, `claim`, an
-    `Options` with a `solver` Literal, and implement `solve_cell` and `score_cell` (both pure
-    functions of the cell)."""
+OptionsT = TypeVar("OptionsT", bound=PaperOptions)
+
+
+class PaperTask(Suite[dict[str, Any], CellResult, dict[str, float | None]], Generic[OptionsT]):
+    """Subclasses (`PaperTask[TheirOptions]`) set `task`, `solvers` (method first), `settings`,
+    `metric_names`, `claim`, an `Options` with a `solver` Literal, and implement `solve_cell` and
+    `score_cell` (both pure functions of the cell)."""
 
     task: ClassVar[str]
     solvers: ClassVar[tuple[str, ...]]
@@ -63,15 +69,18 @@ class PaperTask(Suite):
     claim: ClassVar[Claim]
     label_options: ClassVar[tuple[str, ...]] = ("solver",)  # method and baselines named side by side
     Options: ClassVar[type[SuiteOptions]] = PaperOptions
+    options: OptionsT  # the task's own `Options` (built by `Suite.__init__` from `Options`)
     # The family's shorthand for its metric declarations: the metrics where smaller is better
     # (errors, regret, excess risk); every other one of `metric_names` is higher-is-better.
     lower_is_better: ClassVar[frozenset[str]] = frozenset()
+    transcript_type = CellResult  # every cell's recorded result, validated once by the runner
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "metric_names" in cls.__dict__ and "metric_specs" not in cls.__dict__:
-            cls.metric_specs = {n: MetricSpec(direction="lower" if n in cls.lower_is_better else "higher")
-                                for n in cls.metric_names}
+            cls.metric_specs = {
+                n: MetricSpec(direction="lower" if n in cls.lower_is_better else "higher") for n in cls.metric_names
+            }
 
     @property
     def solver_roles(self) -> tuple[str, ...]:
@@ -79,28 +88,30 @@ class PaperTask(Suite):
 
     @property
     def solver(self) -> str:
-        return str(self.options.solver)
+        return self.options.solver
 
     @property
     def seeds(self) -> int:
-        return int(self.options.seeds)
+        return self.options.seeds
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
-        first = int(self.options.first_seed)
-        return [Sample(id=cell_id(setting, seed), data={"setting": setting, "seed": seed})
-                for setting in self.settings for seed in range(first, first + self.seeds)]
+        first = self.options.first_seed
+        return [
+            Sample(id=cell_id(setting, seed), data={"setting": setting, "seed": seed})
+            for setting in self.settings
+            for seed in range(first, first + self.seeds)
+        ]
 
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         # In a thread: the work is CPU-bound, and the runner's per-sample timeout must still fire.
         result = await asyncio.to_thread(self.solve_cell, sample.data["setting"], sample.data["seed"], self.solver)
         return Transcript(output=result)
 
-    def scorers(self) -> dict[str, Scorer]:
+    def scorers(self) -> dict[str, Scorer[CellResult]]:
         return {"metric": FunctionScorer("metric", self._score, description=self.metric_description())}
 
-    async def _score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
-        result = CellResult.model_validate(transcript)
-        values = await asyncio.to_thread(self.score_cell, result)
+    async def _score(self, sample: Sample, transcript: CellResult, ctx: SampleContext) -> Score:
+        values = await asyncio.to_thread(self.score_cell, transcript)  # validated once by the runner
         return Score(values=values)
 
     @abstractmethod
@@ -130,15 +141,19 @@ class PaperTask(Suite):
         return {"seeds": len({r.sample_id.split("/")[-1] for r in records})}
 
 
-
 def describe_claim(task: str, claim: Claim, solvers: tuple[str, ...]) -> str:
     """The suite description `harness describe` prints: the paper's sentence, ours, the criterion
     with its hash, the arms, and every departure from the paper."""
-    parts = [f"paper {task}. CLAIM (the paper's): {claim.sentence}", f"SETTING (ours): {claim.setting}",
-             f"CRITERION (ours, pre-registered, hash {claim.criterion_hash()}): {claim.criterion_text()}",
-             f"ARMS: {solvers[0]} (method), " + ", ".join(solvers[1:]) + " (baselines, ablations, controls)"]
+    parts = [
+        f"paper {task}. CLAIM (the paper's): {claim.sentence}",
+        f"SETTING (ours): {claim.setting}",
+        f"CRITERION (ours, pre-registered, hash {claim.criterion_hash()}): {claim.criterion_text()}",
+        f"ARMS: {solvers[0]} (method), " + ", ".join(solvers[1:]) + " (baselines, ablations, controls)",
+    ]
     if claim.note:
         parts.append(f"NOTE: {claim.note}")
-    parts += [f"DEPARTURE {i}: the paper {d.paper}; we {d.ours} ({d.why}); effect on the verdict: {d.effect}"
-              for i, d in enumerate(claim.departures, 1)]
+    parts += [
+        f"DEPARTURE {i}: the paper {d.paper}; we {d.ours} ({d.why}); effect on the verdict: {d.effect}"
+        for i, d in enumerate(claim.departures, 1)
+    ]
     return " | ".join(parts)

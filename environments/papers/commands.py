@@ -25,22 +25,31 @@ def list_cmd() -> None:
     from environments.papers.tasks import TASKS
 
     for name, cls in TASKS.items():
-        out.print(f"[bold]{name}[/] ({cls.name}, criterion {cls.claim.criterion_hash()}, "
-                  f"{len(cls.claim.departures)} departures): {escape(cls.claim.sentence)}", highlight=False)
+        out.print(
+            f"[bold]{name}[/] ({cls.name}, criterion {cls.claim.criterion_hash()}, "
+            f"{len(cls.claim.departures)} departures): {escape(cls.claim.sentence)}",
+            highlight=False,
+        )
 
 
 @papers_app.command("check")
 def check_cmd(
     task: Optional[str] = typer.Argument(None, help="Task name (see `harness papers list`)."),
     all_tasks: bool = typer.Option(False, "--all", help="Check every task, then print the family's claims table."),
-    seeds: Optional[int] = typer.Option(None, "--seeds", min=1, max=500,
-                                        help="Exploratory: N seeds instead of the registered plan (hash then unregistered)."),
+    seeds: Optional[int] = typer.Option(
+        None,
+        "--seeds",
+        min=1,
+        max=500,
+        help="Exploratory: N seeds instead of the registered plan (hash then unregistered).",
+    ),
     run_dir: Path = RUN_DIR,
     executor: str = typer.Option("asyncio", "--executor", help="asyncio or ray."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", help="With --executor ray: HOST:PORT."),
     details: bool = typer.Option(False, "--details", help="Also print every arm's metrics side by side."),
-    scale: Optional[int] = typer.Option(None, "--scale", min=1,
-                                        help="A task's size multiplier (its `scale` option; tasks that have one)."),
+    scale: Optional[int] = typer.Option(
+        None, "--scale", min=1, help="A task's size multiplier (its `scale` option; tasks that have one)."
+    ),
     device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda (a task's `device` option)."),
 ) -> None:
     """Run the claim: every arm an ordinary run on shared seeds, paired intervals, a verdict.
@@ -57,10 +66,20 @@ def check_cmd(
     options = {k: v for k, v in (("scale", scale), ("device", device)) if v is not None}
     lacking = [n for n in names if any(k not in TASKS[n].Options.model_fields for k in options)]
     if lacking:
-        fail(f"--scale/--device: task {lacking[0]!r} has no such option (tasks with both: "
-             + ", ".join(n for n, c in TASKS.items() if {"scale", "device"} <= set(c.Options.model_fields)) + ")")
-    verdicts = check_claims([TASKS[n].name for n in names], run_dir, seeds=seeds, executor=executor,
-                            ray_address=ray_address, details=details, options=options)
+        fail(
+            f"--scale/--device: task {lacking[0]!r} has no such option (tasks with both: "
+            + ", ".join(n for n, c in TASKS.items() if {"scale", "device"} <= set(c.Options.model_fields))
+            + ")"
+        )
+    verdicts = check_claims(
+        [TASKS[n].name for n in names],
+        run_dir,
+        seeds=seeds,
+        executor=executor,
+        ray_address=ray_address,
+        details=details,
+        options=options,
+    )
     if all_tasks:
         from harness.claims.table import to_markdown
 
@@ -68,9 +87,11 @@ def check_cmd(
 
 
 @papers_app.command("verdict")
-def verdict_cmd(run_ids: list[str] = typer.Argument(..., help="The runs of one check (every arm, every look)."),
-                run_dir: Path = RUN_DIR,
-                details: bool = typer.Option(False, "--details", help="Also print every arm's metrics.")) -> None:
+def verdict_cmd(
+    run_ids: list[str] = typer.Argument(..., help="The runs of one check (every arm, every look)."),
+    run_dir: Path = RUN_DIR,
+    details: bool = typer.Option(False, "--details", help="Also print every arm's metrics."),
+) -> None:
     """Recompute a task's verdict from its runs' records (no cell is recomputed)."""
     recompute_verdict(run_ids, run_dir, details)
 

@@ -19,6 +19,7 @@ tree builders live in `fedforest_trees.py`.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -38,6 +39,7 @@ from environments.papers.fedforest_exact import comm_cost, compare_to_exact, exa
 from environments.papers.fedforest_trees import (  # noqa: F401 (re-exported: the tests and fedforest_exact read them here)
     CentralStats,
     Client,
+    ExactNode,
     FederatedStats,
     LABEL_NOISE,
     MAX_DEPTH,
@@ -112,7 +114,7 @@ OUR_CONDITIONS = [
 ] + [Condition(metric="accuracy", setting="concept", solver="fedforest", versus="local_only", op=">=", threshold=0.0)]
 
 
-class FedForestTask(PaperTask):
+class FedForestTask(PaperTask[Options]):
     task = "fedforest_shift"
     name = "papers.fedforest_shift"
     version = "0.2.0"
@@ -216,10 +218,11 @@ class FedForestTask(PaperTask):
         answer: dict[str, Any] = {}
         if solver in ("fedforest", "exact_cart"):
             clients = federation(setting, seed)
-            forest = federated_forest(setting, seed) if solver == "fedforest" else exact_forest(clients, seed)
+            federated = federated_forest(setting, seed) if solver == "fedforest" else None
+            forest: Sequence[Sequence[ExactNode]] = federated if federated is not None else exact_forest(clients, seed)
             answer["forest"] = [[list(n[:4]) + list(n[4]) for n in tree] for tree in forest]
-            if solver == "fedforest":
-                answer["predictions"] = forest_predictions(forest, setting, seed)
+            if federated is not None:
+                answer["predictions"] = forest_predictions(federated, setting, seed)
             else:
                 answer["predictions"] = [
                     (np.mean([predict_tree(t, c.x_test, k) for t in forest], axis=0) > 0.5).astype(int).tolist()

@@ -27,6 +27,7 @@ from environments.papers.fedforest_trees import (
     N_CLIENTS,
     N_FEATURES,
     Client,
+    ExactNode,
     Node,
     agreed_edges,
     binned,
@@ -92,9 +93,9 @@ def splittable(total: np.ndarray, depth: int) -> bool:
     return depth < MAX_DEPTH and total.sum() >= 2 * MIN_LEAF and total.min() > 0
 
 
-def grow_exact(p: Pooled, tree_seed: tuple[int, int], client_split: bool = True) -> list[Node]:
+def grow_exact(p: Pooled, tree_seed: tuple[int, int], client_split: bool = True) -> list[ExactNode]:
     """One exact CART tree on the pooled raw rows (rows of weight 0 left out), preorder."""
-    nodes: list[Node | None] = []
+    nodes: list[ExactNode | None] = []
 
     def build(m: np.ndarray, depth: int) -> int:
         idx = len(nodes)
@@ -109,14 +110,14 @@ def grow_exact(p: Pooled, tree_seed: tuple[int, int], client_split: bool = True)
         go_left = p.client[m] == int(value) if feature == -1 else p.x[m, feature] <= value
         left = build(m[go_left], depth + 1)
         right = build(m[~go_left], depth + 1)
-        nodes[idx] = (feature, int(value) if feature == -1 else value, left, right, weights)  # type: ignore[arg-type]
+        nodes[idx] = (feature, int(value) if feature == -1 else value, left, right, weights)
         return idx
 
     build(np.nonzero(p.w > 0)[0], 0)
     return [n for n in nodes if n is not None]
 
 
-def exact_forest(clients: tuple[Client, ...], seed: int) -> list[list[Node]]:
+def exact_forest(clients: tuple[Client, ...], seed: int) -> list[list[ExactNode]]:
     return [grow_exact(Pooled(clients, seed, tree), (seed, tree)) for tree in range(_ff.TREES)]
 
 

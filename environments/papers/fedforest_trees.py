@@ -7,6 +7,7 @@ The task, its claim and its scorer live in `fedforest.py`; exact CART and commun
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -20,6 +21,8 @@ SETTINGS = ("iid", "covariate", "concept")
 Node = tuple[
     int, int, int, int, tuple[float, float]
 ]  # feature (-1: client split), threshold bin or client, left, right, class weights
+# An exact CART tree's node (fedforest_exact.py): as Node, with a raw threshold value for the bin.
+ExactNode = tuple[int, float, int, int, tuple[float, float]]
 
 
 class Client:
@@ -31,7 +34,7 @@ class Client:
 
 
 def nonlinear_rule(x: np.ndarray) -> np.ndarray:
-    return x[:, 0] + x[:, 1] * x[:, 2] + np.sin(2 * x[:, 3]) - 0.5 * x[:, 4] ** 2 + 0.5
+    return np.asarray(x[:, 0] + x[:, 1] * x[:, 2] + np.sin(2 * x[:, 3]) - 0.5 * x[:, 4] ** 2 + 0.5)
 
 
 @lru_cache(maxsize=32)
@@ -70,7 +73,7 @@ def agreed_edges(clients: tuple[Client, ...]) -> np.ndarray:
     """(N_BINS - 1, features) bin edges: the mean of the clients' quantile sketches."""
     check_clients(clients)
     qs = np.linspace(0, 1, N_BINS + 1)[1:-1]
-    return np.mean([np.quantile(c.x_train, qs, axis=0) for c in clients], axis=0)
+    return np.asarray(np.mean([np.quantile(c.x_train, qs, axis=0) for c in clients], axis=0))
 
 
 def binned(x: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -232,8 +235,9 @@ def central_forest(setting: str, seed: int, client_split: bool = True) -> list[l
     return forest
 
 
-def predict_tree(nodes: list[Node], xb: np.ndarray, client: int) -> np.ndarray:
-    """P(y = 1) per row of one client's binned inputs."""
+def predict_tree(nodes: Sequence[ExactNode], xb: np.ndarray, client: int) -> np.ndarray:
+    """P(y = 1) per row of one client's inputs: binned for a histogram tree (`Node`), raw for an
+    exact tree (`ExactNode`)."""
     out = np.empty(len(xb))
 
     def route(idx: int, rows: np.ndarray) -> None:
@@ -269,7 +273,10 @@ def baseline_predictions(setting: str, seed: int, solver: str) -> tuple[list[lis
     onehot = np.eye(N_CLIENTS)
     if solver in ("pooled_rf", "pooled_id"):
         with_id = solver == "pooled_id"
-        feats = lambda k, x: np.hstack([x, np.repeat(onehot[k : k + 1], len(x), axis=0)]) if with_id else x  # noqa: E731
+
+        def feats(k: int, x: np.ndarray) -> np.ndarray:
+            return np.hstack([x, np.repeat(onehot[k : k + 1], len(x), axis=0)]) if with_id else x
+
         model = sklearn_forest(seed).fit(
             np.concatenate([feats(k, c.x_train) for k, c in enumerate(clients)]),
             np.concatenate([c.y_train for c in clients]),

@@ -154,10 +154,10 @@ class Shaper:
             return grad
         if self.solver == "additive":
             assert self.prior is not None
-            return grad + PRIOR_WEIGHT * (x - self.prior.denoise(x, TANGENT_SIGMA))
+            return np.asarray(grad + PRIOR_WEIGHT * (x - self.prior.denoise(x, TANGENT_SIGMA)))
         if self.solver == "gated_svd":
             tangent = gm.tangent_projection(grad, gm.temporal_basis(x))
-            return tangent + gamma * (grad - tangent)
+            return np.asarray(tangent + gamma * (grad - tangent))
         tangent, innovation = split_update(grad, self.tangent_basis(x))
         return tangent + gamma * innovation
 
@@ -249,7 +249,7 @@ def criterion_conditions() -> list[Condition]:
     return beats + trend + shifted
 
 
-class GGTDDIPTask(PaperTask):
+class GGTDDIPTask(PaperTask[Options]):
     task = "ggtddip_cine_phantom"
     name = "papers.ggtddip_cine_phantom"
     version = "0.2.0"

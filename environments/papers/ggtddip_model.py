@@ -91,10 +91,10 @@ def training_sequence(anatomy: str, rng: np.random.Generator) -> np.ndarray:
         ax, ay = 0.7 * u(0.9, 1.1), 0.85 * u(0.9, 1.1)
         skull, brain, csf, spot = 0.9 * u(0.9, 1.1), 0.45 * u(0.85, 1.15), 0.12 * u(0.5, 1.5), 0.7 * u(0.85, 1.15)
         vx, vy = u(-0.05, 0.05), u(-0.1, 0.1)
-        spots = [(u(-0.4, 0.4), u(-0.5, 0.5), u(0.04, 0.08)) for _ in range(3)]
+        round_spots = [(u(-0.4, 0.4), u(-0.5, 0.5), u(0.04, 0.08)) for _ in range(3)]  # (x, y, radius)
         base = np.where(ellipse(x, y, 0, 0, ax, ay), skull, 0.0)
         base = np.where(ellipse(x, y, 0, 0, 0.88 * ax, 0.9 * ay), brain, base)
-        for sx, sy, r in spots:
+        for sx, sy, r in round_spots:
             base = np.where(ellipse(x, y, sx, sy, r, r), spot, base)
         for t in range(FRAMES):
             pulse = 1 + 0.15 * np.cos(2 * np.pi * t / FRAMES + phase0)
@@ -135,7 +135,7 @@ def sampling_mask(acceleration: int, seed: int) -> np.ndarray:
 
 def forward(images: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """A x: orthonormal 2-D FFT of each frame, unsampled rows zeroed."""
-    return np.fft.fft2(images, norm="ortho") * mask[:, :, None]
+    return np.asarray(np.fft.fft2(images, norm="ortho") * mask[:, :, None])
 
 
 def adjoint(kspace: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -147,7 +147,7 @@ def measure(images: np.ndarray, mask: np.ndarray, seed: int, sigma: float = SIGM
     """Noisy sampled k-space: complex Gaussian noise of std sigma per real and imaginary part."""
     rng = np.random.default_rng([seed, 12, int(mask.sum())])
     noise = sigma * (rng.standard_normal(images.shape) + 1j * rng.standard_normal(images.shape))
-    return (np.fft.fft2(images, norm="ortho") + noise) * mask[:, :, None]
+    return np.asarray((np.fft.fft2(images, norm="ortho") + noise) * mask[:, :, None])
 
 
 def noise_level(kspace: np.ndarray, mask: np.ndarray) -> float:

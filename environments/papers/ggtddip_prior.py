@@ -45,7 +45,7 @@ def denoiser_network(width: int | None = None) -> Any:
     def block(a: int, b: int, stride: int = 1) -> Any:
         return nn.Sequential(nn.Conv2d(a, b, 3, stride=stride, padding=1), nn.SiLU())
 
-    class UNet(nn.Module):  # type: ignore[misc]
+    class UNet(nn.Module):  # type: ignore[misc,name-defined]  # nn: torch.nn loaded at call time, Any
         def __init__(self) -> None:
             super().__init__()
             w = width or WIDTH
@@ -86,7 +86,7 @@ class Prior:
         with torch.no_grad():
             x = torch.as_tensor(frames, dtype=torch.float32, device=self.device)[:, None]
             s = torch.full((len(frames),), float(sigma), device=self.device)
-            return self.net(x, s)[:, 0].double().cpu().numpy()
+            return np.asarray(self.net(x, s)[:, 0].double().cpu().numpy())
 
 
 def train_prior(anatomy: str, scale: int = 1, device: str = "cpu", seed: int = 0) -> Any:
@@ -205,7 +205,7 @@ def project(update: np.ndarray, basis: np.ndarray) -> np.ndarray:
     """P_T(update) per frame: Q Q^T g, Q = basis[t] (S*S, rank)."""
     g = update.reshape(len(update), -1)
     coeff = np.einsum("tnk,tn->tk", basis, g)
-    return np.einsum("tnk,tk->tn", basis, coeff).reshape(update.shape)
+    return np.asarray(np.einsum("tnk,tk->tn", basis, coeff).reshape(update.shape))
 
 
 def reverse_sigmas(steps: int) -> np.ndarray:
@@ -230,4 +230,4 @@ def ddnm_reconstruct(
             nxt = sigmas[i + 1]
             eps = (x - x0) / sigma
             x = x0 + nxt * (np.sqrt(1 - eta**2) * eps + eta * rng.standard_normal(x.shape))
-    return x0
+    return np.asarray(x0)

@@ -22,8 +22,16 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from environments.papers.base import (CellResult, Claim, Condition, Departure, PaperOptions, PaperTask,
-                                        SeedPlan, describe_claim)
+from environments.papers.base import (
+    CellResult,
+    Claim,
+    Condition,
+    Departure,
+    PaperOptions,
+    PaperTask,
+    SeedPlan,
+    describe_claim,
+)
 
 DIM = 10
 WEIGHTS = np.linspace(1.0, 0.1, DIM) * (2.5 / np.linalg.norm(np.linspace(1.0, 0.1, DIM)))  # ||w|| = 2.5
@@ -49,8 +57,12 @@ def cell_data(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     x_lab = rng.standard_normal((max(N_LABELLED), DIM))
     y_lab = (rng.random(len(x_lab)) < true_eta(x_lab)).astype(int)
-    return {"x_lab": x_lab, "y_lab": y_lab, "x_unl": rng.standard_normal((N_UNLABELLED, DIM)),
-            "x_test": rng.standard_normal((N_TEST, DIM))}
+    return {
+        "x_lab": x_lab,
+        "y_lab": y_lab,
+        "x_unl": rng.standard_normal((N_UNLABELLED, DIM)),
+        "x_test": rng.standard_normal((N_TEST, DIM)),
+    }
 
 
 def fixed_point(eta: np.ndarray) -> float:
@@ -60,7 +72,7 @@ def fixed_point(eta: np.ndarray) -> float:
     desc = np.sort(np.asarray(eta, dtype=float))[::-1]
     k = np.arange(len(desc) + 1)
     roots = np.concatenate([[0.0], np.cumsum(desc)]) / (desc.sum() + k)
-    upper = np.concatenate([[np.inf], desc])   # delta < the k-th score keeps it above
+    upper = np.concatenate([[np.inf], desc])  # delta < the k-th score keeps it above
     lower = np.concatenate([desc, [-np.inf]])  # delta >= the (k+1)-th score drops it
     inside = np.nonzero((roots >= lower) & (roots < upper))[0]
     if inside.size == 0:
@@ -94,7 +106,7 @@ def fit(x: np.ndarray, y: np.ndarray, steps: int = 25) -> tuple[np.ndarray, floa
 
 
 def predict(x: np.ndarray, coef: np.ndarray, intercept: float) -> np.ndarray:
-    return 1 / (1 + np.exp(-(x @ coef + intercept)))
+    return np.asarray(1 / (1 + np.exp(-(x @ coef + intercept))))
 
 
 def validation_threshold(x: np.ndarray, y: np.ndarray, seed: int) -> float:
@@ -112,7 +124,7 @@ def validation_threshold(x: np.ndarray, y: np.ndarray, seed: int) -> float:
     return float((scores[order[k]] + below) / 2)
 
 
-class PluginThresholdTask(PaperTask):
+class PluginThresholdTask(PaperTask[Options]):
     task = "plugin_fractional_threshold"
     name = "papers.plugin_fractional_threshold"
     version = "0.1.0"
@@ -120,52 +132,78 @@ class PluginThresholdTask(PaperTask):
     Options = Options
     solvers = ("fixed_point", "validation", "half")
     settings = ("logistic",)
-    metric_names = (tuple(f"excess_f1_{s}" for s in SIZES) + tuple(f"excess_jaccard_{s}" for s in SIZES)
-                    + tuple(f"threshold_{s}" for s in SIZES) + ("f1_drop_small", "f1_drop_large", "oracle_threshold"))
+    metric_names = (
+        tuple(f"excess_f1_{s}" for s in SIZES)
+        + tuple(f"excess_jaccard_{s}" for s in SIZES)
+        + tuple(f"threshold_{s}" for s in SIZES)
+        + ("f1_drop_small", "f1_drop_large", "oracle_threshold")
+    )
     lower_is_better = frozenset(n for n in metric_names if n.startswith("excess_"))
     claim: ClassVar[Claim] = Claim(
-        id=name, arms=solvers, settings=settings, plan=SeedPlan(looks=(20,)),
+        id=name,
+        arms=solvers,
+        settings=settings,
+        plan=SeedPlan(looks=(20,)),
         sentence="Plug-in classifiers for F-score/Jaccard: the optimal classifier thresholds the regression "
-                 "function; the threshold is a fixed point computable from unlabeled data",
+        "function; the threshold is a fixed point computable from unlabeled data",
         setting=f"x ~ N(0, I_{DIM}), eta = sigmoid(w.x - 2), ||w|| = 2.5 (~22% positives); logistic regression "
-                f"fitted on n_l = 200/1000/5000 labelled points (nested), {N_UNLABELLED} unlabelled for the fixed "
-                f"point, {N_TEST} test points scored with the true eta as soft labels; validation = best F1 on "
-                f"{FOLDS}-fold out-of-fold probabilities; half = 0.5; 20 seeds",
-        conditions=[Condition(metric=f"excess_f1_{s}", setting="logistic", solver="fixed_point", versus="validation",
-                             op="<=", threshold=0.0) for s in SIZES]
-        + [Condition(metric=m, setting="logistic", solver="fixed_point", op=">=", threshold=0.0)
-           for m in ("f1_drop_small", "f1_drop_large")],
+        f"fitted on n_l = 200/1000/5000 labelled points (nested), {N_UNLABELLED} unlabelled for the fixed "
+        f"point, {N_TEST} test points scored with the true eta as soft labels; validation = best F1 on "
+        f"{FOLDS}-fold out-of-fold probabilities; half = 0.5; 20 seeds",
+        conditions=[
+            Condition(
+                metric=f"excess_f1_{s}",
+                setting="logistic",
+                solver="fixed_point",
+                versus="validation",
+                op="<=",
+                threshold=0.0,
+            )
+            for s in SIZES
+        ]
+        + [
+            Condition(metric=m, setting="logistic", solver="fixed_point", op=">=", threshold=0.0)
+            for m in ("f1_drop_small", "f1_drop_large")
+        ],
         note="excess = Bayes F1 - the solver's F1 (lower is better); f1_drop_small = excess at 200 - at 1000, "
-             "f1_drop_large = excess at 1000 - at 5000 (excess falls with n)",
+        "f1_drop_large = excess at 1000 - at 5000 (excess falls with n)",
         departures=[
-            Departure(paper="states a characterisation of the optimal classifier and that its threshold is "
-                            "computable from unlabelled data (no comparison in the summary)",
-                      ours="test PAPER_TASKS.md's reading: the plug-in fixed point has lower excess F1 than a "
-                           "validation-tuned threshold at every labelled size n_l (paired by seed, interval below "
-                           "0), and its excess falls with n_l",
-                      why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
-                      effect="a theory claim is checked as a finite-sample comparison with one baseline: "
-                             "'reproduced' means the fixed point wins here, not that the paper's consistency or "
-                             "rates hold"),
-            Departure(paper="states its result for any distribution and any regression estimate the theory allows",
-                      ours="use one synthetic model: x ~ N(0, I_10), eta = sigmoid(w.x - 2) with ||w|| = 2.5 (~22% "
-                           "positives), estimated by L2-penalised logistic regression (well specified); 20000 "
-                           "unlabelled and 100000 test points",
-                      why="exact Bayes F1 needs the true eta",
-                      effect="a well-specified, calibrated eta_hat favours any plug-in rule; with a misspecified or "
-                             "miscalibrated eta_hat the fixed point inherits the error and the validation threshold, "
-                             "which reads labels, may win"),
-            Departure(paper="covers both the F-score and the Jaccard index",
-                      ours="score the expected F1 on the test points with the true eta as soft labels and decide on "
-                           "F1 only; Jaccard is reported, and its optimum is the same point (delta = J / (1 + J))",
-                      why="soft labels remove label noise from the comparison; the two optima coincide",
-                      effect="Jaccard adds no separate test; soft-label scoring lowers the variance, so small "
-                             "differences decide"),
-            Departure(paper="compares with baselines the summary does not name",
-                      ours="compare with a 5-fold validation-tuned threshold and 0.5 only (no cost-sensitive or "
-                           "ERM-based F-measure methods)",
-                      why="PAPER_TASKS.md's baselines",
-                      effect="the verdict is relative to validation tuning only"),
+            Departure(
+                paper="states a characterisation of the optimal classifier and that its threshold is "
+                "computable from unlabelled data (no comparison in the summary)",
+                ours="test PAPER_TASKS.md's reading: the plug-in fixed point has lower excess F1 than a "
+                "validation-tuned threshold at every labelled size n_l (paired by seed, interval below "
+                "0), and its excess falls with n_l",
+                why="only the abstract is known (PAPERS.md), and a check needs a comparison and a margin",
+                effect="a theory claim is checked as a finite-sample comparison with one baseline: "
+                "'reproduced' means the fixed point wins here, not that the paper's consistency or "
+                "rates hold",
+            ),
+            Departure(
+                paper="states its result for any distribution and any regression estimate the theory allows",
+                ours="use one synthetic model: x ~ N(0, I_10), eta = sigmoid(w.x - 2) with ||w|| = 2.5 (~22% "
+                "positives), estimated by L2-penalised logistic regression (well specified); 20000 "
+                "unlabelled and 100000 test points",
+                why="exact Bayes F1 needs the true eta",
+                effect="a well-specified, calibrated eta_hat favours any plug-in rule; with a misspecified or "
+                "miscalibrated eta_hat the fixed point inherits the error and the validation threshold, "
+                "which reads labels, may win",
+            ),
+            Departure(
+                paper="covers both the F-score and the Jaccard index",
+                ours="score the expected F1 on the test points with the true eta as soft labels and decide on "
+                "F1 only; Jaccard is reported, and its optimum is the same point (delta = J / (1 + J))",
+                why="soft labels remove label noise from the comparison; the two optima coincide",
+                effect="Jaccard adds no separate test; soft-label scoring lowers the variance, so small "
+                "differences decide",
+            ),
+            Departure(
+                paper="compares with baselines the summary does not name",
+                ours="compare with a 5-fold validation-tuned threshold and 0.5 only (no cost-sensitive or "
+                "ERM-based F-measure methods)",
+                why="PAPER_TASKS.md's baselines",
+                effect="the verdict is relative to validation tuning only",
+            ),
         ],
     )
     description = describe_claim(task, claim, solvers)
@@ -184,8 +222,13 @@ class PluginThresholdTask(PaperTask):
             else:
                 threshold = 0.5
             models.append({"n_labelled": n, "coef": coef.tolist(), "intercept": intercept, "threshold": threshold})
-        return CellResult(solver=solver, setting=setting, seed=seed, answer={"models": models},
-                          wall_s=round(time.perf_counter() - t0, 4))
+        return CellResult(
+            solver=solver,
+            setting=setting,
+            seed=seed,
+            answer={"models": models},
+            wall_s=round(time.perf_counter() - t0, 4),
+        )
 
     def score_cell(self, result: CellResult) -> dict[str, float | None]:
         models = result.answer["models"]
@@ -197,10 +240,15 @@ class PluginThresholdTask(PaperTask):
         best_f1, best_j = expected_scores(eta, (eta > delta_star).astype(float))
         scores: dict[str, float | None] = {"oracle_threshold": delta_star}
         for size, m in zip(SIZES, models):
-            predicted = (predict(x_test, np.asarray(m["coef"]), float(m["intercept"])) > float(m["threshold"]))
+            predicted = predict(x_test, np.asarray(m["coef"]), float(m["intercept"])) > float(m["threshold"])
             f1, jac = expected_scores(eta, predicted.astype(float))
-            scores.update({f"excess_f1_{size}": best_f1 - f1, f"excess_jaccard_{size}": best_j - jac,
-                           f"threshold_{size}": float(m["threshold"])})
+            scores.update(
+                {
+                    f"excess_f1_{size}": best_f1 - f1,
+                    f"excess_jaccard_{size}": best_j - jac,
+                    f"threshold_{size}": float(m["threshold"]),
+                }
+            )
         scores["f1_drop_small"] = scores["excess_f1_nl200"] - scores["excess_f1_nl1000"]  # type: ignore[operator]
         scores["f1_drop_large"] = scores["excess_f1_nl1000"] - scores["excess_f1_nl5000"]  # type: ignore[operator]
         return scores

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import time
 from functools import lru_cache
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypedDict
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator
@@ -42,6 +42,16 @@ MAX_SYSTEMS = 15  # linear systems per target before 'not found'
 GRAD_STEPS, GRAD_LR = 100, 0.05  # the baseline's Adam budget
 IN_RANGE, OUT_OF_RANGE, RANDOM = 5, 2, 2  # targets per cell
 PREFIX_LENGTHS = {"prefix8": 8, "prefix2": 2}
+
+
+class Target(TypedDict):
+    """One target of a cell: the input tokens x, the continuation y to force, and its kind."""
+
+    x: list[int]
+    y: list[int]
+    kind: Literal["in_range", "out_of_range", "random"]
+
+
 Solver = Literal["linear", "gradient"]
 
 
@@ -84,7 +94,7 @@ def check_fits(size: ModelSize, prefix: int, k: int) -> None:
 
 
 @lru_cache(maxsize=32)
-def problems(seed: int, prefix: int, k: int, scale: int = 1, device: str = "cpu") -> tuple[Trained, list[dict]]:
+def problems(seed: int, prefix: int, k: int, scale: int = 1, device: str = "cpu") -> tuple[Trained, list[Target]]:
     """The cell's trained model and its targets, each {x, y, kind}: `in_range` (the greedy decode
     under a hidden random teacher prefix of the same length, which differs from the zero prefix's
     decode: a prefix exists), `out_of_range` (such a y with one token replaced by the ghost, which
@@ -99,7 +109,7 @@ def problems(seed: int, prefix: int, k: int, scale: int = 1, device: str = "cpu"
     model = trained.model
     rng = np.random.default_rng([seed, prefix, k, 11])
     zero = torch.zeros(prefix, size.width, device=device)
-    out: list[dict] = []
+    out: list[Target] = []
     for _ in range(50 * (IN_RANGE + OUT_OF_RANGE)):
         if len(out) == IN_RANGE + OUT_OF_RANGE:
             break
@@ -113,7 +123,7 @@ def problems(seed: int, prefix: int, k: int, scale: int = 1, device: str = "cpu"
     for t in out[IN_RANGE:]:
         y = list(t["y"])
         y[int(rng.integers(k))] = size.ghost
-        t.update(y=y, kind="out_of_range")
+        t["y"], t["kind"] = y, "out_of_range"
     for _ in range(RANDOM):
         x = sample_corpus(trained.successors, trained.probs, rng, 1, X_LEN)[0]
         out.append({"x": x.tolist(), "y": rng.integers(0, size.vocab - 1, size=k).tolist(), "kind": "random"})
@@ -202,7 +212,7 @@ def solve_gradient(
     return p.detach(), GRAD_STEPS, False
 
 
-class PrefixForcingTask(PaperTask):
+class PrefixForcingTask(PaperTask[Options]):
     task = "prefix_linear_forcing"
     name = "papers.prefix_linear_forcing"
     version = "0.2.0"
@@ -360,7 +370,12 @@ class PrefixForcingTask(PaperTask):
         scale, device = int(self.options.scale), str(self.options.device)
         trained, targets = problems(result.seed, prefix, k, scale, device)
         model, width = trained.model, trained.size.width
-        rows: dict[str, list[tuple[dict, dict, list[int]]]] = {"in_range": [], "out_of_range": [], "random": []}
+        # (target, the recorded answer for it (JSON), the decode under the answer's prefix)
+        rows: dict[str, list[tuple[Target, dict[str, Any], list[int]]]] = {
+            "in_range": [],
+            "out_of_range": [],
+            "random": [],
+        }
         for t, a in zip(targets, result.answer["targets"], strict=True):
             p = torch.as_tensor(a["prefix"], dtype=torch.float32, device=device).reshape(prefix, width)
             rows[t["kind"]].append((t, a, greedy_decode(model, p, torch.as_tensor(t["x"], device=device), k)))

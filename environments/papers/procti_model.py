@@ -39,7 +39,9 @@ def regime_series(seed: int, split: Literal["train", "test"]) -> np.ndarray:
     scale = rng.uniform(*SCALE, size=(n, 1, 1))
     jitter = rng.normal(0, PHASE_JITTER, size=(n, 1, 1))
     t = np.arange(LENGTH)[None, None, :]
-    clean = amp[regime][..., None] * np.sin(2 * np.pi * freq[regime][..., None] * t / LENGTH + phase[regime][..., None] + jitter)
+    clean = amp[regime][..., None] * np.sin(
+        2 * np.pi * freq[regime][..., None] * t / LENGTH + phase[regime][..., None] + jitter
+    )
     return scale * clean + offset[regime][..., None] + rng.normal(0, NOISE, size=(n, CHANNELS, LENGTH))
 
 
@@ -61,8 +63,10 @@ def missing_mask(pattern: Pattern, n: int, rng: np.random.Generator) -> np.ndarr
 def sanitise(observed: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """What an imputer may see: the observed entries, NaN elsewhere."""
     if observed.shape != mask.shape or mask.dtype != bool:
-        raise ValueError(f"observed {observed.shape} and a boolean mask of the same shape are required, got mask "
-                         f"{mask.shape} {mask.dtype}")
+        raise ValueError(
+            f"observed {observed.shape} and a boolean mask of the same shape are required, got mask "
+            f"{mask.shape} {mask.dtype}"
+        )
     return np.where(mask, observed, np.nan)
 
 
@@ -95,7 +99,7 @@ def retrieve(values: np.ndarray, mask: np.ndarray, bank: np.ndarray) -> np.ndarr
     dt = np.take_along_axis(d, top, 1)
     w = np.exp(-(dt - dt[:, :1]) / (dt.mean(1, keepdims=True) + 1e-8))
     w /= w.sum(1, keepdims=True)
-    return (w[..., None, None] * bank[top]).sum(1)
+    return np.asarray((w[..., None, None] * bank[top]).sum(1))
 
 
 def torch_single_thread() -> Any:
@@ -108,7 +112,7 @@ def torch_single_thread() -> Any:
 
 def noise_schedule() -> np.ndarray:
     """CSDI's quadratic schedule: the beta of each of the DIFF_STEPS steps."""
-    betas = np.linspace(BETA_START ** 0.5, BETA_END ** 0.5, DIFF_STEPS) ** 2
+    betas = np.linspace(BETA_START**0.5, BETA_END**0.5, DIFF_STEPS) ** 2
     return betas
 
 
@@ -122,7 +126,7 @@ def denoiser(use_prototypes: bool) -> Any:
     nn = torch.nn
     size = CHANNELS * LENGTH
 
-    class Net(nn.Module):
+    class Net(nn.Module):  # type: ignore[misc,name-defined]  # nn: torch.nn loaded at call time, Any
         def __init__(self) -> None:
             super().__init__()
             self.inp = nn.Linear((4 if use_prototypes else 3) * size, HIDDEN)
@@ -171,7 +175,9 @@ def train_imputer(seed: int, use_prototypes: bool) -> Imputer:
     rng = np.random.default_rng([seed, 4])
     for _ in range(TRAIN_STEPS):
         rows = rng.integers(0, len(z), size=BATCH)
-        mask_np = np.concatenate([missing_mask("random", BATCH // 2, rng), missing_mask("attribute", BATCH - BATCH // 2, rng)])
+        mask_np = np.concatenate(
+            [missing_mask("random", BATCH // 2, rng), missing_mask("attribute", BATCH - BATCH // 2, rng)]
+        )
         proto = torch.tensor(retrieve(z[rows], mask_np, bank), dtype=torch.float32) if bank is not None else None
         x0 = torch.tensor(z[rows], dtype=torch.float32)
         mask = torch.tensor(mask_np, dtype=torch.float32)
@@ -195,7 +201,10 @@ def ddpm_impute(model: Imputer, visible: np.ndarray, mask: np.ndarray, seed: int
     torch = torch_single_thread()
     z = np.where(mask, (visible - model.mean) / model.std, 0.0)
     proto = retrieve(z, mask, model.bank) if model.bank is not None else None
-    rep = lambda a: torch.tensor(np.repeat(a, N_SAMPLES, axis=0), dtype=torch.float32)  # noqa: E731
+
+    def rep(a: np.ndarray) -> Any:
+        return torch.tensor(np.repeat(a, N_SAMPLES, axis=0), dtype=torch.float32)
+
     cond, m = rep(z), rep(mask.astype(float))
     p = rep(proto) if proto is not None else None
     betas = torch.tensor(noise_schedule(), dtype=torch.float32)

@@ -64,7 +64,7 @@ def conditions() -> list[Condition]:
     ]  # fmt: skip
 
 
-class ProDGTask(PaperTask):
+class ProDGTask(PaperTask[Options]):
     task = "prodg_digits_prototypes"
     name = "papers.prodg_digits_prototypes"
     version = "0.2.0"

@@ -82,14 +82,14 @@ def features(model: Any, images: np.ndarray) -> np.ndarray:
     """The frozen model's penultimate features (everything but the last linear layer), (n, 32)."""
     torch = torch_single_thread()
     with torch.no_grad():
-        return model[:-1](torch.from_numpy(images.astype(np.float32))[:, None]).numpy()
+        return np.asarray(model[:-1](torch.from_numpy(images.astype(np.float32))[:, None]).numpy())
 
 
 def classify(model: Any, images: np.ndarray) -> np.ndarray:
     """Softmax probabilities of the frozen model, (n, 10)."""
     torch = torch_single_thread()
     with torch.no_grad():
-        return torch.softmax(model(torch.from_numpy(images.astype(np.float32))[:, None]), dim=1).numpy()
+        return np.asarray(torch.softmax(model(torch.from_numpy(images.astype(np.float32))[:, None]), dim=1).numpy())
 
 
 class BNStatLoss:
@@ -133,7 +133,7 @@ def conv_generator(seed: int) -> Any:
     nn = torch.nn
     torch.manual_seed(seed + 1000)
 
-    class Decoder(nn.Module):  # type: ignore[misc]
+    class Decoder(nn.Module):  # type: ignore[misc,name-defined]  # nn: torch.nn loaded at call time, Any
         def __init__(self) -> None:
             super().__init__()
             self.fc = nn.Linear(Z_DIM + CLASSES, 64 * 4 * 4)
@@ -180,7 +180,7 @@ def prodg_prototypes(model: Any, seed: int) -> np.ndarray:
         z = torch.randn(PROTO_SAMPLES * CLASSES, Z_DIM, generator=rng)
         c = torch.arange(CLASSES).repeat_interleave(PROTO_SAMPLES)
         samples = g(z, c).view(CLASSES, PROTO_SAMPLES, SIDE, SIDE)
-    return samples.mean(dim=1).numpy()
+    return np.asarray(samples.mean(dim=1).numpy())
 
 
 def direct_prototypes(model: Any, seed: int, deep_inversion: bool) -> np.ndarray:
@@ -210,7 +210,7 @@ def direct_prototypes(model: Any, seed: int, deep_inversion: bool) -> np.ndarray
         if bn is not None:
             bn.close()
     with torch.no_grad():
-        return torch.sigmoid(raw).view(CLASSES, per_class, SIDE, SIDE).mean(dim=1).numpy()
+        return np.asarray(torch.sigmoid(raw).view(CLASSES, per_class, SIDE, SIDE).mean(dim=1).numpy())
 
 
 def class_mean_prototypes(x_train: np.ndarray, y_train: np.ndarray) -> np.ndarray:

@@ -78,7 +78,7 @@ def logits(net: CNN, x: np.ndarray, weights: list[np.ndarray] | None = None) -> 
     ws = [torch.from_numpy(w) for w in (weights or net.weights)]
     bs = [torch.from_numpy(b) for b in net.biases]
     with torch.no_grad():
-        return forward(ws, bs, torch.from_numpy(as_images(x)))[0].numpy()
+        return np.asarray(forward(ws, bs, torch.from_numpy(as_images(x)))[0].numpy())
 
 
 def train(x: np.ndarray, y: np.ndarray, seed: int) -> CNN:
@@ -133,7 +133,7 @@ def layer_inputs(net: CNN, x: np.ndarray) -> list[np.ndarray]:
 
 def channel_mean_abs(a: np.ndarray) -> np.ndarray:
     """Mean |activation| per input channel (over samples and positions)."""
-    return np.abs(a).mean(axis=(0, 2, 3)) if a.ndim == 4 else np.abs(a).mean(axis=0)
+    return np.asarray(np.abs(a).mean(axis=(0, 2, 3)) if a.ndim == 4 else np.abs(a).mean(axis=0))
 
 
 def output_error(layer: int, a: np.ndarray, dw: np.ndarray) -> np.ndarray:
@@ -141,7 +141,7 @@ def output_error(layer: int, a: np.ndarray, dw: np.ndarray) -> np.ndarray:
     torch = _torch()
     with torch.no_grad():
         dz = layer_forward(layer, torch.from_numpy(a), torch.from_numpy(dw), None)
-    return dz.reshape(len(a), -1).numpy()
+    return np.asarray(dz.reshape(len(a), -1).numpy())
 
 
 def fisher_factors(net: CNN, x: np.ndarray) -> list[np.ndarray]:

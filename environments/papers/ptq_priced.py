@@ -77,7 +77,7 @@ class Options(PaperOptions):
 
 def softmax(z: np.ndarray) -> np.ndarray:
     e = np.exp(z - z.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
+    return np.asarray(e / e.sum(axis=1, keepdims=True))
 
 
 def cross_entropy(z: np.ndarray, y: np.ndarray) -> float:
@@ -197,7 +197,7 @@ def true_increase(seed: int, cands: tuple[Candidate, ...]) -> list[float]:
     ]
 
 
-class PtqPricedTask(PaperTask):
+class PtqPricedTask(PaperTask[Options]):
     task = "ptq_priced_bitalloc"
     name = "papers.ptq_priced_bitalloc"
     version = "0.2.0"

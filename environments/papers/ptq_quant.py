@@ -101,7 +101,7 @@ def _grid_quantise(w: np.ndarray, unit_levels: np.ndarray) -> np.ndarray:
     if peak == 0:
         return np.zeros_like(w)
     scale = peak / np.abs(unit_levels).max()
-    return _nearest(w / scale, unit_levels) * scale
+    return np.asarray(_nearest(w / scale, unit_levels) * scale)
 
 
 def _kmeans_1d(w: np.ndarray, k: int, iters: int = 25) -> np.ndarray:
@@ -119,7 +119,7 @@ def _kmeans_1d(w: np.ndarray, k: int, iters: int = 25) -> np.ndarray:
         if np.allclose(moved, centres):
             break
         centres = np.sort(moved)
-    return centres[np.abs(flat[:, None] - centres[None, :]).argmin(axis=1)].reshape(w.shape)
+    return np.asarray(centres[np.abs(flat[:, None] - centres[None, :]).argmin(axis=1)].reshape(w.shape))
 
 
 def quantise_group(w: np.ndarray, fmt: str) -> np.ndarray:
@@ -162,9 +162,9 @@ def smoothing(channel_mean_abs: np.ndarray, rows_per_channel: int, alpha: float 
 def effective_weight(w: np.ndarray, cand: Candidate, rot: np.ndarray, smooth: np.ndarray) -> np.ndarray:
     """T^{-1}(q(T(W))): the weight the layer effectively runs with under the candidate."""
     if cand.transform == "rotate":
-        return rot @ quantise(rot.T @ w, cand.fmt, cand.granularity)
+        return np.asarray(rot @ quantise(rot.T @ w, cand.fmt, cand.granularity))
     if cand.transform == "smooth":
-        return quantise(smooth[:, None] * w, cand.fmt, cand.granularity) / smooth[:, None]
+        return np.asarray(quantise(smooth[:, None] * w, cand.fmt, cand.granularity) / smooth[:, None])
     if cand.transform == "none":
         return quantise(w, cand.fmt, cand.granularity)
     raise ValueError(f"option transforms: unknown transform {cand.transform!r}; choose from {', '.join(TRANSFORMS)}")

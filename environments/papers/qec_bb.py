@@ -115,7 +115,7 @@ def sector_syndromes(name: str, p: float, shots: int, seed: int) -> tuple[np.nda
 
 
 def bposd(pcm: np.ndarray, syndromes: np.ndarray, error_rate: float) -> np.ndarray:
-    from ldpc import BpOsdDecoder
+    from ldpc.bposd_decoder import BpOsdDecoder
 
     decoder = BpOsdDecoder(
         pcm,
@@ -311,7 +311,7 @@ def decode_circuit(solver: str, name: str, p: float, syndromes: np.ndarray, seed
         found = relay_bp(circuit_graph(name, p), syndromes, probs, seed, RELAY)[0].astype(np.int64)
     else:
         found = min_sum_bp(circuit_graph(name, p), syndromes, probs, BP_ITERATIONS)[0].astype(np.int64)
-    return (found.reshape(len(syndromes), -1) @ lo.T.astype(np.int64)) % 2 == 1
+    return np.asarray((found.reshape(len(syndromes), -1) @ lo.T.astype(np.int64)) % 2 == 1)
 
 
 @lru_cache(maxsize=8)
@@ -323,7 +323,7 @@ def circuit_graph(name: str, p: float) -> TannerGraph:
 def circuit_bposd(name: str, p: float) -> Any:
     """BP-OSD-CS on the circuit's detector error model, built once (a single-shot timing then
     measures decoding, not construction)."""
-    from ldpc import BpOsdDecoder
+    from ldpc.bposd_decoder import BpOsdDecoder
 
     h, _, probs = circuit_model(name, p)
     return BpOsdDecoder(

@@ -41,15 +41,15 @@ def quantise_activation(x: np.ndarray, bits: int | None) -> np.ndarray:
     """Midrise uniform grid of 2^bits levels on [-1, 1]: levels (2i + 1 - 2^bits) / (2^bits - 1);
     1 bit is exactly sign (0 -> +1); None is the float hardtanh."""
     if bits is None:
-        return np.clip(x, -1.0, 1.0)
+        return np.asarray(np.clip(x, -1.0, 1.0))
     n = 2**bits
     idx = np.clip(np.floor((x + 1.0) / 2.0 * n), 0, n - 1)
-    return ((2 * idx + 1 - n) / (n - 1)).astype(x.dtype)
+    return np.asarray(((2 * idx + 1 - n) / (n - 1)).astype(x.dtype))
 
 
 def binarise(w: np.ndarray) -> np.ndarray:
     """sign(W) (0 -> +1) times the mean |W| of each output unit (column)."""
-    return np.where(w >= 0, 1.0, -1.0).astype(w.dtype) * np.abs(w).mean(axis=0, keepdims=True)
+    return np.asarray(np.where(w >= 0, 1.0, -1.0).astype(w.dtype) * np.abs(w).mean(axis=0, keepdims=True))
 
 
 def forward(

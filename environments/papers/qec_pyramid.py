@@ -179,7 +179,7 @@ def matching(setting: str) -> Any:
 def classical_predictions(setting: str, seed: int, solver: str, syndromes: np.ndarray) -> np.ndarray:
     s = SETTINGS[setting]
     if solver == "mwpm":
-        return matching(setting).decode_batch(syndromes.astype(np.uint8)).astype(bool)
+        return np.asarray(matching(setting).decode_batch(syndromes.astype(np.uint8)).astype(bool))
     return qec_bb.decode_circuit(solver, s.code, s.noise, syndromes.astype(bool), seed)
 
 
@@ -279,7 +279,7 @@ def _surface_and_bb(metric: str, arm: str, op: Literal[">", "<"], threshold: flo
     ]
 
 
-class QECPyramidTask(PaperTask):
+class QECPyramidTask(PaperTask[Options]):
     task = "qec_precision_pyramid"
     name = "papers.qec_precision_pyramid"
     version = "0.2.0"

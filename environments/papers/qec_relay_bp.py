@@ -62,7 +62,7 @@ def tanner_graph(pcm: np.ndarray) -> TannerGraph:
 
 
 def syndrome(graph: TannerGraph, bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.float32) @ graph.pcm.T) % 2 == 1
+    return np.asarray((bits.astype(np.float32) @ graph.pcm.T) % 2 == 1)
 
 
 def check_update(graph: TannerGraph, v2c: np.ndarray, flip: np.ndarray, alpha: float) -> np.ndarray:
@@ -181,7 +181,7 @@ def relay_bp(
     lowest-weight solution found; a shot with none keeps its last leg's hard decision (solved False)."""
     syndromes = np.asarray(syndromes, dtype=bool)
     rng = np.random.default_rng(seed)
-    n = graph.pcm.shape[1]
+    n = int(graph.pcm.shape[1])
     prior = prior_llr(n, error_rate)
     shots = len(syndromes)
     best, best_weight = np.zeros((shots, n), dtype=bool), np.full(shots, np.inf)

@@ -117,7 +117,8 @@ def episodes(setting: str, seed: int, n: int | None = None) -> tuple[np.ndarray,
     same in every setting (only the observation and the training differ), so the settings pair by seed."""
     setting_parts(setting)
     rng = np.random.default_rng([seed, 0, 2])
-    starts, goals = [], []
+    starts: list[np.ndarray] = []
+    goals: list[np.ndarray] = []
     while len(starts) < (n or EPISODES):
         side = rng.choice([-1.0, 1.0])
         starts.append(np.array([side * rng.uniform(0.3, 0.9), rng.uniform(-0.9, 0.9)]))
@@ -171,7 +172,7 @@ def true_model_plan(
     return actions
 
 
-class RCAuxTask(PaperTask):
+class RCAuxTask(PaperTask[Options]):
     task = "rcaux_pointmaze"
     name = "papers.rcaux_pointmaze"
     version = "0.3.0"

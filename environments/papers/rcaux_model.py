@@ -79,7 +79,7 @@ def geodesic(p: np.ndarray, q: np.ndarray) -> np.ndarray:
         np.maximum(px[..., None], np.abs(py[..., None] - y)) + np.maximum(qx[..., None], np.abs(qy[..., None] - y))
     ).min(-1)
     same_room = (p[..., 0] < 0) == (q[..., 0] < 0)
-    return np.where(same_room, direct, through)
+    return np.asarray(np.where(same_room, direct, through))
 
 
 def min_steps(p: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -100,7 +100,7 @@ def observe(p: np.ndarray, seed: int, obs: str = "fourier") -> np.ndarray:
     if obs != "fourier":
         raise ValueError(f"unknown observation {obs!r}: use one of {OBSERVATIONS}")
     w, b = observation_map(seed)
-    return np.cos(np.asarray(p) @ w.T + b).astype(np.float32)
+    return np.asarray(np.cos(np.asarray(p) @ w.T + b).astype(np.float32))
 
 
 def torch_single_thread() -> Any:
@@ -144,9 +144,10 @@ def reachability_pairs(states: np.ndarray, seed: int) -> tuple[np.ndarray, np.nd
 
 def build(torch: Any, obs: str = "fourier") -> Any:
     nn = torch.nn
-    mlp = lambda i, o: nn.Sequential(
-        nn.Linear(i, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, o)
-    )  # noqa: E731
+
+    def mlp(i: int, o: int) -> Any:
+        return nn.Sequential(nn.Linear(i, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, HIDDEN), nn.ELU(), nn.Linear(HIDDEN, o))
+
     enc = conv_encoder(torch, HIDDEN, LATENT) if obs == "pixels" else mlp(OBS_DIM, LATENT)
     return nn.ModuleDict({"enc": enc, "dyn": mlp(LATENT + 2, LATENT), "reach": mlp(2 * LATENT + 1, 1)})
 

@@ -29,7 +29,7 @@ def wall_image(door: float) -> np.ndarray:
     """(IMAGE, IMAGE) float32: the wall's pixels (the columns touching x = 0) outside the door."""
     column = np.abs(CENTRES) < PIXEL  # the two columns either side of x = 0
     row_in_door = np.abs(CENTRES) <= door
-    return (WALL_LEVEL * (column[None, :] & ~row_in_door[:, None])).astype(np.float32)
+    return np.asarray((WALL_LEVEL * (column[None, :] & ~row_in_door[:, None])).astype(np.float32))
 
 
 def agent_image(p: np.ndarray) -> np.ndarray:
@@ -38,12 +38,12 @@ def agent_image(p: np.ndarray) -> np.ndarray:
     sigma = BLOB * PIXEL
     gx = np.exp(-((CENTRES - p[..., 0:1]) ** 2) / (2 * sigma**2))  # (..., IMAGE) over columns
     gy = np.exp(-((CENTRES - p[..., 1:2]) ** 2) / (2 * sigma**2))  # (..., IMAGE) over rows
-    return gy[..., :, None] * gx[..., None, :]
+    return np.asarray(gy[..., :, None] * gx[..., None, :])
 
 
 def render(p: np.ndarray, door: float) -> np.ndarray:
     """(..., IMAGE, IMAGE) float32 images of the maze with the agent at p (..., 2)."""
-    return (wall_image(door) + agent_image(p)).astype(np.float32)
+    return np.asarray((wall_image(door) + agent_image(p)).astype(np.float32))
 
 
 def conv_encoder(torch: Any, hidden: int, latent: int) -> Any:
@@ -52,7 +52,7 @@ def conv_encoder(torch: Any, hidden: int, latent: int) -> Any:
     nn = torch.nn
     side = IMAGE // 4
 
-    class PixelEncoder(nn.Module):  # type: ignore[misc,name-defined]
+    class PixelEncoder(nn.Module):  # type: ignore[misc,name-defined]  # nn: torch.nn loaded at call time, Any
         def __init__(self) -> None:
             super().__init__()
             self.conv = nn.Sequential(

@@ -70,7 +70,7 @@ def oracle_intervals(setting: str, n: int) -> tuple[int, ...]:
 
 def weierstrass(t: np.ndarray, s: float) -> np.ndarray:
     k = np.arange(8)
-    return (2.0 ** (-k * s) * np.cos(np.pi * 2.0**k * t[..., None])).sum(axis=-1)
+    return np.asarray((2.0 ** (-k * s) * np.cos(np.pi * 2.0**k * t[..., None])).sum(axis=-1))
 
 
 def raw_target(setting: str, x: np.ndarray) -> np.ndarray:
@@ -78,7 +78,7 @@ def raw_target(setting: str, x: np.ndarray) -> np.ndarray:
     if setting == "compositional":
         inner = weierstrass(x[:, 0], s1) / _scale(s1) + weierstrass(x[:, 1], s2) / _scale(s2)
         return np.sin(1.5 * inner)
-    return weierstrass(x[:, 0], s1) * weierstrass(x[:, 1], s2)
+    return np.asarray(weierstrass(x[:, 0], s1) * weierstrass(x[:, 1], s2))
 
 
 @lru_cache(maxsize=8)
@@ -167,7 +167,7 @@ def log_log_exponent(ns: tuple[int, ...], distances: list[float]) -> float:
     return float(-slope)
 
 
-class SBKANTask(PaperTask):
+class SBKANTask(PaperTask[Options]):
     task = "sbkan_aniso_rates"
     name = "papers.sbkan_aniso_rates"
     version = "0.2.0"

@@ -38,6 +38,7 @@ import itertools
 import math
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -110,6 +111,15 @@ class State:
     a: np.ndarray  # (units, m_out + 3) outer coefficients (zero where w is 0)
     b: float = 0.0
     stats: dict[str, int] = field(default_factory=dict)
+
+
+class OuterFit(NamedTuple):
+    """One outer inclusion pattern's Gaussian posterior: the design columns it uses, the mean and
+    the Cholesky factor of the precision over those columns."""
+
+    cols: list[int]
+    mean: np.ndarray
+    chol: np.ndarray
 
 
 class SBKAN:
@@ -190,7 +200,9 @@ class SBKAN:
 
     @staticmethod
     def draw(mean: np.ndarray, chol: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return mean + solve_triangular(chol.T, rng.standard_normal(len(mean)), lower=False, check_finite=False)
+        return np.asarray(
+            mean + solve_triangular(chol.T, rng.standard_normal(len(mean)), lower=False, check_finite=False)
+        )
 
     @staticmethod
     def log_density(v: np.ndarray, mean: np.ndarray, chol: np.ndarray) -> float:
@@ -198,12 +210,14 @@ class SBKAN:
         return float(-0.5 * white @ white + np.log(np.diag(chol)).sum() - 0.5 * len(v) * LOG_2PI)
 
     # -- the moves ------------------------------------------------------------------------------
-    def _outer_patterns(self, s: State) -> tuple[list[tuple[int, ...]], list[float], list[tuple]]:
+    def _outer_patterns(self, s: State) -> tuple[list[tuple[int, ...]], list[float], list[OuterFit]]:
         """Every outer inclusion pattern with log p(y, pattern | inner layer) (outer coefficients
         and bias integrated out, up to a constant) and its Gaussian posterior."""
         pr, sd2 = self.prior, self.prior.noise**2
         h = self.hidden(s)
         ones = np.ones((len(self.y), 1))
+        blocks: list[np.ndarray]
+        patterns: list[tuple[int, ...]]
         if pr.linear:
             blocks, patterns = [], [()]
             target = self.y - h[:, 0]
@@ -215,7 +229,8 @@ class SBKAN:
         design = np.concatenate([ones, *blocks], 1)
         gram, proj, yy = design.T @ design / sd2, design.T @ target / sd2, target @ target / sd2
         k = pr.m_out + 3
-        logs, fits = [], []
+        logs: list[float] = []
+        fits: list[OuterFit] = []
         for on in patterns:
             cols = [0] + [1 + q * k + j for q in range(len(on)) if on[q] for j in range(k)]
             var = np.array([pr.tau_bias**2] + [pr.tau_out**2] * (len(cols) - 1))
@@ -229,7 +244,7 @@ class SBKAN:
                     + sum(math.log(pr.inclusion if b else 1 - pr.inclusion) for b in on)
                 )
             )
-            fits.append((cols, mean, chol))
+            fits.append(OuterFit(cols, mean, chol))
         return patterns, logs, fits
 
     def log_collapsed(self, s: State) -> float:
@@ -285,7 +300,7 @@ class SBKAN:
 
     @staticmethod
     def _pcn_mean(c: np.ndarray, mean: np.ndarray, step: float) -> np.ndarray:
-        return c + (1 - math.sqrt(1 - step)) * (mean - c)
+        return np.asarray(c + (1 - math.sqrt(1 - step)) * (mean - c))
 
     def update_edges(self, s: State, rng: np.random.Generator) -> None:
         """Birth/death of each inner edge in turn (reversible jump)."""
@@ -424,7 +439,7 @@ def projection(m_from: int, m_to: int) -> np.ndarray:
     """The matrix taking a spline's coefficients on m_from intervals to the least-squares fit of
     its values (257 points of [0, 1]) on m_to intervals."""
     grid = np.linspace(0, 1, 257)
-    return np.linalg.pinv(bspline_basis(grid, m_to)) @ bspline_basis(grid, m_from)
+    return np.asarray(np.linalg.pinv(bspline_basis(grid, m_to)) @ bspline_basis(grid, m_from))
 
 
 def active_edges(s: State) -> int:
@@ -433,8 +448,10 @@ def active_edges(s: State) -> int:
 
 
 def _chol_solve(chol: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return solve_triangular(
-        chol.T, solve_triangular(chol, v, lower=True, check_finite=False), lower=False, check_finite=False
+    return np.asarray(
+        solve_triangular(
+            chol.T, solve_triangular(chol, v, lower=True, check_finite=False), lower=False, check_finite=False
+        )
     )
 
 

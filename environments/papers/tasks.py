@@ -5,6 +5,7 @@ an entry point, and its section in README.md."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from environments.papers.alibi_lsh import AlibiLSHTask
 from environments.papers.bai_tracking import BAITrackingTask
@@ -23,12 +24,35 @@ from environments.papers.tpoe_eib import TPoEEIBTask
 from environments.papers.ts_faithful import TSFaithfulTask
 from harness.claims.registry import ClaimFamily
 
-TASKS: dict[str, type[PaperTask]] = {cls.task: cls for cls in (PtqPricedTask, PrefixForcingTask, FedForestTask, ProDGTask, ProCTITask, GGTDDIPTask, RCAuxTask, BAITrackingTask, PluginThresholdTask, AlibiLSHTask, SBKANTask, QECPyramidTask, TSFaithfulTask, TPoEEIBTask)}
+TASKS: dict[str, type[PaperTask[Any]]] = {
+    cls.task: cls
+    for cls in (
+        PtqPricedTask,
+        PrefixForcingTask,
+        FedForestTask,
+        ProDGTask,
+        ProCTITask,
+        GGTDDIPTask,
+        RCAuxTask,
+        BAITrackingTask,
+        PluginThresholdTask,
+        AlibiLSHTask,
+        SBKANTask,
+        QECPyramidTask,
+        TSFaithfulTask,
+        TPoEEIBTask,
+    )
+}
 
 CRITERIA_LOG = Path(__file__).with_name("criteria_log.toml")
 
 
 def claim_family() -> ClaimFamily:
     """The family's claims and their criterion log (entry point `papers` under `harness.claims`)."""
-    return ClaimFamily(name="papers", log=CRITERIA_LOG, claims=tuple(cls.claim for cls in TASKS.values()),
-                       suite_of=lambda claim: claim.id, arm_option="solver")
+    return ClaimFamily(
+        name="papers",
+        log=CRITERIA_LOG,
+        claims=tuple(cls.claim for cls in TASKS.values()),
+        suite_of=lambda claim: claim.id,
+        arm_option="solver",
+    )

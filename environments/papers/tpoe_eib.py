@@ -26,25 +26,22 @@ backbone -- see `audits`.
 from __future__ import annotations
 
 import time
-from typing import ClassVar, Literal
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import Field
 
 from environments.papers.base import CellResult, Claim, Condition, Departure, PaperOptions, PaperTask, describe_claim
 from environments.papers.tpoe_eib_model import (
-    CHANNELS,
+    HeadOutput,
     K,
     N_TEST,
     N_TRAIN,
     PRIOR_PRECISION,
-    SAMPLES,
-    SEGMENT,
-    SEGMENTS,
     SOLVERS,
     TAU,
     TRAIN_STEPS,
-    WIDTH,
     FINE_TUNE_BATCH,
     FINE_TUNE_LR,
     eib_forward,
@@ -53,9 +50,9 @@ from environments.papers.tpoe_eib_model import (
     head_state,
     predict_proba,
     recordings,
-    torch_single_thread,
     trained_model,
 )
+from environments.papers.tpoe_eib_signals import CHANNELS, SAMPLES, SEGMENT, SEGMENTS, WIDTH, torch_single_thread
 
 DELETION_CHUNK = 8  # tokens removed per point of the deletion / insertion curves
 PERTURB_SCALE = 10.0  # closed tokens' samples are replaced by N(0, PERTURB_SCALE^2) noise in the leak audit
@@ -92,7 +89,7 @@ class Options(PaperOptions):
 
 def token_mask(x: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     """x with the given tokens (a bool (n, C, SEGMENTS) array) kept and every other token zeroed."""
-    return x * np.repeat(tokens, SEGMENT, axis=-1).astype(x.dtype)
+    return np.asarray(x * np.repeat(tokens, SEGMENT, axis=-1).astype(x.dtype))
 
 
 def precision_at_2(attribution: np.ndarray, evidence: np.ndarray) -> float:
@@ -107,15 +104,18 @@ def curve_orders(attribution: np.ndarray) -> np.ndarray:
     return np.argsort(-attribution.reshape(len(attribution), -1), axis=1, kind="stable")
 
 
-def deletion_insertion(prob_fn, x: np.ndarray, attribution: np.ndarray) -> tuple[float, float]:
+def deletion_insertion(
+    prob_fn: Callable[[np.ndarray], np.ndarray], x: np.ndarray, attribution: np.ndarray
+) -> tuple[float, float]:
     """(deletion AUC, insertion AUC) of class-1 probability, tokens removed / restored in
     DELETION_CHUNK steps, most important first; AUC by the trapezoid rule over the fraction moved."""
     order = curve_orders(attribution)
     n, total = len(x), CHANNELS * SEGMENTS
     points = list(range(0, total + 1, DELETION_CHUNK))
-    deletion, insertion = [], []
+    deletion: list[float] = []
+    insertion: list[float] = []
     for k in points:
-        moved = np.zeros((n, total), dtype=bool)
+        moved: np.ndarray = np.zeros((n, total), dtype=bool)
         np.put_along_axis(moved, order[:, :k], True, axis=1)
         moved = moved.reshape(n, CHANNELS, SEGMENTS)
         deletion.append(prob_fn(token_mask(x, ~moved)).mean())
@@ -130,10 +130,16 @@ def balanced_accuracy(y: np.ndarray, predicted: np.ndarray) -> float:
 
 # The audits. `forward(x, **intervention)` is the EIB head's test-time forward pass (`eib_forward` with
 # no sampling) on a float32 tensor; it returns the gates, experts, posterior and class-1 logit, and
-# takes the interventions `gate=` (do(g)) and `posterior=` (do(posterior)).
+# takes the interventions `gate=` (do(g)) and `posterior=` (do(posterior)). Tensors are torch's (Any here).
 
 
-def gate_causal_drop(forward, x) -> float:
+class HeadForward(Protocol):
+    def __call__(
+        self, xs: Any, *, features: Any | None = None, gate: Any | None = None, posterior: tuple[Any, Any] | None = None
+    ) -> HeadOutput: ...
+
+
+def gate_causal_drop(forward: HeadForward, x: Any) -> float:
     """Gate causality, the decision: the mean over recordings (the class-1 test recordings) of
     p(x) - p(x | do(every gate = 0)), the class-1 probability before minus after closing the open gates.
     Closed gates make the posterior the prior exactly, so the second term is the prior's prediction
@@ -145,7 +151,7 @@ def gate_causal_drop(forward, x) -> float:
     return float((torch.sigmoid(base["logit"]) - torch.sigmoid(closed["logit"])).mean())
 
 
-def closed_gate_leak(forward, x, rng: np.random.Generator) -> float | None:
+def closed_gate_leak(forward: HeadForward, x: Any, rng: np.random.Generator) -> float | None:
     """Gate causality, the cut: every token whose gate is closed (exactly 0) gets the features the head
     reads (the backbone's, or the raw samples with no backbone) replaced by N(0, PERTURB_SCALE^2) noise,
     the gates held at their unperturbed values (do(g): the question is whether a closed token reaches
@@ -164,7 +170,7 @@ def closed_gate_leak(forward, x, rng: np.random.Generator) -> float | None:
     return float(max((after[k] - base[k]).abs().max() for k in ("mean", "precision")))
 
 
-def closed_token_input_leak(forward, x, rng: np.random.Generator) -> float | None:
+def closed_token_input_leak(forward: HeadForward, x: Any, rng: np.random.Generator) -> float | None:
     """The same cut asked of the raw recording: the samples (not the features) of every closed token
     replaced by N(0, PERTURB_SCALE^2) noise, gates held; the max absolute change of any posterior mean
     or precision entry, relative to the largest absolute entry before. 0 for a head reading raw tokens;
@@ -182,7 +188,7 @@ def closed_token_input_leak(forward, x, rng: np.random.Generator) -> float | Non
     return float(max((after[k] - base[k]).abs().max() for k in ("mean", "precision"))) / scale
 
 
-def expert_drop(forward, x, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def expert_drop(forward: HeadForward, x: Any, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Expert drop, per recording (the class-1 test recordings): the class-1 logit's drop, logit(x) -
     logit(x | do(g_i = 0)), when expert i is removed, for i = the most-weighted expert (weight g x
     mean(lambda) / TAU, the head's explanation; ties to the first token) and for i = an open expert
@@ -207,7 +213,7 @@ def expert_drop(forward, x, rng: np.random.Generator) -> tuple[np.ndarray, np.nd
     return drops[0], drops[1], np.where(any_open, pick, -1)
 
 
-def reliance_prior_accuracy(forward, x, y: np.ndarray) -> float:
+def reliance_prior_accuracy(forward: HeadForward, x: Any, y: np.ndarray) -> float:
     """Posterior reliance: the balanced accuracy (all test recordings) when the read-out sees the
     prior N(0, I / PRIOR_PRECISION) -- its mean, as the test-time read-out sees the posterior's
     mean -- in place of each recording's posterior. A decision that relies on the posterior alone
@@ -245,15 +251,19 @@ def disagreement_entropy_corr(mu: np.ndarray, gate: np.ndarray, precision: np.nd
     return float(spearmanr(spread, entropy).statistic)
 
 
-def audits(net, readout, x_np: np.ndarray, y: np.ndarray, seed: int, backbone=None) -> dict[str, float | None]:
+def audits(
+    net: Any, readout: Any, x_np: np.ndarray, y: np.ndarray, seed: int, backbone: Any | None = None
+) -> dict[str, float | None]:
     """The gate-causality and integration audits of an EIB head (on `backbone`'s features, or raw tokens
     with none) on a seed's test recordings (x, y): the decision-side ones on the class-1 recordings, the
     cuts, reliance and disagreement on all. The random draws (the leaks' noise, the random expert) are
     seeded by the cell, so a pure function."""
     torch = torch_single_thread()
 
-    def forward(xs, **intervention):
-        return eib_forward(net, readout, xs, None, backbone=backbone, **intervention)
+    def forward(
+        xs: Any, *, features: Any | None = None, gate: Any | None = None, posterior: tuple[Any, Any] | None = None
+    ) -> HeadOutput:
+        return eib_forward(net, readout, xs, None, backbone=backbone, features=features, gate=gate, posterior=posterior)
 
     x = torch.from_numpy(np.asarray(x_np, dtype=np.float32))
     with torch.no_grad():
@@ -281,7 +291,7 @@ ACCURACY_BASELINES = (
 )  # saliency's model: the unconstrained frozen-backbone head
 
 
-class TPoEEIBTask(PaperTask):
+class TPoEEIBTask(PaperTask[Options]):
     task = "tpoe_eib_synth_eeg"
     name = "papers.tpoe_eib_synth_eeg"
     # 0.4.0: every head on a backbone pretrained here (masked reconstruction, other tasks' EEG) and frozen;

@@ -103,7 +103,7 @@ def backbone_class() -> Any:
     torch = torch_single_thread()
     nn = torch.nn
 
-    class Block(nn.Module):
+    class Block(nn.Module):  # type: ignore[misc,name-defined]  # nn: torch.nn loaded at call time, Any
         """A pre-norm transformer block (written out: the same arithmetic with and without autograd)."""
 
         def __init__(self) -> None:
@@ -119,7 +119,7 @@ def backbone_class() -> Any:
             h = h + self.proj((attention @ v).transpose(1, 2).reshape(n, e, WIDTH))
             return h + self.mlp(self.norm2(h))
 
-    class Backbone(nn.Module):
+    class Backbone(nn.Module):  # type: ignore[misc,name-defined]  # nn: torch.nn loaded at call time, Any
         """Raw recordings (n, CHANNELS, SAMPLES) -> token features (n, CHANNELS, SEGMENTS, WIDTH)."""
 
         def __init__(self) -> None:

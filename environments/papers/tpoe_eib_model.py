@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 
@@ -148,6 +148,20 @@ def token_features(backbone: Any | None, x: Any) -> Any:
     return tokens(x) if backbone is None else backbone(x)
 
 
+class HeadOutput(TypedDict):
+    """The EIB head's forward pass, each a torch tensor (Any here: torch is not analysed)."""
+
+    logit: Any  # (n,) class-1 logit
+    kl: Any  # (n,) KL rate of the posterior to the prior
+    gate: Any  # (n, E) gates
+    mu: Any  # (n, E, K) experts' means
+    lam: Any  # (n, E, K) experts' precisions
+    mean: Any  # (n, K) posterior mean
+    precision: Any  # (n, K) posterior precision
+    open: Any  # (n, E) each gate's chance of being open
+    features: Any  # (n, C, SEGMENTS, F) the token features read
+
+
 def eib_forward(
     net: Any,
     readout: Any,
@@ -158,7 +172,7 @@ def eib_forward(
     features: Any | None = None,
     gate: Any | None = None,
     posterior: tuple[Any, Any] | None = None,
-) -> dict[str, Any]:
+) -> HeadOutput:
     """The EIB head on a recording's token features: experts, gates, posterior, KL rate and the
     class-1 logit.
 
@@ -275,6 +289,7 @@ def trained_model(seed: int, kind: str, checkpoint: str | None = None) -> Model:
     path = cache_path("fine_tuned", seed, fine_tune_config(seed, checkpoint)) if tuned else None
     cached = path is not None and path.is_file()
     if cached:
+        assert net is not None  # only the fine-tuned model is cached, and it has a head net (a probe has none)
         saved = torch.load(path, weights_only=True)
         for module, key in ((backbone, "backbone"), (net, "net"), (readout, "readout")):
             module.load_state_dict(saved[key])
@@ -294,6 +309,7 @@ def trained_model(seed: int, kind: str, checkpoint: str | None = None) -> Model:
     if tuned:
         freeze(backbone)
         if path is not None and not cached:
+            assert net is not None  # the fine-tuned model has a head net
             path.parent.mkdir(parents=True, exist_ok=True)
             states = {"backbone": backbone.state_dict(), "net": net.state_dict(), "readout": readout.state_dict()}
             torch.save(states, path.with_suffix(".tmp"))
@@ -347,7 +363,7 @@ def predict_proba(solver: str, seed: int, x: np.ndarray, checkpoint: str | None 
     torch = torch_single_thread()
     logit = logit_fn(solver, seed, checkpoint)  # trains on first use: outside no_grad
     with torch.no_grad():
-        return torch.sigmoid(logit(torch.from_numpy(np.asarray(x, dtype=np.float32)))).numpy()
+        return np.asarray(torch.sigmoid(logit(torch.from_numpy(np.asarray(x, dtype=np.float32)))).numpy())
 
 
 def explain(solver: str, seed: int, x_np: np.ndarray, checkpoint: str | None = None) -> np.ndarray:
@@ -361,15 +377,15 @@ def explain(solver: str, seed: int, x_np: np.ndarray, checkpoint: str | None = N
         with torch.no_grad():
             out = eib_forward(model.net, model.readout, x, None, backbone=model.backbone)
         weight = out["gate"] * out["lam"].mean(-1) / TAU
-        return weight.reshape(len(x), CHANNELS, SEGMENTS).numpy()
+        return np.asarray(weight.reshape(len(x), CHANNELS, SEGMENTS).numpy())
     logit = logit_fn(solver, seed, checkpoint)
     if solver != "integrated_gradients":
         xg = x.clone().requires_grad_(True)
         (grad,) = torch.autograd.grad(logit(xg).sum(), xg)
-        return tokens(grad.abs()).sum(-1).numpy()
+        return np.asarray(tokens(grad.abs()).sum(-1).numpy())
     total = torch.zeros_like(x)
     for alpha in (np.arange(IG_STEPS) + 0.5) / IG_STEPS:  # midpoint rule along the straight path from zero
         xg = (alpha * x).requires_grad_(True)
         (grad,) = torch.autograd.grad(logit(xg).sum(), xg)
         total += grad
-    return tokens(x * total / IG_STEPS).sum(-1).numpy()
+    return np.asarray(tokens(x * total / IG_STEPS).sum(-1).numpy())

@@ -35,7 +35,7 @@ def background(rng: np.random.Generator, n: int) -> np.ndarray:
     eps[..., 0] = rng.normal(size=(n, CHANNELS))  # the stationary start
     x = lfilter([1.0], [1.0, -AR_PHI], eps, axis=-1)  # x_t = phi x_{t-1} + eps_t
     phase = rng.uniform(0, 2 * np.pi, size=(n, CHANNELS, 1))
-    return x + ALPHA_AMP * np.sin(2 * np.pi * 10 * np.arange(SAMPLES) / SAMPLES + phase)
+    return np.asarray(x + ALPHA_AMP * np.sin(2 * np.pi * 10 * np.arange(SAMPLES) / SAMPLES + phase))
 
 
 def torch_single_thread() -> Any:

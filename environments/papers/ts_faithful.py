@@ -124,9 +124,10 @@ def make_entry(stream: int, index: int) -> Entry:
         rng = np.random.default_rng([stream, index, attempt])
         surface = random_surface(rng)
         first, second, saddle_name = REACTIONS[int(rng.integers(2))]
-        mins = {n: relaxed_minimum(surface, n) for n in MINIMA}
+        relaxed = {n: relaxed_minimum(surface, n) for n in MINIMA}
+        mins = {n: m for n, m in relaxed.items() if m is not None}
         if (
-            any(m is None for m in mins.values())
+            len(mins) < len(MINIMA)
             or min(np.linalg.norm(mins[a] - mins[b]) for a, b in (("A", "B"), ("A", "C"), ("B", "C"))) < 0.1
         ):
             continue
@@ -198,7 +199,7 @@ def knn_predict(setting: str, x: np.ndarray) -> np.ndarray:
     x_train, y_train = features(train), np.array([e.label for e in train])
     dist = np.linalg.norm(x[:, None, :] - x_train[None, :, :], axis=2)
     nearest = np.argsort(dist, axis=1, kind="stable")[:, :K_NEIGHBOURS]
-    return y_train[nearest].mean(axis=1)
+    return np.asarray(y_train[nearest].mean(axis=1))
 
 
 @lru_cache(maxsize=2)
@@ -245,7 +246,7 @@ def label_checks(setting: str, seed: int) -> tuple[tuple[str, bool], ...]:
     )
 
 
-def point_scores(entries: tuple[Entry, ...], points: np.ndarray) -> dict[str, float]:
+def point_scores(entries: tuple[Entry, ...], points: np.ndarray) -> dict[str, float | None]:
     """One predictor's metrics on a cell: validity by the faithful checker, RMSD to the label,
     distances to the true TS and to the nearest minimum, and the equilibrium pull."""
     valid = [
@@ -282,18 +283,18 @@ def along_path(entries: tuple[Entry, ...], points: np.ndarray) -> float | None:
     return float(np.mean(shares)) if shares else None
 
 
-def rank_disagreement(scores: dict[str, dict[str, float]]) -> dict[str, float]:
+def rank_disagreement(scores: dict[str, dict[str, float | None]]) -> dict[str, float]:
     """Kendall's tau-b between the panel's ranking by RMSD (lower is better) and by validity
     (0 when either ranking is all ties), and whether the RMSD-best predictor is invalid on most
     entries (validity < 0.5; ties in RMSD go to the first in PANEL)."""
-    rmsd = np.array([scores[n]["rmsd"] for n in PANEL])
-    validity = np.array([scores[n]["validity"] for n in PANEL])
+    rmsd = np.array([scores[n]["rmsd"] for n in PANEL], dtype=float)
+    validity = np.array([scores[n]["validity"] for n in PANEL], dtype=float)
     tau = float(kendalltau(-rmsd, validity).statistic)
-    best = PANEL[int(np.argmin(rmsd))]
-    return {"rank_tau": 0.0 if np.isnan(tau) else tau, "rmsd_best_invalid": float(scores[best]["validity"] < 0.5)}
+    best = int(np.argmin(rmsd))
+    return {"rank_tau": 0.0 if np.isnan(tau) else tau, "rmsd_best_invalid": float(validity[best] < 0.5)}
 
 
-class TSFaithfulTask(PaperTask):
+class TSFaithfulTask(PaperTask[Options]):
     task = "ts_faithful_eval_mb"
     name = "papers.ts_faithful_eval_mb"
     version = "0.2.0"

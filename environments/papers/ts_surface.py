@@ -9,6 +9,8 @@ Hessians are analytic and vectorised over points.
 
 from __future__ import annotations
 
+from typing import Protocol, TypeAlias
+
 import numpy as np
 from pydantic import BaseModel
 
@@ -34,11 +36,23 @@ class Surface(BaseModel):
     widths: list[float] = []
 
 
-def egh(surface: Surface, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+class Landscape(Protocol):
+    """A surface of another dimension (ts_coupled.py) that brings its own analytic `egh`."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def egh(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+
+AnySurface: TypeAlias = Surface | Landscape
+
+
+def egh(surface: AnySurface, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Energy (n,), gradient (n, d) and Hessian (n, d, d) at points (n, d): d = 2 for Mueller-Brown
     with bumps; a surface of another dimension (ts_coupled.py) brings its own `egh`."""
     if not isinstance(surface, Surface):
-        return surface.egh(points)  # type: ignore[no-any-return]
+        return surface.egh(points)
     p = np.atleast_2d(points).astype(float)
     dx, dy = p[:, :1] - X0, p[:, 1:] - Y0
     e = A * np.exp(AA * dx * dx + BB * dx * dy + CC * dy * dy)
@@ -56,12 +70,12 @@ def egh(surface: Surface, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     return energy, grad, hess
 
 
-def negative_modes(surface: Surface, point: np.ndarray) -> int:
+def negative_modes(surface: AnySurface, point: np.ndarray) -> int:
     return int((np.linalg.eigvalsh(egh(surface, point)[2][0]) < 0).sum())
 
 
 def newton_stationary(
-    surface: Surface, start: np.ndarray, trust: float = 0.02, steps: int = 200, max_travel: float = np.inf
+    surface: AnySurface, start: np.ndarray, trust: float = 0.02, steps: int = 200, max_travel: float = np.inf
 ) -> tuple[np.ndarray, bool]:
     """The stationary point Newton's method reaches from `start` (any index), steps capped at
     `trust`; not converged if it would travel farther than `max_travel` from the start."""
@@ -82,7 +96,7 @@ def newton_stationary(
     return p, bool(np.linalg.norm(egh(surface, p)[1][0]) < GRAD_TOL)
 
 
-def descend(surface: Surface, start: np.ndarray, step: float = 0.005, steps: int = 1500) -> np.ndarray:
+def descend(surface: AnySurface, start: np.ndarray, step: float = 0.005, steps: int = 1500) -> np.ndarray:
     """Follow the steepest-descent path (arc-length steps from 0.005, grown 1.2x up to 0.03 while
     the energy falls, halved when it rises), then polish the minimum with Newton."""
     p = np.asarray(start, dtype=float).copy()
@@ -104,7 +118,7 @@ def descend(surface: Surface, start: np.ndarray, step: float = 0.005, steps: int
     return polished if ok and negative_modes(surface, polished) == 0 else p
 
 
-def irc_ends(surface: Surface, saddle: np.ndarray, push: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+def irc_ends(surface: AnySurface, saddle: np.ndarray, push: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
     """The two minima the steepest-descent paths from a first-order saddle reach, pushed off it
     along the negative-curvature eigenvector."""
     vals, vecs = np.linalg.eigh(egh(surface, saddle)[2][0])
@@ -114,16 +128,21 @@ def irc_ends(surface: Surface, saddle: np.ndarray, push: float = 0.01) -> tuple[
 
 def connects(ends: tuple[np.ndarray, np.ndarray], reactant: np.ndarray, product: np.ndarray) -> bool:
     a, b = ends
-    close = lambda x, y: np.linalg.norm(x - y) < SAME_POINT  # noqa: E731
+
+    def close(x: np.ndarray, y: np.ndarray) -> bool:
+        return bool(np.linalg.norm(x - y) < SAME_POINT)
+
     return (close(a, reactant) and close(b, product)) or (close(a, product) and close(b, reactant))
 
 
-def faithful_check(surface: Surface, point: np.ndarray, reactant: np.ndarray, product: np.ndarray) -> tuple[bool, str]:
+def faithful_check(
+    surface: AnySurface, point: np.ndarray, reactant: np.ndarray, product: np.ndarray
+) -> tuple[bool, str]:
     """Is `point` a transition state of reactant -> product? It must refine (Newton, within
     REFINE_TOL of itself) to a stationary point with exactly one negative Hessian eigenvalue whose
     steepest-descent paths end at the intended minima. Returns (valid, reason)."""
     point = np.asarray(point, dtype=float)
-    dim = getattr(surface, "dim", 2)
+    dim = 2 if isinstance(surface, Surface) else surface.dim
     if point.shape != (dim,) or not np.all(np.isfinite(point)):
         return False, f"not a finite {dim}-d point"
     refined, ok = newton_stationary(surface, point, max_travel=REFINE_TOL)
@@ -146,11 +165,11 @@ def upwind_tangents(path: np.ndarray, e: np.ndarray) -> np.ndarray:
     dmin = np.minimum(np.abs(up - mid), np.abs(down - mid))[:, None]
     mixed = np.where((up > down)[:, None], fwd * dmax + back * dmin, fwd * dmin + back * dmax)
     t = np.where(((up > mid) & (mid > down))[:, None], fwd, np.where(((up < mid) & (mid < down))[:, None], back, mixed))
-    return t / np.linalg.norm(t, axis=1, keepdims=True)
+    return np.asarray(t / np.linalg.norm(t, axis=1, keepdims=True))
 
 
 def climbing_image_neb(
-    surface: Surface,
+    surface: AnySurface,
     reactant: np.ndarray,
     product: np.ndarray,
     images: int = 11,

@@ -26,7 +26,6 @@ check runs one cell at a time per process, and in a process trainings never over
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import threading
 from collections.abc import Mapping
@@ -35,11 +34,11 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from harness.claims.model import Scalar, cell_id
-from harness.errors import HarnessError
 from harness.records import Metric, MetricSpec, SampleRecord
 from harness.runner import package_versions
 from harness.stats import mean_metric
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
+from harness.cell_suite import CellSuite
+from harness.suite import Sample, SuiteOptions
 
 ARMS = ("preft", "all-token")
 EMBEDDED: Literal["smollm2-135m-instruct"] = "smollm2-135m-instruct"
@@ -147,7 +146,7 @@ def load_policy(model: str) -> tuple[Any, Any]:
     return load_model()
 
 
-class RlSuite(Suite):
+class RlSuite(CellSuite[RlCell]):
     name = "preft.rl"
     version = "1.0.0"
     headline_metric = "final_reward"
@@ -157,6 +156,13 @@ class RlSuite(Suite):
                    "step, wall_s. The runs of the claim preft.rl_parity (`harness claims check preft.rl_parity`); "
                    "defaults are the training settings its criterion is judged at.")
     Options: ClassVar[type[SuiteOptions]] = RlOptions
+    cell_model = RlCell
+    built_in_code = "prompts"
+    scorer_name = "reward"
+    scorer_description = (
+        "final_reward (mean sampled reward over the last quarter of steps), first_reward, gain = final - first, "
+        "wall_s; from the recorded reward curve"
+    )
     label_options: ClassVar[tuple[str, ...]] = ("solver",)
     metric_specs: ClassVar[Mapping[str, MetricSpec]] = {
         "final_reward": MetricSpec(unit="fraction", description="mean reward over the last quarter of steps"),
@@ -173,21 +179,13 @@ class RlSuite(Suite):
         assert isinstance(self.options, RlOptions)
         return self.options
 
-    @property
-    def solver_roles(self) -> tuple[str, ...]:
-        return ()
-
-    def load_samples(self, corpus: str | None) -> list[Sample]:
-        if corpus is not None:
-            raise HarnessError(f"suite {self.name}: the prompts are built in code; it takes no corpus ({corpus!r} given)")
+    def cells(self) -> list[Sample]:
         o = self.opts
         return [Sample(id=cell_id(f"r{rank}", seed), data={"rank": rank, "seed": seed})
                 for rank in o.ranks for seed in range(o.first_seed, o.first_seed + o.seeds)]
 
-    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
-        # In a thread: training is CPU-bound, and the runner's per-sample timeout must still fire.
-        cell = await asyncio.to_thread(self.train_cell, int(sample.data["rank"]), int(sample.data["seed"]))
-        return Transcript(output=cell)
+    def solve_cell(self, sample: Sample) -> RlCell:
+        return self.train_cell(int(sample.data["rank"]), int(sample.data["seed"]))
 
     def train_cell(self, rank: int, seed: int) -> RlCell:
         from preft.rl import RlConfig, train_rl
@@ -201,14 +199,8 @@ class RlSuite(Suite):
         return RlCell(solver=o.solver, rank=rank, seed=seed, model=o.model, config=result.config,
                       rewards=result.rewards, seconds=result.seconds, versions=package_versions(("torch", "transformers")))
 
-    def scorers(self) -> dict[str, Scorer]:
-        return {"reward": FunctionScorer("reward", self._score, description=(
-            "final_reward (mean sampled reward over the last quarter of steps), first_reward, gain = final - first, "
-            "wall_s; from the recorded reward curve"))}
-
-    async def _score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
-        cell = RlCell.model_validate(transcript)
-        return Score(values=cell_scores(cell.rewards, cell.seconds))
+    def score_cell(self, cell: RlCell) -> dict[str, float | None]:
+        return cell_scores(cell.rewards, cell.seconds)
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         """Mean over seeds with its Student-t interval: final reward over all cells, and each score per rank."""

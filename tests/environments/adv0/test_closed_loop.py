@@ -19,10 +19,13 @@ from environments.adv0.closed_loop import (
     ClosedLoopPolicy,
     JointState,
     Rel,
+    GAP_FEATURES,
     check_some_feasible,
     feasible_mask,
     features,
+    gap_features,
     n_features,
+    safe_margin_s,
 )
 from environments.adv0.metrics import episode_scores
 from environments.adv0.scenario import AttackerTrajectory, IdmParams
@@ -66,18 +69,25 @@ def test_masked_probabilities_sum_to_one_and_infeasible_actions_have_probability
 
 def test_trajectory_log_prob_is_the_sum_of_steps_and_its_gradient_matches_finite_differences():
     policy, traj = _random_policy(3), _random_trajectory(4)
-    steps = [policy.log_probs(np.array(f), np.array(m))[ACTIONS.index(a)]
-             for f, m, a in zip(traj.features, traj.feasible, traj.actions)]
+    steps = [
+        policy.log_probs(np.array(f), np.array(m))[ACTIONS.index(a)]
+        for f, m, a in zip(traj.features, traj.feasible, traj.actions)
+    ]
     assert policy.log_prob(traj) == pytest.approx(sum(steps), abs=1e-12) and policy.log_prob(traj) < 0
     theta, grad = policy.theta, policy.grad_log_prob(traj)
     eps = 1e-6
-    numeric = np.array([(policy.with_theta(theta + eps * e).log_prob(traj) -
-                         policy.with_theta(theta - eps * e).log_prob(traj)) / (2 * eps) for e in np.eye(theta.size)])
+    numeric = np.array(
+        [
+            (policy.with_theta(theta + eps * e).log_prob(traj) - policy.with_theta(theta - eps * e).log_prob(traj))
+            / (2 * eps)
+            for e in np.eye(theta.size)
+        ]
+    )
     assert np.allclose(grad, numeric, atol=1e-6)
     assert np.abs(grad).max() > 0.1  # not a trivially zero gradient
     # weights of masked actions get no gradient from a step where they were masked everywhere
     never = ~np.any(np.array(traj.feasible), axis=0)
-    g_w = grad[:policy.weights.size].reshape(policy.weights.shape)
+    g_w = grad[: policy.weights.size].reshape(policy.weights.shape)
     assert np.all(g_w[never] == 0.0)
 
 
@@ -90,17 +100,87 @@ def test_a_masked_action_in_a_trajectory_has_log_prob_minus_infinity():
 
 
 def test_features_of_a_hand_built_state():
-    state = JointState(speed=24.0, offset=-0.4, lane_id=0, lanes=3, changing=False,
-                       ego=Rel(s=-20.0, d=4.0, dv=3.0), others=[Rel(s=10.0, d=0.0, dv=-5.0), Rel(s=50.0, d=8.0, dv=0.0),
-                                                               Rel(s=-90.0, d=0.0, dv=1.0)])
+    state = JointState(
+        speed=24.0,
+        offset=-0.4,
+        lane_id=0,
+        lanes=3,
+        changing=False,
+        ego=Rel(s=-20.0, d=4.0, dv=3.0),
+        others=[Rel(s=10.0, d=0.0, dv=-5.0), Rel(s=50.0, d=8.0, dv=0.0), Rel(s=-90.0, d=0.0, dv=1.0)],
+    )
     phi = features(state, k=2)
-    expected = [24 / 30, -0.1, 0.0, 1.0,  # own: speed, offset, no lane left of lane 0, a lane right
-                1.0, -0.4, 1.0, 0.3,  # the ego
-                1.0, 0.2, 0.0, -0.5,  # nearest other
-                1.0, 1.0, 2.0, 0.0]  # second nearest (the third is beyond k=2)
+    expected = [
+        24 / 30,
+        -0.1,
+        0.0,
+        1.0,  # own: speed, offset, no lane left of lane 0, a lane right
+        1.0,
+        -0.4,
+        1.0,
+        0.3,  # the ego
+        1.0,
+        0.2,
+        0.0,
+        -0.5,  # nearest other
+        1.0,
+        1.0,
+        2.0,
+        0.0,
+    ]  # second nearest (the third is beyond k=2)
     assert phi.tolist() == pytest.approx(expected, abs=1e-12)
     padded = features(JointState(speed=0.0, offset=0.0, lane_id=1, lanes=2, changing=False, ego=None), k=2)
     assert padded.tolist() == [0.0, 0.0, 1.0, 0.0] + [0.0] * 12  # no ego, no others: padding
+
+
+def _with_ego(s: float, d: float, dv: float) -> JointState:
+    return JointState(speed=20.0, offset=0.0, lane_id=1, lanes=3, changing=False, ego=Rel(s=s, d=d, dv=dv))
+
+
+def test_gap_features_of_hand_built_states():
+    # Layout: lane one-hot (left, same, right), then margin bin (unsafe, 0-1 s, 1-2 s) x lane, closing, s*d.
+    assert GAP_FEATURES == 14 and n_features(2, "gaps") == n_features(2) + 14
+    # The ego 50 m behind in the lane to the right at 25 m/s, the attacker at 20: the safe gap is
+    # 25 * 1 s + (25^2 - 20^2) / (2 * 4) = 53.125 m, the bumper gap 45 m: 0.325 s short of it (unsafe).
+    unsafe = _with_ego(-50.0, 4.0, 5.0)
+    assert safe_margin_s(unsafe) == pytest.approx((45.0 - 53.125) / 25.0)
+    expected = np.zeros(14)
+    expected[2] = 1.0  # right
+    expected[3 + 0 * 3 + 2] = 1.0  # unsafe x right
+    expected[12], expected[13] = 5.0 / 45.0, -1.0  # closing 5 m/s over 45 m; s * d = (-50/50) * (4/4)
+    assert gap_features(unsafe).tolist() == pytest.approx(expected.tolist(), abs=1e-12)
+    # 40 m behind in the lane to the left at the same speed: safe gap 20 m, bumper gap 35 m, 0.75 s over it.
+    left = gap_features(_with_ego(-40.0, -4.0, 0.0))
+    assert np.flatnonzero(left).tolist() == [0, 3 + 1 * 3 + 0, 13] and left[13] == pytest.approx(0.8)
+    # 80 m behind in the same lane: 2.75 s over the safe gap, past the last bin; the lane and s*d only.
+    far = gap_features(_with_ego(-80.0, 0.3, 0.0))
+    assert np.flatnonzero(far).tolist() == [1, 13] and far[13] == pytest.approx(-1.6 * 0.075)
+    # An ego ahead has no margin and no closing rate; no ego is all zeros.
+    assert np.flatnonzero(gap_features(_with_ego(30.0, 0.0, -3.0))).tolist() == [1]
+    assert safe_margin_s(_with_ego(30.0, 0.0, -3.0)) is None
+    no_ego = JointState(speed=20.0, offset=0.0, lane_id=1, lanes=3, changing=False, ego=None)
+    assert not gap_features(no_ego).any()
+    # The "gaps" feature vector is the base one with the block appended.
+    phi = features(unsafe, k=2, feature_set="gaps")
+    assert phi[: n_features(2)].tolist() == features(unsafe, k=2).tolist() and phi[n_features(2) :].tolist() == (
+        pytest.approx(expected.tolist(), abs=1e-12)
+    )
+    with pytest.raises(ValueError, match="feature_set='wide'"):
+        n_features(2, "wide")  # type: ignore[arg-type]
+
+
+def test_a_tempered_policy_is_pi_to_the_one_over_t_and_the_feature_set_persists():
+    rng = np.random.default_rng(4)
+    policy = ClosedLoopPolicy(rng.normal(size=(len(ACTIONS), n_features(1, "gaps"))), rng.normal(size=9), 1, "gaps")
+    phi, mask = rng.normal(size=n_features(1, "gaps")), np.arange(len(ACTIONS)) % 3 != 0
+    hot = np.exp(policy.tempered(2.0).log_probs(phi, mask))
+    p = np.exp(policy.log_probs(phi, mask))
+    assert hot[~mask].tolist() == [0.0] * int((~mask).sum())
+    assert hot[mask] == pytest.approx(np.sqrt(p[mask]) / np.sqrt(p[mask]).sum())
+    back = ClosedLoopPolicy.from_state(json.loads(json.dumps(policy.to_state())))
+    assert back.feature_set == "gaps" and np.array_equal(back.theta, policy.theta)
+    with pytest.raises(ValueError, match="temperature=0"):
+        policy.tempered(0)
 
 
 def test_the_mask_keeps_the_road_the_lane_change_and_the_speed_band():
@@ -121,14 +201,17 @@ def test_the_mask_keeps_the_road_the_lane_change_and_the_speed_band():
     assert {a.split(":")[1] for a in feasible(speed=33.0)} == {"brake"}
 
 
-@pytest.mark.parametrize("kwargs, key", [
-    ({"lateral": ()}, "'lateral'"),
-    ({"longitudinal": ()}, "'longitudinal'"),
-    ({"speed_min": 30.0, "speed_max": 20.0}, "'speed_min'"),
-    ({"max_brake": 9.0}, "'max_brake'"),
-    ({"max_accel": 0.0}, "'max_accel'"),
-    ({"lateral_typo": ("keep",)}, "lateral_typo"),
-])
+@pytest.mark.parametrize(
+    "kwargs, key",
+    [
+        ({"lateral": ()}, "'lateral'"),
+        ({"longitudinal": ()}, "'longitudinal'"),
+        ({"speed_min": 30.0, "speed_max": 20.0}, "'speed_min'"),
+        ({"max_brake": 9.0}, "'max_brake'"),
+        ({"max_accel": 0.0}, "'max_accel'"),
+        ({"lateral_typo": ("keep",)}, "lateral_typo"),
+    ],
+)
 def test_bad_limits_are_one_error_naming_the_key(kwargs, key):
     with pytest.raises(ValidationError) as err:
         ClosedLoopLimits(**kwargs)
@@ -208,10 +291,26 @@ def test_limits_that_make_every_action_infeasible_stop_the_episode_with_the_key(
 
 def test_suite_option_attacker_closed_loop_runs_an_episode(tmp_path):
     with running_server("--echo", "--reply", '{"action": "IDLE"}') as url:
-        proc = harness_cli("eval", "--suite", "adv0", "--model", "openai/driver", "--base-url", url,
-                           "--suite-option", "families=highway", "--suite-option", "seeds=1",
-                           "--suite-option", "attacker=closed_loop", "--suite-option", "filmstrips=false",
-                           "--run-dir", str(tmp_path), "--no-progress")
+        proc = harness_cli(
+            "eval",
+            "--suite",
+            "adv0",
+            "--model",
+            "openai/driver",
+            "--base-url",
+            url,
+            "--suite-option",
+            "families=highway",
+            "--suite-option",
+            "seeds=1",
+            "--suite-option",
+            "attacker=closed_loop",
+            "--suite-option",
+            "filmstrips=false",
+            "--run-dir",
+            str(tmp_path),
+            "--no-progress",
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     (run,) = [p for p in Path(tmp_path).iterdir() if p.is_dir()]
     (record,) = [json.loads(line) for line in (run / "samples.jsonl").read_text().splitlines()]

@@ -13,7 +13,15 @@ from typer.testing import CliRunner
 from environments.adv0 import loop, toy_game
 from environments.adv0.attacker import utility
 from environments.adv0.closed_loop import ACTIONS, ClosedLoopPolicy, ClosedLoopDraw, n_features, step_kl
-from environments.adv0.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, StepBatch, trajectory_pairs
+from environments.adv0.closed_loop_dpo import (
+    ClosedLoopAdv0,
+    ClosedLoopConfig,
+    StepBatch,
+    pair_weights,
+    trajectory_dpo,
+    trajectory_pairs,
+)
+from environments.adv0.dpo import preference_loss
 from environments.adv0.commands import adv0_app
 from environments.adv0.scenario import AttackerTrajectory, Collision, EpisodeResult
 
@@ -76,6 +84,54 @@ def crash_result(seed: int, fault: str, trajectory: AttackerTrajectory) -> Episo
     )
 
 
+def test_the_per_group_loss_is_the_pair_mean_for_one_group_and_weighs_groups_equally():
+    rng = np.random.default_rng(8)
+    q = random_policy(rng)
+    trajs = [random_trajectory(rng, q, 4) for _ in range(7)]
+    u = rng.normal(size=7)
+    u[2] = -np.inf  # an attacker-at-fault trajectory: it loses every pair
+    one = trajectory_pairs([(trajs, u)])
+    batch = StepBatch(trajs)
+    assert pair_weights(one, "groups") == pytest.approx(pair_weights(one, "pairs"))
+    runs = {
+        norm: trajectory_dpo(
+            q, ClosedLoopPolicy.reference(k=1), batch, one, 0.1, 5, 3.0, weights=pair_weights(one, norm)
+        )
+        for norm in ("pairs", "groups")
+    }
+    assert np.allclose(runs["pairs"][0].theta, runs["groups"][0].theta)
+    assert runs["pairs"][1].loss_start == pytest.approx(runs["groups"][1].loss_start)
+    # Two groups of 7 and 3 trajectories: each group's weights sum to 1 (the loss sums the group means).
+    two = trajectory_pairs([(trajs, u), (trajs[:3], np.array([0.1, 0.5, 0.2]))])
+    w = pair_weights(two, "groups")
+    assert [w[two.ctx == g].sum() for g in (0, 1)] == pytest.approx([1.0, 1.0])
+    assert w.sum() == pytest.approx(2.0) and pair_weights(two, "pairs").sum() == pytest.approx(1.0)
+    diff = rng.normal(size=len(two))
+    loss, grad = preference_loss(diff, two.target, 0.1, w)
+    per_group = [preference_loss(diff[two.ctx == g], two.target[two.ctx == g], 0.1)[0] for g in (0, 1)]
+    assert loss == pytest.approx(sum(per_group))
+    eps = 1e-6
+    bumped = preference_loss(diff + eps * (np.arange(len(two)) == 3), two.target, 0.1, w)[0]
+    assert (bumped - loss) / eps == pytest.approx(grad[3], rel=1e-4)
+    with pytest.raises(ValueError, match="loss_norm='each'"):
+        pair_weights(two, "each")  # type: ignore[arg-type]
+
+
+def test_a_tempered_round_draws_from_pi_to_the_one_over_t_and_reference_draws_stay_the_reference():
+    rng = np.random.default_rng(2)
+    policy = random_policy(rng)
+    att = ClosedLoopAdv0(ClosedLoopConfig(k=3, sample_temperature=2.0), policy=policy, reference=policy)
+    draws = att.propose(np.zeros(0), np.random.default_rng(0))
+    assert [d.reference for d in draws] == [False, False, False, True]
+    assert all(np.allclose(d.policy.theta, policy.theta / 2) for d in draws[:3])
+    assert np.array_equal(draws[3].policy.theta, policy.theta)
+    assert all(
+        np.array_equal(d.policy.theta, policy.theta) for d in att.draw(np.zeros(0), rng, 2)
+    )  # evaluation: untempered
+    gaps = ClosedLoopAdv0(ClosedLoopConfig(features="gaps"))
+    assert gaps.policy.feature_set == gaps.reference.feature_set == "gaps"
+
+
 def test_the_fault_gate_ranks_an_attacker_at_fault_crash_below_a_defender_at_fault_one():
     rng = np.random.default_rng(3)
     policy = ClosedLoopPolicy.reference(k=1)
@@ -93,6 +149,7 @@ def test_the_fault_gate_ranks_an_attacker_at_fault_crash_below_a_defender_at_fau
     before = policy.log_prob(theirs) - policy.log_prob(mine)
     report = attacker.update([at_fault, not_at_fault], {})
     assert report.pairs == 1 and report.infeasible_share == 0.5 and report.dpo is not None and report.dpo.steps == 5
+    assert report.defender_failure_share == 0.5  # the defender-at-fault crash, of two rollouts
     assert attacker.policy.log_prob(theirs) - attacker.policy.log_prob(mine) > before  # the update follows the gate
     # Without the gate (the ablation) every crash is charged to the defender: a tie, nothing voided.
     assert utility(at_fault, fault_gate=False) == utility(not_at_fault, fault_gate=False) == 1.0

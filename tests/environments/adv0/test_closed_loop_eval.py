@@ -3,12 +3,16 @@ where the outcome is known: the defender fails exactly when the attacker brakes 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
+from environments.adv0.scenario import IdmParams
+
 from environments.adv0.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
 from environments.adv0.closed_loop_dpo import ClosedLoopConfig
-from environments.adv0.closed_loop_eval import compare, evaluate, train
+from environments.adv0.closed_loop_eval import Training, compare, evaluate, load_training, main, train
 from environments.adv0.scenario import Collision, EpisodeResult
 
 BRAKE = ACTIONS.index("keep:brake")
@@ -19,7 +23,7 @@ def fake_run(jobs: list[tuple[ClosedLoopDraw, int]]) -> list[EpisodeResult]:
     out = []
     for draw, seed in jobs:
         att = draw.attacker()
-        phi, mask = np.ones(n_features(draw.policy.k)), np.ones(len(ACTIONS), dtype=bool)
+        phi, mask = np.ones(n_features(draw.policy.k, draw.policy.feature_set)), np.ones(len(ACTIONS), dtype=bool)
         for t in range(3):
             a = draw.policy.sample(phi, mask, att.rng)
             att.trajectory.t.append(float(t))
@@ -72,3 +76,31 @@ def test_the_arms_must_share_their_seeds():
     a = evaluate(fake_run, {"x": attacker.reference}, 3, limits, 0)["x"]
     with pytest.raises(ValueError, match="same seeds"):
         compare(a, a[::-1])
+
+
+def test_the_group_recipe_with_gap_features_learns_and_a_training_file_reloads(tmp_path):
+    cfg = ClosedLoopConfig(k=8, shaping=0.0, kl_max=3.0, loss_norm="groups", lr=10.0, features="gaps")
+    attacker, reports = train(fake_run, cfg, rounds=1, contexts=8)
+    assert attacker.policy.feature_set == "gaps" and reports[0].defender_failure_share is not None
+    res = evaluate(fake_run, {"untrained": attacker.reference, "trained": attacker.policy}, 300, ClosedLoopLimits(), 0)
+    untrained, trained, (d, lo, hi) = compare(res["untrained"], res["trained"])
+    assert lo > 0 and trained.rate > untrained.rate + 0.1  # the learner found the failure in one round
+    training = Training(
+        family="highway",
+        defender=IdmParams(),
+        config=cfg,
+        rounds=1,
+        contexts=8,
+        rounds_report=reports,
+        train_cpu_s=0.0,
+        wall_s=0.0,
+        policy=attacker.policy.to_state(),
+    )
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps(training.model_dump()))
+    assert load_training(path).policy == attacker.policy.to_state()
+    path.write_text(json.dumps({"policy": {}}))
+    with pytest.raises(ValueError, match="not the --out file"):
+        load_training(path)
+    with pytest.raises(SystemExit):
+        main(["--episodes", "0", "--policy", str(path)])
