@@ -4,7 +4,7 @@ cell alone, so `harness score` recomputes the scores without solving again. No m
 called by the runner (`solver_roles` is empty): a cell that needs a model loads it itself.
 
 ADV-0's claim checks (`adv0-check`) and PreFT's RL runs (`preft.rl`) are such suites. A subclass
-(`CellSuite[TheirCell]`) names its transcript model (`cell_model`), lists its cells (`cells`),
+(`CellSuite[TheirCell]`) names its cell model (`transcript_type`), lists its cells (`cells`),
 solves one (`solve_cell`) and scores a recorded one (`score_cell`); it keeps its own options,
 metrics and counts.
 """
@@ -24,18 +24,12 @@ CellT = TypeVar("CellT", bound=BaseModel)
 
 
 class CellSuite(Suite[dict[str, Any], CellT, dict[str, float | None]], Generic[CellT]):
-    # The transcript's model (CellT's class: a ClassVar cannot name a type variable); the runner
-    # validates each recorded cell into it once (`Suite.transcript_type`), so scoring gets the object.
-    cell_model: ClassVar[type[BaseModel]]
+    # A subclass sets `transcript_type` to CellT's class (a ClassVar cannot name a type variable): the
+    # runner validates each recorded cell into it once, so scoring gets the object.
     # What the corpus refusal says is built in code ("the cells are built in code").
     built_in_code: ClassVar[str] = "cells"
     scorer_name: ClassVar[str] = "cell"
     scorer_description: ClassVar[str] = ""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if "cell_model" in cls.__dict__:
-            cls.transcript_type = cls.cell_model
 
     @property
     def solver_roles(self) -> tuple[str, ...]:

@@ -148,7 +148,7 @@ class Adv0CheckSuite(CellSuite[Cell]):
         "check CN` runs them and `harness adv0 verdict RUN...` judges their records."
     )
     Options: ClassVar[type[SuiteOptions]] = CheckOptions
-    cell_model = Cell
+    transcript_type = Cell
     scorer_description = (
         "per episode role: defender-failure rate, crash rate, episodes; per per-context number: its mean; "
         "from the recorded cell"

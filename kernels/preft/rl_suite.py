@@ -156,7 +156,7 @@ class RlSuite(CellSuite[RlCell]):
                    "step, wall_s. The runs of the claim preft.rl_parity (`harness claims check preft.rl_parity`); "
                    "defaults are the training settings its criterion is judged at.")
     Options: ClassVar[type[SuiteOptions]] = RlOptions
-    cell_model = RlCell
+    transcript_type = RlCell
     built_in_code = "prompts"
     scorer_name = "reward"
     scorer_description = (

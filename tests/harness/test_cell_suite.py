@@ -27,7 +27,7 @@ class SquareSuite(CellSuite[Square]):
     name = "test.square"
     version = "0.0.1"
     headline_metric = "value"
-    cell_model = Square
+    transcript_type = Square
     built_in_code = "squares"
 
     def cells(self) -> list[Sample]:
