@@ -1,11 +1,14 @@
 """PreFT on vLLM: a general plugin (entry point `vllm.general_plugins: preft`).
 
 vLLM loads general plugins in every process it starts (front end, engine core, workers), so
-`register()` patches three places once per process, and each patched place checks the engine's
-own config, so an engine started without the flag behaves exactly as stock vLLM:
+`register()` patches the worker once per process; each patched place checks the engine's own config,
+so an engine started without the flag behaves exactly as stock vLLM. With the flag, the engine names
+PreFT's scheduler and worker extension too (`harness` does all of it: `vllm_provider.preft_engine_kwargs`):
 
-    AsyncEngineArgs(..., enable_lora=True, additional_config={"preft": "prefill-only"})
-    vllm serve ... --enable-lora --additional-config '{"preft": "prefill-only"}'
+    AsyncEngineArgs(..., enable_lora=True, additional_config={"preft": "prefill-only"},
+                    scheduler_cls=SCHEDULER, worker_extension_cls=WORKER_EXTENSION)
+    vllm serve ... --enable-lora --additional-config '{"preft": "prefill-only"}' \
+        --scheduler-cls preft.vllm_scheduler.PreftScheduler --worker-extension-cls preft.vllm_plugin.PreftWorkerExtension
 
 With the flag a LoRA request uses its adapter on its prompt tokens only -- prefill and chunked
 prefill, and the prompt part of a preempted request's recompute -- and decodes on the base weights,
@@ -18,8 +21,10 @@ so one engine serves base, prefill-only and all-token traffic side by side.
    -- and only adapters with a token in this step are activated, so decoding requests hold no GPU
    slot. A step of decode tokens only maps every token to "no LoRA", and the punica wrappers then
    skip their kernels (CPU: `no_lora`; GPU: the kernels' `no_lora_flag`).
-2. Scheduler (`Scheduler.schedule`): `max_loras` counts the adapters of requests that still have
-   prompt tokens to compute; a decoding request's adapter is hidden from that count for the call.
+2. Scheduler (`preft.vllm_scheduler.PreftScheduler`, given to vLLM as `scheduler_cls`, not patched):
+   `max_loras` counts the adapters of requests that still have prompt tokens to compute; a decoding
+   request's adapter is hidden from that count for the call. An engine with the flag and another
+   scheduler fails on its first step, naming the flag to add.
 3. CPU build: vLLM's torch LoRA ops index the stacked weights with the token's slot index, and the
    "no LoRA" index -1 then reads the *last* slot (upstream PR #48421, open). Prefill-only LoRA
    makes every decode token a -1 token, so the plugin replaces those ops with ones that compute
@@ -36,6 +41,12 @@ so one engine serves base, prefill-only and all-token traffic side by side.
    in two parts (hidden, residual) and add them in the next layer's fused norm, so the hook reads
    the stream as hidden + residual and adds the change to `hidden`. Hooks cannot run inside a
    captured CUDA graph or a torch.compile'd model, so ReFT needs `enforce_eager=True` (checked).
+
+Engines with the flag also name `PreftWorkerExtension` (`worker_extension_cls`), whose
+`preft_stats` reads the counters below. Items 1, 3 and 4's input planning must stay patches (vLLM has no
+extension point for the LoRA token map, the punica ops or a model runner's inputs): they are applied only where the patched functions have the
+signatures they were written against (section 5); otherwise vLLM runs stock and an engine with the
+flag refuses to start, naming what changed.
 
 Model Runner V2 (vLLM's default on GPUs with Triton) keeps its LoRA state elsewhere; with the flag
 the plugin asks for V1 (`VLLM_USE_V2_MODEL_RUNNER=0`) and refuses to run on V2 rather than serve
@@ -57,6 +68,9 @@ CONFIG_KEY = "preft"
 MODE_KEY = "preft_mode"  # SamplingParams.extra_args key for a per-request override
 PREFILL_ONLY, ALL_TOKEN = "prefill-only", "all-token"
 MODES = (PREFILL_ONLY, ALL_TOKEN)
+# What an engine with the flag names in vLLM's own extension points (`preft_engine_kwargs` sets both).
+SCHEDULER = "preft.vllm_scheduler.PreftScheduler"
+WORKER_EXTENSION = "preft.vllm_plugin.PreftWorkerExtension"
 
 _registered = False
 # Per-process counters of the patched worker path, read from a test or a benchmark through
@@ -136,6 +150,7 @@ def _patch_worker() -> None:
         if engine_mode is None or mapping_type != LoRAMappingType.LANGUAGE:
             stock(self, input_batch, num_scheduled_tokens, num_sampled_tokens, mapping_type)
             return
+        _require_scheduler(self.vllm_config)
         n = input_batch.num_reqs
         if num_sampled_tokens is None:
             num_sampled_tokens = np.ones(n, dtype=np.int32)
@@ -153,12 +168,6 @@ def _patch_worker() -> None:
         _count(tokens, len(requests))
         self._set_active_loras(tuple(sampled.tolist()), tuple(tokens.tolist()), requests, mapping_type)
 
-    def preft_stats(self: Any, reset: bool = False) -> dict[str, int]:
-        snapshot = dict(STATS)
-        if reset:
-            STATS.update(dict.fromkeys(STATS_KEYS, 0))
-        return snapshot
-
     LoRAModelRunnerMixin.set_active_loras = set_active_loras
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
 
@@ -173,47 +182,19 @@ def _patch_worker() -> None:
         return out
 
     GPUModelRunner._prepare_inputs = _prepare_inputs
-    from vllm.v1.worker.worker_base import WorkerBase
-
-    WorkerBase.preft_stats = preft_stats
 
 
-# -- 2. scheduler ------------------------------------------------------------------------------
+class PreftWorkerExtension:
+    """vLLM's `worker_extension_cls`: the plugin's per-process counters, `collective_rpc("preft_stats")`."""
 
-def _patch_scheduler() -> None:
-    from vllm.v1.core.sched.scheduler import Scheduler
+    def preft_stats(self, reset: bool = False) -> dict[str, int]:
+        snapshot = dict(STATS)
+        if reset:
+            STATS.update(dict.fromkeys(STATS_KEYS, 0))
+        return snapshot
 
-    stock_schedule = Scheduler.schedule
-    stock_init = Scheduler.__init__
 
-    @functools.wraps(stock_init)
-    def __init__(self: Any, vllm_config: Any, *args: Any, **kwargs: Any) -> None:
-        if default_mode(vllm_config) is not None and vllm_config.use_v2_model_runner:
-            raise RuntimeError("the PreFT vLLM plugin patches the V1 model runner; start with "
-                               "VLLM_USE_V2_MODEL_RUNNER=0 (`harness` sets it when it starts vLLM with PreFT)")
-        stock_init(self, vllm_config, *args, **kwargs)
-
-    @functools.wraps(stock_schedule)
-    def schedule(self: Any, *args: Any, **kwargs: Any) -> Any:
-        engine_mode = default_mode(self.vllm_config) if self.lora_config else None
-        if engine_mode is None:
-            return stock_schedule(self, *args, **kwargs)
-        # A request past its prompt decodes on the base weights: it needs no adapter slot, so its
-        # adapter is hidden while vLLM counts adapters against max_loras, and put back after.
-        hidden = [(r, r.lora_request) for r in self.running
-                  if r.lora_request is not None and r.num_computed_tokens >= r.num_prompt_tokens
-                  and request_mode(r.sampling_params, engine_mode) == PREFILL_ONLY]
-        for request, _ in hidden:
-            request.lora_request = None
-        try:
-            return stock_schedule(self, *args, **kwargs)
-        finally:
-            for request, lora in hidden:
-                request.lora_request = lora
-
-    Scheduler.__init__ = __init__
-    Scheduler.schedule = schedule
-
+# -- 2. scheduler: `vllm_scheduler.PreftScheduler`, named through `scheduler_cls` (no patch) ----------
 
 # -- 3. CPU LoRA ops ---------------------------------------------------------------------------
 
@@ -287,11 +268,13 @@ def sgmv_expand_slice(inputs: Any, lora_b: Any, output: Any, b_seq_start_loc: An
                       slice_size, add_inputs)
 
 
+CPU_OPS = ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand", "sgmv_expand_slice")
+
+
 def _patch_cpu_ops() -> None:
     from vllm.lora.punica_wrapper import punica_cpu
 
-    for name in ("bgmv_shrink", "bgmv_expand", "bgmv_expand_slice", "sgmv_shrink", "sgmv_expand",
-                 "sgmv_expand_slice"):
+    for name in CPU_OPS:
         setattr(punica_cpu, name, globals()[name])
 
 
@@ -376,14 +359,74 @@ def _plan_reft(runner: Any, engine_mode: str, num_scheduled_tokens: np.ndarray) 
     state.plan = plan
 
 
+# -- 5. the version guard ------------------------------------------------------------------------
+
+# The worker patches and the CPU ops replace vLLM internals, so they are applied only where those
+# internals have the shape they were written against (vLLM 0.32); elsewhere vLLM runs stock, and an
+# engine started with the flag fails in PreftScheduler.__init__ with the reason (never serves all-token
+# LoRA silently).
+TESTED_VLLM = "0.32."
+PATCHED_SIGNATURES = {
+    "vllm.v1.worker.lora_model_runner_mixin:LoRAModelRunnerMixin.set_active_loras":
+        ("self", "input_batch", "num_scheduled_tokens", "num_sampled_tokens", "mapping_type"),
+    "vllm.v1.worker.gpu_model_runner:GPUModelRunner._prepare_inputs": ("self", "scheduler_output", "num_scheduled_tokens"),
+}
+_problem: str | None = None
+
+
+def patch_problem() -> str | None:
+    """Why this process's vLLM was left unpatched (None: patched, or the plugin not registered yet)."""
+    return _problem
+
+
+def signature_problem() -> str | None:
+    import importlib
+    import inspect
+
+    for target, expected in PATCHED_SIGNATURES.items():
+        module_name, qualname = target.split(":")
+        owner_name, attr = qualname.split(".")
+        owner = getattr(importlib.import_module(module_name), owner_name, None)
+        function = getattr(owner, attr, None)
+        if function is None:
+            return f"{target} does not exist"
+        found = tuple(inspect.signature(function).parameters)
+        if found != expected:
+            return f"{target} takes {found}, the plugin was written for {expected}"
+    from vllm.lora.punica_wrapper import punica_cpu
+
+    for name in CPU_OPS:  # replaced positionally: the same number of parameters is what matters
+        stock, ours = getattr(punica_cpu, name, None), globals()[name]
+        if stock is None or len(inspect.signature(stock).parameters) != len(inspect.signature(ours).parameters):
+            return f"vllm.lora.punica_wrapper.punica_cpu.{name} is missing or takes other arguments"
+    return None
+
+
+def _require_scheduler(vllm_config: Any) -> None:
+    """The worker half of prefill-only LoRA needs the scheduler half: say so instead of running without it."""
+    named = vllm_config.scheduler_config.scheduler_cls
+    module = named if isinstance(named, str) else getattr(named, "__module__", "") + "." + getattr(named, "__name__", "")
+    if not str(module).startswith("preft.vllm_scheduler."):
+        raise RuntimeError(f"the PreFT flag is set but the scheduler is {named!r}: start vLLM with "
+                           f"scheduler_cls={SCHEDULER!r} (`vllm serve --scheduler-cls {SCHEDULER}`)")
+
+
 def register() -> None:
     """vLLM's general-plugin hook. Idempotent: vLLM may call it more than once per process."""
-    global _registered
+    global _registered, _problem
     if _registered:
         return
     _registered = True
+    import vllm
+
+    _problem = signature_problem()
+    if _problem:
+        logger.warning("PreFT plugin: vLLM %s left unpatched (%s)", vllm.__version__, _problem)
+        return
+    if not vllm.__version__.startswith(TESTED_VLLM):
+        logger.warning("PreFT plugin: vLLM %s is untested (written for %sx); its patched signatures match",
+                       vllm.__version__, TESTED_VLLM)
     _patch_worker()
-    _patch_scheduler()
     from vllm.platforms import current_platform
 
     if current_platform.is_cpu():

@@ -74,7 +74,7 @@ from harness.providers.base import (
 from harness.providers.embedded import (NAME as EMBEDDED_NAME, as_id_list, callable_tools, chat_prompt_ids,
                                         ensure_converted, parse_adapter_name, read_tool_call, template_messages)
 from harness.providers.ray_replicas import replicated, split_replicas
-from preft.vllm_plugin import ALL_TOKEN, CONFIG_KEY, MODE_KEY, PREFILL_ONLY
+from preft.vllm_plugin import ALL_TOKEN, CONFIG_KEY, MODE_KEY, PREFILL_ONLY, SCHEDULER, WORKER_EXTENSION
 
 INSTALL_HINT = "vLLM is not installed in this environment: run `make vllm-install` and use .venv-vllm/bin/harness"
 # CPU defaults measured on this machine kind, and vLLM's per-step INFO lines kept out of the
@@ -144,11 +144,13 @@ def preft_flag(reft: dict[str, str] | None = None) -> dict[str, Any]:
 
 
 def preft_engine_kwargs(max_rank: int = 0, max_loras: int = 0, reft: dict[str, str] | None = None) -> dict[str, Any]:
-    """Engine arguments for the PreFT plugin: LoRA when `max_loras` > 0, ReFT folders by name. The
-    plugin patches vLLM's V1 model runner, so V1 is asked for (V2 is vLLM's default where Triton
-    runs); set before the engine starts."""
+    """Engine arguments for the PreFT plugin: its flag, its scheduler and worker extension (named in
+    vLLM's own extension points), LoRA when `max_loras` > 0, ReFT folders by name. The plugin patches
+    vLLM's V1 model runner, so V1 is asked for (V2 is vLLM's default where Triton runs); set before the
+    engine starts."""
     os.environ.setdefault("VLLM_USE_V2_MODEL_RUNNER", "0")
-    kwargs: dict[str, Any] = {"additional_config": preft_flag(reft)}
+    kwargs: dict[str, Any] = {"additional_config": preft_flag(reft), "scheduler_cls": SCHEDULER,
+                              "worker_extension_cls": WORKER_EXTENSION}
     if max_loras:
         kwargs.update(enable_lora=True, max_loras=max_loras, max_lora_rank=vllm_rank(max_rank))
     return kwargs

@@ -319,3 +319,55 @@ def test_vllm_adapter_spec_errors_name_the_input(tmp_path):
     (tmp_path / "adapter_config.json").write_text('{"r": "eight"}')
     with pytest.raises(HarnessError, match="no integer rank"):
         lora_rank(tmp_path)
+
+
+# -- the extension points and the version guard, without an engine ------------------------------
+
+@needs_vllm
+def test_engine_kwargs_name_the_scheduler_and_worker_extension_vllm_resolves():
+    from vllm.config import SchedulerConfig
+    from vllm.utils.import_utils import resolve_obj_by_qualname
+
+    from preft.vllm_provider import preft_engine_kwargs
+    from preft.vllm_scheduler import PreftAsyncScheduler, PreftScheduler
+
+    kwargs = preft_engine_kwargs(max_rank=8, max_loras=2)
+    assert resolve_obj_by_qualname(kwargs["worker_extension_cls"]).preft_stats
+    scheduler = SchedulerConfig.default_factory(scheduler_cls=kwargs["scheduler_cls"]).get_scheduler_cls()
+    assert scheduler is PreftScheduler
+    # the class picks vLLM's async scheduler where the resolved config asks for it (vLLM resolves
+    # async_scheduling before it builds the scheduler); __new__ only, no engine behind it
+    from types import SimpleNamespace
+
+    from vllm.v1.core.sched.async_scheduler import AsyncScheduler
+
+    def built(async_scheduling):
+        config = SimpleNamespace(scheduler_config=SimpleNamespace(async_scheduling=async_scheduling))
+        return type(PreftScheduler.__new__(PreftScheduler, vllm_config=config))
+
+    assert built(True) is PreftAsyncScheduler and issubclass(PreftAsyncScheduler, AsyncScheduler)
+    assert built(False) is PreftScheduler and not issubclass(PreftScheduler, AsyncScheduler)
+
+
+@needs_vllm
+def test_patches_are_guarded_by_the_signatures_they_were_written_for(monkeypatch):
+    from vllm.v1.worker.lora_model_runner_mixin import LoRAModelRunnerMixin
+
+    from preft import vllm_plugin
+
+    assert vllm_plugin.signature_problem() is None  # the pinned vLLM: patched
+    monkeypatch.setattr(LoRAModelRunnerMixin, "set_active_loras", lambda self, input_batch: None)
+    problem = vllm_plugin.signature_problem()
+    assert problem is not None and "set_active_loras" in problem and "input_batch" in problem
+
+
+@needs_vllm
+def test_flag_without_the_scheduler_is_one_error_naming_the_option():
+    from types import SimpleNamespace
+
+    from preft import vllm_plugin
+
+    stock = SimpleNamespace(scheduler_config=SimpleNamespace(scheduler_cls=None))
+    with pytest.raises(RuntimeError, match="--scheduler-cls preft.vllm_scheduler.PreftScheduler"):
+        vllm_plugin._require_scheduler(stock)
+    vllm_plugin._require_scheduler(SimpleNamespace(scheduler_config=SimpleNamespace(scheduler_cls=vllm_plugin.SCHEDULER)))
