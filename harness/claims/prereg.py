@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from harness.claims.model import Claim
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 
 
 class LogEntry(BaseModel):
@@ -34,11 +34,18 @@ class LogEntry(BaseModel):
 def load_log(path: Path) -> list[LogEntry]:
     try:
         data = tomllib.loads(path.read_text())
-        return [LogEntry.model_validate(e) for e in data.get("change", [])]
     except FileNotFoundError:
         raise HarnessError(f"criterion log {path}: not found (a family keeps one beside its claims)") from None
-    except (tomllib.TOMLDecodeError, ValidationError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise HarnessError(f"criterion log {path}: does not parse ({exc}); fix the entry it names") from None
+    entries = []
+    for i, entry in enumerate(data.get("change", []), start=1):
+        try:
+            entries.append(LogEntry.model_validate(entry))
+        except ValidationError as exc:
+            raise HarnessError(invalid(exc, f"criterion log {path}: does not parse: [[change]] entry {i}",
+                                       "fix that entry")) from None
+    return entries
 
 
 def unregistered(claims: Iterable[Claim], log: list[LogEntry]) -> list[str]:
@@ -57,11 +64,13 @@ def entry_for(claim: Claim, log: list[LogEntry]) -> LogEntry | None:
 @lru_cache(maxsize=256)
 def first_committed(log_path: Path, criterion_hash: str) -> str | None:
     """The date (YYYY-MM-DD) of the first commit that put this hash in the log; None when it is
-    not committed yet, or git cannot tell (no repository, no git)."""
+    not committed yet, or git cannot tell (no repository, no git). The log's history is followed
+    across renames (a family's log moves when the family is split into subpackages), so a move is
+    not mistaken for the criterion's first commit; `--follow` drops `--reverse`, so newest first."""
     try:
-        out = subprocess.run(["git", "log", "--reverse", "--format=%as", "-S", criterion_hash, "--", log_path.name],
+        out = subprocess.run(["git", "log", "--follow", "--format=%as", "-S", criterion_hash, "--", log_path.name],
                              capture_output=True, text=True, timeout=20, cwd=log_path.parent)
     except (OSError, subprocess.SubprocessError):
         return None
     lines = out.stdout.split()
-    return lines[0] if out.returncode == 0 and lines else None
+    return lines[-1] if out.returncode == 0 and lines else None

@@ -4,6 +4,7 @@ does not parse is one error naming it; the decision rule and the seed plan."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import numpy as np
@@ -130,3 +131,21 @@ def test_a_verdict_per_subject_is_kept_beside_the_others(tmp_path):
     assert len(set(paths)) == 3 and all(p.parent == tmp_path / "claims" for p in paths)
     assert sorted(v.label for v in load_verdicts([tmp_path])) == ["toy.claim", "toy.claim [../../etc]",
                                                                   "toy.claim [openai/gpt-4o]"]
+
+
+def test_first_committed_follows_the_log_across_a_move(tmp_path):
+    """A family split into subpackages moves its log: the criterion's date stays its first commit's."""
+    def git(*args, date="2026-01-02T00:00:00"):
+        env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+        subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", *args], cwd=tmp_path, check=True, env=env)
+
+    git("init", "-q")
+    log = tmp_path / "criteria_log.toml"
+    log.write_text(f'[[change]]\nclaim = "toy.claim"\nhash = "{TOY.criterion_hash()}"\n')
+    git("add", ".")
+    git("commit", "-q", "-m", "registered")
+    (tmp_path / "checks").mkdir()
+    git("mv", "criteria_log.toml", "checks/criteria_log.toml")
+    git("commit", "-q", "-m", "moved", date="2026-03-04T00:00:00")
+    first_committed.cache_clear()
+    assert first_committed(tmp_path / "checks" / "criteria_log.toml", TOY.criterion_hash()) == "2026-01-02"
