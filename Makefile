@@ -78,7 +78,7 @@ test: install
 	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadfile --durations=15
 
 # ruff (defects only), import-linter (the READMEs' "May import" lines as contracts), mypy (strict on
-# harness/, agents/, corpora/, leaderboards/, PreFT (kernels/preft), environments/proact/, CDWM's core and its
+# harness/, agents/, corpora/, leaderboards/, PreFT (kernels/preft), environments/proact/, environments/prograf/, CDWM's core and its
 # families web, household, science, mind2web, procgen and atari; the other families and tests are next); all three
 # run and report before it fails. Configured in pyproject.toml.
 .PHONY: lint
@@ -86,7 +86,7 @@ lint: install
 	@status=0; \
 	$(VENV)/bin/ruff check . || status=1; \
 	$(VENV)/bin/lint-imports || status=1; \
-	$(VENV)/bin/mypy harness agents corpora leaderboards kernels/preft environments/proact environments/prograf/loop_agent.py environments/adv0 \
+	$(VENV)/bin/mypy harness agents corpora leaderboards kernels/preft environments/proact environments/prograf environments/adv0 \
 		environments/cdwm environments/web environments/household environments/science environments/mind2web \
 		environments/procgen environments/atari environments/papers || status=1; \
 	exit $$status

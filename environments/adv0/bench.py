@@ -24,7 +24,7 @@ from typing import Any
 
 import typer
 
-from environments.adv0.scenario import TRAIN_MANOEUVRES, IdmParams, ScenarioParams, all_scenarios
+from environments.adv0.sim.scenario import TRAIN_MANOEUVRES, IdmParams, ScenarioParams, all_scenarios
 
 OVERHEAD_TARGET = 0.10  # the issue's budget: our episode adds at most 10% over highway-env's step()
 
@@ -40,9 +40,9 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
 
 def bench_toy(seeds: int = 4) -> dict[str, Any]:
     """The toy world's whole scenario space for `seeds` seeds in one vectorised call."""
-    if importlib.util.find_spec("environments.adv0.toy") is None:
-        return {"skipped": "environments/adv0/toy.py is not there"}
-    from environments.adv0 import toy
+    if importlib.util.find_spec("environments.adv0.sim.toy") is None:
+        return {"skipped": "environments/adv0/sim/toy.py is not there"}
+    from environments.adv0.sim import toy
 
     z = all_scenarios()
     toy.evaluate(range(1), z[:10])  # warm-up: imports, first allocations
@@ -67,7 +67,7 @@ def _attack(i: int) -> ScenarioParams:
 
 def bench_highway(episodes: int = 10, family: str = "highway") -> dict[str, Any]:
     """The IDM defender in normal and attacked traffic: episodes/s and CPU-s per episode."""
-    from environments.adv0.highway import run_episode
+    from environments.adv0.sim.highway import run_episode
 
     run_episode(family, 10_000, None, planner=IdmParams())  # warm-up
     out: dict[str, Any] = {"family": family}
@@ -93,7 +93,7 @@ def bench_overhead(episodes: int = 10, family: str = "highway") -> dict[str, Any
     traffic, same seeds, interleaved): CPU time in `env.step()` alone vs in `HighwayEpisode.step()`,
     and whole episodes (bare: a fresh environment + reset + steps; ours: start_episode + steps +
     result + close, environments reused)."""
-    from environments.adv0.highway import FAMILIES, install_planner, make_env, start_episode
+    from environments.adv0.sim.highway import FAMILIES, install_planner, make_env, start_episode
 
     step_s = {"bare": 0.0, "ours": 0.0}
     episode_s = {"bare": 0.0, "ours": 0.0}
@@ -150,7 +150,7 @@ def _dqn_driver() -> tuple[Any, str]:
     forward pass per step, so the same cost; its driving differs)."""
     import torch
 
-    from environments.adv0 import dqn
+    from environments.adv0.train import dqn
 
     torch.set_num_threads(1)  # one core per worker, as the checks run it
     path = dqn.checkpoint_path(dqn.DEFAULT_PRETRAIN_STEPS, 0)
@@ -169,17 +169,19 @@ def _draws(attacker: str, family: str, seeds: list[int]) -> list[Any]:
         return [None] * len(seeds)
     import numpy as np
 
-    from environments.adv0 import baselines, loop
+    from environments.adv0.policies.attacker import reference_prior
+    from environments.adv0.sim.worlds import context_of, world_for
+    from environments.adv0.train.options import make
 
-    option = baselines.make(attacker, loop.reference_prior(family))
-    world = loop.world_for(family)
+    option = make(attacker, reference_prior(family))
+    world = world_for(family)
     rng = np.random.default_rng(0)
-    return [option.draw(loop.context_of(world, family, s), rng, 1)[0] for s in seeds]
+    return [option.draw(context_of(world, family, s), rng, 1)[0] for s in seeds]
 
 
 def _episode(defender: str, driver: Any, family: str, seed: int, attack: Any, closed: bool) -> Any:
-    from environments.adv0 import highway
-    from environments.adv0.attackers import closed_loop_attacker
+    from environments.adv0.policies.draw import closed_loop_attacker
+    from environments.adv0.sim import highway
 
     adversary = closed_loop_attacker(seed) if closed else None
     if defender == "idm":
@@ -229,7 +231,7 @@ def bench_matrix(
 def bench_families(episodes: int = 4) -> dict[str, float]:
     """CPU-seconds per IDM/MOBIL episode in each family under a uniform one-shot attack (what the
     held-out conditions of C6/C7 play)."""
-    from environments.adv0.highway import WORLD_FAMILIES
+    from environments.adv0.sim.highway import WORLD_FAMILIES
 
     out = {}
     for fam in WORLD_FAMILIES:
@@ -244,12 +246,12 @@ def bench_families(episodes: int = 4) -> dict[str, float]:
 
 def bench_context(episodes: int = 6, family: str = "highway") -> float:
     """CPU-seconds of one attacker context (the initial view of a seed's episode)."""
-    from environments.adv0 import loop
+    from environments.adv0.sim.worlds import context_of, world_for
 
-    world = loop.world_for(family)
+    world = world_for(family)
     cpu0 = time.process_time()
     for s in range(40_000, 40_000 + episodes):
-        loop.context_of(world, family, s)
+        context_of(world, family, s)
     return round((time.process_time() - cpu0) / episodes, 4)
 
 
@@ -268,8 +270,8 @@ def check_costs(cells: dict[str, Any], families: dict[str, float], context_s: fl
     `parallel.py` spreads over workers (planner episodes of the evaluation and of the exposure
     checks' attacker training) and what runs in one process (CEM and the loops' attacker rollouts
     inside `loop.train_round`, the DQN, the LLM driver, the toy world)."""
-    from environments.adv0.claims import SIZES, held_out_episodes
-    from environments.adv0.scenario import HELD_OUT_FAMILIES
+    from environments.adv0.checks.claims import SIZES, held_out_episodes
+    from environments.adv0.sim.scenario import HELD_OUT_FAMILIES
 
     def c(key: str) -> float:
         planner = "idm/" + key.split("/", 1)[1]
@@ -437,7 +439,7 @@ def format_checks_table(r: dict[str, Any]) -> str:
 
 def bench_driving_cmd(
     episodes: int = typer.Option(10, "--episodes", min=1, help="highway-env episodes per measurement."),
-    family: str = typer.Option("highway", "--family", help="highway-env family (see environments/adv0/highway.py)."),
+    family: str = typer.Option("highway", "--family", help="highway-env family (see environments/adv0/sim/highway.py)."),
     toy_seeds: int = typer.Option(
         4, "--toy-seeds", min=1, help="Toy-world seeds (each runs the whole scenario space)."
     ),
@@ -452,7 +454,7 @@ def bench_driving_cmd(
 ) -> None:
     """Episodes/s of the toy world and of highway-env with the IDM defender, and our episode's
     overhead over highway-env's own step() (target <= 10%)."""
-    from environments.adv0.highway import WORLD_FAMILIES
+    from environments.adv0.sim.highway import WORLD_FAMILIES
 
     # typer's own output and errors: only `*.commands` modules may use harness.cli.kit (import contract)
     if family not in WORLD_FAMILIES:

@@ -49,7 +49,7 @@ def train_cmd(
     run_dir: Path = RUN_DIR,
 ) -> None:
     """The closed min-max loop: attacker update, defender update, evaluation, each round saved."""
-    from environments.adv0 import loop
+    from environments.adv0.train import loop
 
     run_id = resume or ""
     try:
@@ -66,7 +66,7 @@ def train_cmd(
             if attacker == "closed_loop":
                 if family != "highway":
                     _fail("--attacker closed_loop needs --family highway (the enumerable closed-loop toy game is "
-                          "environments/adv0/toy_game.py)")
+                          "environments/adv0/checks/toy_game.py)")
                 if ablation not in loop.CLOSED_LOOP_ABLATIONS:
                     _fail(f"--ablation {ablation} does not apply to --attacker closed_loop; use one of "
                           f"{', '.join(loop.CLOSED_LOOP_ABLATIONS)}")
@@ -107,7 +107,7 @@ def _check_model(spec: str) -> None:
 
 def _check_checkpoint(path: str | None) -> None:
     """A missing DQN checkpoint is one error line naming the command that builds it (before any run folder)."""
-    from environments.adv0 import dqn
+    from environments.adv0.train import dqn
 
     target = Path(path) if path else dqn.checkpoint_path(dqn.DEFAULT_PRETRAIN_STEPS, 0)
     if not target.is_file():
@@ -152,7 +152,7 @@ def check_cmd(
     cell) -- and print the paper's sentence, the claim, the criterion, the numbers with CIs, the
     departures and the verdict, judged from the runs' records; the verdict is saved as
     RUN_DIR/claims/adv0.CN.json (`harness claims table`). `harness adv0 verdict RUN...` recomputes it."""
-    from environments.adv0 import check_runs, checks
+    from environments.adv0.checks import check_runs, checks
     from harness.cli.kit import check_run_dir
 
     key = name.upper()
@@ -162,7 +162,7 @@ def check_cmd(
         _fail(f"--family {family!r} is unknown; use highway or toy")
     if key == "C9":
         _check_model(model)
-    from environments.adv0 import parallel
+    from environments.adv0.train import parallel
 
     err.print(f"episodes: {parallel.configure(workers, ray_address).label()}")
     try:
@@ -196,7 +196,7 @@ def verdict_cmd(
 ) -> None:
     """Recompute a check's finding and verdict from its runs' records alone (no episode is played),
     print them and save the verdict under RUN_DIR/claims/ (its wall time: none, recomputed)."""
-    from environments.adv0 import check_runs, checks
+    from environments.adv0.checks import check_runs, checks
     from harness.claims.runs import load_runs
 
     try:
@@ -213,7 +213,7 @@ def pretrain_dqn_cmd(
     force: bool = typer.Option(False, "--force", help="Rebuild even when the checkpoint is cached."),
 ) -> None:
     """Pretrain the DQN defender on normal highway traffic and cache the checkpoint."""
-    from environments.adv0 import dqn
+    from environments.adv0.train import dqn
 
     try:
         path = dqn.build_checkpoint(steps, seed, force=force)
@@ -229,7 +229,7 @@ def gate_cmd(
 ) -> None:
     """The escape gates measured: the same draws with no gate, the open-loop gate and the closed-loop
     gate (the default IDM/MOBIL ego), each arm's triggers fired and withheld and its crashes by fault."""
-    from environments.adv0 import gate
+    from environments.adv0.checks import gate
 
     if world not in ("toy", "highway"):
         _fail(f"--world {world!r} is unknown; use toy or highway")

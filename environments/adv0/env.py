@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from environments.adv0.scenario import META_ACTIONS, Episode, EpisodeResult
+from environments.adv0.sim.scenario import META_ACTIONS, Episode, EpisodeResult
 from harness.environment import ACTION_HELP, Delta, EnvironmentClosed, Observation, StepResult
 
 DRIVING_HELP = (

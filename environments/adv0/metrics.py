@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel
 
-from environments.adv0.scenario import DATA_HELD_OUT, HELD_OUT_FAMILIES, EpisodeResult
+from environments.adv0.sim.scenario import DATA_HELD_OUT, HELD_OUT_FAMILIES, EpisodeResult
 from harness.records import Metric
 from harness.stats import quantile_metric, ratio_metric, summed_metric
 

@@ -21,15 +21,15 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from environments.adv0 import highway
-from environments.adv0.attackers import ATTACKERS, AttackerName, check_state, closed_loop_attacker, draw_scenario
-from environments.adv0.closed_loop import ClosedLoopPolicy
-from environments.adv0.env import DrivingEnvironment
-from environments.adv0.families import DATA_FAMILIES, load_family_file
-from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
-from environments.adv0.render import decision_sequence, decisions_of
-from environments.adv0.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
 from environments.adv0.driver import DriverAgent, ReflectionMemory
+from environments.adv0.env import DrivingEnvironment
+from environments.adv0.metrics import EpisodeScores, driving_metrics, episode_scores, family_breakdown
+from environments.adv0.policies.draw import ATTACKERS, AttackerName, check_state, closed_loop_attacker, draw_scenario
+from environments.adv0.sim import highway
+from environments.adv0.sim.closed_loop import ClosedLoopPolicy
+from environments.adv0.sim.families import DATA_FAMILIES, load_family_file
+from environments.adv0.sim.render import decision_sequence, decisions_of
+from environments.adv0.sim.scenario import HELD_OUT_FAMILIES, TRAIN_FAMILIES, EpisodeResult, ScenarioParams
 from harness.agents_registry import AgentConfig
 from harness.environment import ThreadedEnv
 from harness.errors import HarnessError

@@ -52,7 +52,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from environments.prograf.loop_suite import Options, cached_profile, file_sha256
+from environments.prograf.loop_suite import LoopOptions, cached_profile, file_sha256
 from environments.prograf.loop_suite import _share as share_metric
 from environments.prograf.profile import CapabilityProfile
 from harness.claims import (Claim, ClaimVerdict, Condition, ConditionResult, Departure, Look, SeedPlan, Summary,
@@ -107,14 +107,14 @@ CLAIM = Claim(
                          "so the hardest subset and the methods' gaps, can differ"),
         Departure(paper="the paper's verifier of a drawing",
                   ours="our parsers (SVG, DOT, a Mermaid subset, schemdraw) and checks, tested on code our own writer "
-                       "(emit.py) produced: references and mutants are in our writer's style",
+                       "(generate/emit.py) produced: references and mutants are in our writer's style",
                   why="no verifier is public; ours had to be built and could only be tested on outputs we wrote",
                   effect="a real generator's other styles may be misread (false fails): such tasks enter the "
                          "hardest subset and no method recovers them, which lowers every recovery and pulls the "
                          "paired differences toward 0 (more inconclusive)"),
         Departure(paper="the loop verifies every intermediate result (how is not public)",
                   ours="checks read from the task's prompt alone by our own parser of our templates' phrasing "
-                       "(prompt_checks.py; coverage 1.0 on generated prompts, 0.914 on hand-written ones); "
+                       "(check/prompt.py; coverage 1.0 on generated prompts, 0.914 on hand-written ones); "
                        "--checker oracle (the hidden points) is a labelled upper bound",
                   why="the loop must not see the hidden points; our prompts are our templates'",
                   effect="on generated tasks the checks are near-exact by construction, which helps every method "
@@ -199,7 +199,7 @@ def mcnemar_p(loop_only: int, other_only: int) -> float:
     n = loop_only + other_only
     if n == 0:
         return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(loop_only, other_only) + 1)) / 2**n
+    tail: float = sum(math.comb(n, i) for i in range(min(loop_only, other_only) + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 
@@ -216,7 +216,7 @@ def method_config(generator: str, options: dict[str, Any], *, corpus: Path | Non
                      claim=CLAIM.stamp(), max_connections=concurrency)
 
 
-def method_of(options: Options) -> str | None:
+def method_of(options: LoopOptions) -> str | None:
     """The check's name of a run's method (`METHODS` / `ABLATIONS`), None if it is none of them."""
     if options.method != "loop":
         return options.method if options.ablation == "none" else None
@@ -228,7 +228,7 @@ class CheckRuns:
     """The runs of one check, read and checked: one generator, one subset, one run per method."""
 
     generator: str
-    options: Options  # the loop's run's (every option but PER_METHOD is the same in every run)
+    options: LoopOptions  # the loop's run's (every option but PER_METHOD is the same in every run)
     tasks: list[str]
     results: dict[str, dict[str, bool]]  # method -> task id -> recovered
     errors: dict[str, int]  # method -> samples that ended in an error
@@ -262,8 +262,8 @@ def read_runs(runs: Sequence[ArmRun]) -> CheckRuns:
                 why = (f"was started under criterion {config.claim}, the claim's is now {stamp}: run "
                        "`harness prograf check` again under the current criterion")
             raise HarnessError(f"run {run.run_id} {why}")
-        options = parse_options(SUITE, Options, config.suite_options)
-        assert isinstance(options, Options)
+        options = parse_options(SUITE, LoopOptions, config.suite_options)
+        assert isinstance(options, LoopOptions)
         name = method_of(options)
         if name is None:
             raise HarnessError(f"run {run.run_id}: method={options.method} with ablation={options.ablation} is none "
@@ -295,15 +295,15 @@ def read_runs(runs: Sequence[ArmRun]) -> CheckRuns:
         raise HarnessError(f"claim {CLAIM.id}: the runs lack method {', '.join(needed)} (the verdict needs one run "
                            f"each of {', '.join(('loop', *BEATEN))}): give every method's run of the check")
     names = sorted(results, key=ORDER.index)
-    loop = parse_options(SUITE, Options, seen["loop"].manifest.config.suite_options)
-    assert isinstance(loop, Options)
+    loop = parse_options(SUITE, LoopOptions, seen["loop"].manifest.config.suite_options)
+    assert isinstance(loop, LoopOptions)
     return CheckRuns(generator=setups["loop"][0], options=loop, tasks=_task_list(loop),
                      results={m: results[m] for m in names}, errors={m: errors[m] for m in names},
                      runs={m: seen[m].run_id for m in names},
                      cells_s=round(sum(r.duration_s for run in seen.values() for r in run.records), 2))
 
 
-def _task_list(options: Options) -> list[str]:
+def _task_list(options: LoopOptions) -> list[str]:
     return list(dict.fromkeys(t.strip() for t in options.tasks.split(",") if t.strip()))
 
 
@@ -326,7 +326,7 @@ def _same_check(a: ArmRun, setup_a: tuple[str, dict[str, Any]], b: ArmRun, setup
         raise HarnessError(f"runs {a.run_id} and {b.run_id} read two corpora: give the runs of one check")
 
 
-def subset_rule(options: Options, tasks: list[str]) -> tuple[int | None, int | None]:
+def subset_rule(options: LoopOptions, tasks: list[str]) -> tuple[int | None, int | None]:
     """(k, max passes) of the subset, read back from the profile the runs name when it is still the
     file they ran with: the smallest N such that the tasks are the first of those passed in at most
     N of the k samples (None where the profile is gone or changed, or no N fits)."""
@@ -426,8 +426,11 @@ def check_claim(generator: str, profile: CapabilityProfile, *, run_dir: Path, bu
             options = options | {"other_profile": str(other_profile), "other_profile_sha256": file_sha256(str(other_profile))}
         config = method_config(generator, common | options, corpus=corpus, concurrency=concurrency)
         where = f"{config.suite} {config.suite_options}"  # run_arm's lines name the options; a name is shorter
-        run_ids.append(run_arm(config, run_dir, AsyncioExecutor, progress,
-                               lambda line, name=name, where=where: log(line.replace(where, f"{SUITE} {name}"))))
+
+        def relabelled(line: str, name: str = name, where: str = where) -> None:  # bound now, not at call time
+            log(line.replace(where, f"{SUITE} {name}"))
+
+        run_ids.append(run_arm(config, run_dir, AsyncioExecutor, progress, relabelled))
     return report_from_runs(load_runs(run_dir, run_ids), seed=seed)
 
 

@@ -25,7 +25,7 @@ def build_tasks_cmd(
     out_path: Optional[Path] = typer.Option(None, "--out", help="Where to write (default: the committed corpus file)."),
 ) -> None:
     """Regenerate the 304-task corpus (byte for byte for the same seed) and print its hash."""
-    from environments.prograf.build import CORPUS, write_corpus
+    from environments.prograf.generate.build import CORPUS, write_corpus
 
     path = out_path or CORPUS
     n, digest = write_corpus(path, seed)
@@ -42,7 +42,7 @@ def bench_prograf_cmd(
     failed its target."""
     import json
 
-    from environments.prograf.bench import format_table, run_bench
+    from environments.prograf.check.bench import format_table, run_bench
 
     result = run_bench(render=render, limit=limit)
     out.print(json.dumps(result, indent=2) if as_json else format_table(result), highlight=False)
@@ -65,9 +65,9 @@ def profile_cmd(
     import asyncio
     import hashlib
 
-    from environments.prograf.build import CORPUS
+    from environments.prograf.check.render import Renderer, cache_dir
+    from environments.prograf.generate.build import CORPUS
     from environments.prograf.profile import build_profile
-    from environments.prograf.render import Renderer, cache_dir
     from environments.prograf.task import FORMATS, load_tasks
     from harness.calls import CallPolicy, ManagedModel
     from harness.errors import HarnessError
@@ -132,8 +132,8 @@ def check_cmd(
     import hashlib
     import time
 
-    from environments.prograf.build import CORPUS
     from environments.prograf.claim import check_claim
+    from environments.prograf.generate.build import CORPUS
     from environments.prograf.profile import build_profile, load_profile
     from environments.prograf.task import load_tasks
     from harness.calls import CallPolicy, ManagedModel
@@ -222,8 +222,8 @@ def prompt_checks_cmd(
     reference and structural mutant (precision / recall of "this output is wrong")."""
     import json
 
-    from environments.prograf.build import CORPUS
-    from environments.prograf.prompt_checks import agreement, coverage, paraphrase_netlist
+    from environments.prograf.check.prompt import agreement, coverage, paraphrase_netlist
+    from environments.prograf.generate.build import CORPUS
     from environments.prograf.task import load_tasks
     from harness.errors import HarnessError
 
@@ -233,9 +233,9 @@ def prompt_checks_cmd(
         fail(str(exc))
     cov, agree = coverage(tasks), agreement(tasks)
     reworded = [p for t in tasks if (p := paraphrase_netlist(t))]  # the netlist prompts in free words
-    para = {"tasks": len(reworded)} | ({"coverage": coverage(reworded)["circuit"], "agreement": agreement(reworded)["circuit"]}
-                                      if reworded else {})
+    para_cov, para_agree = coverage(reworded).get("circuit"), agreement(reworded).get("circuit")
     if as_json:
+        para = {"tasks": len(reworded)} | ({"coverage": para_cov, "agreement": para_agree} if reworded else {})
         out.print(json.dumps({"coverage": cov, "agreement": agree, "paraphrased_netlists": para}, indent=2),
                   highlight=False)
         return
@@ -247,8 +247,8 @@ def prompt_checks_cmd(
         out.print(f"{cat:<10} {row['coverage']:>8.3f} {str(row['recovered']) + '/' + str(row['hidden']):>17}"
                   f" {src.get('generated', '-'):>9} {src.get('handwritten', '-'):>11} {row['extra']:>5}"
                   f" | {a['precision']:>9.3f} {a['recall']:>6.3f}  {a['tp']}/{a['fp']}/{a['fn']}/{a['tn']}", highlight=False)
-    if reworded:
-        c, a = para["coverage"], para["agreement"]
+    if para_cov is not None and para_agree is not None:
+        c, a = para_cov, para_agree
         out.print(f"netlist prompts reworded in free words ({len(reworded)} tasks): coverage {c['coverage']:.3f} "
                   f"({c['recovered']}/{c['hidden']}), extra {c['extra']} | precision {a['precision']:.3f} recall "
                   f"{a['recall']:.3f}  {a['tp']}/{a['fp']}/{a['fn']}/{a['tn']}", highlight=False)
@@ -277,9 +277,9 @@ def calibrate_image_cmd(
     type, and which types pass the enabling rule (precision and pass precision >= 0.9)."""
     import json
 
-    from environments.prograf.build import CORPUS
-    from environments.prograf.image_calibrate import calibrate, format_table
-    from environments.prograf.render import Renderer, cache_dir
+    from environments.prograf.check.render import Renderer, cache_dir
+    from environments.prograf.generate.build import CORPUS
+    from environments.prograf.image.calibrate import calibrate, format_table
     from environments.prograf.task import load_tasks
     from harness.errors import HarnessError
 
@@ -322,9 +322,9 @@ def calibrate_judge_cmd(
     precision / recall per check, and which checks pass the enabling rule (as calibrate-image)."""
     import asyncio
 
-    from environments.prograf.build import CORPUS
-    from environments.prograf.image_judge import calibrate_judge, dump, format_judge_table
-    from environments.prograf.render import Renderer, cache_dir
+    from environments.prograf.check.render import Renderer, cache_dir
+    from environments.prograf.generate.build import CORPUS
+    from environments.prograf.image.judge import calibrate_judge, dump, format_judge_table
     from environments.prograf.task import load_tasks
     from harness.calls import CallPolicy, ManagedModel
     from harness.errors import HarnessError
@@ -361,7 +361,7 @@ def verifier_audit_cmd(
     (targets: false alarms and misses at most 2%)."""
     import time
 
-    from environments.prograf.audit import by_fault, findings, markdown as as_markdown, run_audit, table_rows
+    from environments.prograf.check.audit import by_fault, findings, markdown as as_markdown, run_audit, table_rows
     from harness.errors import HarnessError
 
     start = time.perf_counter()

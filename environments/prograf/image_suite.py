@@ -3,7 +3,7 @@
 One sample = one task. Solve: the model under test (`assistant`) gets the task's prompt through an
 OpenAI-compatible images endpoint (`GenerateConfig(output="image")`, so an `openai/` spec whose
 `--base-url` serves `/v1/images/generations`) and answers with one PNG. Score: the image-only
-verifier (`image_verify.py`) decides each point it can decide reliably (OCR labels, OpenCV counts,
+verifier (`image/verify.py`) decides each point it can decide reliably (OCR labels, OpenCV counts,
 as calibrated) and leaves the rest `undecided` -- never guessed.
 
 Because some points stay undecided, every rate is reported as a pair of bounds over the same
@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import Field
 
-from environments.prograf.image_judge import JudgeCalibration, ask
-from environments.prograf.image_verify import verify_image
+from environments.prograf.image.judge import JudgeCalibration, ask
+from environments.prograf.image.verify import verify_image
 from environments.prograf.metrics import ratio_cells
-from environments.prograf.suite import Options as CodeOptions
+from environments.prograf.suite import ProGrafOptions
 from environments.prograf.suite import ProGrafSuite
 from environments.prograf.task import CATEGORIES, Task
 from harness.errors import HarnessError
@@ -38,7 +38,7 @@ STYLE = ("Draw this as a clean, flat diagram, black lines on a white background,
          "legibly as plain text and nothing that was not asked for.")
 
 
-class Options(CodeOptions):
+class ImageOptions(ProGrafOptions):
     """The code suite's options (`format`, `render` and `max_tokens` do not apply to a picture), and
     the vision judge's calibration."""
 
@@ -58,7 +58,12 @@ class ProGrafImageSuite(ProGrafSuite):
     headline_metric = "pass_rate_lower"
     description = ("ProGraf text-to-image: draw the task through an images endpoint; points decided from pixels "
                    "(OCR, OpenCV) where calibrated, else undecided; rates as lower/upper bounds")
-    Options = Options
+    Options = ImageOptions
+
+    @property
+    def iopts(self) -> ImageOptions:
+        assert isinstance(self.options, ImageOptions)
+        return self.options
 
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         task: Task = sample.data["task"]
@@ -73,14 +78,14 @@ class ProGrafImageSuite(ProGrafSuite):
         return Transcript(output=output | {"png_base64": png, "png_sha256": digest})
 
     def scorers(self) -> dict[str, Scorer]:
-        judged = self.opts.judge_calibration is not None
+        judged = self.iopts.judge_calibration is not None
         return {"verify": FunctionScorer("verify", self._verify, roles=("judge",) if judged else (),
                                          description="the image-only verifier: OCR and OpenCV checks as calibrated"
                                                      + (", then the calibrated vision judge" if judged else ""))}
 
     @cached_property
     def calibration(self) -> JudgeCalibration | None:
-        path = self.opts.judge_calibration
+        path = self.iopts.judge_calibration
         return JudgeCalibration.load(path) if path is not None else None
 
     async def _verify(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
@@ -107,7 +112,7 @@ class ProGrafImageSuite(ProGrafSuite):
         assert cal is not None
         judge = ctx.models.get("judge")
         if judge is None or judge.name != cal.judge:
-            raise HarnessError(f"--suite-option judge_calibration={self.opts.judge_calibration} calibrated "
+            raise HarnessError(f"--suite-option judge_calibration={self.iopts.judge_calibration} calibrated "
                                f"{cal.judge}, not {judge.name if judge else 'no judge'}: run with "
                                f"--judge-model {cal.judge} or calibrate this judge (harness prograf calibrate-judge)")
         status = {p["id"]: p["status"] for p in points}

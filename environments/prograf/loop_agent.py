@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Required, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
@@ -66,6 +66,20 @@ class LoopConfig:
     replan: bool = True
 
 
+class TraceEntry(TypedDict, total=False):
+    """One node's line in the loop's trace; which keys it has depends on the node."""
+
+    node: Required[str]  # plan, commit, rollback, replan, finalize
+    steps: list[list[str]]  # plan, replan: the components of each planned step
+    call: int  # commit, rollback: the generator call it judged
+    accepted: int  # commit: checks accepted so far
+    failed: int  # rollback: checks that failed
+    code: str | None  # commit, rollback: what the step drew
+    checks: dict[str, bool]  # commit, rollback: how each check came out
+    calls: int  # finalize: calls spent
+    open_steps: int  # finalize: steps left unplanned
+
+
 class LoopState(TypedDict, total=False):
     plan: list[list[CheckItem]]
     accepted: list[CheckItem]
@@ -75,7 +89,7 @@ class LoopState(TypedDict, total=False):
     calls: int
     feedback: list[str]
     best: tuple[int, str | None]
-    trace: list[dict[str, Any]]
+    trace: list[TraceEntry]
 
 
 def components_in_order(checks: list[CheckItem]) -> list[str]:
@@ -106,19 +120,19 @@ class ProGrafLoop:
         self.checks, self.draw, self.check, self.cfg = checks, draw, check, cfg or LoopConfig()
         self.rates = rates if self.cfg.use_profile else {}
 
-    async def plan(self, state: LoopState) -> dict[str, Any]:
+    async def plan(self, state: LoopState) -> LoopState:
         plan = make_plan(self.checks, self.rates, self.cfg.steps)
         return {"plan": plan, "accepted": [], "code": None, "calls": 0, "feedback": [], "best": (-1, None),
                 "trace": [{"node": "plan", "steps": [components_in_order(s) for s in plan]}]}
 
-    async def generate(self, state: LoopState) -> dict[str, Any]:
+    async def generate(self, state: LoopState) -> LoopState:
         step = state["plan"][0]
         request = StepRequest(call=state["calls"], code=state["code"], focus=tuple(step),
                               keep=tuple(state["accepted"]), feedback=tuple(state["feedback"]))
         code = await self.draw(request)
         return {"candidate": code, "calls": state["calls"] + 1}
 
-    async def verify(self, state: LoopState) -> dict[str, Any]:
+    async def verify(self, state: LoopState) -> LoopState:
         step, code = state["plan"][0], state["candidate"]
         wanted = [c.id for c in step + state["accepted"]]
         if not self.cfg.verify:
@@ -134,27 +148,28 @@ class ProGrafLoop:
     def after_verify(self, state: LoopState) -> str:
         return "commit" if self.step_passed(state) or not self.cfg.rollback else "rollback"
 
-    async def commit(self, state: LoopState) -> dict[str, Any]:
+    async def commit(self, state: LoopState) -> LoopState:
         step = state["plan"][0]
         ok = [c for c in step if state["results"].get(c.id)]
         accepted = [c for c in state["accepted"] if state["results"].get(c.id)] + ok
         failed = [c for c in step + state["accepted"] if not state["results"].get(c.id)]
         plan = state["plan"][1:] + ([failed] if failed else [])  # no rollback: what failed comes back later
         return {"code": state["candidate"], "accepted": accepted, "plan": plan, "feedback": [],
-                "trace": state["trace"] + [{"node": "commit", "call": state["calls"], "accepted": len(accepted),
-                                            **self.step_record(state)}]}
+                "trace": state["trace"] + [self.step_record(state, {"node": "commit", "call": state["calls"],
+                                                                    "accepted": len(accepted)})]}
 
-    async def rollback(self, state: LoopState) -> dict[str, Any]:
+    async def rollback(self, state: LoopState) -> LoopState:
         failed = [c.text for c in state["plan"][0] + state["accepted"] if not state["results"].get(c.id)]
         return {"feedback": failed,
-                "trace": state["trace"] + [{"node": "rollback", "call": state["calls"], "failed": len(failed),
-                                            **self.step_record(state)}]}
+                "trace": state["trace"] + [self.step_record(state, {"node": "rollback", "call": state["calls"],
+                                                                    "failed": len(failed)})]}
 
-    def step_record(self, state: LoopState) -> dict[str, Any]:
-        """What one step drew and how its checks came out (for the step-by-step pictures)."""
-        return {"code": state["candidate"], "checks": dict(state["results"])}
+    def step_record(self, state: LoopState, entry: TraceEntry) -> TraceEntry:
+        """`entry` and what the step drew and how its checks came out (for the step-by-step pictures)."""
+        entry["code"], entry["checks"] = state["candidate"], dict(state["results"])
+        return entry
 
-    async def replan(self, state: LoopState) -> dict[str, Any]:
+    async def replan(self, state: LoopState) -> LoopState:
         step = state["plan"][0]
         comps = components_in_order(step)
         if len(comps) == 1:
@@ -175,7 +190,7 @@ class ProGrafLoop:
             return "finalize"
         return "replan" if self.cfg.replan else "generate"
 
-    async def finalize(self, state: LoopState) -> dict[str, Any]:
+    async def finalize(self, state: LoopState) -> LoopState:
         code = state["code"] if state["code"] is not None else state["best"][1]
         return {"code": code, "trace": state["trace"] + [{"node": "finalize", "calls": state["calls"],
                                                           "open_steps": len(state["plan"])}]}
@@ -211,7 +226,7 @@ def build(checks: list[CheckItem], draw: Draw, check: Check, rates: Mapping[str,
 class Outcome:
     code: str | None
     calls: int
-    trace: list[dict[str, Any]] = field(default_factory=list)
+    trace: list[TraceEntry] = field(default_factory=list)
 
 
 async def single_shot(checks: list[CheckItem], draw: Draw) -> Outcome:

@@ -5,7 +5,7 @@ Options pick the method (`loop`, `single-shot`, `best-of`, `fixed-step`, `reflex
 ablation of the loop (`no-profile`, `other-profile`, `no-verify`, `no-rollback`, `no-replan`), the
 profile file (`harness prograf profile`), the budget and the checker. The loop's checks (and
 best-of's and the Reflexion-style agent's selection): `checker=prompt` (the default) reads them from
-the task's prompt alone (`prompt_checks.py`); `checker=oracle` uses the hidden VPs, an UPPER BOUND
+the task's prompt alone (`check/prompt.py`); `checker=oracle` uses the hidden VPs, an UPPER BOUND
 (every output records `checker`; it is a suite option, so part of the run's setup, and a
 leaderboard never pools the two). Score: the final
 code against every hidden point (the `prograf` verifier). Metric `recovery`: the pass rate over the
@@ -30,18 +30,20 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from environments.prograf.loop_agent import CheckItem, LoopConfig, ProGrafLoop, StepRequest, best_of, reflexion, single_shot
-from environments.prograf.build import CORPUS
+from environments.prograf.check.prompt import read_prompt
+from environments.prograf.check.render import Renderer, cache_dir
+from environments.prograf.check.verify import Checkable, verify
 from environments.prograf.formats import FENCES, extract_code, user_prompt
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.image.pictures import picture
+from environments.prograf.loop_agent import (CheckItem, LoopConfig, ProGrafLoop, StepRequest, TraceEntry, best_of, reflexion,
+                                             single_shot)
 from environments.prograf.mock import ATTENTION_FLOOR, KEEP_FACTOR, StepMock
-from environments.prograf.pictures import picture
-from environments.prograf.prompt_checks import read_prompt
 from environments.prograf.profile import SYSTEM, CapabilityProfile, load_profile
-from environments.prograf.render import Renderer, cache_dir
 from environments.prograf.suite import ProGrafSuite, point_summary
 from environments.prograf.task import Task, load_tasks
-from environments.prograf.verify import verify
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, SampleRecord
 from harness.stats import mean_metric, ratio_metric
@@ -51,7 +53,7 @@ FRESH_SEED = 1000  # the loop's generator seeds start here, away from the profil
 __all__ = ["ATTENTION_FLOOR", "KEEP_FACTOR", "StepMock"]  # re-exported from mock.py
 
 
-class Options(SuiteOptions):
+class LoopOptions(SuiteOptions):
     method: Literal["loop", "single-shot", "best-of", "fixed-step", "reflexion"] = Field("loop", description="what solves")
     ablation: Literal["none", "no-profile", "other-profile", "no-verify", "no-rollback", "no-replan"] = Field(
         "none", description="the loop without one of its parts (method=loop only)")
@@ -142,7 +144,7 @@ class ProGrafLoopSuite(ProGrafSuite):
     version = "0.3.0"
     headline_metric = "recovery"
     description = "ProGraf loop: profile-guided stepwise drawing with verified commits vs baselines at equal budget"
-    Options = Options  # type: ignore[assignment]
+    Options = LoopOptions
 
     @classmethod
     def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:
@@ -156,8 +158,8 @@ class ProGrafLoopSuite(ProGrafSuite):
         self._picture_renderer: Renderer | None = None
 
     @property
-    def lopts(self) -> Options:
-        assert isinstance(self.options, Options)
+    def lopts(self) -> LoopOptions:
+        assert isinstance(self.options, LoopOptions)
         return self.options
 
     def renderer(self) -> Renderer | None:
@@ -175,17 +177,17 @@ class ProGrafLoopSuite(ProGrafSuite):
             atexit.register(self._picture_renderer.close)
         return self._picture_renderer
 
-    def step_pictures(self, checked: Any, fmt: str, trace: list[dict[str, Any]]) -> list[dict[str, str]]:
+    def step_pictures(self, checked: Checkable, fmt: str, trace: list[TraceEntry]) -> list[dict[str, str]]:
         """A picture of each step's draw (commit or rollback), the step's failed checks marked; a draw
         that cannot be read or drawn gets none (the trace has its results)."""
         out = []
-        steps = [t for t in trace if isinstance(t.get("code"), str)]
-        for k, step in enumerate(steps, 1):
+        steps = [(t, code) for t in trace if (code := t.get("code")) is not None]
+        for k, (step, code) in enumerate(steps, 1):
             results: dict[str, bool] = step.get("checks") or {}
-            verdict = verify(checked, fmt, step["code"], self.renderer())
+            verdict = verify(checked, fmt, code, self.renderer())
             caption = (f"{checked.id} step {k}/{len(steps)} (call {step.get('call')}): {step['node']}, "
                        f"{sum(results.values())}/{len(results)} checks passed")
-            pic = picture(checked, fmt, step["code"], self.picture_renderer(), caption, verdict=verdict, only=results)
+            pic = picture(checked, fmt, code, self.picture_renderer(), caption, verdict=verdict, only=results)
             if pic is not None:
                 out.append(pic)
         return out
@@ -250,10 +252,11 @@ class ProGrafLoopSuite(ProGrafSuite):
         o = self.lopts
         oracle = o.checker == "oracle"
         checks = oracle_checks(task) if oracle else prompt_checks(task)
-        checked: Any = task if oracle else read_prompt(task)  # what `check` verifies against
+        checked: Checkable = task if oracle else read_prompt(task)  # what `check` verifies against
 
         async def draw(req: StepRequest) -> str | None:
-            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": step_prompt(task, fmt, req)}]
+            messages: list[ChatMessage] = [{"role": "system", "content": SYSTEM},
+                                           {"role": "user", "content": step_prompt(task, fmt, req)}]
             seed = o.seed_base + ctx.seed * 1000 + req.call
             try:
                 out = await ctx.generate("assistant", messages, GenerateConfig(max_tokens=o.max_tokens, seed=seed))

@@ -29,8 +29,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from environments.prograf.build import CORPUS
 from environments.prograf.formats import FENCES
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.task import Task, load_tasks
 from harness.errors import HarnessError
 from harness.messages import ChatMessage, text_of
@@ -94,8 +94,8 @@ class SyntheticGenerator:
         if rng.random() < self.profile.hostile:
             return HOSTILE[fmt], "hostile"
         if rng.random() < self.profile.format_error:
-            ref = next((s for s in task.reference if s.format == fmt), task.reference[0])
-            return ref.code[: len(ref.code) // 3], "format_error"
+            whole = next((s for s in task.reference if s.format == fmt), task.reference[0])
+            return whole.code[: len(whole.code) // 3], "format_error"
         mutants = [m for m in task.mutants if m.format == fmt and not m.needs_render]
         rng.shuffle(mutants)
         for m in mutants:

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
+from environments.prograf.check.render import Renderer
+from environments.prograf.check.verify import Verdict, verify
 from environments.prograf.formats import extract_code, user_prompt
 from environments.prograf.metrics import UNREADABLE
-from environments.prograf.render import Renderer
 from environments.prograf.task import CATEGORIES, Task
-from environments.prograf.verify import Verdict, verify
 from harness.errors import HarnessError
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric

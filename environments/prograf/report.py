@@ -1,7 +1,7 @@
 """ProGraf's section of the offline HTML report: per run, each task's render next to its
 verification points (passed or failed, with the measured value and the reason).
 
-The picture is made here from the recorded code through `pictures.py` (the sandboxed render path,
+The picture is made here from the recorded code through `image/pictures.py` (the sandboxed render path,
 cached by content hash, so a scored run's SVG renders are cache hits): SVG as the verifier rendered
 it; DOT, Mermaid and schemdraw drawn from what the verifier parsed, by our own writer. The failed
 hidden points of the recorded verdict are boxed where the drawing places them, with a legend.
@@ -12,11 +12,11 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from environments.prograf.build import CORPUS
-from environments.prograf.pictures import picture
-from environments.prograf.render import Renderer, cache_dir
+from environments.prograf.check.render import Renderer, cache_dir
+from environments.prograf.check.verify import PointResult, Verdict
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.image.pictures import picture
 from environments.prograf.task import Task, load_tasks
-from environments.prograf.verify import PointResult, Verdict
 from harness.records import SampleRecord
 from harness.run_folder import RunFolder
 from harness.presenter import Presenter, ReportInput, ReportSection, picture_html
@@ -132,7 +132,7 @@ def renders_section(found: ReportInput) -> ReportSection | None:
             "Mermaid and schemdraw drawn from what the verifier parsed), failed points boxed on it and listed under "
             "it, and its verification points; FAIL with the verifier's reason, gated: not checked because a point "
             "it depends on failed.</p>")
-    from environments.prograf.audit import audit_html, cached_audit  # the verifier's audit, beside every result
+    from environments.prograf.check.audit import audit_html, cached_audit  # the verifier's audit, beside every result
 
     return ReportSection(title="ProGraf: renders and their points",
                          html=audit_html(cached_audit()) + note + "".join(h for h, _ in parts),

@@ -12,17 +12,18 @@ import asyncio
 import atexit
 import hashlib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from environments.prograf.build import CORPUS
+from environments.prograf.check.render import Renderer, cache_dir
+from environments.prograf.check.verify import Verdict, verify
 from environments.prograf.formats import extract_code, user_prompt
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.metrics import prograf_breakdowns, prograf_counts, prograf_metrics
-from environments.prograf.render import Renderer, cache_dir
 from environments.prograf.task import Task, load_tasks
-from environments.prograf.verify import Verdict, verify
 from harness.errors import HarnessError
+from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric, MetricSpec, SampleRecord
 from harness.suite import (FunctionScorer, Sample, SampleContext, Score, Scorer, Suite,
@@ -32,7 +33,7 @@ SYSTEM = ("You draw structured diagrams as code. Follow the request exactly: eve
           " connection and label it asks for, and nothing else. Reply with the code block only.")
 
 
-class Options(SuiteOptions):
+class ProGrafOptions(SuiteOptions):
     format: Literal["auto", "svg", "dot", "mermaid", "schemdraw-json", "schemdraw-py"] = Field(
         "auto", description="format asked for; auto or one a task does not allow = the task's preferred format")
     category: Literal["all", "geometry", "circuit", "flowchart", "diagram"] = Field("all", description="which tasks")
@@ -70,15 +71,15 @@ class ProGrafSuite(Suite):
                     "format_error_rate": MetricSpec(direction="lower", unit="fraction",
                                                     description="outputs the verifier could not read")}
     description = "ProGraf single-shot: draw a geometry figure, circuit, flowchart or diagram as code; verified point by point"
-    Options = Options
+    Options: ClassVar[type[SuiteOptions]] = ProGrafOptions
 
     def __init__(self, options: SuiteOptions | None = None) -> None:
         super().__init__(options)
         self._renderer: Renderer | None = None
 
     @property
-    def opts(self) -> Options:
-        assert isinstance(self.options, Options)
+    def opts(self) -> ProGrafOptions:
+        assert isinstance(self.options, ProGrafOptions)
         return self.options
 
     # ------------------------------------------------------------------ dataset
@@ -101,7 +102,8 @@ class ProGrafSuite(Suite):
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         task: Task = sample.data["task"]
         fmt = self.format_for(task)
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user_prompt(task.prompt, fmt)}]
+        messages: list[ChatMessage] = [{"role": "system", "content": SYSTEM},
+                                       {"role": "user", "content": user_prompt(task.prompt, fmt)}]
         output: dict[str, Any] = {"task_id": task.id, "category": task.category, "format": fmt}
         try:
             out = await ctx.generate("assistant", messages, GenerateConfig(max_tokens=self.opts.max_tokens))

@@ -1,7 +1,7 @@
 """The ProGraf task format: a prompt, the formats it may be answered in, a hidden structured spec,
 typed verification points (VPs), a reference solution and mutants.
 
-A VP names a `check` (the predicate the verifier runs, `checks.py`), its `kind` (exists / count /
+A VP names a `check` (the predicate the verifier runs, `check/registry.py`), its `kind` (exists / count /
 relation / connection / label / absent), the `component` it is about (what per-component metrics
 group by), the spec entities it is about (`args`), an expected `value`, a `tolerance` and the VPs it
 `depends_on`: a failed parent gates its children (DSG), so one missing point is not also five
@@ -26,7 +26,7 @@ CATEGORIES: tuple[Category, ...] = ("geometry", "circuit", "flowchart", "diagram
 FORMATS: tuple[Format, ...] = ("svg", "dot", "mermaid", "schemdraw-json", "schemdraw-py")
 
 # The geometry checks that relate points to one another (kind "relation" below), in one list for
-# the writers and readers that treat them alike (foreign_geometry.py, image_geometry.py).
+# the writers and readers that treat them alike (generate/foreign_geometry.py, image/geometry.py).
 GEOMETRY_RELATIONS: tuple[str, ...] = ("midpoint", "perpendicular", "parallel", "on_circle", "angle", "equal_angle",
                                        "equal_length", "collinear", "on_segment")
 
@@ -75,6 +75,15 @@ class VerificationPoint(BaseModel):
         if len(self.args) != nargs:
             raise ValueError(f"check {self.check!r} takes {nargs} args, got {len(self.args)}")
         return self
+
+    def number(self) -> float:
+        """The expected value of a count or angle check (none: 0)."""
+        if isinstance(self.value, str | list):
+            raise ValueError(f"point {self.id} ({self.check}): value {self.value!r} is not a number; give one")
+        return float(self.value or 0)
+
+    def count(self) -> int:
+        return int(self.number())
 
 
 class Solution(BaseModel):

@@ -46,6 +46,13 @@ BITES: dict[str, tuple[list[tuple[str, str]], str]] = {
     # A suite reaching a trainer, lazily.
     "suite-no-training": ([("environments/web/suite.py", "def _lazy():\n    import environments.cdwm.wm_train\n")],
                           "environments.web.suite -> environments.cdwm.wm_train"),
+    # A ProGraf reader reaching up into the verifier, lazily.
+    "prograf-layers": ([("environments/prograf/parse/dot.py",
+                         "def _lazy():\n    import environments.prograf.check.findings\n")],
+                       "environments.prograf.parse.dot -> environments.prograf.check.findings"),
+    # ADV-0's world reaching up into a policy, lazily.
+    "adv0-layers": ([("environments/adv0/sim/highway.py", "def _lazy():\n    import environments.adv0.policies.attacker\n")],
+                    "environments.adv0.sim.highway -> environments.adv0.policies.attacker"),
     # Two new sibling modules that import each other, one of them lazily.
     "acyclic": ([("leaderboards/_cycle_a.py", "def _lazy():\n    from leaderboards import _cycle_b\n"),
                  ("leaderboards/_cycle_b.py", "from leaderboards import _cycle_a\n")], "._cycle_"),

@@ -82,12 +82,12 @@ def adv0_run(run_dir: Path) -> str:
 def prograf_run(run_dir: Path) -> str:
     """Two geometry tasks in SVG (the reference, which passes, and a mutant, which fails a point) and a
     flowchart in DOT, verified with renders by the suite's own scorer code."""
-    from environments.prograf.build import CORPUS
+    from environments.prograf.check.render import Renderer, cache_dir
+    from environments.prograf.check.verify import verify
+    from environments.prograf.generate.build import CORPUS
     from environments.prograf.metrics import prograf_metrics
-    from environments.prograf.render import Renderer, cache_dir
     from environments.prograf.suite import point_summary
     from environments.prograf.task import load_tasks
-    from environments.prograf.verify import verify
 
     tasks = load_tasks(CORPUS)
     geometry = [t for t in tasks if t.category == "geometry" and t.mutants][:2]

@@ -66,7 +66,7 @@ def test_pictures_are_inline_next_to_their_numbers(report):
     assert len(svg_tasks) == 2 and all('src="data:image/png;base64,iVBORw0KGgo' in tasks[t] for t in svg_tasks)
     failed = [t for t in svg_tasks if '<span class="bad">FAIL</span>' in tasks[t]]
     assert len(failed) == 1  # the mutant fails its target point, shown beside its render
-    # DOT is drawn from what the verifier parsed (prograf/pictures.py), through the same render path
+    # DOT is drawn from what the verifier parsed (prograf/image/pictures.py), through the same render path
     assert 'src="data:image/png;base64,iVBORw0KGgo' in next(v for k, v in tasks.items() if k.startswith("flowchart"))
     # the verifier audit heads the section: how far the verifier can be trusted, per category and format
     assert "How far the verifier can be trusted" in prograf and "<td>flowchart</td><td>mermaid</td>" in prograf

@@ -1,4 +1,5 @@
-"""The ADV-0 attacker (`attacker.py`) and the attacker options (`baselines.py`): exact
+"""The ADV-0 attacker (`policies/attacker.py`, `train/attacker.py`) and the attacker options
+(`policies/baselines.py`, `train/options.py`): exact
 log-probabilities over the enumerated space, the reference fit, the pair rules (an infeasible draw
 always loses), DPO's exact gradient and its KL stop, q* recovery (exact where the policy class
 holds q*; on the toy world, the factorised projection a learner started at p0 can reach),
@@ -9,13 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.adv0 import attacker as A
-from environments.adv0 import dpo as D
-from environments.adv0 import exact as X
-from environments.adv0 import baselines as B
-from environments.adv0 import toy, toy_sim
-from environments.adv0.scenario import SPACE_SIZE, EpisodeResult, ScenarioParams, all_scenarios
-from environments.adv0.toy_checks import table_rollout, toy_reference
+from environments.adv0.checks import exact as X
+from environments.adv0.checks.toy_checks import table_rollout, toy_reference
+from environments.adv0.policies import attacker as A
+from environments.adv0.policies import baselines as B
+from environments.adv0.sim import toy, toy_sim
+from environments.adv0.sim.scenario import CONTEXT_DIM, SPACE_SIZE, EpisodeResult, ScenarioParams, all_scenarios
+from environments.adv0.train import attacker as T
+from environments.adv0.train import dpo as D
+from environments.adv0.train import options as O
 
 Z = all_scenarios()
 SIZES = A.factor_sizes()
@@ -41,7 +44,7 @@ def flat(z: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------- exact probabilities
 def test_log_probs_are_exact_over_the_enumerated_space(reference):
     policy = perturbed(reference)
-    ctx = np.random.default_rng(1).normal(size=(3, A.CONTEXT_DIM))
+    ctx = np.random.default_rng(1).normal(size=(3, CONTEXT_DIM))
     for c in ctx:
         joint = policy.joint_log_probs(c)
         assert joint.shape == (SPACE_SIZE,) and np.exp(joint).sum() == pytest.approx(1.0, abs=1e-12)
@@ -56,7 +59,7 @@ def test_log_probs_are_exact_over_the_enumerated_space(reference):
 
 def test_the_policy_starts_exactly_at_the_reference(reference):
     policy = A.AttackerPolicy(reference, seed=3)
-    ctx = np.random.default_rng(0).normal(size=(4, A.CONTEXT_DIM))
+    ctx = np.random.default_rng(0).normal(size=(4, CONTEXT_DIM))
     assert np.allclose(policy.kl_to(reference, ctx), 0.0, atol=1e-14)
     assert np.allclose(policy.joint_log_probs(ctx[0]), reference.joint_log_probs(), atol=1e-12)
 
@@ -80,7 +83,7 @@ def test_fit_reference_counts_with_smoothing_and_rejects_bad_input():
 # ---------------------------------------------------------------- utility and pairs
 def result(u_reward: float, *, feasible: bool = True, fault: str | None = None, ttc: float = 10.0,
            seed: int = 0, z: ScenarioParams | None = None) -> EpisodeResult:
-    from environments.adv0.scenario import Collision
+    from environments.adv0.sim.scenario import Collision
 
     collision = Collision(t=1.0, other="attacker", fault=fault, rule="x", geometry=[]) if fault else None
     return EpisodeResult(family="toy", seed=seed, attack=z, defender="t", steps=1, duration_s=12.0,
@@ -89,13 +92,13 @@ def result(u_reward: float, *, feasible: bool = True, fault: str | None = None, 
 
 
 def test_utility_gates_on_fault_and_feasibility_and_shapes_on_ttc():
-    assert A.utility(result(0.5)) == -0.5
-    assert A.utility(result(0.5, ttc=0.0), shaping=0.2) == pytest.approx(-0.3)
-    assert A.utility(result(0.5, feasible=False)) == -np.inf
-    assert A.utility(result(0.5, fault="attacker")) == -np.inf
+    assert T.utility(result(0.5)) == -0.5
+    assert T.utility(result(0.5, ttc=0.0), shaping=0.2) == pytest.approx(-0.3)
+    assert T.utility(result(0.5, feasible=False)) == -np.inf
+    assert T.utility(result(0.5, fault="attacker")) == -np.inf
     # Without the fault gate an attacker-at-fault crash counts as a crash against the defender.
-    assert A.utility(result(0.5, fault="attacker"), fault_gate=False) == pytest.approx(1.0)
-    assert A.utility(result(-1.0, fault="defender")) == 1.0
+    assert T.utility(result(0.5, fault="attacker"), fault_gate=False) == pytest.approx(1.0)
+    assert T.utility(result(-1.0, fault="defender")) == 1.0
 
 
 def test_infeasible_draws_always_lose_and_the_margin_rules():
@@ -122,7 +125,7 @@ def test_infeasible_draws_always_lose_and_the_margin_rules():
 def test_dpo_gradient_is_exact(reference):
     policy = perturbed(reference, seed=4, scale=0.3)
     rng = np.random.default_rng(5)
-    ctx = rng.normal(size=(3, A.CONTEXT_DIM))
+    ctx = rng.normal(size=(3, CONTEXT_DIM))
     n = 30
     pairs = D.Pairs(ctx=rng.integers(0, 3, n), win=Z[rng.integers(0, SPACE_SIZE, n)],
                     lose=Z[rng.integers(0, SPACE_SIZE, n)], target=rng.random(n))
@@ -137,7 +140,7 @@ def test_dpo_gradient_is_exact(reference):
 
 def test_the_kl_stop_ends_the_round_within_budget(reference):
     policy = A.AttackerPolicy(reference, seed=0)
-    ctx = np.random.default_rng(0).normal(size=(2, A.CONTEXT_DIM))
+    ctx = np.random.default_rng(0).normal(size=(2, CONTEXT_DIM))
     pairs = D.Pairs(ctx=np.array([0, 1]), win=Z[[10, 20]], lose=Z[[5000, 5100]], target=np.ones(2))
     report = D.dpo_train(policy, reference, ctx, pairs, beta=0.1, steps=500, lr=0.1, kl_max=0.05)
     assert report.kl_stopped and 0 < report.steps < 500 and 0 < report.kl <= 0.05
@@ -159,10 +162,10 @@ def test_exact_q_star_recovery_where_the_policy_class_holds_it(reference):
     def rollout(seeds, zs):
         return [result(float(J[flat(np.array(z.index()))[0]]), z=z, seed=s) for s, z in zip(seeds, zs)]
 
-    attacker = A.Adv0Attacker(reference, cfg)
+    attacker = T.Adv0Attacker(reference, cfg)
     start = X.kl_divergence(reference.joint_log_probs(), log_qstar)
     for _ in range(100):
-        A.iterate(attacker, [0], ctx, rollout, rng)
+        T.iterate(attacker, [0], ctx, rollout, rng)
     kl = X.kl_divergence(attacker.policy.joint_log_probs(ctx[0]), log_qstar)
     assert start > 2.0 and kl <= 0.05
 
@@ -174,7 +177,7 @@ def test_soft_targets_make_q_star_the_dpo_fixed_point_on_toy_returns():
     tau = A.AttackerConfig().tau
     sub = np.flatnonzero((Z[:, 2] == 0) & (Z[:, 4] == 2))  # trigger 1 s, hold 2 s: 500 z
     out = toy.evaluate([3], Z[sub])
-    u = A.gated_utility(out.J[0], out.feasible[0], out.attacker_fault[0], out.min_ttc[0])
+    u = T.gated_utility(out.J[0], out.feasible[0], out.attacker_fault[0], out.min_ttc[0])
     pairs = D.build_pairs(np.arange(len(sub))[:, None], u)
     w, l_, y = pairs.win[:, 0], pairs.lose[:, 0], pairs.target
     r = np.zeros(len(sub))  # r = beta * (log q - log p0), up to a constant
@@ -198,11 +201,11 @@ def test_on_the_toy_world_dpo_reaches_the_projection_its_class_and_start_allow(r
     seeds = [21, 23]
     table = toy.evaluate(seeds, Z)
     contexts = {s: toy_sim.context(s) for s in seeds}
-    attacker = A.Adv0Attacker(reference)
+    attacker = T.Adv0Attacker(reference)
     rng = np.random.default_rng(0)
     rollout = table_rollout(table, seeds)
     for _ in range(100):
-        A.iterate(attacker, seeds, contexts, rollout, rng)
+        T.iterate(attacker, seeds, contexts, rollout, rng)
     J = X.gated_return(table.J, table.feasible, table.attacker_fault)
     log_qstar = X.optimal_log_q(J, reference.joint_log_probs(), attacker.config.tau)
     for i, s in enumerate(seeds):
@@ -223,13 +226,13 @@ def test_soft_value_is_below_the_expected_return():
 
 
 # ---------------------------------------------------------------- determinism, resume, ablations
-def trained(reference, seed: int, **cfg) -> A.Adv0Attacker:
+def trained(reference, seed: int, **cfg) -> T.Adv0Attacker:
     seeds = [5, 6]
     table = toy.evaluate(seeds, Z)
-    attacker = A.Adv0Attacker(reference, A.AttackerConfig(**cfg))
+    attacker = T.Adv0Attacker(reference, A.AttackerConfig(**cfg))
     rng = np.random.default_rng(seed)
     for _ in range(3):
-        A.iterate(attacker, seeds, {s: toy_sim.context(s) for s in seeds}, table_rollout(table, seeds), rng)
+        T.iterate(attacker, seeds, {s: toy_sim.context(s) for s in seeds}, table_rollout(table, seeds), rng)
     return attacker
 
 
@@ -237,7 +240,7 @@ def test_training_is_deterministic_and_resumes_from_its_state(reference):
     a, b = trained(reference, 1), trained(reference, 1)
     assert all(np.array_equal(a.policy.p[k], b.policy.p[k]) for k in a.policy.p)
     assert not np.array_equal(a.policy.p["b2_5"], trained(reference, 2).policy.p["b2_5"])
-    restored = A.Adv0Attacker.from_state(a.state())
+    restored = T.Adv0Attacker.from_state(a.state())
     ctx = toy_sim.context(9)
     assert restored.round == 3 and np.array_equal(restored.policy.joint_log_probs(ctx), a.policy.joint_log_probs(ctx))
     assert a.draw(ctx, np.random.default_rng(4), 5) == restored.draw(ctx, np.random.default_rng(4), 5)
@@ -259,8 +262,8 @@ def test_the_frozen_ablation_stops_learning_after_round_one(reference):
 def test_every_option_draws_and_updates_through_one_interface(reference):
     rng = np.random.default_rng(0)
     ctx = {s: toy_sim.context(s) for s in (3, 4)}
-    for name in B.ATTACKERS:
-        option = B.make(name, reference, seed=1)
+    for name in O.ATTACKERS:
+        option = O.make(name, reference, seed=1)
         draws = option.draw(ctx[3], rng, 4)
         assert len(draws) == 4
         assert all(d is None for d in draws) if name == "none" else all(isinstance(d, ScenarioParams) for d in draws)
@@ -268,9 +271,9 @@ def test_every_option_draws_and_updates_through_one_interface(reference):
         results = toy.summary_results([3] * len(group), group)
         option.update(results, ctx)
     with pytest.raises(ValueError, match="unknown attacker 'cat2'"):
-        B.make("cat2", reference)
+        O.make("cat2", reference)
     with pytest.raises(ValueError, match="contexts"):
-        B.make("adv0", reference).update([], None)
+        O.make("adv0", reference).update([], None)
 
 
 def test_scripted_and_cat_use_the_initial_state_only(reference):
@@ -290,7 +293,7 @@ def test_scripted_and_cat_use_the_initial_state_only(reference):
 
 def test_sage_learns_from_the_surrogate_without_reading_outcomes(reference):
     ctx = toy_sim.context(3)
-    a, b = B.make("sage", reference, seed=2), B.make("sage", reference, seed=2)
+    a, b = O.make("sage", reference, seed=2), O.make("sage", reference, seed=2)
     for option, reward in ((a, 0.9), (b, -1.0)):
         option.draw(ctx, np.random.default_rng(0), 1)
         option.update([result(reward)])

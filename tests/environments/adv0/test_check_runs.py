@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from environments.adv0 import checks
-from environments.adv0.cells import ARMS
-from environments.adv0.check_runs import SUITE, verdict_from_runs
-from environments.adv0.check_runs import run_check_as_runs as check_as_runs
-from environments.adv0.claims import CRITERIA_LOG, MIN_RATE_EFFECT, claim_family, registered_claim
+from environments.adv0.checks import checks
+from environments.adv0.checks.cells import ARMS
+from environments.adv0.checks.check_runs import SUITE, verdict_from_runs
+from environments.adv0.checks.check_runs import run_check_as_runs as check_as_runs
+from environments.adv0.checks.claims import CRITERIA_LOG, MIN_RATE_EFFECT, claim_family, registered_claim
 from environments.adv0.commands import adv0_app
 from harness.claims import combine, decide, load_verdicts
 from harness.claims.prereg import load_log, unregistered

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from environments.adv0.cells import ARMS, Cell
-from environments.adv0.check_suite import DEFENDER_ARMS, cell_scores
-from environments.adv0.scenario import Collision, EpisodeResult
+from environments.adv0.checks.cells import ARMS, Cell
+from environments.adv0.checks.check_suite import DEFENDER_ARMS, cell_scores
+from environments.adv0.sim.scenario import Collision, EpisodeResult
 from harness.records import Metric
 from harness.suite import get_suite
 from leaderboards.aggregate import Row, rank_rows

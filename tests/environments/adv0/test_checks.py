@@ -10,10 +10,10 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from environments.adv0 import checks, checks_exposure, checks_loops, verdicts
-from environments.adv0.checks_exposure import Arm, diversity_parts
+from environments.adv0.checks import checks, checks_exposure, checks_loops, verdicts
+from environments.adv0.checks.checks_exposure import Arm, diversity_parts
 from environments.adv0.commands import adv0_app
-from environments.adv0.scenario import Collision, EpisodeResult, ScenarioParams
+from environments.adv0.sim.scenario import Collision, EpisodeResult, ScenarioParams
 import harness.claims
 from harness.stats import newcombe_difference, welch_interval, wilson_interval
 

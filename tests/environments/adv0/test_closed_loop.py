@@ -1,4 +1,4 @@
-"""The closed-loop attacker (`environments/adv0/closed_loop.py`): exact masked log-probabilities and
+"""The closed-loop attacker (`environments/adv0/sim/closed_loop.py`): exact masked log-probabilities and
 their gradient, the features of a hand-built state, the feasibility mask, bad limits, and real
 highway-env episodes (directly and through suite `adv0`'s `attacker=closed_loop`)."""
 
@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from environments.adv0 import highway
-from environments.adv0.closed_loop import (
+from environments.adv0.metrics import episode_scores
+from environments.adv0.sim import highway
+from environments.adv0.sim.closed_loop import (
     ACTIONS,
     ClosedLoopAttacker,
     ClosedLoopLimits,
@@ -27,8 +28,7 @@ from environments.adv0.closed_loop import (
     n_features,
     safe_margin_s,
 )
-from environments.adv0.metrics import episode_scores
-from environments.adv0.scenario import AttackerTrajectory, IdmParams
+from environments.adv0.sim.scenario import AttackerTrajectory, IdmParams
 from harness.loopback import running_server
 from tests.conftest import harness_cli
 

@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from environments.adv0 import loop, toy_game
-from environments.adv0.attacker import utility
-from environments.adv0.closed_loop import ACTIONS, ClosedLoopPolicy, ClosedLoopDraw, n_features, step_kl
-from environments.adv0.closed_loop_dpo import (
+from environments.adv0.checks import toy_game
+from environments.adv0.commands import adv0_app
+from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopPolicy, ClosedLoopDraw, n_features, step_kl
+from environments.adv0.sim.scenario import AttackerTrajectory, Collision, EpisodeResult
+from environments.adv0.train import loop
+from environments.adv0.train.attacker import utility
+from environments.adv0.train.closed_loop_dpo import (
     ClosedLoopAdv0,
     ClosedLoopConfig,
     StepBatch,
@@ -21,9 +24,7 @@ from environments.adv0.closed_loop_dpo import (
     trajectory_dpo,
     trajectory_pairs,
 )
-from environments.adv0.dpo import preference_loss
-from environments.adv0.commands import adv0_app
-from environments.adv0.scenario import AttackerTrajectory, Collision, EpisodeResult
+from environments.adv0.train.dpo import preference_loss
 
 
 def random_policy(rng: np.random.Generator, k: int = 1) -> ClosedLoopPolicy:
@@ -254,7 +255,7 @@ def test_one_min_max_round_with_the_closed_loop_attacker_against_the_planner(tmp
 def test_one_min_max_round_with_the_closed_loop_attacker_against_the_dqn(tmp_path, monkeypatch):
     """Tiny (run under `flock /tmp/harness-torch.lock`): a 100-step DQN, fine-tuned 40 steps, half of its
     episodes against the closed-loop attacker's draws."""
-    from environments.adv0 import dqn
+    from environments.adv0.train import dqn
 
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path / "cache"))
     checkpoint = dqn.build_checkpoint(100, seed=2)

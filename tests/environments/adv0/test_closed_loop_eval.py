@@ -8,12 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from environments.adv0.scenario import IdmParams
+from environments.adv0.sim.scenario import IdmParams
 
-from environments.adv0.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
-from environments.adv0.closed_loop_dpo import ClosedLoopConfig
-from environments.adv0.closed_loop_eval import Training, compare, evaluate, load_training, main, train
-from environments.adv0.scenario import Collision, EpisodeResult
+from environments.adv0.checks.closed_loop_eval import Training, compare, evaluate, load_training, main, train
+from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
+from environments.adv0.sim.scenario import Collision, EpisodeResult
+from environments.adv0.train.closed_loop_dpo import ClosedLoopConfig
 
 BRAKE = ACTIONS.index("keep:brake")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.adv0 import planner
-from environments.adv0.scenario import EpisodeResult, IdmParams, ScenarioParams
+from environments.adv0.sim.scenario import EpisodeResult, IdmParams, ScenarioParams
+from environments.adv0.train import planner
 
 LO, HI = IdmParams.bounds()
 TARGET = np.array([0.7, 0.3, 0.5, 0.6, 0.2, 0.1, 0.8])  # the synthetic optimum, as shares of the box
@@ -84,8 +84,8 @@ def test_cem_bad_input_names_the_parameter(kwargs, message):
 def toy_failures(limit: int = 3) -> list[tuple[ScenarioParams, int]]:
     """(z, seed) pairs where the default (under-cautious) planner crashes at fault in the toy world,
     found by enumerating the cut-in manoeuvres over a few seeds."""
-    from environments.adv0 import toy, toy_sim
-    from environments.adv0.scenario import all_scenarios
+    from environments.adv0.sim import toy, toy_sim
+    from environments.adv0.sim.scenario import all_scenarios
 
     z = all_scenarios()
     z = z[np.isin(z[:, 1], [1, 0])]  # cut_in_brake, cut_in
@@ -97,7 +97,7 @@ def toy_failures(limit: int = 3) -> list[tuple[ScenarioParams, int]]:
 
 
 def test_cem_on_the_toy_world_removes_at_fault_crashes_without_slowing_down():
-    from environments.adv0 import toy
+    from environments.adv0.sim import toy
 
     scenarios = toy_failures()
     run = planner.world_runner(toy, "toy")
@@ -113,7 +113,7 @@ def test_cem_on_the_toy_world_removes_at_fault_crashes_without_slowing_down():
 
 
 def test_always_braking_loses_and_cem_leaves_a_crawl():
-    from environments.adv0 import toy
+    from environments.adv0.sim import toy
 
     run = planner.world_runner(toy, "toy")
     crawl = IdmParams(time_wanted=3.0, target_speed=15.0, comfort_acc_max=0.5)
@@ -127,7 +127,7 @@ def test_always_braking_loses_and_cem_leaves_a_crawl():
 
 def test_cem_on_highway_env_is_deterministic():
     """The real world, one tiny generation twice: the same seed gives the same candidates and scores."""
-    from environments.adv0 import highway
+    from environments.adv0.sim import highway
 
     run = planner.world_runner(highway, "highway")
     tune = lambda: planner.tune_cem(run, [(ATTACK, 5)], IdmParams(), generations=1, population=2,  # noqa: E731
@@ -156,7 +156,8 @@ def play(env, seed: int, actions):
 
 
 def test_dqn_env_rewards_sum_to_j_and_episodes_follow_the_seed():
-    from environments.adv0 import dqn, highway
+    from environments.adv0.sim import highway
+    from environments.adv0.train import dqn
 
     env = dqn.DefenderEnv(highway, "highway", some_attack, adversarial_ratio=1.0)
     assert env.observation_space.shape == (5, 5) and env.action_space.n == 5
@@ -182,14 +183,14 @@ def test_dqn_env_rewards_sum_to_j_and_episodes_follow_the_seed():
 
 
 def test_dqn_bad_input_and_missing_checkpoint(tmp_path, monkeypatch):
-    from environments.adv0 import dqn
+    from environments.adv0.train import dqn
     from harness.errors import HarnessError
 
     with pytest.raises(ValueError, match="adversarial_ratio=1.5"):
         dqn.DefenderEnv(object(), sampler=some_attack, adversarial_ratio=1.5)
     with pytest.raises(ValueError, match="needs a sampler"):
         dqn.DefenderEnv(object(), adversarial_ratio=0.5)
-    from environments.adv0 import toy
+    from environments.adv0.sim import toy
 
     with pytest.raises(ValueError, match="no DriverView.features"):
         dqn.DefenderEnv(toy, "toy")
@@ -207,7 +208,8 @@ def test_dqn_checkpoint_is_cached_loaded_finetuned_and_drives_greedily(tmp_path,
     greedy defender replays the same episode."""
     import torch
 
-    from environments.adv0 import dqn, highway
+    from environments.adv0.sim import highway
+    from environments.adv0.train import dqn
 
     torch.set_num_threads(1)
     monkeypatch.setenv("HARNESS_CACHE_DIR", str(tmp_path))

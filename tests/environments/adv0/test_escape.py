@@ -1,5 +1,5 @@
-"""Avoidable triggers (`environments/adv0/escape.py`) and the attacker option that draws only them
-(`baselines.AvoidableAdv0`, `--ablation avoidable`): the escape test on a hand-computed brake check,
+"""Avoidable triggers (`environments/adv0/sim/escape.py`) and the attacker option that draws only them
+(`train/options.py`'s `AvoidableAdv0`, `--ablation avoidable`): the escape test on a hand-computed brake check,
 the option's draws (changed, all escapable, all kinematically feasible in the toy world), its exact
 restricted distribution, and its state round trip (the loop's and suite adv0's)."""
 
@@ -10,11 +10,13 @@ import json
 import numpy as np
 import pytest
 
-from environments.adv0 import attackers, baselines, escape, toy, toy_sim
-from environments.adv0.loop import make_attacker
-from environments.adv0.loop_state import LoopConfig
-from environments.adv0.scenario import ScenarioParams, all_scenarios
-from environments.adv0.toy_checks import toy_reference
+from environments.adv0.checks.toy_checks import toy_reference
+from environments.adv0.policies import baselines, draw
+from environments.adv0.sim import escape, toy, toy_sim
+from environments.adv0.sim.scenario import ScenarioParams, all_scenarios
+from environments.adv0.train import options
+from environments.adv0.train.loop import make_attacker
+from environments.adv0.train.loop_state import LoopConfig
 
 
 def brake_check(gap_m: float) -> np.ndarray:
@@ -50,9 +52,9 @@ def test_an_infeasible_swerve_is_never_avoidable_and_the_trigger_time_does_not_m
 
 def test_the_avoidable_option_changes_what_is_drawn_and_every_draw_stays_feasible():
     reference = toy_reference()
-    plain = baselines.make("adv0", reference, seed=0)
-    gated = baselines.make("adv0-avoidable", reference, seed=0)
-    assert isinstance(gated, baselines.AvoidableAdv0) and gated.name == "adv0-avoidable"
+    plain = options.make("adv0", reference, seed=0)
+    gated = options.make("adv0-avoidable", reference, seed=0)
+    assert isinstance(gated, options.AvoidableAdv0) and gated.name == "adv0-avoidable"
     seed = 3
     ctx = toy_sim.context(seed)
     mask = gated.avoidable(ctx)
@@ -76,7 +78,7 @@ def test_the_avoidable_option_changes_what_is_drawn_and_every_draw_stays_feasibl
 
 
 def test_the_restricted_distribution_is_q_renormalised_over_the_escapable_draws():
-    gated = baselines.AvoidableAdv0(toy_reference())
+    gated = options.AvoidableAdv0(toy_reference())
     ctx = toy_sim.context(4)
     log_q = gated.policy.joint_log_probs(ctx)
     p = gated.restricted(log_q, ctx)
@@ -89,13 +91,14 @@ def test_the_restricted_distribution_is_q_renormalised_over_the_escapable_draws(
 def test_the_loop_builds_it_from_the_ablation_and_a_saved_state_draws_the_same(tmp_path):
     cfg = LoopConfig(family="toy", attacker="adv0", ablation="avoidable", k=3, seed=0)
     attacker = make_attacker(cfg)
-    assert attacker.learns and isinstance(attacker.option, baselines.AvoidableAdv0)
+    assert attacker.learns and isinstance(attacker.option, options.AvoidableAdv0)
     state = attacker.state()
     assert state["kind"] == "adv0-avoidable"
-    again = baselines.AvoidableAdv0.from_state(state)
+    again = options.AvoidableAdv0.from_state(state)
     ctx = toy_sim.context(5)
     first = attacker.option.draw(ctx, np.random.default_rng(7), 5)
     assert again.draw(ctx, np.random.default_rng(7), 5) == first
     # Suite adv0 reads a round folder's attacker.json: the variant keeps drawing only escapable triggers.
     (tmp_path / "attacker.json").write_text(json.dumps(state), encoding="utf-8")
-    assert isinstance(attackers._option("adv0", "toy", str(tmp_path)), baselines.AvoidableAdv0)
+    suite_option = draw._option("adv0", "toy", str(tmp_path))
+    assert isinstance(suite_option, baselines.AvoidableSampler) and not isinstance(suite_option, options.Adv0Option)

@@ -10,12 +10,14 @@ import json
 import numpy as np
 import pytest
 
-from environments.adv0 import attackers, baselines, escape, toy, toy_sim
-from environments.adv0.attacker import Adv0Attacker
-from environments.adv0.loop import make_attacker
-from environments.adv0.loop_state import LoopConfig
-from environments.adv0.scenario import IdmParams, ScenarioParams, all_scenarios
-from environments.adv0.toy_checks import toy_reference
+from environments.adv0.checks.toy_checks import toy_reference
+from environments.adv0.policies import baselines, draw
+from environments.adv0.sim import escape, toy, toy_sim
+from environments.adv0.sim.scenario import IdmParams, ScenarioParams, all_scenarios
+from environments.adv0.train import options
+from environments.adv0.train.attacker import Adv0Attacker
+from environments.adv0.train.loop import make_attacker
+from environments.adv0.train.loop_state import LoopConfig
 
 T = escape.script_times()
 
@@ -95,7 +97,8 @@ def test_a_gated_toy_episode_holds_a_side_swipe_and_is_a_pure_function_of_seed_a
 
 
 def test_a_gated_highway_attacker_holds_an_unescapable_trigger_and_fires_an_escapable_one():
-    from environments.adv0 import gate, highway
+    from environments.adv0.checks import gate
+    from environments.adv0.sim import highway
 
     def play(seed: int, z: ScenarioParams, gated: bool) -> tuple[object, object]:
         ep = highway.start_episode("highway", seed, z.model_copy(update={"escape_gate": gated}), planner=IdmParams())
@@ -123,9 +126,9 @@ def test_a_gated_highway_attacker_holds_an_unescapable_trigger_and_fires_an_esca
 
 def test_the_closed_loop_option_draws_as_adv0_does_and_marks_every_draw_gated(tmp_path):
     reference = toy_reference()
-    plain = baselines.make("adv0", reference, seed=0)
-    closed = baselines.make("adv0-avoidable-closed", reference, seed=0)
-    assert isinstance(closed, baselines.ClosedLoopAvoidableAdv0) and isinstance(closed, Adv0Attacker)
+    plain = options.make("adv0", reference, seed=0)
+    closed = options.make("adv0-avoidable-closed", reference, seed=0)
+    assert isinstance(closed, options.ClosedLoopAvoidableAdv0) and isinstance(closed, Adv0Attacker)
     ctx = toy_sim.context(5)
     # The gate acts on the world's firing, not on the draw: same q, same log-probabilities, same draws.
     assert np.array_equal(plain.policy.joint_log_probs(ctx), closed.policy.joint_log_probs(ctx))
@@ -139,7 +142,7 @@ def test_the_closed_loop_option_draws_as_adv0_does_and_marks_every_draw_gated(tm
 def test_the_loop_builds_the_closed_loop_option_and_restores_it_from_its_state(tmp_path):
     cfg = LoopConfig(family="toy", attacker="adv0", ablation="avoidable-closed", k=3, seed=0, contexts=2)
     attacker = make_attacker(cfg)
-    assert attacker.learns and isinstance(attacker.option, baselines.ClosedLoopAvoidableAdv0)
+    assert attacker.learns and isinstance(attacker.option, options.ClosedLoopAvoidableAdv0)
     seeds = [11, 12]
     ctx = {s: toy_sim.context(s) for s in seeds}
     rollout = lambda ss, zs: toy.summary_results(ss, zs, manoeuvres=toy_sim.ALL_MANOEUVRES)  # noqa: E731
@@ -148,12 +151,13 @@ def test_the_loop_builds_the_closed_loop_option_and_restores_it_from_its_state(t
     state = attacker.state()
     assert state["kind"] == "adv0-avoidable-closed"
     again = make_attacker(cfg, json.loads(json.dumps(state)))
-    assert isinstance(again.option, baselines.ClosedLoopAvoidableAdv0)
+    assert isinstance(again.option, options.ClosedLoopAvoidableAdv0)
     first = attacker.draw(ctx[11], np.random.default_rng(9))
     assert again.draw(ctx[11], np.random.default_rng(9)) == first and first is not None and first.escape_gate
     (tmp_path / "attacker.json").write_text(json.dumps(state), encoding="utf-8")
-    suite_option = attackers._option("adv0", "toy", str(tmp_path))
-    assert isinstance(suite_option, baselines.ClosedLoopAvoidableAdv0)
+    suite_option = draw._option("adv0", "toy", str(tmp_path))
+    assert isinstance(suite_option, baselines.ClosedLoopAvoidableSampler)
+    assert not isinstance(suite_option, options.Adv0Option)  # a suite draws, it never trains
     assert suite_option.draw(ctx[11], np.random.default_rng(9), 1)[0] == first
 
 

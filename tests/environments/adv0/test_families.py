@@ -1,4 +1,4 @@
-"""Scenario families as data (`environments/adv0/families.py`): a family file for a highway-env
+"""Scenario families as data (`environments/adv0/sim/families.py`): a family file for a highway-env
 environment the code never names runs an episode (directly and through suite `adv0`), and bad
 declarations are one error naming the family and the key."""
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from environments.adv0 import families, highway
-from environments.adv0.closed_loop import ClosedLoopAttacker, ClosedLoopPolicy
 from environments.adv0.metrics import episode_scores
-from environments.adv0.scenario import IdmParams
+from environments.adv0.sim import families, highway
+from environments.adv0.sim.closed_loop import ClosedLoopAttacker, ClosedLoopPolicy
+from environments.adv0.sim.scenario import IdmParams
 from harness.loopback import running_server
 from tests.conftest import harness_cli
 

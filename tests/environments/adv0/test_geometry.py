@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.adv0.geometry import (
+from environments.adv0.sim.geometry import (
     attribute_fault,
     fault_label,
     is_near_miss,
@@ -13,7 +13,7 @@ from environments.adv0.geometry import (
     time_to_collision,
     ttc_to_others,
 )
-from environments.adv0.scenario import TTC_HORIZON_S, VehicleState
+from environments.adv0.sim.scenario import TTC_HORIZON_S, VehicleState
 
 DT = 0.2
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from highway_env.vehicle.behavior import IDMVehicle
 
-from environments.adv0.highway import FAMILIES, run_episode, start_episode
-from environments.adv0.vehicles import AggressiveIDM
-from environments.adv0.scenario import IdmParams, ScenarioParams, defender_return
+from environments.adv0.sim.highway import FAMILIES, run_episode, start_episode
+from environments.adv0.sim.scenario import IdmParams, ScenarioParams, defender_return
+from environments.adv0.sim.vehicles import AggressiveIDM
 
 # Found by hand: on seed 0 this attacker cuts in 5 m ahead of the ego within ~3 s (a side swipe).
 CUT_IN = ScenarioParams(slot=0, manoeuvre="cut_in", trigger_s=1.0, intensity=1.0, hold_s=1.0, gap_m=5.0)
@@ -147,8 +147,8 @@ def test_filmstrip_of_a_failure(tmp_path: Path) -> None:
 def test_an_attacker_on_a_segment_with_fewer_lanes_keeps_to_its_lane():
     """Regression: in the roundabout a script aimed at a lane index the attacker's next segment does
     not have; highway-env's own lane lookup then raised IndexError mid-episode."""
-    from environments.adv0.highway import start_episode
-    from environments.adv0.scenario import ScenarioParams
+    from environments.adv0.sim.highway import start_episode
+    from environments.adv0.sim.scenario import ScenarioParams
 
     z = ScenarioParams(slot=1, manoeuvre="brake_check", trigger_s=3.0, intensity=0.5, hold_s=0.5, gap_m=15.0)
     for action in ("LANE_LEFT", "LANE_RIGHT"):

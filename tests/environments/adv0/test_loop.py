@@ -1,4 +1,4 @@
-"""The closed min-max loop (`environments/adv0/loop.py`) on the toy world: a round's state round
+"""The closed min-max loop (`environments/adv0/train/loop.py`) on the toy world: a round's state round
 trips through its folder; a real SIGKILL of a child process mid-run loses at most the round in
 flight, and resuming it yields exactly the rounds -- and the very evaluation rows -- of a run that
 was never interrupted; a half-written round is never taken for a complete one."""
@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from environments.adv0 import loop
+from environments.adv0.sim.worlds import context_of, world_for
+from environments.adv0.train import loop
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = dict(family="toy", episodes=6, held_out_episodes=6, contexts=3, k=3, scenarios=6, cem_generations=1,
@@ -50,7 +51,7 @@ def test_a_round_state_round_trips_and_restores_both_players(tmp_path: Path):
     attacker = loop.make_attacker(cfg, saved.attacker)
     defender = loop.make_defender(cfg, saved.defender, folder / "rounds" / "0001")
     assert defender.params.model_dump() == saved.defender["params"] != loop.IdmParams().model_dump()
-    ctx = loop.context_of(loop.world_for("toy"), "toy", 5)
+    ctx = context_of(world_for("toy"), "toy", 5)
     live = loop.make_attacker(cfg, json.loads((folder / "rounds" / "0001" / "attacker.json").read_text()))
     a = [attacker.draw(ctx, np.random.default_rng(1)) for _ in range(5)]
     b = [live.draw(ctx, np.random.default_rng(1)) for _ in range(5)]

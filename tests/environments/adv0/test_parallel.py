@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from environments.adv0 import parallel
-from environments.adv0.claims import CLAIMS, LOOKS, NORMAL_RETURN_POWER, POWER, SIZES, held_out_episodes, size
-from environments.adv0.power import PowerPlan, mean_n, planning_rate, simulated_power, two_proportion_n
-from environments.adv0.scenario import TRAIN_MANOEUVRES, IdmParams, ScenarioParams
+from environments.adv0.checks.claims import CLAIMS, LOOKS, NORMAL_RETURN_POWER, POWER, SIZES, held_out_episodes, size
+from environments.adv0.checks.power import PowerPlan, mean_n, planning_rate, simulated_power, two_proportion_n
+from environments.adv0.sim.scenario import TRAIN_MANOEUVRES, IdmParams, ScenarioParams
+from environments.adv0.train import parallel
 from harness.stats import newcombe_difference
 
 

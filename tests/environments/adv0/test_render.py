@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from environments.adv0 import highway
-from environments.adv0.closed_loop import ACTIONS, ClosedLoopAttacker, ClosedLoopPolicy
-from environments.adv0.render import (
+from environments.adv0.sim import highway
+from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopAttacker, ClosedLoopPolicy
+from environments.adv0.sim.render import (
     BAND_PX,
     Decision,
     decision_in_force,
@@ -22,7 +22,7 @@ from environments.adv0.render import (
     frame_captions,
     save_filmstrip,
 )
-from environments.adv0.scenario import AttackerTrajectory, EpisodeResult
+from environments.adv0.sim.scenario import AttackerTrajectory, EpisodeResult
 from environments.adv0.suite import _caption
 
 STEPS = 4  # decisions at 0, 1, 2, 3 s; the kept frames (the last 3 s) cover three of them

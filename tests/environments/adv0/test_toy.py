@@ -1,4 +1,4 @@
-"""The toy world (`environments/adv0/toy.py`): the whole scenario space enumerated at once, equal to
+"""The toy world (`environments/adv0/sim/toy.py`): the whole scenario space enumerated at once, equal to
 one-episode runs of the same (seed, z); a pure function of its seed; the fault rule on hand-built
 collisions (rear-end by the ego, rear-end of the ego, a side-by-side intrusion, a cut-in that left
 room and then braked); the kinematic feasibility flag; the driver's Episode; bad input."""
@@ -9,12 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.adv0 import toy, toy_sim
-from environments.adv0.attacker import fit_reference
-from environments.adv0.planner import tune_cem
-from environments.adv0.scenario import (
+from environments.adv0.policies.attacker import fit_reference
+from environments.adv0.sim import toy, toy_sim
+from environments.adv0.sim.scenario import (
     FACTORS, SPACE_SIZE, TRAIN_MANOEUVRES, IdmParams, ScenarioParams, all_scenarios, defender_return,
 )
+from environments.adv0.train.planner import tune_cem
 
 Z = all_scenarios()
 CODE = {name: i for i, name in enumerate(toy_sim.FAULT_CODES)}

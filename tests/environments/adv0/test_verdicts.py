@@ -15,7 +15,7 @@ import pytest
 from scipy import stats as scipy_stats
 from typer.testing import CliRunner
 
-from environments.adv0 import checks, paper, toy_checks, verdicts
+from environments.adv0.checks import checks, paper, toy_checks, verdicts
 from environments.adv0.commands import adv0_app
 from harness.claims import decide
 from harness.claims.table import to_markdown
@@ -251,8 +251,8 @@ def test_check_command_saves_the_verdict_under_run_dir(tmp_path):
 
 
 def test_a_check_at_its_default_size_is_judged_by_its_registered_criterion(tmp_path):
-    from environments.adv0 import checks
-    from environments.adv0.claims import registered_claim
+    from environments.adv0.checks import checks
+    from environments.adv0.checks.claims import registered_claim
 
     f = checks.run_check("C1")
     claim, registered = verdicts.claim_of(f)

@@ -3,8 +3,8 @@ worker processes started once per test module)."""
 
 import pytest
 
-from environments.prograf.build import CORPUS
-from environments.prograf.render import Renderer
+from environments.prograf.check.render import Renderer
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.task import load_tasks
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 import math
 
-from environments.prograf.binding import bind
-from environments.prograf.scene import Scene
-from environments.prograf.schematic import parse_schemdraw_json
-from environments.prograf.schematic_source import parse_schemdraw_source
-from environments.prograf.svg import parse_svg
-from environments.prograf.svg_graph import extract_graph, point_polyline_distance
+from environments.prograf.parse.binding import bind
+from environments.prograf.parse.scene import Scene
+from environments.prograf.parse.schematic import parse_schemdraw_json
+from environments.prograf.parse.schematic_source import parse_schemdraw_source
+from environments.prograf.parse.svg import parse_svg
+from environments.prograf.parse.svg_graph import extract_graph, point_polyline_distance
 
 NS = 'xmlns="http://www.w3.org/2000/svg"'
 MARKER = '<defs><marker id="tip" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto"><path d="M0,0 L8,4 L0,8 z"/></marker></defs>'

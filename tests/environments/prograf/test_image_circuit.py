@@ -12,13 +12,13 @@ import re
 import numpy as np
 import pytest
 
-from environments.prograf.builders import circuit_task
-from environments.prograf.emit import CircuitPart
-from environments.prograf.image_circuit import CHECK_TYPES, PixelCircuit, PixPart, c_netlist, c_value, read_circuit
-from environments.prograf.image_input import decode_png
-from environments.prograf.image_ocr import TextLine
-from environments.prograf.image_verify import ENABLED, Pixels, Undecidable, decide, vocabulary
-from environments.prograf.pictures import drawing_of
+from environments.prograf.generate.builders import circuit_task
+from environments.prograf.generate.emit import CircuitPart
+from environments.prograf.image.circuit import CHECK_TYPES, PixelCircuit, PixPart, c_netlist, c_value, read_circuit
+from environments.prograf.image.ocr import TextLine
+from environments.prograf.image.pictures import drawing_of
+from environments.prograf.image.png import decode_png
+from environments.prograf.image.verify import ENABLED, Pixels, Undecidable, decide, vocabulary
 
 cv2 = pytest.importorskip("cv2")
 SCALE = 2

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from environments.prograf.image_geometry import Undecidable, read_scene
-from environments.prograf.image_ocr import TextLine
-from environments.prograf.image_verify import ENABLED, Pixels, decide
+from environments.prograf.image.geometry import Undecidable, read_scene
+from environments.prograf.image.ocr import TextLine
+from environments.prograf.image.verify import ENABLED, Pixels, decide
 from environments.prograf.task import GeometrySpec, Task, VerificationPoint
 
 cv2 = pytest.importorskip("cv2")
@@ -115,7 +115,7 @@ def test_a_letter_not_read_leaves_its_points_undecided():
     got = decide(px, _task([vp]), vp, ALL_GEOMETRY)
     assert got.status == "undecided" and "C" in got.reason
     with pytest.raises(Undecidable):
-        from environments.prograf.image_geometry import CHECKS_FROM_PIXELS
+        from environments.prograf.image.geometry import CHECKS_FROM_PIXELS
 
         CHECKS_FROM_PIXELS["segment"](px.figure(_task([]).spec), vp, _task([]).spec)
 

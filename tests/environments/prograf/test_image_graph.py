@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from environments.prograf.image_augment import draw, vary_pixels, vary_svg
-from environments.prograf.image_graph import PixEdge, PixelGraph, PixNode, read_graph, shape_of
-from environments.prograf.image_ocr import TextLine
-from environments.prograf.image_verify import Pixels, Undecidable, i_edge, i_no_edge, i_shape
+from environments.prograf.image.augment import draw, vary_pixels, vary_svg
+from environments.prograf.image.graph import PixEdge, PixelGraph, PixNode, read_graph, shape_of
+from environments.prograf.image.ocr import TextLine
+from environments.prograf.image.verify import Pixels, Undecidable, i_edge, i_no_edge, i_shape
 from environments.prograf.task import GraphEdge, GraphNode, GraphSpec, VerificationPoint
 
 cv2 = pytest.importorskip("cv2")
@@ -133,9 +133,9 @@ def test_shape_check_uses_the_bound_node():
 
 
 def test_calibration_samples_hold_foreign_outputs_and_varied_pictures(corpus, renderer):
-    from environments.prograf.foreign import generated
-    from environments.prograf.image_calibrate import render_png, samples
-    from environments.prograf.image_input import decode_png
+    from environments.prograf.generate.foreign import generated
+    from environments.prograf.image.calibrate import render_png, samples
+    from environments.prograf.image.png import decode_png
 
     task = corpus["diagram-001"]
     outs = [o for o in generated([t for t in corpus.values() if t.category == "diagram"]) if o.task_id == task.id]

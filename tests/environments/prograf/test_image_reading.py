@@ -1,4 +1,4 @@
-"""How the image-only verifier reads labels (session 12's fixes, `image_ocr.py`): real OCR
+"""How the image-only verifier reads labels (session 12's fixes, `image/ocr.py`): real OCR
 (rapidocr's bundled models) on PNGs drawn by our own renderer from the corpus and from
 hand-written SVG, and the matching rule on the texts OCR returned in the calibration."""
 
@@ -9,10 +9,10 @@ import io
 import pytest
 from PIL import Image
 
-from environments.prograf.image_calibrate import render_png, subset
-from environments.prograf.image_input import decode_png
-from environments.prograf.image_ocr import copies, read_text, split_merged
-from environments.prograf.image_verify import CHECK_TYPES, NEEDS_JUDGE, verify_image, vocabulary
+from environments.prograf.image.calibrate import render_png, subset
+from environments.prograf.image.ocr import copies, read_text, split_merged
+from environments.prograf.image.png import decode_png
+from environments.prograf.image.verify import CHECK_TYPES, NEEDS_JUDGE, verify_image, vocabulary
 
 EVERY_TYPE = frozenset(CHECK_TYPES.values())
 

@@ -11,9 +11,9 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from environments.prograf.build import CORPUS
 from environments.prograf.claim import CLAIM, CRITERIA_LOG, check_claim, claim_verdict, judge, mcnemar_p
 from environments.prograf.commands import prograf_app
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.loop_suite import cached_tasks
 from environments.prograf.mock import StepMock
 from environments.prograf.profile import build_profile

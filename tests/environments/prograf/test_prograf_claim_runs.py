@@ -14,10 +14,10 @@ import pytest
 from typer.testing import CliRunner
 
 from environments.prograf import mock
-from environments.prograf.build import CORPUS
 from environments.prograf.claim import CLAIM, read_runs, report_from_runs
 from environments.prograf.commands import prograf_app
-from environments.prograf.loop_suite import Options, ProGrafLoopSuite, cached_tasks, file_sha256
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.loop_suite import LoopOptions, ProGrafLoopSuite, cached_tasks, file_sha256
 from environments.prograf.mock import StepMock
 from environments.prograf.profile import build_profile
 from harness.claims import load_verdicts
@@ -151,7 +151,7 @@ def test_verdict_names_bad_input(checked):
 
 def test_tasks_option_picks_tasks_and_names_an_unknown_one(profile_path):
     every = [t.id for t in cached_tasks(CORPUS)]
-    assert Options().model_dump(exclude_defaults=True) == {}  # a run that sets none hashes as before
+    assert LoopOptions().model_dump(exclude_defaults=True) == {}  # a run that sets none hashes as before
     suite = get_suite("prograf-loop", {"subset": "all", "tasks": f"{every[5]}, {every[2]},{every[5]}"})
     assert [s.id for s in suite.load_samples(None)] == [every[2], every[5]]  # corpus order, once each
     with pytest.raises(HarnessError, match="tasks names no-such-task: not a task of the corpus"):
@@ -163,9 +163,9 @@ def test_tasks_option_picks_tasks_and_names_an_unknown_one(profile_path):
 
 def test_a_changed_profile_is_an_error(profile_path):
     digest = file_sha256(str(profile_path))
-    ok = ProGrafLoopSuite(Options(profile=str(profile_path), profile_sha256=digest))
+    ok = ProGrafLoopSuite(LoopOptions(profile=str(profile_path), profile_sha256=digest))
     assert ok.load_samples(None)
-    stale = ProGrafLoopSuite(Options(profile=str(profile_path), profile_sha256="0" * 64))
+    stale = ProGrafLoopSuite(LoopOptions(profile=str(profile_path), profile_sha256="0" * 64))
     with pytest.raises(HarnessError, match="profile=.*weak.json is not the file this run was set up with"):
         stale.load_samples(None)
 

@@ -9,11 +9,11 @@ from collections import Counter
 
 import pytest
 
-from environments.prograf.build import CORPUS, build_tasks, corpus_text
-from environments.prograf.checks import CIRCUIT, GEOMETRY, GRAPH
-from environments.prograf.gen_geometry import generate as geometry
+from environments.prograf.check.registry import CIRCUIT, GEOMETRY, GRAPH
+from environments.prograf.check.verify import verify
+from environments.prograf.generate.build import CORPUS, build_tasks, corpus_text
+from environments.prograf.generate.geometry import generate as geometry
 from environments.prograf.task import CHECKS, load_tasks
-from environments.prograf.verify import verify
 from harness.errors import HarnessError
 
 
@@ -106,6 +106,16 @@ def test_a_malformed_task_is_one_error_naming_the_task_and_the_field(tmp_path, t
     assert f"task {tasks[1].id}: field {field}" in message and words in message and ":2:" in message
 
 
+def test_a_count_point_whose_value_is_no_number_fails_its_check_naming_the_point(tasks):
+    task = next(t for t in tasks if any(vp.check == "node_count" for vp in t.points))
+    vp = next(vp for vp in task.points if vp.check == "node_count")
+    assert vp.count() == vp.value
+    bad = task.model_copy(update={"points": [p.model_copy(update={"value": "seven"}) if p is vp else p
+                                             for p in task.points]})
+    point = next(p for p in verify(bad, bad.reference[0].format, bad.reference[0].code).points if p.id == vp.id)
+    assert not point.passed and f"point {vp.id} (node_count): value 'seven' is not a number" in point.reason
+
+
 def test_bad_corpus_files(tmp_path, tasks):
     path = tmp_path / "t.jsonl"
     path.write_text(tasks[0].model_dump_json() + "\n{not json\n")
@@ -121,7 +131,7 @@ def test_bad_corpus_files(tmp_path, tasks):
 def test_the_commands_build_the_corpus_and_bench_the_verifier(tmp_path):
     from typer.testing import CliRunner
 
-    from environments.prograf.bench import run_bench
+    from environments.prograf.check.bench import run_bench
     from environments.prograf.commands import prograf_app
 
     out = tmp_path / "tasks.jsonl"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from environments.prograf.suite import Options, ProGrafSuite
+from environments.prograf.suite import ProGrafOptions, ProGrafSuite
 from harness.records import RunConfig
 from harness.run_folder import RunFolder
 from harness.runner import plan_run, run_eval
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def test_the_embedded_model_runs_the_suite(tmp_path):
-    suite = ProGrafSuite(parse_options("prograf", Options, {}))
+    suite = ProGrafSuite(parse_options("prograf", ProGrafOptions, {}))
     config = RunConfig(suite="prograf", models={"assistant": "local/smollm2-135m"}, limit=4, max_tokens=160)
     plan = plan_run(config, tmp_path, suite=suite)
     summary = run_eval(plan, show_progress=False)

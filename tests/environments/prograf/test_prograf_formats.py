@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from environments.prograf.build import CORPUS
-from environments.prograf.dot import parse_dot
-from environments.prograf.mermaid import parse_mermaid
-from environments.prograf.render import Renderer
-from environments.prograf.scene import InputRejected
-from environments.prograf.schematic import parse_schemdraw_json
-from environments.prograf.schematic_source import parse_schemdraw_source
-from environments.prograf.svg import parse_svg
-from environments.prograf.svg_graph import extract_graph
+from environments.prograf.check.render import Renderer
+from environments.prograf.check.verify import verify
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.parse.dot import parse_dot
+from environments.prograf.parse.mermaid import parse_mermaid
+from environments.prograf.parse.scene import InputRejected
+from environments.prograf.parse.schematic import parse_schemdraw_json
+from environments.prograf.parse.schematic_source import parse_schemdraw_source
+from environments.prograf.parse.svg import parse_svg
+from environments.prograf.parse.svg_graph import extract_graph
 from environments.prograf.task import load_tasks
-from environments.prograf.verify import verify
 
 SVG_HEAD = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 200">'
 

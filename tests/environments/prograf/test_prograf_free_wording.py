@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from environments.prograf.build import CORPUS
-from environments.prograf.prompt_checks import agreement, coverage, paraphrase_netlist, read_prompt
+from environments.prograf.check.prompt import agreement, coverage, paraphrase_netlist, read_prompt
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.task import load_tasks
 
 

@@ -1,4 +1,4 @@
-"""The vision judge (`image_judge.py`) and its use by `prograf-image`: calibration on our own
+"""The vision judge (`image/judge.py`) and its use by `prograf-image`: calibration on our own
 renders with scripted judges (a truthful one is enabled where it saw enough failures, one that
 always says yes never is), answers read strictly, and a run whose judge (the loopback server
 saying "yes", shown the picture as an image part) is used only for the checks its calibration
@@ -12,12 +12,12 @@ import hashlib
 
 import pytest
 
-from environments.prograf.build import CORPUS
-from environments.prograf.image_calibrate import render_png, samples
-from environments.prograf.image_judge import JudgeCalibration, calibrate_judge, dump, read_answer
+from environments.prograf.check.verify import verify
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.image.calibrate import render_png, samples
+from environments.prograf.image.judge import JudgeCalibration, calibrate_judge, dump, read_answer
 from environments.prograf.image_suite import image_prompt
 from environments.prograf.task import load_tasks
-from environments.prograf.verify import verify
 from harness.errors import HarnessError
 from harness.loopback import prompt_key, running_server
 from harness.messages import images_of, text_of

@@ -12,11 +12,11 @@ import json
 
 import pytest
 
-from environments.prograf.build import CORPUS
-from environments.prograf.image_calibrate import render_png
+from environments.prograf.check.render import Renderer
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.image.calibrate import render_png
+from environments.prograf.image.verify import verify_image
 from environments.prograf.image_suite import image_prompt
-from environments.prograf.image_verify import verify_image
-from environments.prograf.render import Renderer
 from environments.prograf.task import load_tasks
 from harness.calls import CallPolicy, ManagedModel
 from harness.loopback import prompt_key, running_server

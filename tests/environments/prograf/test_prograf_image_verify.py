@@ -1,4 +1,4 @@
-"""The image-only verifier (`image_verify.py`): real OCR (rapidocr's bundled models) and real
+"""The image-only verifier (`image/verify.py`): real OCR (rapidocr's bundled models) and real
 OpenCV on PNGs we render ourselves with the sandboxed renderer, from hand-written SVG and from the
 corpus' references and mutants, where the truth is known."""
 
@@ -10,11 +10,11 @@ import zlib
 import numpy as np
 import pytest
 
-from environments.prograf.image_calibrate import render_png
-from environments.prograf.image_input import ImageRejected, decode_png
-from environments.prograf.image_ocr import label_matches, read_text
-from environments.prograf.image_verify import CHECK_TYPES, NEEDS_JUDGE, Pixels, decide, verify_image
-from environments.prograf.render import Renderer
+from environments.prograf.check.render import Renderer
+from environments.prograf.image.calibrate import render_png
+from environments.prograf.image.ocr import label_matches, read_text
+from environments.prograf.image.png import ImageRejected, decode_png
+from environments.prograf.image.verify import CHECK_TYPES, NEEDS_JUDGE, Pixels, decide, verify_image
 
 EVERY_TYPE = frozenset(CHECK_TYPES.values())
 
@@ -53,7 +53,7 @@ def test_circle_count_on_a_render_with_three_circles(renderer):
     circles = "".join(f'<circle cx="{x}" cy="{y}" r="{r}" stroke="black" stroke-width="3" fill="none"/>'
                       for x, y, r in ((120, 150, 80), (330, 220, 110), (500, 120, 60)))
     dots = "".join(f'<circle cx="{x}" cy="{y}" r="4" fill="black"/>' for x, y in ((50, 350), (560, 350)))
-    from environments.prograf.image_cv import big_circles
+    from environments.prograf.image.cv import big_circles
 
     found = big_circles(decode_png(svg_png(renderer, circles + dots)))
     assert len(found) == 3, found  # the two dots are not circles

@@ -21,8 +21,8 @@ import asyncio
 
 import pytest
 
-from environments.prograf.build import CORPUS
-from environments.prograf.loop_suite import Options, ProGrafLoopSuite, StepMock, paired_difference
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.loop_suite import LoopOptions, ProGrafLoopSuite, StepMock, paired_difference
 from environments.prograf.profile import build_profile
 from environments.prograf.task import load_tasks
 from harness.calls import CallPolicy, ManagedModel
@@ -51,7 +51,7 @@ def profiles(corpus, tmp_path_factory):
 
 
 def run(corpus, mock: str, task_ids: list[str], **options) -> dict[str, bool]:
-    suite = ProGrafLoopSuite(parse_options("prograf-loop", Options, {"subset": "all", "budget": BUDGET, "pictures": False} | options))
+    suite = ProGrafLoopSuite(parse_options("prograf-loop", LoopOptions, {"subset": "all", "budget": BUDGET, "pictures": False} | options))
     samples = [s for s in suite.load_samples(None) if s.id in set(task_ids)]
     model = ManagedModel(StepMock(mock, corpus), max_connections=8, policy=CallPolicy())
     config = RunConfig(suite="prograf-loop", models={"assistant": model.name})

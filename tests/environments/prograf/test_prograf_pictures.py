@@ -1,4 +1,4 @@
-"""Pictures of outputs with the failed points drawn on them (`pictures.py`), and a picture per loop
+"""Pictures of outputs with the failed points drawn on them (`image/pictures.py`), and a picture per loop
 step (`prograf-loop`, `output.pictures`): real renders through the sandboxed worker, on reference
 solutions and their mutants in all four categories and every drawable format."""
 
@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from environments.prograf.build import CORPUS
-from environments.prograf.check_graph import GraphView
-from environments.prograf.loop_suite import Options, ProGrafLoopSuite, StepMock
-from environments.prograf.pictures import MARK, drawing_of, marks_for, picture
+from environments.prograf.check.graph import GraphView
+from environments.prograf.check.verify import verify
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.image.pictures import MARK, drawing_of, marks_for, picture
+from environments.prograf.loop_suite import LoopOptions, ProGrafLoopSuite, StepMock
 from environments.prograf.task import load_tasks
-from environments.prograf.verify import verify
 from harness.calls import CallPolicy, ManagedModel
 from harness.records import RunConfig
 from harness.runner import run_one
@@ -114,7 +114,7 @@ def test_picture_is_deterministic_and_unreadable_code_gets_none(corpus, renderer
 
 
 def test_a_loop_run_pictures_every_step_with_its_failed_checks(corpus):
-    suite = ProGrafLoopSuite(parse_options("prograf-loop", Options, {"subset": "all", "budget": 4}))
+    suite = ProGrafLoopSuite(parse_options("prograf-loop", LoopOptions, {"subset": "all", "budget": 4}))
     task = max((t for t in corpus if t.category == "circuit" and t.source == "generated"), key=lambda t: t.size)
     sample = next(s for s in suite.load_samples(None) if s.id == task.id)
     model = ManagedModel(StepMock("weak-circuits", corpus), max_connections=2, policy=CallPolicy())

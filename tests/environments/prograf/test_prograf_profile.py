@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.loop_agent import CheckItem, LoopConfig, ProGrafLoop, make_plan
-from environments.prograf.build import CORPUS
 from environments.prograf.mock import PROFILES, SyntheticGenerator
 from environments.prograf.profile import build_profile, load_profile
 from environments.prograf.task import load_tasks

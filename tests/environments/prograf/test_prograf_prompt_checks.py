@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from environments.prograf import prompt_checks
-from environments.prograf.build import CORPUS
-from environments.prograf.prompt_checks import agreement, coverage, point_key, read_prompt
+from environments.prograf.check import prompt as prompt_checks
+from environments.prograf.check.prompt import agreement, coverage, point_key, read_prompt
+from environments.prograf.check.verify import verify
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.task import CATEGORIES, load_tasks
-from environments.prograf.verify import verify
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +75,8 @@ def test_point_key_ignores_ids_and_argument_order(corpus):
 def test_the_report_command(corpus, tmp_path):
     from typer.testing import CliRunner
 
-    from environments.prograf.build import corpus_text
     from environments.prograf.commands import prograf_app
+    from environments.prograf.generate.build import corpus_text
 
     small = tmp_path / "tasks.jsonl"
     small.write_text(corpus_text(sample(corpus, "generated", 1)), encoding="utf-8")

@@ -9,10 +9,10 @@ import asyncio
 import pytest
 
 from environments.prograf.formats import extract_code
+from environments.prograf.generate.build import CORPUS
 from environments.prograf.mock import PROFILES, SyntheticGenerator, SyntheticProvider
-from environments.prograf.suite import Options, ProGrafSuite
+from environments.prograf.suite import ProGrafOptions, ProGrafSuite
 from environments.prograf.task import load_tasks
-from environments.prograf.build import CORPUS
 from harness.calls import CallPolicy, ManagedModel
 from harness.errors import HarnessError
 from harness.records import RunConfig
@@ -27,7 +27,7 @@ def corpus():
 
 
 def run(corpus, profile: str, per_category: int = 12, **options):
-    suite = ProGrafSuite(parse_options("prograf", Options, {"render": False} | options))
+    suite = ProGrafSuite(parse_options("prograf", ProGrafOptions, {"render": False} | options))
     samples = suite.load_samples(None)
     chosen = [s for cat in ("geometry", "circuit", "flowchart", "diagram")
               for s in [x for x in samples if x.data["category"] == cat][:per_category]]
@@ -95,8 +95,8 @@ def test_rendered_scoring_through_the_suite(corpus):
 
 def test_options_filters_and_the_mock_provider():
     with pytest.raises(HarnessError, match="format=png"):
-        parse_options("prograf", Options, {"format": "png"})
-    suite = ProGrafSuite(parse_options("prograf", Options, {"category": "circuit", "source": "handwritten"}))
+        parse_options("prograf", ProGrafOptions, {"format": "png"})
+    suite = ProGrafSuite(parse_options("prograf", ProGrafOptions, {"category": "circuit", "source": "handwritten"}))
     samples = suite.load_samples(None)
     assert len(samples) == 16 and {s.data["category"] for s in samples} == {"circuit"}
     assert suite.corpus_identity(None)["sha256"]
@@ -107,7 +107,7 @@ def test_options_filters_and_the_mock_provider():
 
 
 def test_no_reply_or_no_code_is_a_no_output_failure(corpus):
-    suite = ProGrafSuite(parse_options("prograf", Options, {"render": False}))
+    suite = ProGrafSuite(parse_options("prograf", ProGrafOptions, {"render": False}))
     sample = suite.load_samples(None)[0]
     score = asyncio.run(suite._verify(sample, {"code": None, "format": "svg", "extracted": "no code block"}, None))
     assert score.values["pattern"] == "no_output" and not score.values["passed"]

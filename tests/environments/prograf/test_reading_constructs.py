@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from environments.prograf.dot import parse_dot
-from environments.prograf.mermaid import parse_mermaid
-from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.schematic import parse_schemdraw_json
-from environments.prograf.schematic_source import parse_schemdraw_source
-from environments.prograf.verify import verify
+from environments.prograf.check.verify import verify
+from environments.prograf.parse.dot import parse_dot
+from environments.prograf.parse.mermaid import parse_mermaid
+from environments.prograf.parse.scene import InputRejected, Scene
+from environments.prograf.parse.schematic import parse_schemdraw_json
+from environments.prograf.parse.schematic_source import parse_schemdraw_source
 
 
 def parts(scene: Scene) -> dict[str, tuple[str, str, frozenset[int]]]:

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from environments.prograf.check_geometry import CHECKS as GEOMETRY_CHECKS
-from environments.prograf.check_geometry import GeometryView
-from environments.prograf.scene import InputRejected, Scene
-from environments.prograf.svg import parse_svg
-from environments.prograf.svg_path import path_subpaths
-from environments.prograf.svg_graph import extract_graph
+from environments.prograf.check.geometry import CHECKS as GEOMETRY_CHECKS
+from environments.prograf.check.geometry import GeometryView
+from environments.prograf.parse.scene import InputRejected, Scene
+from environments.prograf.parse.svg import parse_svg
+from environments.prograf.parse.svg_graph import extract_graph
+from environments.prograf.parse.svg_path import path_subpaths
 from environments.prograf.task import VerificationPoint
 
 NS = 'xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
@@ -418,9 +418,9 @@ def test_a_paths_markers_sit_on_its_first_and_last_vertex_only():
     assert not [e for k, e in edges.items() if set(k) == {"A", "B"} and e.directed]
 
 def test_a_refused_construct_is_the_verdicts_format_error_on_every_point():
-    from environments.prograf.build import CORPUS
+    from environments.prograf.check.verify import verify
+    from environments.prograf.generate.build import CORPUS
     from environments.prograf.task import load_tasks
-    from environments.prograf.verify import verify
 
     task = next(t for t in load_tasks(CORPUS) if t.category == "flowchart" and "svg" in t.formats)
     html_label = (f'<svg {NS} viewBox="0 0 200 100">\n<rect x="10" y="10" width="80" height="40" fill="none" stroke="black"/>'

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from environments.prograf import foreign_geometry
-from environments.prograf.audit import ORDER, TARGET, Outcome, judge, run_audit
-from environments.prograf.build import CORPUS
+from environments.prograf.check.audit import ORDER, TARGET, Outcome, judge, run_audit
+from environments.prograf.generate import foreign_geometry
+from environments.prograf.generate.build import CORPUS
+from environments.prograf.generate.foreign import FAULT_KINDS, Output, corpus, corpus_digest, generated, handwritten
 from environments.prograf.task import GEOMETRY_RELATIONS
-from environments.prograf.foreign import FAULT_KINDS, Output, corpus, corpus_digest, generated, handwritten
 from environments.prograf.task import load_tasks
 from harness.errors import HarnessError
 

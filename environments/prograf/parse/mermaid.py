@@ -1,0 +1,211 @@
+"""A Mermaid flowchart subset into the scene's graph layer.
+
+`flowchart|graph DIR`, node shapes (`[box]`, `(rounded)`, `([stadium])`, `[[subroutine]]`,
+`[(cylinder)]`, `((circle))`, `{diamond}`, `{{hexagon}}`, `[/parallelogram/]`, `>flag]`), links
+(`-->`, `---`, `-.->`, `==>`, `<-->`, `--o`, `--x`, with `|label|` or `-- label -->`), chains and `&`
+groups, `subgraph id [title] ... end`. `click` (callbacks and links) is dropped and noted; style,
+classDef, class and direction lines and a node's `:::class` do not change structure and are skipped;
+`~~~` links are invisible; `%%` comments and a leading `---` front-matter block are skipped. Labels
+read as Mermaid shows them: quotes, HTML tags and markdown marks removed, entities (`&gt;`,
+Mermaid's `#gt;` / `#35;`) decoded. Anything else -- a link to a subgraph, `A@{ ... }` shapes, a
+statement that is not a node or a link -- is an "unsupported construct X at line N" error.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from environments.prograf.parse.scene import Cluster, Edge, InputRejected, Node, Scene
+
+MAX_CHARS = 50_000
+MAX_DEPTH = 40
+SHAPES = [  # (opening, closing, family), longest opening first
+    ("(((", ")))", "circle"), ("((", "))", "circle"), ("([", "])", "stadium"), ("[[", "]]", "box"),
+    ("[(", ")]", "cylinder"), ("{{", "}}", "hexagon"), ("[/", "/]", "parallelogram"), ("[\\", "\\]", "parallelogram"),
+    ("[/", "\\]", "trapezoid"), ("[\\", "/]", "trapezoid"), ("[", "]", "box"), ("(", ")", "rounded"),
+    ("{", "}", "diamond"), (">", "]", "flag"),
+]
+NODE_ID = re.compile(r"\s*(\w+)", re.U)
+LINK = re.compile(r"""\s*(?:
+    (?P<inline>(?P<lo><)?(?:--|==|-\.)\s*(?P<itext>[^|>\-=.][^|]*?)\s*(?P<ihead>-->|==>|\.->|---|===|\.-|--x|--o))
+  | (?P<plain><?(?:-{2,}>|={2,}>|-\.+->|-{3,}|={3,}|-\.+-|~~~|--[ox]|<-->))
+)\s*(?:\|(?P<ptext>[^|]*)\|)?""", re.X)
+HEADER = re.compile(r"^\s*(flowchart|graph)(?:\s+(TB|TD|BT|RL|LR))?\s*;?\s*$", re.I)
+
+
+CLASS_SUFFIX = re.compile(r":::[\w-]+")
+
+
+def _entity(m: re.Match[str]) -> str:
+    """Mermaid writes entities as #name; or #35; -- decoded only when they name a character."""
+    code = f"&{m.group(1)};"
+    text = html.unescape(code)
+    return text if text != code else m.group()
+
+
+def clean_label(text: str) -> str:
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        text = text[1:-1]
+    text = re.sub(r"<br\s*/?>", " ", text, flags=re.I)
+    text = re.sub(r"<[^>]*>", "", text).replace("`", "").replace("**", "")
+    text = html.unescape(re.sub(r"#(\w+);", _entity, text))
+    return " ".join(text.split())
+
+
+class MermaidParser:
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.edges: list[Edge] = []
+        self.clusters: list[Cluster] = []
+        self.stack: list[Cluster] = []
+        self.notes: list[str] = []
+        self.hidden = 0
+        self.line = 0  # the source line being read, for errors
+        self.node_lines: dict[str, int] = {}  # where each node was first named
+
+    def unsupported(self, what: str) -> InputRejected:
+        return InputRejected(f"Mermaid: unsupported construct {what.strip()[:40]!r} at line {self.line}")
+
+    def node_ref(self, text: str, pos: int) -> tuple[str, int]:
+        m = NODE_ID.match(text, pos)
+        if not m:
+            raise InputRejected(f"Mermaid: expected a node at {text[pos:pos + 20]!r}: unsupported construct"
+                                f" at line {self.line}")
+        key, pos = m.group(1), m.end()
+        label, family = None, None
+        for opening, closing, fam in SHAPES:
+            if text.startswith(opening, pos):
+                start = pos + len(opening)
+                if text.startswith('"', start):
+                    q = text.find('"', start + 1)
+                    end = text.find(closing, q + 1) if q >= 0 else -1
+                else:
+                    end = text.find(closing, start)
+                if end < 0:
+                    continue
+                label, family, pos = clean_label(text[start:end]), fam, end + len(closing)
+                break
+        if text.startswith("@{", pos):  # Mermaid 11's shape objects are not read
+            raise self.unsupported(text[m.start():])
+        if (cm := CLASS_SUFFIX.match(text, pos)) is not None:  # A:::hot only styles the node
+            pos = cm.end()
+        node = self.nodes.get(key)
+        if node is None:
+            node = self.nodes[key] = Node(key=key, label=key, shape="box")
+            self.node_lines[key] = self.line
+        if label is not None and family is not None:
+            node.label, node.shape = label, family
+        for c in self.stack:
+            c.members.add(key)
+        if self.stack and node.cluster is None:
+            node.cluster = self.stack[-1].key
+        return key, pos
+
+    def group(self, text: str, pos: int) -> tuple[list[str], int]:
+        keys = []
+        while True:
+            key, pos = self.node_ref(text, pos)
+            keys.append(key)
+            m = re.match(r"\s*&\s*", text[pos:])
+            if not m:
+                return keys, pos
+            pos += m.end()
+
+    def statement(self, line: str) -> None:
+        word = line.split(None, 1)[0].lower() if line.split() else ""
+        if word == "subgraph":
+            rest = line[len("subgraph"):].strip()
+            m = re.match(r"^([\w\-.]+)\s*\[(.*)\]\s*$", rest)
+            key, title = (m.group(1), clean_label(m.group(2))) if m else (rest.strip('"') or f"sub{len(self.clusters)}",
+                                                                          clean_label(rest))
+            if len(self.stack) >= MAX_DEPTH:  # each node joins every open subgraph: depth bounds that work
+                raise InputRejected(f"Mermaid: subgraphs nested deeper than {MAX_DEPTH} at line {self.line}")
+            cluster = Cluster(key=key, label=title)
+            self.clusters.append(cluster)
+            self.stack.append(cluster)
+            return
+        if word == "end":
+            if not self.stack:
+                raise InputRejected("Mermaid: 'end' without a subgraph")
+            self.stack.pop()
+            return
+        if word == "click":
+            self.notes.append("dropped a click directive")
+            return
+        if word in ("classdef", "class", "style", "linkstyle", "direction"):
+            return
+        left, pos = self.group(line, 0)
+        while pos < len(line):
+            m = LINK.match(line, pos)
+            if not m:
+                if line[pos:].strip():
+                    raise self.unsupported(line[pos:])
+                break
+            arrow = m.group("plain") or (m.group("lo") or "") + m.group("ihead")
+            label = clean_label(m.group("ptext") or m.group("itext") or "")
+            right, pos = self.group(line, m.end())
+            for a in left:
+                for b in right:
+                    self.link(a, b, arrow, label)
+            left = right
+
+    def link(self, a: str, b: str, arrow: str, label: str) -> None:
+        if arrow == "~~~":
+            self.hidden += 1
+            return
+        head = arrow.endswith(">")
+        if arrow.startswith("<") and head:
+            self.edges += [Edge(a, b, label), Edge(b, a, label)]
+        else:
+            self.edges.append(Edge(a, b, label, directed=head))
+
+
+ENTITY_END = re.compile(r"[#&]#?\w+$")
+
+
+def split_statements(line: str) -> list[str]:
+    """A line's statements: `;` ends one, except inside quotes or as the end of an entity (`#gt;`, `&amp;`)."""
+    if ";" not in line:  # most lines: nothing to split
+        return [line]
+    out, start, quoted = [], 0, False
+    for i, ch in enumerate(line):
+        if ch == '"':
+            quoted = not quoted
+        elif ch == ";" and not quoted and not ENTITY_END.search(line, max(start, i - 12), i):
+            out.append(line[start:i])
+            start = i + 1
+    out.append(line[start:])
+    return out
+
+
+def parse_mermaid(code: str) -> Scene:
+    if len(code) > MAX_CHARS:
+        raise InputRejected(f"Mermaid of {len(code)} characters (at most {MAX_CHARS})")
+    numbered = [(i + 1, ln.split("%%", 1)[0].strip()) for i, ln in enumerate(code.splitlines())]
+    lines = [(n, ln) for n, ln in numbered if ln]
+    if lines and lines[0][1] == "---":  # YAML front matter (title, config) before the diagram
+        close = next((k for k in range(1, len(lines)) if lines[k][1] == "---"), None)
+        if close is None:
+            raise InputRejected("Mermaid: the front matter opened by '---' is not closed")
+        lines = lines[close + 1:]
+    if not lines or not HEADER.match(lines[0][1]):
+        raise InputRejected("Mermaid: the first line must be 'flowchart TD' (or graph, with TB/TD/BT/RL/LR)")
+    parser = MermaidParser()
+    for number, line in lines[1:]:
+        parser.line = number
+        for stmt in split_statements(line):
+            if stmt.strip():
+                parser.statement(stmt.strip())
+    if parser.stack:
+        raise InputRejected(f"Mermaid: subgraph {parser.stack[-1].key!r} has no 'end'")
+    clashing = sorted(set(parser.nodes) & {c.key for c in parser.clusters})
+    if clashing:  # a link to a subgraph would otherwise be read as a link to a node that is not drawn
+        raise InputRejected(f"Mermaid: unsupported construct {clashing[0]!r} used as a node and a subgraph"
+                            f" at line {parser.node_lines.get(clashing[0], 0)}")
+    scene = Scene(format="mermaid", notes=parser.notes, hidden=parser.hidden)
+    scene.nodes = list(parser.nodes.values())
+    scene.edges = parser.edges
+    scene.clusters = sorted(parser.clusters, key=lambda c: len(c.members))
+    return scene

@@ -1,0 +1,343 @@
+"""Schemdraw circuits, as JSON (a component list), placed and read into a netlist; Python source is
+read into the same element records by `schematic_source.py` (an AST allow-list, never executed).
+
+Placement follows schemdraw's drawing cursor: an element starts where the previous one ended
+(or `at` a point or another element's `start`/`end`), goes `d` (right, left, up, down or an angle)
+for `l` units (3, schemdraw's unit), or ends exactly `to` a point or anchor. Nets: every element
+end is snapped to a 1e-3 grid; `Line` elements join their ends, an end lying on a line's interior
+joins it (a T junction; crossing lines do not connect), a `Ground` marks its net as ground.
+A `Label` is text standing free at a point: the texts of a drawing are bound to the parts as one
+assignment (`bind_texts`), a name to an unnamed part, a value to a part without one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from environments.prograf.parse.binding import bind
+from environments.prograf.parse.scene import Component, InputRejected, Scene
+
+UNIT = 3.0
+MAX_ELEMENTS = 400
+KINDS = {
+    "resistor": "resistor", "resistoriec": "resistor", "resistorieee": "resistor", "potentiometer": "resistor",
+    "capacitor": "capacitor", "capacitor2": "capacitor", "inductor": "inductor", "inductor2": "inductor",
+    "sourcev": "voltage_source", "sourcesin": "voltage_source", "battery": "voltage_source",
+    "batterycell": "voltage_source", "sourcei": "current_source", "diode": "diode", "schottky": "diode",
+    "zener": "diode", "led": "led", "lamp": "lamp", "lamp2": "lamp", "switch": "switch", "switchspst": "switch",
+    "fuse": "fuse", "line": "wire", "wire": "wire", "ground": "ground", "groundsignal": "ground",
+    "groundchassis": "ground", "dot": "dot", "label": "text",
+}
+DIRECTIONS = {"right": 0.0, "up": 90.0, "left": 180.0, "down": 270.0}
+XY = tuple[float, float]
+
+
+def element_kind(type_name: str) -> str:
+    return KINDS.get(type_name.lower().replace("_", ""), f"unknown:{type_name}")
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """`R1 10 kOhm` -> (R1, 10 kOhm): the first word names the part, the rest is its value."""
+    words = label.replace("\n", " ").split()
+    return (words[0], " ".join(words[1:])) if words else ("", "")
+
+
+ANCHORS_2TERM = ("start", "end", "center")
+
+
+def finite(p: Sequence[float], where: str) -> XY:
+    x, y = float(p[0]), float(p[1])
+    if not (math.isfinite(x) and math.isfinite(y) and abs(x) <= 1e4 and abs(y) <= 1e4):
+        raise InputRejected(f"{where}: coordinates must be finite and within 10000")
+    return (x, y)
+
+
+def _heading(d: Any, where: str) -> float:
+    """schemdraw reads a direction by its first letter (u, r, l, d) or as an angle (a number or a numeric string)."""
+    if isinstance(d, (int, float)) and not isinstance(d, bool):
+        return float(d)
+    if isinstance(d, str):
+        try:
+            return float(d)
+        except ValueError:
+            pass
+        if d.lower() in DIRECTIONS:
+            return DIRECTIONS[d.lower()]
+    raise InputRejected(f"{where}: d must be right, left, up, down or an angle, got {d!r}")
+
+
+def number(value: Any, where: str, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputRejected(f"{where}: {what} must be a number, got {value!r}")
+    return float(value)
+
+
+class Placer:
+    """schemdraw's drawing state: the position `here`, the heading `theta`, the push/pop stack, the unit
+    (a two-terminal element's default length) and every named element's anchors. Both readers place
+    through it, so JSON and Python mean the same thing by the same words."""
+
+    def __init__(self, unit: float = UNIT):
+        self.here: XY = (0.0, 0.0)
+        self.theta = 0.0
+        self.unit = unit
+        self.stack: list[tuple[XY, float]] = []
+        self.anchors: dict[str, dict[str, XY]] = {}
+        self.out: list[tuple[str, str, str, XY, XY]] = []
+
+    def point(self, value: Any, where: str) -> XY:
+        if isinstance(value, (list, tuple)) and len(value) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            return finite(value, where)
+        if isinstance(value, str):
+            name, _, anchor = value.partition(".")
+            return self.anchor(name, anchor or "end", where)
+        raise InputRejected(f"{where}: a position is [x, y] or 'NAME.start' / 'NAME.end', got {value!r}")
+
+    def anchor(self, name: str, anchor: str, where: str) -> XY:
+        if name not in self.anchors:
+            raise InputRejected(f"{where}: {name!r} names no earlier element (give it an id or a label first)")
+        if anchor not in self.anchors[name]:
+            raise InputRejected(f"{where}: anchor {anchor!r} (use start, end or center): unsupported construct")
+        return self.anchors[name][anchor]
+
+    def push(self) -> None:
+        self.stack.append((self.here, self.theta))
+
+    def pop(self) -> None:
+        if self.stack:  # schemdraw ignores a pop with nothing pushed
+            self.here, self.theta = self.stack.pop()
+
+    def add(self, el: dict[str, Any], index: int) -> tuple[str, str, str, XY, XY]:
+        """Place one element as schemdraw's `Drawing.add` does and move `here` / `theta` as it does."""
+        if len(self.out) >= MAX_ELEMENTS:
+            raise InputRejected(f"more than {MAX_ELEMENTS} elements")
+        where = f"element {index + 1}"
+        if not isinstance(el, dict) or not isinstance(el.get("type"), str):
+            raise InputRejected(f"{where}: an element is an object with a 'type' (e.g. Resistor, Line)")
+        kind = element_kind(el["type"])
+        name, value = split_label(str(el.get("label") or ""))
+        value = str(el["value"]) if el.get("value") is not None else value
+        at = self.point(el["at"], where) if "at" in el else self.here
+        if kind == "text":
+            # schemdraw's Label: text at a point; the cursor and the heading stay where they were. Its
+            # anchors go by its id or place in the list, never by its text (that names a part)
+            self.anchors[str(el.get("id") or f"#{index + 1}")] = {"start": at, "end": at, "center": at}
+            self.out.append((kind, name, value, at, at))
+            return self.out[-1]
+        if kind in ("ground", "dot"):
+            # one-terminal: all anchors at its position; it leaves the heading alone and, unless held,
+            # moves `here` to where it was put
+            start = end = at
+            if not el.get("hold"):
+                self.here = at
+            self._record(el, name, index, start, end, {"start": at, "end": at, "center": at})
+            self.out.append((kind, name, value, start, end))
+            return self.out[-1]
+        theta = self.theta
+        if el.get("theta") is not None:
+            theta = _heading(el["theta"], where)
+        d = el.get("d", el.get("direction"))
+        if d is not None:
+            theta = _heading(d, where)
+        if "endpoints" in el:
+            pts = el["endpoints"]
+            if not isinstance(pts, (list, tuple)) or len(pts) != 2:
+                raise InputRejected(f"{where}: endpoints are two positions")
+            start, end = self.point(pts[0], where), self.point(pts[1], where)
+            at = start
+            theta = _angle(start, end, theta)
+        elif "to" in el:
+            start, end = at, self.point(el["to"], where)
+            theta = _angle(start, end, theta)
+        elif "tox" in el or "toy" in el:
+            axis = 0 if "tox" in el else 1
+            target = el["tox" if axis == 0 else "toy"]
+            goal = number(target, where, "tox/toy") if isinstance(target, (int, float)) else \
+                self.point(target, where)[axis]
+            if el.get("theta") is not None:  # an explicit angle is kept; the length reaches the x (or y)
+                c = (math.cos if axis == 0 else math.sin)(math.radians(theta))
+                length = abs(goal - at[axis]) / abs(c) if abs(c) > 1e-9 else 0.0
+                start, end = at, _step(at, theta, length)
+            else:
+                start = at
+                end = (goal, at[1]) if axis == 0 else (at[0], goal)
+                theta = (180.0 if at[0] > goal else 0.0) if axis == 0 else (270.0 if at[1] > goal else 90.0)
+        else:
+            length = number(el.get("l", self.unit), where, "l")
+            if not 0 <= length <= 1e3:
+                raise InputRejected(f"{where}: l must be a number of units between 0 and 1000")
+            start, end = at, _step(at, theta, length)
+        anchor = el.get("anchor")
+        if anchor is not None:  # the named anchor, not the start, goes to the `at` position
+            if anchor not in ANCHORS_2TERM:
+                raise InputRejected(f"{where}: anchor {anchor!r} (use start, end or center): unsupported construct")
+            shift = {"start": 0.0, "center": 0.5, "end": 1.0}[anchor]
+            dx, dy = (end[0] - start[0]) * shift, (end[1] - start[1]) * shift
+            start, end = (start[0] - dx, start[1] - dy), (end[0] - dx, end[1] - dy)
+        start, end = finite(start, where), finite(end, where)
+        # after a two-terminal element schemdraw heads its way and stands at its end, or (held) where it was put
+        self.theta = theta
+        self.here = at if el.get("hold") else end
+        center = ((start[0] + end[0]) / 2, (start[1] + end[1]) / 2)
+        self._record(el, name, index, start, end, {"start": start, "end": end, "center": center})
+        self.out.append((kind, name, value, start, end))
+        return self.out[-1]
+
+    def _record(self, el: dict[str, Any], name: str, index: int, start: XY, end: XY, anchors: dict[str, XY]) -> None:
+        self.anchors[str(el.get("id") or name or f"#{index + 1}")] = anchors
+
+
+def _step(p: XY, theta: float, length: float) -> XY:
+    return (p[0] + length * math.cos(math.radians(theta)), p[1] + length * math.sin(math.radians(theta)))
+
+
+def _angle(a: XY, b: XY, fallback: float) -> float:
+    if a == b:
+        return fallback
+    return math.degrees(math.atan2(b[1] - a[1], b[0] - a[0])) % 360.0
+
+
+def place(elements: list[dict[str, Any]]) -> list[tuple[str, str, str, XY, XY]]:
+    """(kind, name, value, start, end) of each element, following the drawing cursor."""
+    if len(elements) > MAX_ELEMENTS:
+        raise InputRejected(f"{len(elements)} elements (at most {MAX_ELEMENTS})")
+    placer = Placer()
+    for i, el in enumerate(elements):
+        placer.add(el, i)
+    return placer.out
+
+
+def _snap(p: XY) -> tuple[int, int]:
+    return (round(p[0] * 1000), round(p[1] * 1000))
+
+
+def _on_interior(p: tuple[int, int], a: tuple[int, int], b: tuple[int, int]) -> bool:
+    cross = (b[0] - a[0]) * (p[1] - a[1]) - (b[1] - a[1]) * (p[0] - a[0])
+    length = math.dist(a, b)
+    if length == 0 or abs(cross) / length > 1:
+        return False
+    t = ((p[0] - a[0]) * (b[0] - a[0]) + (p[1] - a[1]) * (b[1] - a[1])) / length**2
+    return 0 < t < 1
+
+
+def build_scene(elements: list[dict[str, Any]], fmt: str) -> Scene:
+    return scene_of(place(elements), fmt)
+
+
+def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
+    """The circuit of placed elements: nets by union-find over their ends, with T junctions on wires."""
+    parent: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def find(p: tuple[int, int]) -> tuple[int, int]:
+        parent.setdefault(p, p)
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    def union(a: tuple[int, int], b: tuple[int, int]) -> None:
+        parent[find(a)] = find(b)
+
+    wires = [(_snap(s), _snap(e)) for kind, _, _, s, e in placed if kind == "wire"]
+    ends = [_snap(p) for kind, _, _, s, e in placed if kind not in ("dot", "text") for p in (s, e)]
+    for a, b in wires:
+        union(a, b)
+    for p in ends:
+        find(p)
+        for a, b in wires:
+            if _on_interior(p, a, b):
+                union(p, a)
+    ids: dict[tuple[int, int], int] = {}
+
+    def net(p: XY) -> int:
+        return ids.setdefault(find(_snap(p)), len(ids))
+
+    scene = Scene(format=fmt)
+    lines: list[tuple[XY, XY]] = []
+    texts: list[tuple[str, XY]] = []
+    for kind, name, value, start, end in placed:
+        if kind == "ground":
+            scene.ground_nets.add(net(start))
+        elif kind == "text":
+            text = " ".join(t for t in (name, value) if t)
+            if text:
+                texts.append((text, start))
+        elif kind not in ("wire", "dot"):
+            scene.components.append(Component(label=name, kind=kind, value=value, nets=(net(start), net(end))))
+            lines.append((start, end))
+    if texts:
+        bind_texts(scene, lines, texts)
+    return scene
+
+
+PART_NAME = re.compile(r"[A-Za-z]{1,4}\d+[\w']*")  # R1, C2, SW1, LED3, Q1a: letters then a number
+
+
+def bind_texts(scene: Scene, lines: list[tuple[XY, XY]], texts: list[tuple[str, XY]]) -> None:
+    """Free texts bound to the parts (`lines[i]` is part i's lead) as one assignment each
+    (`binding.bind`, cost the distance to the lead, out of reach past half the median part's
+    length): texts that start with a part name (R1, or R1 10k) to the parts drawn without a name,
+    the other texts (10k) as values to the parts drawn without a value. Not each to its nearest:
+    a value between two parts goes where the other values leave room. A near-tie, and a text no
+    part is left for, is noted on the scene."""
+    reach = 0.5 * statistics.median(math.dist(a, b) for a, b in lines) if lines else 0.0
+    parts = scene.components
+    naming = [(t, p) for t, p in texts if PART_NAME.fullmatch(t.split()[0])]
+    values = [(t, p) for t, p in texts if not PART_NAME.fullmatch(t.split()[0])]
+    rules: list[tuple[list[tuple[str, XY]], Callable[[Component], bool]]] = [
+        (naming, lambda c: not c.label), (values, lambda c: not c.value)]
+    for group, free in rules:
+        if not group:
+            continue
+        dist = [[_lead_distance(p, lines[j]) if free(c) else None for j, c in enumerate(parts)] for _, p in group]
+        cost = [[d if d is not None and d <= reach else None for d in row] for row in dist]
+        bound = bind(cost)
+        for i, (text, _) in enumerate(group):
+            j = bound.pairs.get(i)
+            if j is None:
+                scene.notes.append(f"label {text!r} is near no part left without one: not read")
+                continue
+            if group is naming:
+                parts[j].label, rest = text.split()[0], " ".join(text.split()[1:])
+                parts[j].value = parts[j].value or rest
+            else:
+                parts[j].value = text
+            if i in bound.runner_up:
+                scene.notes.append(f"label {text!r} is ambiguous: bound to {_part_name(parts, j)}, but "
+                                   f"{_part_name(parts, bound.runner_up[i])} is nearly as good")
+
+
+def _lead_distance(p: XY, lead: tuple[XY, XY]) -> float:
+    (ax, ay), (bx, by) = lead
+    dx, dy = bx - ax, by - ay
+    n = dx * dx + dy * dy
+    t = 0.0 if n == 0 else max(0.0, min(1.0, ((p[0] - ax) * dx + (p[1] - ay) * dy) / n))
+    return math.dist(p, (ax + t * dx, ay + t * dy))
+
+
+def _part_name(parts: list[Component], j: int) -> str:
+    return parts[j].label or f"the {parts[j].kind} #{j + 1}"
+
+
+def parse_schemdraw_json(code: str) -> Scene:
+    return build_scene(schemdraw_json_elements(code), "schemdraw-json")
+
+
+def schemdraw_json_elements(code: str) -> list[Any]:
+    """The element list of schemdraw JSON; InputRejected if it is not one."""
+    if len(code) > 100_000:
+        raise InputRejected("schemdraw JSON over 100000 characters")
+    try:
+        data = json.loads(code)
+    except json.JSONDecodeError as exc:
+        raise InputRejected(f"schemdraw JSON does not parse: {exc.msg} (line {exc.lineno})") from None
+    elements = data.get("elements") if isinstance(data, dict) else data
+    if not isinstance(elements, list):
+        raise InputRejected("schemdraw JSON is {\"elements\": [...]} or a list of elements")
+    return elements
