@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 TriggerType = Literal["EMERGENT", "CRITICAL", "RECOVERY"]
 Grade = Literal["PASS", "PARTIAL", "FAIL"]  # what a judge may answer
@@ -37,13 +37,22 @@ RESULT_FIELDS = ("blueprint_id", "scenario_id", "unique_id_eval", "uuid", "categ
 RESULT_AGENTS = ("assistant", "judge")  # the agents a results row's token_usage names
 
 
-class _Loose(BaseModel):
-    """Keeps keys the model does not name (a file's extra fields survive a round trip)."""
+class Loose(BaseModel):
+    """Keeps keys the model does not name (a file's extra fields survive a round trip), and dumps
+    only the fields it was given: a row read and written back, or a record built and read again,
+    holds the keys it held, not every optional field as null (a run recorded through these models
+    holds the same JSON values as one recorded from plain dicts before them; only the order of
+    keys may differ: named fields first)."""
 
     model_config = ConfigDict(extra="allow")
 
+    @model_serializer(mode="wrap")
+    def _as_given(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        given = self.model_fields_set | set(self.__pydantic_extra__ or {})
+        return {k: v for k, v in handler(self).items() if k in given}
 
-class Rubric(_Loose):
+
+class Rubric(Loose):
     """The Planner-authored rubric of one trigger, frozen at curation time."""
 
     type: TriggerType
@@ -52,7 +61,7 @@ class Rubric(_Loose):
     fail_criteria: str
 
 
-class Verdict(_Loose):
+class Verdict(Loose):
     """A trigger's `evaluation_result`. The release holds status, score, rationale and evidence;
     our judge adds whether the evidence is a verbatim quote, attempts and model, and a panel adds
     its votes and each judge's own verdict. `error` is set on our failed calls (status ERROR)."""
@@ -76,25 +85,25 @@ class Verdict(_Loose):
         return "ERROR" if self.status == "ERROR" else "SKIPPED"
 
 
-class TriggerPoint(_Loose):
+class TriggerPoint(Loose):
     turn: int = Field(ge=1)
     evaluation_rubric: Rubric
     evaluation_result: Verdict | None = None
 
 
-class StateAudit(_Loose):
+class StateAudit(Loose):
     current_turn: int | None = None
     previous_trigger_count: int | None = None
     is_max_reached: bool | None = None
 
 
-class TacticalOrder(_Loose):
+class TacticalOrder(Loose):
     intent: str | None = None
     content_payload: list[Any] | None = None
     behavioral_directive: str | None = None
 
 
-class PlannerState(_Loose):
+class PlannerState(Loose):
     """The curation Planner's record of one turn: informational, never used to score."""
 
     state_audit: StateAudit | None = None
@@ -104,7 +113,7 @@ class PlannerState(_Loose):
     tactical_order: TacticalOrder | None = None
 
 
-class TurnRecord(_Loose):
+class TurnRecord(Loose):
     """One curated turn of a corpus dialogue."""
 
     turn: int = Field(ge=1)
@@ -113,7 +122,7 @@ class TurnRecord(_Loose):
     planner: PlannerState | None = None
 
 
-class ResultTurnRecord(_Loose):
+class ResultTurnRecord(Loose):
     """One regenerated trigger turn of a results row: the model's reply beside the curated one.
     Our own rows keep a trigger whose call failed, with no reply and the `error`."""
 
@@ -124,13 +133,13 @@ class ResultTurnRecord(_Loose):
     error: str | None = None
 
 
-class AgentUsage(_Loose):
+class AgentUsage(Loose):
     prompt_tokens: int = Field(0, ge=0)
     completion_tokens: int = Field(0, ge=0)
     calls: int = Field(0, ge=0)
 
 
-class CorpusRow(_Loose):
+class CorpusRow(Loose):
     """A curated dialogue of `final_dialogues.jsonl` (labels optional: some copies carry the
     curation-time `evaluation_result` and a row-level `trigger_stats`)."""
 
@@ -148,7 +157,7 @@ class CorpusRow(_Loose):
     trigger_stats: dict[str, dict[str, int]] | None = None
 
 
-class ResultRow(_Loose):
+class ResultRow(Loose):
     """A row of a per-model results file, typed as leniently as the released files need: every
     identity field may be absent, `unique_id_eval` may be the row's position (an integer)
     instead of the composite key, and a trigger may have no verdict."""

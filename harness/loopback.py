@@ -39,6 +39,7 @@ from typing import Any
 from aiohttp import web
 from pydantic import ValidationError
 
+from harness.errors import invalid
 from harness.messages import ChatMessage, MessageError, check_messages, text_of
 from harness.providers.base import (
     ConstraintError,
@@ -332,9 +333,7 @@ def request_config(body: dict[str, Any]) -> GenerateConfig:
     try:
         config = GenerateConfig(**fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ConstraintError(f"{where}: {first['msg']}") from None
+        raise ConstraintError(invalid(exc, "request body", "send a value the OpenAI chat API accepts there")) from None
     check_constraint(config)
     return config
 

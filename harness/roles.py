@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 from harness.providers.embedded import is_embedded
 from harness.records import RoleConfig
 from harness.spec import DEFAULT_MODEL, ModelSpec, judge_panel, panel_roles
@@ -177,6 +177,6 @@ def role_config(role: str, model: str, settings: dict[str, Any]) -> RoleConfig:
     try:
         return RoleConfig(model=model, **settings)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(map(str, first["loc"]))
-        raise HarnessError(f"--role-config {role}.{key}={settings.get(key)!r}: {first['msg']}") from None
+        key = ".".join(map(str, exc.errors()[0]["loc"]))
+        raise HarnessError(invalid(exc, f"--role-config {role}.{key}={settings.get(key)!r}",
+                                   f"give {role}.{key} a value of its kind")) from None

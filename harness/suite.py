@@ -31,7 +31,7 @@ from pydantic.fields import FieldInfo
 from typing_extensions import TypeVar  # TypeVar defaults (PEP 696) before Python 3.13
 
 from harness.calls import ManagedModel
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 from harness.messages import ChatMessage
 from harness.providers.base import ConstraintError, GenerateConfig, ModelOutput, Usage
 from harness.records import CallRecord, ErrorRecord, Generation, Metric, MetricSpec, SampleRecord, Stage
@@ -312,11 +312,9 @@ def _validated(suite: Suite[Any, Any, Any], what: str, kind: type[Any] | None, v
     try:
         return _adapter(kind).validate_python(value)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise RecordMismatch(f"suite {suite.name!r} {suite.version}: a {what} that its {kind.__name__} does not "
-                             f"accept ({where}: {first['msg']}); it was written by another version of the suite "
-                             f"(re-solve it, or score it with the version that wrote it)") from None
+        raise RecordMismatch(invalid(exc, f"suite {suite.name!r} {suite.version}: a {what} that its {kind.__name__} "
+                                          f"does not accept", "it was written by another version of the suite: "
+                                          "re-solve it, or score it with the version that wrote it")) from None
 
 
 # ---------------------------------------------------------------------- registry
@@ -354,7 +352,8 @@ def parse_options(suite: str, model: type[SuiteOptions], raw: dict[str, Any]) ->
         value = raw.get(key)
         info = model.model_fields.get(key)
         allowed = describe_field(info) if info else ""
-        message = first["msg"].removeprefix("Value error, ")  # a validator's own words, as it wrote them
+        # The option is already named, so not `invalid()`'s "field X is invalid": the validator's own words.
+        message = first["msg"].removeprefix("Value error, ")
         raise HarnessError(f"--suite-option {key}={value}: {message[0].lower() + message[1:]} (allowed: {allowed})") from None
 
 

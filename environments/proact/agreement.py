@@ -16,11 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from corpora.proact_types import GRADES, TRIGGER_TYPES
+from corpora.proact_types import GRADES, TRIGGER_TYPES, CorpusRow, Grade, TriggerPoint
 from environments.proact.corpus_suite import CorpusSuite
 from environments.proact.judge_prompts import HARNESS_JUDGE
+from environments.proact.payloads import AgreementScores, LabelPair, StoredReplies, StoredReply
 from environments.proact.reference import judge_settings
-from environments.proact.scoring import judge_transcript
+from environments.proact.scoring import Reply, judge_transcript
 from environments.proact.suite import JudgePromptOptions
 from harness.errors import HarnessError
 from harness.records import Metric, SampleRecord
@@ -35,11 +36,21 @@ LABELLED_SOURCES = (
 )
 
 
-def stored_label(tp: dict[str, Any]) -> str | None:
-    res = tp.get("evaluation_result")
-    if isinstance(res, dict) and res.get("status") == "EVALUATED" and res.get("score") in GRADES:
-        return str(res["score"])
+def stored_label(tp: TriggerPoint) -> Grade | None:
+    res = tp.evaluation_result
+    if res is not None and res.status == "EVALUATED":
+        return res.score
     return None
+
+
+def labelled_triggers(row: CorpusRow) -> list[tuple[TriggerPoint, Grade]]:
+    """The row's triggers that carry a stored label, in turn order, with the label."""
+    return [(tp, label) for tp in sorted(row.trigger_points, key=lambda t: t.turn)
+            if (label := stored_label(tp)) is not None]
+
+
+def pairs_of(record: SampleRecord) -> list[LabelPair]:
+    return AgreementScores.model_validate(record.scores).pairs
 
 
 def confusion_per_dialogue(records: list[SampleRecord], kind: str | None = None) -> np.ndarray:
@@ -47,9 +58,9 @@ def confusion_per_dialogue(records: list[SampleRecord], kind: str | None = None)
     by_dialogue: dict[str, np.ndarray] = {}
     for rec in records:
         m = by_dialogue.setdefault(rec.sample_id, np.zeros((3, 3)))
-        for pair in rec.scores.get("pairs", []):
-            if (kind is None or pair["type"] == kind) and pair["predicted"] in GRADES:
-                m[GRADES.index(pair["reference"]), GRADES.index(pair["predicted"])] += 1
+        for pair in pairs_of(rec):
+            if (kind is None or pair.type == kind) and pair.predicted in GRADES:
+                m[GRADES.index(pair.reference), GRADES.index(pair.predicted)] += 1
     return np.stack(list(by_dialogue.values())) if by_dialogue else np.zeros((0, 3, 3))
 
 
@@ -57,13 +68,15 @@ def _accuracy(c: np.ndarray) -> float | None:
     return float(np.trace(c) / c.sum()) if c.sum() else None
 
 
-class ProactJudgeAgreementSuite(CorpusSuite):
+class ProactJudgeAgreementSuite(CorpusSuite[StoredReplies, AgreementScores]):
     name = "proact-judge"
     version = "1.0.0"
     headline_metric = "judge_kappa_overall"
     description = "Judge agreement: re-judge a corpus' curated responses against its stored labels"
     Options = JudgePromptOptions
     options: JudgePromptOptions
+    transcript_type = StoredReplies
+    scores_type = AgreementScores
 
     def __init__(self, options: JudgePromptOptions | None = None) -> None:
         super().__init__(options)
@@ -73,10 +86,10 @@ class ProactJudgeAgreementSuite(CorpusSuite):
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         return super().corpus_identity(corpus) | {"judge_prompt": self.judge.prompt.identity()}
 
-    def keep(self, row: dict[str, Any]) -> bool:
-        return any(stored_label(tp) for tp in row["trigger_points"])
+    def keep(self, row: CorpusRow) -> bool:
+        return bool(labelled_triggers(row))
 
-    def load_samples(self, corpus: str | None) -> list[Sample]:
+    def load_samples(self, corpus: str | None) -> list[Sample[CorpusRow]]:
         samples = super().load_samples(corpus)
         if not samples:
             identity = self._identity[corpus]
@@ -90,27 +103,28 @@ class ProactJudgeAgreementSuite(CorpusSuite):
     def solver_roles(self) -> tuple[str, ...]:
         return ()  # the curated responses are the transcript; the judge under test is the scorer
 
-    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+    async def solve(self, sample: Sample[CorpusRow], ctx: SampleContext) -> Transcript:
         """The stored replies to grade again, with their stored labels (no model call)."""
         row = sample.data
-        by_turn = {t["turn"]: t for t in row["turn_records"]}
-        labelled = [tp for tp in sorted(row["trigger_points"], key=lambda t: t["turn"]) if stored_label(tp)]
-        return Transcript(output={"unique_id_eval": row["unique_id_eval"], "turn_records": [
-            {"turn": tp["turn"], "assistant_response": by_turn[tp["turn"]]["assistant_response"],
-             "stored": stored_label(tp)} for tp in labelled]})
+        by_turn = {t.turn: t for t in row.turn_records}
+        return Transcript(output=StoredReplies(unique_id_eval=row.unique_id_eval, turn_records=[
+            StoredReply(turn=tp.turn, assistant_response=by_turn[tp.turn].assistant_response, stored=label)
+            for tp, label in labelled_triggers(row)]))
 
-    def scorers(self) -> dict[str, Scorer]:
+    def scorers(self) -> dict[str, Scorer[StoredReplies]]:
         return {"agreement": FunctionScorer("agreement", self._agreement, roles=("judge",),
                                             description="the judge regrades each stored reply; pairs (stored, judge) for kappa")}
 
-    async def _agreement(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def _agreement(self, sample: Sample[CorpusRow], transcript: StoredReplies, ctx: SampleContext) -> Score:
         row = sample.data
-        labelled = [tp for tp in sorted(row["trigger_points"], key=lambda t: t["turn"]) if stored_label(tp)]
-        replies = {t["turn"]: t for t in transcript["turn_records"]}
-        values, errors = await judge_transcript(ctx, row, labelled, replies, self.judge)
-        values["pairs"] = [{"turn": tp["turn"], "type": tp["evaluation_rubric"]["type"], "reference": stored_label(tp),
-                            "predicted": lab["label"]} for tp, lab in zip(labelled, values["triggers"])]
-        return Score(values=values, errors=errors)
+        labelled = labelled_triggers(row)
+        replies: dict[int, Reply] = {t.turn: (t.assistant_response, None) for t in transcript.turn_records}
+        judged, errors = await judge_transcript(ctx, row.turn_records, [tp for tp, _ in labelled], replies, self.judge)
+        pairs = [LabelPair(turn=tp.turn, type=tp.evaluation_rubric.type, reference=label, predicted=lab.label)
+                 for (tp, label), lab in zip(labelled, judged.triggers)]
+        scores = AgreementScores(triggers=judged.triggers, verdicts=judged.verdicts, trigger_stats=judged.trigger_stats,
+                                 pairs=pairs)
+        return Score(values=scores, errors=errors)
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         out = {}
@@ -122,15 +136,15 @@ class ProactJudgeAgreementSuite(CorpusSuite):
         return out
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
-        pairs = [p for r in records for p in r.scores.get("pairs", [])]
+        pairs = [p for r in records for p in pairs_of(r)]
         return {"dialogues": len({r.sample_id for r in records}), "labelled_triggers": len(pairs),
-                "judged": sum(p["predicted"] in GRADES for p in pairs),
-                "skipped": sum(p["predicted"] == "SKIPPED" for p in pairs),
-                "errors": sum(p["predicted"] == "ERROR" for p in pairs)}
+                "judged": sum(p.predicted in GRADES for p in pairs),
+                "skipped": sum(p.predicted == "SKIPPED" for p in pairs),
+                "errors": sum(p.predicted == "ERROR" for p in pairs)}
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
         """Confusion matrices (rows: stored label, columns: judge), overall and per type."""
-        out: dict[str, Any] = {"labels": list(GRADES)}
+        out: dict[str, list[Grade] | list[list[int]]] = {"labels": list(GRADES)}
         for kind in (None, *TRIGGER_TYPES):
             matrix = confusion_per_dialogue(records, kind).sum(axis=0) if records else np.zeros((3, 3))
             out[f"confusion_{'overall' if kind is None else kind.lower()}"] = matrix.astype(int).tolist()

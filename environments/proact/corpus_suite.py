@@ -1,27 +1,35 @@
 """Base for the suites whose samples are the rows of a ProactBench-format corpus (one row = one
-dialogue = one sample): `proact`, `proact-judge`, `proact-audit`."""
+dialogue = one sample): `proact`, `proact-judge`, `proact-audit`. A sample's data is the row as
+its typed `CorpusRow`, read once when the corpus is loaded."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from typing_extensions import TypeVar
+
+from corpora.proact_types import CorpusRow
 from corpora.proactbench import load_rows
 from harness.suite import Sample, Suite, SuiteOptions
 
+TranscriptT = TypeVar("TranscriptT")
+ScoresT = TypeVar("ScoresT")
 
-class CorpusSuite(Suite):
+
+class CorpusSuite(Suite[CorpusRow, TranscriptT, ScoresT]):
     def __init__(self, options: SuiteOptions | None = None) -> None:
         super().__init__(options)
         self._identity: dict[str | None, dict[str, Any]] = {}
 
-    def keep(self, row: dict[str, Any]) -> bool:
+    def keep(self, row: CorpusRow) -> bool:
         """Which rows become samples (all, unless a suite needs something of them)."""
         return True
 
-    def load_samples(self, corpus: str | None) -> list[Sample]:
-        rows, identity = load_rows(corpus)
+    def load_samples(self, corpus: str | None) -> list[Sample[CorpusRow]]:
+        rows, identity = load_rows(corpus)  # checked row by row (file:line errors), then typed here
         self._identity[corpus] = identity
-        return [Sample(id=row["unique_id_eval"], data=row) for row in rows if self.keep(row)]
+        typed = [CorpusRow.model_validate(row) for row in rows]
+        return [Sample(id=row.unique_id_eval, data=row) for row in typed if self.keep(row)]
 
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
         if corpus not in self._identity:

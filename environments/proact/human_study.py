@@ -37,7 +37,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from corpora.proact_types import GRADES, TRIGGER_TYPES
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 from harness.records import Metric
 from harness.stats import cohen_kappa, resampled_metric, summed_metric
 
@@ -126,12 +126,6 @@ def _read_json(path: Path, what: str) -> Any:
         raise HarnessError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
 
 
-def _first_problem(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "(object)"
-    return f"field `{field}` {first['msg'].lower()} (got {first.get('input')!r:.60})"
-
-
 def load_items(folder: Path) -> list[StudyItem]:
     path = folder / ITEMS_FILE
     data = _read_json(path, f"{ITEMS_FILE} (the rated items)")
@@ -142,7 +136,7 @@ def load_items(folder: Path) -> list[StudyItem]:
         try:
             items.append(StudyItem.model_validate(raw))
         except ValidationError as exc:
-            raise HarnessError(f"{path}: item {i}: {_first_problem(exc)}") from None
+            raise HarnessError(invalid(exc, f"{path}: item {i}", "restore the file from the release")) from None
     dupes = [k for k, n in Counter(it.item_id for it in items).items() if n > 1]
     if dupes:
         raise HarnessError(f"{path}: item {dupes[0]} appears {Counter(it.item_id for it in items)[dupes[0]]} times")
@@ -177,8 +171,7 @@ def load_ratings(folder: Path, item_ids: set[str]) -> list[Rating]:
             try:
                 rating = Rating.model_validate_json(line)
             except ValidationError as exc:
-                raise HarnessError(f"{file}:{lineno}: {_first_problem(exc)}; scores are one of "
-                                   f"{', '.join(SCALE)}") from None
+                raise HarnessError(invalid(exc, f"{file}:{lineno}", f"scores are one of {', '.join(SCALE)}")) from None
             if rating.item_id not in item_ids:
                 raise HarnessError(f"{file}:{lineno}: rates item {rating.item_id}, which {ITEMS_FILE} does not hold")
             ratings.append(rating)

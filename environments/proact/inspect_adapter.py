@@ -22,10 +22,12 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from environments.proact.suite import IDENTITY_FIELDS, sorted_triggers
+from corpora.proact_types import CorpusRow
+from environments.proact.scoring import Reply
+from environments.proact.suite import regenerated_row, sorted_triggers
 from harness.errors import HarnessError
 from harness.inspect_format import InspectAdapter, InspectSample, Message, ScoreView
-from harness.suite import Sample
+from harness.suite import Sample, dump_payload
 
 WEIGHTS = {"PASS": 1.0, "PARTIAL": 0.5, "FAIL": 0.0}  # the weighted score of proact's metrics
 
@@ -67,33 +69,25 @@ class ProactInspectAdapter(InspectAdapter):
             lines.append(f"turn {v.get('turn')} ({v.get('type')}): {res.get('score') or res.get('status')} -- {why}{quote}")
         return ScoreView(value=value, answer=answer or None, explanation="\n\n".join(lines) or None)
 
-    def transcript(self, sample: InspectSample, data: Sample, source: str) -> dict[str, Any]:
-        """The transcript `ProactOfflineSuite.solve` would have written with these replies."""
+    def transcript(self, sample: InspectSample, data: Sample[CorpusRow], source: str) -> dict[str, Any]:
+        """The transcript `ProactOfflineSuite.solve` would have written with these replies (as
+        recorded: the harness's import writes it into the run's records)."""
         row = data.data
-        triggers = sorted_triggers(row)
-        replies = _replies_by_turn(sample)
-        by_turn = {t["turn"]: t for t in row["turn_records"]}
-        turn_records = []
-        for tp in triggers:
-            turn = tp["turn"]
-            user, reply = replies.get(turn, (None, None))
-            expected = by_turn[turn]["user_message"]
+        by_turn = {t.turn: t for t in row.turn_records}
+        logged = _replies_by_turn(sample)
+        replies: dict[int, Reply] = {}
+        for tp in sorted_triggers(row):
+            turn = tp.turn
+            user, reply = logged.get(turn, (None, None))
+            expected = by_turn[turn].user_message
             if user is not None and user.strip() != expected.strip():
                 raise HarnessError(
                     f"{source}: sample {sample.id} epoch {sample.epoch}: the user message at turn {turn} is not the "
                     "corpus's: the log was made from another corpus; pass --corpus with the one it was made from")
-            record: dict[str, Any] = {"turn": turn, "user_message": expected, "assistant_response": reply,
-                                      "original_assistant_response": by_turn[turn]["assistant_response"]}
-            if reply is None:  # judged as an ERROR label, as a failed reply is in a harness run
-                record["error"] = (f"assistant: {sample.error}" if sample.error
-                                   else "assistant: no reply at this turn in the Inspect sample")
-            turn_records.append(record)
-        output = {k: row[k] for k in IDENTITY_FIELDS if k in row}
-        output |= {"source_evaluated_model": row.get("evaluated_model"), "num_trigger_points": len(triggers),
-                   "trigger_points": [{"turn": tp["turn"], "evaluation_rubric": tp["evaluation_rubric"]}
-                                      for tp in triggers],
-                   "turn_records": turn_records}
-        return output
+            # No reply: judged as an ERROR label, as a failed reply is in a harness run.
+            replies[turn] = (reply, None) if reply is not None else (
+                None, f"assistant: {sample.error}" if sample.error else "assistant: no reply at this turn in the Inspect sample")
+        return dump_payload(regenerated_row(row, replies))
 
 
 def _replies_by_turn(sample: InspectSample) -> dict[int, tuple[str | None, str | None]]:

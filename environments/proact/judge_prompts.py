@@ -16,20 +16,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from corpora.proact_types import Rubric
 from environments.proact.protocol import JUDGE_CONFIG, JUDGE_DECODE_SCHEMA, judge_messages, parse_judge
 from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 
 Messages = list[ChatMessage]
 # (trigger turn, rubric, history ending with the trigger turn's user message, reply) -> messages
-BuildPrompt = Callable[[int, dict[str, Any], Messages, str], Messages]
+BuildPrompt = Callable[[int, Rubric, Messages, str], Messages]
 
 # The probe the hash is taken over: any fixed input would do; it only has to exercise every part
 # of a prompt (turn, each rubric field, a history with both roles, the reply).
-_PROBE: tuple[int, dict[str, str], Messages, str] = (
+_PROBE: tuple[int, Rubric, Messages, str] = (
     2,
-    {"type": "CRITICAL", "pass_criteria": "probe pass", "partial_criteria": "probe partial",
-     "fail_criteria": "probe fail"},
+    Rubric(type="CRITICAL", pass_criteria="probe pass", partial_criteria="probe partial", fail_criteria="probe fail"),
     [{"role": "user", "content": "probe first question"}, {"role": "assistant", "content": "probe first answer"},
      {"role": "user", "content": "probe second question"}],
     "probe reply under review",
@@ -39,7 +39,7 @@ _PROBE: tuple[int, dict[str, str], Messages, str] = (
 def prompt_sha256(build: BuildPrompt) -> str:
     """The hash of what `build` writes for the probe input."""
     turn, rubric, history, reply = _PROBE
-    rendered = build(turn, dict(rubric), [m.copy() for m in history], reply)
+    rendered = build(turn, rubric.model_copy(), [m.copy() for m in history], reply)
     return hashlib.sha256(json.dumps(rendered, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
 
 
@@ -56,7 +56,7 @@ class JudgePrompt:
         return {"name": self.name, "sha256": self.sha256, "source": self.source}
 
 
-def _harness_build(turn: int, rubric: dict[str, Any], history: Messages, reply: str) -> Messages:
+def _harness_build(turn: int, rubric: Rubric, history: Messages, reply: str) -> Messages:
     return judge_messages(rubric, history, reply)  # the project's prompt does not name the turn
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
+from collections.abc import Iterable
 
-from corpora.proact_types import GRADES
+from corpora.proact_types import GRADES, Rubric, Verdict
 from environments.proact.judge_prompts import HARNESS_JUDGE, JudgeSettings
 from environments.proact.protocol import JUDGE_ATTEMPTS, JudgeFormatError, evidence_is_verbatim
 from harness.messages import ChatMessage
@@ -23,13 +23,13 @@ from harness.suite import SampleContext
 LABEL_RANK = {grade: len(GRADES) - 1 - i for i, grade in enumerate(GRADES)}  # FAIL 0 < PARTIAL 1 < PASS 2
 
 
-def judge_roles(models: dict[str, Any]) -> list[str]:
+def judge_roles(models: Iterable[str]) -> list[str]:
     """`judge`, `judge_2`, `judge_3`, ... in order."""
     return panel_roles(models)
 
 
 async def judge_once(ctx: SampleContext, role: str, prompt: list[ChatMessage], reply: str,
-                     settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
+                     settings: JudgeSettings = HARNESS_JUDGE) -> Verdict:
     """One judge's verdict through the one structured-reply path (`harness.structured`)."""
     base = settings.config_for(ctx.models[role].name)
 
@@ -49,46 +49,42 @@ async def judge_once(ctx: SampleContext, role: str, prompt: list[ChatMessage], r
     answer = await retry_reply(ask, JUDGE_ATTEMPTS)
     name = ctx.models[role].name
     if answer.error is not None:
-        return {"status": "ERROR", "model": name, "error": f"{role}: {answer.error}"}
+        return Verdict(status="ERROR", model=name, error=f"{role}: {answer.error}")
     if answer.value is not None and answer.value.get("status") == "SKIPPED":
         # The reference's answer form lets the judge decline; the reference counts that SKIPPED.
-        return {"status": "SKIPPED", "score": None, "rationale": answer.value["rationale"], "evidence": None,
-                "judge_attempts": len(answer.attempts), "model": name}
+        return Verdict(status="SKIPPED", score=None, rationale=answer.value["rationale"], evidence=None,
+                       judge_attempts=len(answer.attempts), model=name)
     if answer.value is not None:
+        # The parsed answer (a JSON object: score, rationale, evidence) becomes the verdict.
         verdict = {k: v for k, v in answer.value.items() if k != "status"}
-        return {"status": "EVALUATED", **verdict, "evidence_verbatim": evidence_is_verbatim(answer.value["evidence"], reply),
-                "judge_attempts": len(answer.attempts), "model": name}
-    return {"status": "SKIPPED", "score": None, "evidence": None, "judge_attempts": len(answer.attempts),
-            "failure_kind": answer.failure,
-            "rationale": f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {answer.attempts[-1].problem}",
-            "model": name}
+        return Verdict.model_validate({
+            "status": "EVALUATED", **verdict, "evidence_verbatim": evidence_is_verbatim(answer.value["evidence"], reply),
+            "judge_attempts": len(answer.attempts), "model": name})
+    return Verdict(status="SKIPPED", score=None, evidence=None, judge_attempts=len(answer.attempts),
+                   failure_kind=answer.failure,
+                   rationale=f"judge output did not parse after {JUDGE_ATTEMPTS} attempts: {answer.attempts[-1].problem}",
+                   model=name)
 
 
-def majority(verdicts: list[dict[str, Any]]) -> dict[str, Any]:
+def majority(verdicts: list[Verdict]) -> Verdict:
     """Combine judges' verdicts into one `evaluation_result`."""
     if len(verdicts) == 1:
         return verdicts[0]
-    votes = Counter(v["score"] for v in verdicts if v["status"] == "EVALUATED")
+    votes = Counter(v.score for v in verdicts if v.status == "EVALUATED" and v.score is not None)
     if not votes:
-        status = "SKIPPED" if any(v["status"] == "SKIPPED" for v in verdicts) else "ERROR"
-        errors = "; ".join(v.get("error") or v.get("rationale", "") for v in verdicts)
-        return {"status": status, "score": None, "rationale": errors, "evidence": None, "judges": verdicts}
+        status = "SKIPPED" if any(v.status == "SKIPPED" for v in verdicts) else "ERROR"
+        errors = "; ".join(v.error or v.rationale or "" for v in verdicts)
+        return Verdict(status=status, score=None, rationale=errors, evidence=None, judges=verdicts)
     top = max(votes.values())
     label = min((lab for lab, n in votes.items() if n == top), key=LABEL_RANK.__getitem__)
-    spokesman = next(v for v in verdicts if v.get("score") == label)
-    return {"status": "EVALUATED", "score": label, "rationale": spokesman["rationale"],
-            "evidence": spokesman["evidence"], "evidence_verbatim": spokesman["evidence_verbatim"],
-            "votes": dict(votes), "judges": verdicts}
+    spokesman = next(v for v in verdicts if v.score == label)
+    return Verdict(status="EVALUATED", score=label, rationale=spokesman.rationale, evidence=spokesman.evidence,
+                   evidence_verbatim=spokesman.evidence_verbatim, votes=dict(votes), judges=verdicts)
 
 
-async def judge_reply(ctx: SampleContext, rubric: dict[str, Any], history: list[ChatMessage],
-                      reply: str, *, turn: int = 0, settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
+async def judge_reply(ctx: SampleContext, rubric: Rubric, history: list[ChatMessage],
+                      reply: str, *, turn: int = 0, settings: JudgeSettings = HARNESS_JUDGE) -> Verdict:
     """Every judge's verdict on one reply, combined. `turn` is the trigger's turn (a prompt may name it)."""
     prompt = settings.prompt.build(turn, rubric, history, reply)
     verdicts = await asyncio.gather(*(judge_once(ctx, role, prompt, reply, settings) for role in judge_roles(ctx.models)))
     return majority(list(verdicts))
-
-
-def label_of(result: dict[str, Any]) -> str:
-    """The trigger's label for metrics: the score, or SKIPPED / ERROR."""
-    return str(result["score"] if result["status"] == "EVALUATED" else result["status"])

@@ -10,11 +10,13 @@ offline suite's metrics, exports and corpus checks read it unchanged.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import Field
 
 from corpora.proact_blueprints import load_blueprints
+from corpora.proact_types import Rubric, TurnRecord
 from environments.proact.dialogue_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
 from environments.proact.judge_prompts import HARNESS_JUDGE
 from environments.proact.live_prompts import (
@@ -35,9 +37,10 @@ from environments.proact.metrics import (
     proact_counts,
     proact_metrics,
 )
+from environments.proact.payloads import LiveFallbacks, LiveProtocol, LiveScores, LiveTranscript, LiveTrigger, TriggerLabel
 from environments.proact.protocol import ASSISTANT_CONFIG
 from environments.proact.reference import judge_settings
-from environments.proact.scoring import judge_transcript
+from environments.proact.scoring import Reply, judge_transcript
 from environments.proact.styles import COMBINATIONS, mnemonic, style_card
 from environments.proact.suite import JudgePromptOptions
 from harness.messages import ChatMessage
@@ -76,13 +79,24 @@ class LiveOptions(JudgePromptOptions):
     user_attempts: int = Field(3, ge=1, le=10, description="User Agent attempts per turn before the scripted fallback")
 
 
-class ProactLiveSuite(Suite):
+@dataclass(frozen=True)
+class LiveSample:
+    """One (blueprint, style) pair; the blueprint as its file holds it (checked by its schema:
+    `corpora.proact_blueprints`), the style an index into the 24 combinations."""
+
+    blueprint: dict[str, Any]
+    style: int
+
+
+class ProactLiveSuite(Suite[LiveSample, LiveTranscript, LiveScores]):
     name = "proact-live"
     version = "1.0.0"
     headline_metric = "proactivity_overall_weighted_score"
     description = "ProactBench live: Planner and User Agent drive a dialogue with the model under test; judge the triggers"
     Options = LiveOptions
     options: LiveOptions
+    transcript_type = LiveTranscript
+    scores_type = LiveScores
 
     def __init__(self, options: LiveOptions | None = None) -> None:
         super().__init__(options)
@@ -98,10 +112,10 @@ class ProactLiveSuite(Suite):
         return ("assistant", "planner", "user")
 
     # ------------------------------------------------------------ samples
-    def load_samples(self, corpus: str | None) -> list[Sample]:
+    def load_samples(self, corpus: str | None) -> list[Sample[LiveSample]]:
         blueprints, identity = load_blueprints(corpus)
         self._identity[corpus] = identity
-        return [Sample(id=f"{row_blueprint_id(bp, style)}__style{style}", data={"blueprint": bp, "style": style})
+        return [Sample(id=f"{row_blueprint_id(bp, style)}__style{style}", data=LiveSample(bp, style))
                 for bp, style in sample_order(blueprints)]
 
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
@@ -132,8 +146,8 @@ class ProactLiveSuite(Suite):
         return Roles(plan=plan, plan_fallback=planner_fallback, speak=speak, speak_fallback=user_fallback,
                      answer=answer, judge=judge)
 
-    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
-        bp, style = sample.data["blueprint"], sample.data["style"]
+    async def solve(self, sample: Sample[LiveSample], ctx: SampleContext) -> Transcript:
+        bp, style = sample.data.blueprint, sample.data.style
         schedule = make_schedule(bp["blueprint_id"], [a["id"] for a in bp["implicit_anchors"]])
         graph = build(bp, schedule, self._roles(ctx, bp, style),
                       planner_attempts=self.planner_attempts, user_attempts=self.user_attempts)
@@ -141,63 +155,61 @@ class ProactLiveSuite(Suite):
 
         triggers = []
         for tp in sorted(final["triggers"], key=lambda tp: tp["turn"]):
-            entry = {"turn": tp["turn"], "evaluation_rubric": tp["evaluation_rubric"]}
+            trigger = LiveTrigger(turn=tp["turn"], evaluation_rubric=Rubric.model_validate(tp["evaluation_rubric"]))
             if tp["evaluation_result"].get("status") == "ERROR":  # the assistant failed on this turn
-                entry["assistant_error"] = tp["evaluation_result"].get("error")
-            triggers.append(entry)
+                trigger.assistant_error = tp["evaluation_result"].get("error")
+            triggers.append(trigger)
         records = final["records"]
-        reached = {tp["turn"] for tp in triggers}
+        reached = {tp.turn for tp in triggers}
         errors = [final["failed"]] if final["failed"] else []
         # A scheduled trigger that never happened (the dialogue broke off, or a RECOVERY was
         # withheld) is an error; the scorer counts it as an ERROR label.
         errors += [f"turn {turn}: scheduled {kind} trigger did not take place"
                    for turn, kind in sorted(schedule.triggers.items()) if turn not in reached]
-        fallbacks = {"planner": sum(r["planner"]["planner_fallback"] for r in records),
-                     "user": sum(r["user_agent"]["fallback"] for r in records)}
+        fallbacks = LiveFallbacks(planner=sum(r["planner"]["planner_fallback"] for r in records),
+                                  user=sum(r["user_agent"]["fallback"] for r in records))
         row_bp = row_blueprint_id(bp, style)
         uuid = hashlib.sha256(f"{sample.id}:{ctx.seed}".encode()).hexdigest()[:32]
-        output = {
-            "blueprint_id": row_bp, "scenario_id": bp["scenario_id"], "unique_id_eval": f"{row_bp}__style{style}__{uuid}",
-            "uuid": uuid, "category_key": bp["category_key"], "style_combination_index": style,
-            "evaluated_model": ctx.models["assistant"].name, "num_turns_completed": len(records),
-            "trigger_points": triggers, "turn_records": records, "fallbacks": fallbacks,
-            "protocol": {
-                "scheduled_triggers": {str(t): k for t, k in sorted(schedule.triggers.items())},
-                "scheduled_done_turn": schedule.done_turn, "done_turn": final["done_turn"],
-                "anchor_due": schedule.anchor_due, "revealed_anchor_ids": final["revealed"],
-                "planner_max_tokens": self.planner_config.max_tokens, "user_max_tokens": self.user_config.max_tokens,
-                "planner_attempts": self.planner_attempts, "user_attempts": self.user_attempts,
-            },
-        }
+        output = LiveTranscript(
+            blueprint_id=row_bp, scenario_id=bp["scenario_id"], unique_id_eval=f"{row_bp}__style{style}__{uuid}",
+            uuid=uuid, category_key=bp["category_key"], style_combination_index=style,
+            evaluated_model=ctx.models["assistant"].name, num_turns_completed=len(records),
+            trigger_points=triggers, turn_records=[TurnRecord.model_validate(r) for r in records], fallbacks=fallbacks,
+            protocol=LiveProtocol(
+                scheduled_triggers={str(t): k for t, k in sorted(schedule.triggers.items())},
+                scheduled_done_turn=schedule.done_turn, done_turn=final["done_turn"],
+                anchor_due=schedule.anchor_due, revealed_anchor_ids=final["revealed"],
+                planner_max_tokens=self.planner_config.max_tokens, user_max_tokens=self.user_config.max_tokens,
+                planner_attempts=self.planner_attempts, user_attempts=self.user_attempts,
+            ),
+        )
         return Transcript(output=output, errors=errors)
 
     # ------------------------------------------------------------ scoring
-    def scorers(self) -> dict[str, Scorer]:
+    def scorers(self) -> dict[str, Scorer[LiveTranscript]]:
         return {"judge": FunctionScorer("judge", self._judge, roles=("judge",),
                                         description="the ProactBench judge on each trigger turn of the live dialogue")}
 
-    async def _judge(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def _judge(self, sample: Sample[LiveSample], transcript: LiveTranscript, ctx: SampleContext) -> Score:
         """Judge every trigger that took place, against the dialogue as it happened (the assistant's
         own earlier replies are its history); a scheduled trigger that did not happen is ERROR."""
-        triggers = transcript["trigger_points"]
-        replies = {r["turn"]: {"assistant_response": r["assistant_response"]} for r in transcript["turn_records"]}
+        triggers = transcript.trigger_points
+        replies: dict[int, Reply] = {r.turn: (r.assistant_response, None) for r in transcript.turn_records}
         for tp in triggers:
-            if "assistant_error" in tp:
-                replies[tp["turn"]] = {"assistant_response": None, "error": tp["assistant_error"]}
-        values, errors = await judge_transcript(ctx, transcript, triggers, replies, self.judge)
-        scheduled = {int(t): k for t, k in transcript["protocol"]["scheduled_triggers"].items()}
-        reached = {tp["turn"] for tp in triggers}
-        values["triggers"] = sorted(values["triggers"] + [{"turn": t, "type": k, "label": "ERROR"}
-                                                          for t, k in scheduled.items() if t not in reached],
-                                    key=lambda lab: lab["turn"])
-        values["expected_types"] = [k for _, k in sorted(scheduled.items())]
-        values["planner_fallbacks"] = transcript["fallbacks"]["planner"]
-        values["user_fallbacks"] = transcript["fallbacks"]["user"]
-        return Score(values=values, errors=errors)
+            if "assistant_error" in tp.model_fields_set:  # recorded (its message may be null)
+                replies[tp.turn] = (None, tp.assistant_error)
+        judged, errors = await judge_transcript(ctx, transcript.turn_records, triggers, replies, self.judge)
+        scheduled = {int(t): k for t, k in transcript.protocol.scheduled_triggers.items()}
+        reached = {tp.turn for tp in triggers}
+        missed = [TriggerLabel(turn=t, type=k, label="ERROR") for t, k in scheduled.items() if t not in reached]
+        scores = LiveScores(triggers=sorted(judged.triggers + missed, key=lambda lab: lab.turn), verdicts=judged.verdicts,
+                            trigger_stats=judged.trigger_stats, expected_types=[k for _, k in sorted(scheduled.items())],
+                            planner_fallbacks=transcript.fallbacks.planner, user_fallbacks=transcript.fallbacks.user)
+        return Score(values=scores, errors=errors)
 
     # ------------------------------------------------------------ metrics (the offline suite's)
-    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
-        bp = sample.data["blueprint"]
+    def scores_on_failure(self, sample: Sample[LiveSample]) -> dict[str, Any]:
+        bp = sample.data.blueprint
         schedule = make_schedule(bp["blueprint_id"], [a["id"] for a in bp["implicit_anchors"]])
         return {"triggers": [], "expected_types": [k for _, k in sorted(schedule.triggers.items())]}
 
@@ -209,8 +221,9 @@ class ProactLiveSuite(Suite):
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         counts = proact_counts(records)
-        counts["planner_fallbacks"] = sum(int(r.scores.get("planner_fallbacks", 0)) for r in records)
-        counts["user_fallbacks"] = sum(int(r.scores.get("user_fallbacks", 0)) for r in records)
+        scores = [self.read_scores(r.scores) for r in records]
+        counts["planner_fallbacks"] = sum(s.planner_fallbacks or 0 for s in scores)
+        counts["user_fallbacks"] = sum(s.user_fallbacks or 0 for s in scores)
         return counts
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from corpora.proact_types import LABELS, RELEASE_LABELS, RESULT_AGENTS, TRIGGER_TYPES
+from corpora.proact_types import LABELS, RELEASE_LABELS, RESULT_AGENTS, TRIGGER_TYPES, ResultRow, Verdict
+from environments.proact.payloads import ProactScores
 from harness.records import Metric, SampleRecord
 from harness.stats import cohen_kappa, ratio_metric, resampled_metric
 
@@ -20,13 +21,19 @@ _COL: dict[tuple[str, str], int] = {(t, lab): i for i, (t, lab) in enumerate((t,
                                                                             for lab in LABELS)}
 
 
+def scores_of(record: SampleRecord) -> ProactScores:
+    """A record's scores as the judge scorer's type (the records of every ProactBench suite that
+    judges, and the rows of a results file, `results.as_records`)."""
+    return ProactScores.model_validate(record.scores)
+
+
 def trigger_labels(record: SampleRecord) -> list[tuple[str, str]]:
     """(type, label) per trigger of one dialogue record. A sample that failed as a whole has no
     trigger results: every trigger of it counts as ERROR via the `expected` list it stored."""
-    labels = record.scores.get("triggers")
-    if labels:
-        return [(t["type"], t["label"]) for t in labels]
-    return [(t, "ERROR") for t in record.scores.get("expected_types", [])]
+    scores = scores_of(record)
+    if scores.triggers:
+        return [(t.type, t.label) for t in scores.triggers]
+    return [(t, "ERROR") for t in scores.expected_types]
 
 
 def count_matrix(records: list[SampleRecord]) -> tuple[np.ndarray, list[str]]:
@@ -97,14 +104,14 @@ def panel_agreement(records: list[SampleRecord], seed: int = 0) -> dict[str, Met
     size = len(AGREEMENT_LABELS)
     by_dialogue: dict[str, np.ndarray] = {}
     for rec in records:
-        for v in verdicts(rec):
-            judges = (v.get("evaluation_result") or {}).get("judges") or []
-            if len(judges) < 2 or v.get("type") not in index:
+        for v in scores_of(rec).verdicts or []:  # format 1 kept no trigger type beside a verdict: none counted
+            judges = v.evaluation_result.judges or []
+            if len(judges) < 2:
                 continue
-            first, second = judges[0].get("score"), judges[1].get("score")
+            first, second = judges[0].score, judges[1].score
             if first in AGREEMENT_LABELS and second in AGREEMENT_LABELS:
                 cell = by_dialogue.setdefault(rec.sample_id, np.zeros((len(TRIGGER_TYPES), size, size)))
-                cell[index[v["type"]], AGREEMENT_LABELS.index(first), AGREEMENT_LABELS.index(second)] += 1
+                cell[index[v.type], AGREEMENT_LABELS.index(first), AGREEMENT_LABELS.index(second)] += 1
     if not by_dialogue:
         return {}
     units = np.stack(list(by_dialogue.values()))  # dialogue x type x first judge's label x second's
@@ -117,12 +124,16 @@ def panel_agreement(records: list[SampleRecord], seed: int = 0) -> dict[str, Met
     return out
 
 
-def verdicts(record: SampleRecord) -> list[dict[str, Any]]:
+def verdicts(record: SampleRecord) -> list[Verdict]:
     """Each trigger's verdict: the scorer's (format 2), or the transcript's own (format 1 kept the
-    verdicts in the output, in the release row's `trigger_points`)."""
-    if "verdicts" in record.scores:
-        return list(record.scores["verdicts"])
-    return [tp for tp in record.output.get("trigger_points", []) if isinstance(tp, dict)]
+    verdicts in the output, in the release row's `trigger_points`; so does a results file's row)."""
+    scores = scores_of(record)
+    if scores.verdicts is not None:
+        return [v.evaluation_result for v in scores.verdicts]
+    if "trigger_points" not in record.output:  # a sample that failed as a whole
+        return []
+    return [tp.evaluation_result for tp in ResultRow.model_validate(record.output).trigger_points
+            if tp.evaluation_result is not None]
 
 
 def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
@@ -133,8 +144,7 @@ def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
         out[f"triggers_{label.lower()}"] = int(sum(totals[_COL[(t, label)]] for t in TRIGGER_TYPES))
     # Verdicts whose evidence is not a quote of the graded reply: flagged on the trigger and
     # counted here, a cheap check on the judge.
-    out["verdicts_evidence_not_found"] = sum(
-        (v.get("evaluation_result") or {}).get("evidence_verbatim") is False for r in records for v in verdicts(r))
+    out["verdicts_evidence_not_found"] = sum(v.evidence_verbatim is False for r in records for v in verdicts(r))
     return out
 
 
@@ -172,7 +182,7 @@ def official_metrics(records: list[SampleRecord]) -> dict[str, Any]:
             return None, None, None, 0.0
         return p / tot, pa / tot, (p + 0.5 * pa) / tot, float(tot)
 
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, float | None] = {}
     for kind, stats in agg.items():
         pr, par, ws, tot = rates([stats])
         key = kind.lower()
@@ -184,7 +194,7 @@ def official_metrics(records: list[SampleRecord]) -> dict[str, Any]:
 
     roles = list(dict.fromkeys([*RESULT_AGENTS, *(role for rec in records for role in rec.usage)]))
     n = len(records)
-    token_usage: dict[str, Any] = {}
+    token_usage: dict[str, dict[str, float]] = {}
     for role in roles:
         used = [rec.usage[role] for rec in records if role in rec.usage]
         pt, ct = sum(u.prompt_tokens for u in used), sum(u.completion_tokens for u in used)

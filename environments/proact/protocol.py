@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jsonschema
 
-from corpora.proact_types import GRADES
+from corpora.proact_types import GRADES, Rubric, TurnRecord
 from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
 
@@ -51,16 +51,16 @@ JUDGE_DECODE_SCHEMA: dict[str, Any] = {
 JUDGE_CONFIG = GenerateConfig(temperature=0.0, max_tokens=512, json_schema=JUDGE_DECODE_SCHEMA)
 
 
-def history_messages(row: dict[str, Any], turn: int) -> list[ChatMessage]:
-    """Every earlier turn as user/assistant pairs with the curated replies, then turn `turn`'s
-    user message. No system prompt."""
-    by_turn = {t["turn"]: t for t in row["turn_records"]}
+def history_messages(turns: Sequence[TurnRecord], turn: int) -> list[ChatMessage]:
+    """Every earlier turn of `turns` (a dialogue's `turn_records`) as user/assistant pairs with its
+    replies (the curated ones offline), then turn `turn`'s user message. No system prompt."""
+    by_turn = {t.turn: t for t in turns}
     messages: list[ChatMessage] = []
     for t in range(1, turn):
         rec = by_turn[t]
-        messages.append({"role": "user", "content": rec["user_message"]})
-        messages.append({"role": "assistant", "content": rec["assistant_response"]})
-    messages.append({"role": "user", "content": by_turn[turn]["user_message"]})
+        messages.append({"role": "user", "content": rec.user_message})
+        messages.append({"role": "assistant", "content": rec.assistant_response})
+    messages.append({"role": "user", "content": by_turn[turn].user_message})
     return messages
 
 
@@ -71,16 +71,16 @@ _TYPE_MEANING = {
 }
 
 
-def judge_messages(rubric: dict[str, Any], history: list[ChatMessage], reply: str) -> list[ChatMessage]:
+def judge_messages(rubric: Rubric, history: list[ChatMessage], reply: str) -> list[ChatMessage]:
     """The judge's prompt: rubric + conversation + the reply under evaluation, nothing else."""
     convo = render_conversation(history)
-    kind = rubric["type"]
+    kind = rubric.type
     text = (
         "You grade whether an AI assistant was proactive at one point of a conversation.\n"
         f"Trigger type: {kind} -- the assistant should {_TYPE_MEANING[kind]}.\n\n"
-        f"PASS if: {rubric['pass_criteria']}\n\n"
-        f"PARTIAL if: {rubric['partial_criteria']}\n\n"
-        f"FAIL if: {rubric['fail_criteria']}\n\n"
+        f"PASS if: {rubric.pass_criteria}\n\n"
+        f"PARTIAL if: {rubric.partial_criteria}\n\n"
+        f"FAIL if: {rubric.fail_criteria}\n\n"
         "=== Conversation so far ===\n"
         f"{convo}\n\n"
         "=== Assistant reply to grade ===\n"

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from corpora.proact_types import GRADES
+from corpora.proact_types import GRADES, Rubric
 from environments.proact.judge_prompts import JudgePrompt, JudgeSettings, Messages, prompt_sha256
 from environments.proact.protocol import JudgeFormatError, json_objects
 from harness.errors import HarnessError
@@ -154,8 +154,10 @@ def load_reference_prompt(repo: Path) -> JudgePrompt:
     trigger_point: Callable[..., Any] = found["TriggerPoint"]
     rubric_model: Callable[..., Any] = found["EvaluationRubric"]
 
-    def build(turn: int, rubric: dict[str, Any], history: Messages, reply: str) -> Messages:
-        tp = trigger_point(turn=turn, evaluation_rubric=rubric_model(**{k: rubric[k] for k in RUBRIC_FIELDS}))
+    def build(turn: int, rubric: Rubric, history: Messages, reply: str) -> Messages:
+        # Their code reads the rubric's fields as its own pydantic model: the JSON boundary.
+        fields = rubric.model_dump()
+        tp = trigger_point(turn=turn, evaluation_rubric=rubric_model(**{k: fields[k] for k in RUBRIC_FIELDS}))
         # As the reference calls it: the history through the trigger turn's user message, then the reply.
         user = builder(tp, [*history, {"role": "assistant", "content": reply}])
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -165,7 +167,8 @@ def load_reference_prompt(repo: Path) -> JudgePrompt:
     except Exception as exc:  # noqa: BLE001 - their code: a failed probe is one line naming the file
         raise HarnessError(f"{repo / RUNTIME}: build_judge_eval_message(trigger_point, history) failed on a probe "
                            f"input ({type(exc).__name__}: {exc}): {_fix(repo)}") from None
-    probe = build(1, dict.fromkeys(RUBRIC_FIELDS, "x") | {"type": "EMERGENT"}, [{"role": "user", "content": "x"}], "x")
+    probe = build(1, Rubric(type="EMERGENT", pass_criteria="x", partial_criteria="x", fail_criteria="x"),
+                  [{"role": "user", "content": "x"}], "x")
     if not isinstance(probe[1]["content"], str):
         raise HarnessError(f"{repo / RUNTIME}: build_judge_eval_message returned a {type(probe[1]['content']).__name__}, "
                            f"not the message text: {_fix(repo)}")

@@ -15,19 +15,21 @@ from typing import Any
 from corpora.proact_results import ResultsFile
 from corpora.proact_types import ResultRow
 from environments.proact.metrics import official_metrics
+from environments.proact.payloads import ProactScores, TriggerLabel
 from harness.providers.base import Usage
 from harness.records import SampleRecord
+from harness.suite import dump_payload
 
 # The keys of a released `*_metrics.json`; ours may add `error_trigger_stats` beside them.
 LAYOUT_KEYS = ("aggregate_trigger_stats", "metrics", "token_usage")
 FLOAT_TOLERANCE = 1e-12
 
 
-def row_labels(row: ResultRow) -> list[dict[str, Any]]:
+def row_labels(row: ResultRow) -> list[TriggerLabel]:
     """(turn, type, label) of each trigger, in the row's order. No verdict: SKIPPED, as the
     reference pipeline counts it."""
-    return [{"turn": tp.turn, "type": tp.evaluation_rubric.type,
-             "label": tp.evaluation_result.label if tp.evaluation_result is not None else "SKIPPED"}
+    return [TriggerLabel(turn=tp.turn, type=tp.evaluation_rubric.type,
+                         label=tp.evaluation_result.label if tp.evaluation_result is not None else "SKIPPED")
             for tp in row.trigger_points]
 
 
@@ -36,7 +38,7 @@ def as_records(results: ResultsFile) -> list[SampleRecord]:
     the suite's own metric code applies unchanged. No row is left out."""
     return [
         SampleRecord(sample_id=key, epoch=0, seed=0, status="ok", started="", duration_s=0.0,
-                     output=row.model_dump(exclude_none=True), scores={"triggers": row_labels(row)},
+                     output=row.model_dump(exclude_none=True), scores=dump_payload(ProactScores(triggers=row_labels(row))),
                      usage={agent: Usage(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                                          calls=u.calls) for agent, u in row.token_usage.items()})
         for key, row in zip(results.keys, results.rows)

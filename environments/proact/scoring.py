@@ -9,55 +9,58 @@ dropped trigger: dropping it would shrink the denominator.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
-from corpora.proact_types import LABELS, TRIGGER_TYPES
+from corpora.proact_types import LABELS, TRIGGER_TYPES, TriggerPoint, TurnRecord, Verdict
 from environments.proact.judge_prompts import HARNESS_JUDGE, JudgeSettings
-from environments.proact.judging import judge_reply, label_of
+from environments.proact.judging import judge_reply
+from environments.proact.payloads import ProactScores, TriggerLabel, TriggerVerdict
 from environments.proact.protocol import history_messages
 from harness.records import SampleRecord
 from harness.suite import SampleContext
 
 
-def trigger_stats(labels: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+def trigger_stats(labels: list[TriggerLabel]) -> dict[str, dict[str, int]]:
     stats: dict[str, dict[str, int]] = {t: {lab: 0 for lab in LABELS} for t in TRIGGER_TYPES}
     for lab in labels:
-        stats[lab["type"]][lab["label"]] += 1
+        stats[lab.type][lab.label] += 1
     return stats
 
 
-async def judge_trigger(ctx: SampleContext, history_row: dict[str, Any], tp: dict[str, Any],
-                        reply: str | None, reply_error: str | None,
-                        settings: JudgeSettings = HARNESS_JUDGE) -> dict[str, Any]:
+# What a transcript holds for one trigger turn: (the reply, why there is none).
+Reply = tuple[str | None, str | None]
+
+
+async def judge_trigger(ctx: SampleContext, history: Sequence[TurnRecord], tp: TriggerPoint, reply: Reply,
+                        settings: JudgeSettings = HARNESS_JUDGE) -> Verdict:
     """One trigger's verdict (`evaluation_result`) for the reply the transcript holds."""
-    if reply is None:
-        return {"status": "ERROR", "error": reply_error or "no reply in the transcript"}
-    return await judge_reply(ctx, tp["evaluation_rubric"], history_messages(history_row, tp["turn"]), reply,
-                             turn=tp["turn"], settings=settings)
+    text, error = reply
+    if text is None:
+        return Verdict(status="ERROR", error=error or "no reply in the transcript")
+    return await judge_reply(ctx, tp.evaluation_rubric, history_messages(history, tp.turn), text,
+                             turn=tp.turn, settings=settings)
 
 
-async def judge_transcript(ctx: SampleContext, history_row: dict[str, Any], triggers: list[dict[str, Any]],
-                           replies: dict[int, dict[str, Any]],
-                           settings: JudgeSettings = HARNESS_JUDGE) -> tuple[dict[str, Any], list[str]]:
+async def judge_transcript(ctx: SampleContext, history: Sequence[TurnRecord], triggers: Sequence[TriggerPoint],
+                           replies: dict[int, Reply],
+                           settings: JudgeSettings = HARNESS_JUDGE) -> tuple[ProactScores, list[str]]:
     """Scores for a set of triggers: `triggers` (turn, type, label), `verdicts` (turn, type,
     evaluation_result), `trigger_stats`, and one error line per trigger the judge could not grade
     (a missing reply is the solver's error, already recorded).
-    `history_row` holds the history each judge sees (the curated corpus row offline, the live
-    dialogue itself live); `replies` maps a turn to its `assistant_response` (and `error`);
-    `settings` is the judge's prompt and generation settings (the project's own by default)."""
+    `history` is the turns each judge sees (the curated corpus row's offline, the live dialogue's
+    own live); `replies` maps a turn to its reply (or why there is none); `settings` is the
+    judge's prompt and generation settings (the project's own by default)."""
     results = await asyncio.gather(*(
-        judge_trigger(ctx, history_row, tp, replies.get(tp["turn"], {}).get("assistant_response"),
-                      replies.get(tp["turn"], {}).get("error"), settings)
-        for tp in triggers))
+        judge_trigger(ctx, history, tp, replies.get(tp.turn, (None, None)), settings) for tp in triggers))
     labels, verdicts, errors = [], [], []
     for tp, res in zip(triggers, results):
-        kind = tp["evaluation_rubric"]["type"]
-        label = label_of(res)
-        labels.append({"turn": tp["turn"], "type": kind, "label": label})
-        verdicts.append({"turn": tp["turn"], "type": kind, "evaluation_result": res})
-        if label == "ERROR" and replies.get(tp["turn"], {}).get("assistant_response") is not None:
-            errors.append(f"turn {tp['turn']}: {res.get('error') or res.get('rationale')}")
-    return {"triggers": labels, "verdicts": verdicts, "trigger_stats": trigger_stats(labels)}, errors
+        kind = tp.evaluation_rubric.type
+        labels.append(TriggerLabel(turn=tp.turn, type=kind, label=res.label))
+        verdicts.append(TriggerVerdict(turn=tp.turn, type=kind, evaluation_result=res))
+        if res.label == "ERROR" and replies.get(tp.turn, (None, None))[0] is not None:
+            errors.append(f"turn {tp.turn}: {res.error or res.rationale}")
+    return ProactScores(triggers=labels, verdicts=verdicts, trigger_stats=trigger_stats(labels)), errors
 
 
 USAGE_NAMES = {"user": "user_agent"}  # the release names the simulated user `user_agent`

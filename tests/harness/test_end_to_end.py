@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from corpora.proact_types import CorpusRow
 from environments.proact.protocol import history_messages
 from environments.proact.suite import sorted_triggers
 from harness.loopback import running_server
@@ -28,8 +29,9 @@ def _cheapest_overflowing_row(real_corpus: Path) -> dict:
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_converted()))
 
-    def lengths(row: dict) -> list[int]:
-        return [len(tokenizer(tokenizer.apply_chat_template(history_messages(row, tp["turn"]), tokenize=False))
+    def lengths(raw: dict) -> list[int]:
+        row = CorpusRow.model_validate(raw)
+        return [len(tokenizer(tokenizer.apply_chat_template(history_messages(row.turn_records, tp.turn), tokenize=False))
                     ["input_ids"]) for tp in sorted_triggers(row)]
 
     rows = [json.loads(line) for line in real_corpus.read_text().splitlines()]

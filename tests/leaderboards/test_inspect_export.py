@@ -164,9 +164,9 @@ def test_a_log_from_elsewhere_is_read_by_position_and_needs_a_named_judge(source
         replies = {m.metadata["turn"]: m.text for m in s.messages if m.role == "assistant"}
         s.metadata, s.scores = {}, None
         s.messages = []
-        for t in sorted(rows[s.id]["turn_records"], key=lambda t: t["turn"])[:max(replies)]:
-            s.messages += [ChatMessageUser(content=t["user_message"]),
-                           ChatMessageAssistant(content=replies.get(t["turn"], t["assistant_response"]))]
+        for t in sorted(rows[s.id].turn_records, key=lambda t: t.turn)[:max(replies)]:
+            s.messages += [ChatMessageUser(content=t.user_message),
+                           ChatMessageAssistant(content=replies.get(t.turn, t.assistant_response))]
         # As Inspect itself logs long texts: in the sample's attachments, the message naming one.
         s.attachments = {f"user{i}": m.text for i, m in enumerate(s.messages) if m.role == "user"}
         for i, m in enumerate(s.messages):

@@ -1,5 +1,6 @@
 import pytest
 
+from corpora.proact_types import Rubric
 from environments.proact.protocol import JudgeFormatError, evidence_is_verbatim, judge_messages, parse_judge
 
 
@@ -34,7 +35,7 @@ def test_evidence_must_be_in_the_reply():
 
 
 def test_judge_prompt_holds_rubric_and_reply_but_no_persona_or_style():
-    rubric = {"type": "EMERGENT", "pass_criteria": "P-CRIT", "partial_criteria": "PA-CRIT", "fail_criteria": "F-CRIT"}
+    rubric = Rubric(type="EMERGENT", pass_criteria="P-CRIT", partial_criteria="PA-CRIT", fail_criteria="F-CRIT")
     history = [{"role": "user", "content": "hello there"}]
     [msg] = judge_messages(rubric, history, "REPLY-TEXT")
     for needle in ("P-CRIT", "PA-CRIT", "F-CRIT", "hello there", "REPLY-TEXT", "EMERGENT"):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from corpora.proact_types import Rubric
 from environments.proact.judge_prompts import HARNESS_JUDGE, HARNESS_PROMPT
 from environments.proact.judging import judge_reply
 from environments.proact.reference import (
@@ -32,8 +33,8 @@ from tests.conftest import JUDGE_PASS, REPO
 
 FIXTURE = REPO / "tests" / "fixtures" / "proact_reference_repo"
 CURRENT = REPO / "tests" / "fixtures" / "proact_current_layout.jsonl"
-RUBRIC = {"type": "CRITICAL", "pass_criteria": "joins the budget and the date", "partial_criteria": "mentions one",
-          "fail_criteria": "ignores both"}
+RUBRIC = Rubric(type="CRITICAL", pass_criteria="joins the budget and the date", partial_criteria="mentions one",
+                fail_criteria="ignores both")
 HISTORY = [{"role": "user", "content": "first ask"}, {"role": "assistant", "content": "first answer"},
            {"role": "user", "content": "second ask"}]
 NESTED_PASS = json.dumps({"evaluation_result": {"status": "EVALUATED", "score": "PASS", "rationale": "joined them",
@@ -48,7 +49,7 @@ def _copy(tmp_path: Path) -> Path:
 
 def test_the_builders_are_called_as_they_are_and_the_package_init_never_runs():
     prompt = load_reference_prompt(FIXTURE)
-    system, user = prompt.build(4, dict(RUBRIC, extra="not a rubric field"), HISTORY, "the reply")
+    system, user = prompt.build(4, RUBRIC.model_copy(update={"extra": "not a rubric field"}), HISTORY, "the reply")
     # The fixture's root package imports an SDK that is not installed: loading it would have failed.
     assert system == {"role": "system", "content": "FIXTURE SYSTEM: grade the last assistant turn against the "
                                                    "rubric; answer in JSON."}
@@ -57,7 +58,7 @@ def test_the_builders_are_called_as_they_are_and_the_package_init_never_runs():
     # rubric fields only), and the history ending with the reply under review.
     assert user["content"] == (
         "FIXTURE TRIGGER turn=4\n\n"
-        f"FIXTURE RUBRIC {json.dumps(RUBRIC, separators=(',', ':'))}\n\n"
+        f"FIXTURE RUBRIC {json.dumps(RUBRIC.model_dump(), separators=(',', ':'))}\n\n"
         "FIXTURE HISTORY\n<user> first ask\n<assistant> first answer\n<user> second ask\n<assistant> the reply\n\n"
         "FIXTURE END")
     assert prompt.name == "reference" and prompt.source.endswith("proactbench/prompts/runtime.py")
@@ -147,8 +148,8 @@ def _judge(settings, answers: list[str]):
 def test_the_reference_prompt_and_preset_reach_the_judge_and_its_answer_form_is_read():
     prompt = load_reference_prompt(FIXTURE)
     verdict, calls = _judge(judge_settings(prompt, "reference", HARNESS_JUDGE), ["no json here", NESTED_PASS])
-    assert verdict["status"] == "EVALUATED" and verdict["score"] == "PASS" and verdict["judge_attempts"] == 2
-    assert verdict["evidence_verbatim"] is True
+    assert verdict.status == "EVALUATED" and verdict.score == "PASS" and verdict.judge_attempts == 2
+    assert verdict.evidence_verbatim is True
     for messages, config in calls:
         assert messages == prompt.build(4, RUBRIC, HISTORY, "PASS is quoted")
         assert config.json_schema == REFERENCE_ANSWER_SCHEMA
@@ -161,7 +162,7 @@ def test_the_reference_prompt_and_preset_reach_the_judge_and_its_answer_form_is_
     declined = json.dumps({"evaluation_result": {"status": "SKIPPED", "score": "", "rationale": "no reply",
                                                  "evidence": ""}})
     verdict, _ = _judge(judge_settings(prompt, "reference", HARNESS_JUDGE), [declined])
-    assert verdict["status"] == "SKIPPED" and verdict["score"] is None
+    assert verdict.status == "SKIPPED" and verdict.score is None
 
 
 def test_the_reference_answer_parser_says_what_is_wrong():
