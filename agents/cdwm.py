@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from langgraph.graph import END, START, StateGraph
+from pydantic import BaseModel, SerializerFunctionWrapHandler, model_serializer
 
 from agents.episode import (
     ABSTAIN_ACTION,
@@ -101,8 +102,55 @@ def trained_world_model(model: TrainedWorldModel, generate: Generate, cfg: Agent
     return predict
 
 
+class AsSet(BaseModel):
+    """A record whose JSON holds the fields that were set and no others: a key the planner never
+    set (a candidate not pruned, no lookahead) stays absent, as in the records written before
+    these were types, so old and new runs read alike."""
+
+    @model_serializer(mode="wrap")
+    def _set_fields_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        kept = self.model_fields_set | set(self.model_extra or {})
+        return {k: v for k, v in handler(self).items() if k in kept}
+
+
+class Lookahead(AsSet):
+    """A candidate's imagined next step (horizon 2): the policy's follow-up action, its prediction,
+    and its value (task relevance / 2 - lambda * risk)."""
+
+    action: str
+    action_class: str = ""
+    source: str = ""  # world_model | mask | invalid
+    value: float = 0.0
+    prediction: Delta | None = None
+
+
+class Candidate(AsSet):
+    """One candidate action of a step and what the planner made of it: the world model's
+    (masked) prediction, then in `select` its progress, risk and score, why it was pruned, and
+    whether it was chosen. The step records them (`StepRecord.candidates`, as their JSON dump)."""
+
+    action: str
+    rank: int = 0  # the policy's order, best first
+    action_class: str = ""
+    prediction: Delta | None = None  # None: no valid prediction
+    source: str = ""  # world_model | mask | invalid
+    confidence: float = 0.0
+    invalid_outputs: int = 0  # world-model replies that were no valid prediction
+    error: str | None = None
+    lookahead: Lookahead | None = None
+    pruned: str | None = None  # why select pruned it
+    progress: float | None = None
+    risk: float | None = None
+    score: float | None = None
+    chosen: bool = False
+
+    def predicted(self) -> Prediction:
+        """The world model's answer this candidate holds."""
+        return Prediction(self.prediction, self.source, self.invalid_outputs, self.error)
+
+
 class CdwmState(AgentState, total=False):
-    candidates: list[dict[str, Any]]
+    candidates: list[Candidate]
     abstain: str | None  # why select chose to abstain this step (None: it chose a candidate)
 
 
@@ -132,35 +180,32 @@ class CdwmGraph:
             pred.delta = mask.apply(cls, pred.delta)
         return cls, pred
 
-    async def propose(self, state: CdwmState) -> dict[str, Any]:
+    async def propose(self, state: CdwmState) -> CdwmState:
         """K candidate actions from one policy reply."""
         reply = await self.proposer.propose(state["intent"], state["obs"], state["steps"], self.cfg.candidates)
         return {"reply": reply}
 
-    async def predict(self, state: CdwmState) -> dict[str, Any]:
+    async def predict(self, state: CdwmState) -> CdwmState:
         """Each candidate's class and predicted delta."""
         reply, obs = state["reply"], state["obs"]
         if reply.error or not reply.actions:
             return {"candidates": []}
         results = await asyncio.gather(*(self.predict_one(state["intent"], obs, obs.text, a) for a in reply.actions))
-        candidates = []
-        for rank, (action, (cls, pred)) in enumerate(zip(reply.actions, results)):
-            candidates.append({"action": action, "rank": rank, "action_class": cls, "_pred": pred,
-                               "prediction": pred.delta.model_dump() if pred.delta else None,
-                               "source": pred.source, "confidence": pred.confidence,
-                               "invalid_outputs": pred.invalid_outputs, "error": pred.error})
+        candidates = [Candidate(action=action, rank=rank, action_class=cls, prediction=pred.delta, source=pred.source,
+                                confidence=pred.confidence, invalid_outputs=pred.invalid_outputs, error=pred.error)
+                      for rank, (action, (cls, pred)) in enumerate(zip(reply.actions, results))]
         return {"candidates": candidates}
 
-    async def imagine(self, state: CdwmState, candidate: dict[str, Any]) -> dict[str, Any] | None:
+    async def imagine(self, state: CdwmState, candidate: Candidate) -> Lookahead | None:
         """The imagined second step after a candidate (its `lookahead` entry), or None when the
         candidate is predicted to change nothing or the policy names no action there."""
-        pred: Prediction = candidate["_pred"]
-        if pred.delta is None or pred.delta.is_empty() or candidate["action_class"] == STOP:
+        delta = candidate.prediction
+        if delta is None or delta.is_empty() or candidate.action_class == STOP:
             return None  # nothing imagined changes: the next state is this one
         obs, intent, cfg = state["obs"], state["intent"], self.cfg
-        imagined = Observation(text=imagined_observation(obs.text, candidate["action"], pred.delta),
+        imagined = Observation(text=imagined_observation(obs.text, candidate.action, delta),
                                action_classes=obs.action_classes, admissible=obs.admissible, info=obs.info)
-        action = await self.proposer.follow_up(intent, imagined, state["steps"], candidate["action"])
+        action = await self.proposer.follow_up(intent, imagined, state["steps"], candidate.action)
         if action is None:
             return None
         cls, p2 = await self.predict_one(intent, imagined, imagined.text, action)
@@ -168,62 +213,62 @@ class CdwmGraph:
         # less its risk, so a candidate with no imagined step (value 0) is not handicapped.
         text = _candidate_text(imagined.text, action, p2)
         value = 0.5 * relevance(intent, text) - cfg.risk_lambda * _risk(p2, _justified(intent, text, p2))
-        return {"action": action, "action_class": cls, "source": p2.source, "value": value,
-                "prediction": p2.delta.model_dump() if p2.delta else None}
+        return Lookahead(action=action, action_class=cls, source=p2.source, value=value, prediction=p2.delta)
 
-    async def lookahead(self, state: CdwmState) -> dict[str, Any]:
+    async def lookahead(self, state: CdwmState) -> CdwmState:
         """Horizon 2: each candidate's imagined next step."""
         if self.cfg.horizon < 2:
             return {}
-        candidates = [dict(c) for c in state["candidates"]]
+        candidates = [c.model_copy() for c in state["candidates"]]
         found = await asyncio.gather(*(self.imagine(state, c) for c in candidates))
         for c, ahead in zip(candidates, found):
             if ahead is not None:
-                c["lookahead"] = ahead
+                c.lookahead = ahead
         return {"candidates": candidates}
 
-    async def select(self, state: CdwmState) -> dict[str, Any]:
+    async def select(self, state: CdwmState) -> CdwmState:
         """Prune, score, and choose a candidate -- or abstain."""
         cfg = self.cfg
         reply, obs, intent = state["reply"], state["obs"], state["intent"]
         if reply.error or not reply.actions:
             return {"abstain": None}  # take_step records the error or the fallback
-        candidates = [dict(c) for c in state["candidates"]]
+        candidates = [c.model_copy() for c in state["candidates"]]
         k = len(candidates)
         for c in candidates:
-            pred: Prediction = c["_pred"]
-            text = _candidate_text(obs.text, c["action"], pred)
+            pred = c.predicted()
+            text = _candidate_text(obs.text, c.action, pred)
             ok = _justified(intent, text, pred)
             if pred.delta is not None and not pred.delta.reversible and pred.delta.irreversible_cost >= cfg.cost_threshold and not ok:
-                c["pruned"] = "predicted irreversible and the task does not ask for it"
-            c["progress"] = _progress(intent, obs.text, c["action"], pred, c["rank"], k)
-            c["risk"] = _risk(pred, ok)
-            c["score"] = c["progress"] - cfg.risk_lambda * c["risk"] + cfg.lookahead_discount * c.get("lookahead", {}).get("value", 0.0)
-        alive = [c for c in candidates if "pruned" not in c]
-        best = max(alive, key=lambda c: (c["score"], -c["rank"])) if alive else None
-        if best is None or best["confidence"] < cfg.confidence_threshold:
-            reason = "every candidate pruned" if best is None else f"best candidate's confidence {best['confidence']:.2f} < {cfg.confidence_threshold:g}"
+                c.pruned = "predicted irreversible and the task does not ask for it"
+            c.progress = progress = _progress(intent, obs.text, c.action, pred, c.rank, k)
+            c.risk = risk = _risk(pred, ok)
+            c.score = progress - cfg.risk_lambda * risk + cfg.lookahead_discount * (c.lookahead.value if c.lookahead else 0.0)
+        alive = [c for c in candidates if c.pruned is None]
+        best = max(alive, key=lambda c: (c.score or 0.0, -c.rank)) if alive else None
+        if best is None or best.confidence < cfg.confidence_threshold:
+            reason = "every candidate pruned" if best is None else f"best candidate's confidence {best.confidence:.2f} < {cfg.confidence_threshold:g}"
             return {"candidates": candidates, "reply": PolicyReply([ABSTAIN_ACTION], reply.thought, reply.invalid_outputs),
                     "abstain": reason}
-        best["chosen"] = True
+        best.chosen = True
         return {"candidates": candidates,
-                "reply": PolicyReply([best["action"]], reply.thought, reply.invalid_outputs), "abstain": None}
+                "reply": PolicyReply([best.action], reply.thought, reply.invalid_outputs), "abstain": None}
 
-    async def act(self, state: CdwmState) -> dict[str, Any]:
+    async def act(self, state: CdwmState) -> AgentState:
         """Execute the choice (or abstain) and record the chosen prediction beside the ground truth."""
         reply, candidates = state["reply"], state.get("candidates", [])
-        chosen = next((c for c in candidates if c.get("chosen")), None)
-        public = [{k: v for k, v in c.items() if k != "_pred"} for c in candidates]
-        fields: dict[str, Any] = {"candidates": public}
+        chosen = next((c for c in candidates if c.chosen), None)
+        public = [c.model_dump(mode="json") for c in candidates]  # the step record holds JSON
         abstain = state.get("abstain")
         if abstain:
             if STOP not in {c.lower() for c in state["obs"].action_classes}:
                 return {"done": True, "ended_by": "abstain", "errors": state.get("errors", []), "abstain_reason": abstain}
-            fields |= {"abstained": True, "info": {"abstain_reason": abstain}}
-        elif chosen is not None:
-            fields |= {"prediction": chosen["prediction"], "prediction_source": chosen["source"],
-                       "prediction_valid": chosen["prediction"] is not None}
-        return await take_step(self.env, state, self.cfg, reply, **fields)
+            return await take_step(self.env, state, self.cfg, reply, candidates=public, abstained=True,
+                                   info={"abstain_reason": abstain})
+        if chosen is not None:
+            prediction = chosen.prediction.model_dump() if chosen.prediction is not None else None
+            return await take_step(self.env, state, self.cfg, reply, candidates=public, prediction=prediction,
+                                   prediction_source=chosen.source, prediction_valid=prediction is not None)
+        return await take_step(self.env, state, self.cfg, reply, candidates=public)
 
     def after_act(self, state: CdwmState) -> str:
         return END if state["done"] else "propose"

@@ -205,7 +205,7 @@ def recursion_limit(cfg: AgentConfig, nodes_per_step: int) -> int:
 
 
 async def take_step(env: AsyncEnvironment, state: AgentState, cfg: AgentConfig, reply: PolicyReply,
-                    **record_fields: Any) -> dict[str, Any]:
+                    **record_fields: Any) -> AgentState:
     """Execute the policy's first action (or the fallback) and decide whether the episode ends."""
     steps, errors = list(state["steps"]), list(state.get("errors", []))
     obs = state["obs"]

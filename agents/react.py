@@ -12,7 +12,6 @@ acting; it records each one on its step for the metrics.
 
 from __future__ import annotations
 
-from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 
@@ -40,12 +39,12 @@ class ReactGraph:
     def __init__(self, generate: Generate, env: AsyncEnvironment, cfg: AgentConfig | None = None):
         self.generate, self.env, self.cfg = generate, env, cfg or AgentConfig()
 
-    async def policy(self, state: AgentState) -> dict[str, Any]:
+    async def policy(self, state: AgentState) -> AgentState:
         """Ask the policy for this step's thought and action."""
         reply = await ask_policy(self.generate, state["intent"], state["obs"], state["steps"], self.cfg)
         return {"reply": reply}
 
-    async def act(self, state: AgentState) -> dict[str, Any]:
+    async def act(self, state: AgentState) -> AgentState:
         """Execute the reply's action (or the fallback) and record the step."""
         return await take_step(self.env, state, self.cfg, state["reply"])
 

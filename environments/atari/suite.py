@@ -19,6 +19,7 @@ from pydantic import Field, field_validator
 
 from environments.atari import games as protocol
 from environments.atari.env import WORLD_MODEL_HELP_TEXT, AtariEnvironment
+from environments.cdwm.episode import EpisodeScores, EpisodeTask, EpisodeTranscript, Evaluation
 from environments.cdwm.suite_base import CdwmOptions, GeneratedCdwmSuite
 from harness.environment import ALL, NONE, ActionMask, Environment
 from harness.errors import HarnessError
@@ -57,7 +58,32 @@ def game_list(spec: str) -> list[str]:
         raise ValueError(str(exc)) from None
 
 
-class CdwmAtariSuite(GeneratedCdwmSuite):
+class AtariTask(EpisodeTask):
+    """One (game, seed) episode."""
+
+    game: str
+    seed: int
+    required_irreversible: list[str] = []  # no irreversible change is ever required
+
+
+class AtariEvaluation(Evaluation):
+    game: str | None = None
+    score: float = 0.0  # the episode's game score
+    human_normalized_score: float = 0.0
+
+
+class AtariTranscript(EpisodeTranscript):
+    evaluation: AtariEvaluation
+    pictures: list[dict[str, str]] = Field(default_factory=list)  # filmstrips, shown by `harness view`
+
+
+class AtariScores(EpisodeScores):
+    game: str | None = None
+    game_score: float = 0.0
+    human_normalized_score: float = 0.0
+
+
+class CdwmAtariSuite(GeneratedCdwmSuite[AtariTask, AtariTranscript, AtariScores]):
     name = "cdwm-atari"
     version = "0.1.0"
     description = ("CDWM Atari 100k: ale-py games (sticky actions, frame skip 4) with object deltas from RAM, "
@@ -68,15 +94,17 @@ class CdwmAtariSuite(GeneratedCdwmSuite):
     world_model_help = WORLD_MODEL_HELP_TEXT
     Options = AtariOptions
     options: AtariOptions
+    transcript_type = AtariTranscript
+    scores_type = AtariScores
 
     def __init__(self, options: AtariOptions | None = None) -> None:
         super().__init__(options)
         self._envs: dict[str, AtariEnvironment] = {}
 
-    def episode_tasks(self) -> list[dict[str, Any]]:
-        return [{"task_id": f"{g}-{s}", "game": g, "seed": s, "required_irreversible": [],
-                 "intent": f"Play {g.replace('_', ' ')}: score as many points as you can without losing a life "
-                           "or a point."}
+    def episode_tasks(self) -> list[AtariTask]:
+        return [AtariTask(task_id=f"{g}-{s}", game=g, seed=s,
+                          intent=f"Play {g.replace('_', ' ')}: score as many points as you can without losing a life "
+                                 "or a point.")
                 for g in game_list(self.options.games) for s in range(self.options.seeds)]
 
     def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:
@@ -90,26 +118,25 @@ class CdwmAtariSuite(GeneratedCdwmSuite):
             transcript = await super()._run_episode(sample, ctx)
         finally:
             env = self._envs.pop(sample.id, None)
-        if env is not None and isinstance(transcript.output, dict):
-            transcript.output["pictures"] = list(env.filmstrips)  # shown by `harness view`
+        pictures = list(env.filmstrips) if env is not None else []
+        transcript.output = AtariTranscript.model_validate(dump_payload(transcript.output) | {"pictures": pictures})
         return transcript
 
-    async def _score_episode(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
-        score = await super()._score_episode(sample, transcript, ctx)
-        ev = transcript["evaluation"]
-        score.values = dump_payload(score.values) | {"game": ev.get("game"), "game_score": ev.get("score", 0.0),
-                         "human_normalized_score": ev.get("human_normalized_score", 0.0)}
-        return score
+    async def _score_episode(self, sample: Sample, transcript: AtariTranscript, ctx: SampleContext) -> Score:
+        ev = transcript.evaluation
+        return Score(values=AtariScores(**dict(self.episode_scores(transcript)), game=ev.game, game_score=ev.score,
+                                        human_normalized_score=ev.human_normalized_score))
 
-    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
-        game = self.task_of(sample)["game"]
-        return super().scores_on_failure(sample) | {"game": game, "game_score": 0.0,
-                                                    "human_normalized_score": protocol.human_normalized(game, 0.0)}
+    def scores_on_failure(self, sample: Sample[AtariTask]) -> dict[str, Any]:
+        game = sample.data.game
+        scores = AtariScores(**dict(self.failed_scores()), game=game,
+                             human_normalized_score=protocol.human_normalized(game, 0.0))
+        return scores.model_dump(mode="json")  # as recorded
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         out = super().metrics(records, seed)
-        rows = np.array([[r.scores.get("human_normalized_score", 0.0), r.scores.get("game_score", 0.0), 1.0]
-                         for r in records], dtype=float).reshape(-1, 3)
+        scores = [self.read_scores(r.scores) for r in records]
+        rows = np.array([[s.human_normalized_score, s.game_score, 1.0] for s in scores], dtype=float).reshape(-1, 3)
         out["human_normalized_score"] = ratio_metric(rows, lambda t: t[0], lambda t: t[2], seed=seed)
         out["game_score"] = ratio_metric(rows, lambda t: t[1], lambda t: t[2], seed=seed)
         return out

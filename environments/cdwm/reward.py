@@ -19,38 +19,42 @@ reward at `IRREVERSIBLE_CAP`: succeeding by breaking something must not look lik
 
 from __future__ import annotations
 
-from typing import Any
+from pydantic import BaseModel
 
-from pydantic import BaseModel, Field
+from environments.cdwm.episode import EpisodeScores, EpisodeTranscript
+from environments.cdwm.metrics import episode_scores
 
 WEIGHTS = {"success": 0.40, "delta_accuracy": 0.30, "calibration": 0.15, "action_following": 0.15}
 IRREVERSIBLE_CAP = 0.25
 
 
 class Score(BaseModel):
-    """The design's scorer result: a value, a label, why, and the parts."""
+    """The design's scorer result: a value, a label, why, and the parts (the components that
+    applied, their weights, and whether the irreversible cap was applied)."""
 
     value: float
     label: str
     explanation: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    components: dict[str, float]
+    weights: dict[str, float]
+    capped: bool
 
 
-def reward_components(scores: dict[str, Any]) -> dict[str, float]:
+def reward_components(scores: EpisodeScores) -> dict[str, float]:
     """The components that apply to an episode's scores (as `metrics.episode_scores` writes them)."""
-    out = {"success": float(scores.get("success", 0.0))}
-    preds = scores.get("predictions") or []
+    out = {"success": scores.success}
+    preds = scores.predictions
     if preds:
-        out["delta_accuracy"] = sum(p["f1"] for p in preds) / len(preds)
-        out["calibration"] = 1.0 - sum((p["confidence"] - p["correct"]) ** 2 for p in preds) / len(preds)
-    replies = scores.get("policy_replies", 0)
+        out["delta_accuracy"] = sum(p.f1 for p in preds) / len(preds)
+        out["calibration"] = 1.0 - sum((p.confidence - p.correct) ** 2 for p in preds) / len(preds)
+    replies = scores.policy_replies
     if replies:
-        accepted = replies - scores.get("policy_invalid", 0) - scores.get("invalid_steps", 0)
+        accepted = replies - scores.policy_invalid - scores.invalid_steps
         out["action_following"] = max(0.0, accepted / replies)
     return out
 
 
-def composite_reward(scores: dict[str, Any], weights: dict[str, float] | None = None) -> Score:
+def composite_reward(scores: EpisodeScores, weights: dict[str, float] | None = None) -> Score:
     weights = weights or WEIGHTS
     bad = [k for k in weights if k not in WEIGHTS]
     if bad:
@@ -58,29 +62,25 @@ def composite_reward(scores: dict[str, Any], weights: dict[str, float] | None = 
     parts = {k: v for k, v in reward_components(scores).items() if weights.get(k, 0) > 0}
     total_w = sum(weights[k] for k in parts)
     value = sum(weights[k] * v for k, v in parts.items()) / total_w if total_w else 0.0
-    capped = bool(scores.get("unrequired_irreversible"))
+    capped = bool(scores.unrequired_irreversible)
     if capped:
         value = min(value, IRREVERSIBLE_CAP)
     value = min(1.0, max(0.0, value))
-    label = "SUCCESS" if scores.get("success", 0.0) >= 1.0 and not capped else "IRREVERSIBLE" if capped else "FAIL"
+    label = "SUCCESS" if scores.success >= 1.0 and not capped else "IRREVERSIBLE" if capped else "FAIL"
     explanation = ", ".join(f"{k}={v:.2f}" for k, v in parts.items()) + (" (capped: unrequired irreversible change)" if capped else "")
-    return Score(value=value, label=label, explanation=explanation,
-                 metadata={"components": parts, "weights": {k: weights[k] for k in parts}, "capped": capped})
+    return Score(value=value, label=label, explanation=explanation, components=parts,
+                 weights={k: weights[k] for k in parts}, capped=capped)
 
 
 class CompositeRewardScorer:
     """The reward as a scorer: `score(sample, trajectory)` where the trajectory is a CDWM sample's
-    output (`steps`, `evaluation`, `tokens`, `ended_by`) or already its scores."""
+    transcript or already its scores."""
 
     def __init__(self, weights: dict[str, float] | None = None):
         self.weights = weights
 
-    def score(self, sample: Any, trajectory: dict[str, Any]) -> Score:
-        from environments.cdwm.metrics import episode_scores
-
-        if "steps" in trajectory and isinstance(trajectory["steps"], list):
-            scores = episode_scores(trajectory["steps"], trajectory.get("evaluation", {}), trajectory.get("tokens", 0),
-                                    trajectory.get("ended_by", ""), trajectory.get("unstepped_invalid", 0))
-        else:
-            scores = trajectory
-        return composite_reward(scores, self.weights)
+    def score(self, sample: object, trajectory: EpisodeTranscript | EpisodeScores) -> Score:
+        if isinstance(trajectory, EpisodeTranscript):
+            t = trajectory
+            trajectory = episode_scores(t.steps, t.evaluation, t.tokens, t.ended_by or "", t.unstepped_invalid)
+        return composite_reward(trajectory, self.weights)

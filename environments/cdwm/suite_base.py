@@ -4,6 +4,10 @@ behind the CDWM protocol, and scoring it with the CDWM metrics and composite rew
 
 A concrete suite says where its tasks come from (`load_samples`), how to build its environment
 (`make_env`, called on the environment's own thread) and which action mask its action space has.
+Its transcript and scores are `episode.py`'s `EpisodeTranscript` and `EpisodeScores` (the runner
+validates each recorded transcript into them); a world that records more subclasses both and
+names them (`CdwmSuite[Data, ItsTranscript, ItsScores]`, `transcript_type`, `scores_type`); a world that
+makes its own tasks types them too (`EpisodeTask`: Atari, grid levels, ScienceWorld).
 Its `description` is its own sentence followed by CDWM's departures from the paper (`departures.py`).
 """
 
@@ -17,11 +21,13 @@ from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
+from typing_extensions import TypeVar  # TypeVar defaults (PEP 696) before Python 3.13
 
 from environments.cdwm.departures import describe_departures
+from environments.cdwm.episode import EpisodeScores, EpisodeTask, EpisodeTranscript
 from environments.cdwm.metrics import cdwm_counts, cdwm_metrics, episode_scores, failure_scores
 from environments.cdwm.reward import composite_reward
 from agents.trained_world_model import TrainedWorldModel
@@ -95,9 +101,19 @@ def served_adapter(spec: str) -> Path | None:
     return Path(rest.partition("#")[0]).expanduser().resolve() if at else None
 
 
-class CdwmSuite(Suite):
+# A sample's task: the world's own type where the suite makes its tasks, else the task file's JSON
+# as read. A world that records more than the shared episode subclasses the transcript and the scores.
+DataT = TypeVar("DataT", bound=BaseModel | dict[str, Any], default=dict[str, Any])
+TranscriptT = TypeVar("TranscriptT", bound=EpisodeTranscript, default=EpisodeTranscript)
+ScoresT = TypeVar("ScoresT", bound=EpisodeScores, default=EpisodeScores)
+TaskT = TypeVar("TaskT", bound=EpisodeTask, default=EpisodeTask)
+
+
+class CdwmSuite(Suite[DataT, TranscriptT, ScoresT], Generic[DataT, TranscriptT, ScoresT]):
     headline_metric = "success_rate"
     metric_specs = METRIC_SPECS
+    transcript_type: ClassVar[type[Any] | None] = EpisodeTranscript
+    scores_type: ClassVar[type[Any] | None] = EpisodeScores
     mask: ActionMask | None = None
     world_model_help: str | None = None  # how this world names entities and relations (world-model prompt)
     # The family's action syntax as a regex, for constrained decoding where an observation lists no
@@ -162,8 +178,10 @@ class CdwmSuite(Suite):
 
         return judge
 
-    def task_of(self, sample: Sample[dict[str, Any]]) -> dict[str, Any]:
-        return sample.data
+    def task_of(self, sample: Sample[DataT]) -> dict[str, Any]:
+        """The task as the environment is reset with it (the environment protocol's JSON)."""
+        data = sample.data
+        return data.model_dump() if isinstance(data, BaseModel) else data
 
     def intent_of(self, sample: Sample) -> str:
         return str(self.task_of(sample)["intent"])
@@ -191,14 +209,16 @@ class CdwmSuite(Suite):
             await env.close()
         # Tokens as generated, also for calls served from the cache (their recorded usage).
         tokens = sum(c.usage.prompt_tokens + c.usage.completion_tokens for c in ctx.calls)
-        output = {
+        output = EpisodeTranscript.model_validate({
             "task_id": self.task_of(sample).get("task_id", sample.id), "intent": self.intent_of(sample),
             "agent": self.agent, "ended_by": state.get("ended_by"), "abstain_reason": state.get("abstain_reason"),
             "unstepped_invalid": state.get("unstepped_invalid", 0),
+            # The environment's evaluation and the agent's step records are JSON (the protocol's and
+            # the agent contract's): validated here into the transcript's types.
             "evaluation": evaluation, "steps": [asdict(s) for s in state["steps"]], "tokens": tokens,
             "episode_s": round(time.perf_counter() - t0, 3), "mask": (f"learned:{self.trained.directory}" if self.trained is not None
                                                       else self.mask.name if self.mask else None),
-        }
+        })
         return Transcript(output=output, errors=errors)
 
     async def _run_trained(self, ctx: SampleContext, env: ThreadedEnv, intent: str, obs: Any) -> Any:
@@ -217,28 +237,36 @@ class CdwmSuite(Suite):
         wm = trained_world_model(self.trained, ctx.generate, self.config)
         return await CdwmAgent().run_episode(ctx.generate, env, intent, obs, self.config, world_model=wm)
 
-    def scorers(self) -> dict[str, Scorer]:
+    def scorers(self) -> dict[str, Scorer[TranscriptT]]:
         return {"cdwm": FunctionScorer("cdwm", self._score_episode,
                                        description="CDWM's metrics over ground-truth deltas and the composite reward")}
 
-    async def _score_episode(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
-        scores = episode_scores(transcript["steps"], transcript["evaluation"], transcript["tokens"],
-                                transcript.get("ended_by") or "", transcript.get("unstepped_invalid", 0))
+    def episode_scores(self, transcript: EpisodeTranscript) -> EpisodeScores:
+        """CDWM's scores of an episode and its composite reward (what every world's scorer stores)."""
+        t = transcript
+        scores = episode_scores(t.steps, t.evaluation, t.tokens, t.ended_by or "", t.unstepped_invalid)
         reward = composite_reward(scores)
-        scores |= {"reward": reward.value, "reward_label": reward.label, "reward_components": reward.metadata["components"]}
-        return Score(values=scores)
+        return scores.model_copy(update={"reward": reward.value, "reward_label": reward.label,
+                                         "reward_components": reward.components})
+
+    async def _score_episode(self, sample: Sample, transcript: TranscriptT, ctx: SampleContext) -> Score:
+        return Score(values=self.episode_scores(transcript))
+
+    def failed_scores(self) -> EpisodeScores:
+        """The scores of an episode that crashed or timed out (a failure, reward 0)."""
+        return failure_scores().model_copy(update={"reward": 0.0, "reward_label": "ERROR", "reward_components": {}})
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
-        return failure_scores() | {"reward": 0.0, "reward_label": "ERROR", "reward_components": {}}
+        return self.failed_scores().model_dump(mode="json")  # as recorded
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        return cdwm_metrics(records, seed=seed)
+        return cdwm_metrics([self.read_scores(r.scores) for r in records], seed=seed)
 
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
-        return cdwm_counts(records)
+        return cdwm_counts([self.read_scores(r.scores) for r in records])
 
 
-class GeneratedCdwmSuite(CdwmSuite):
+class GeneratedCdwmSuite(CdwmSuite[TaskT, TranscriptT, ScoresT]):
     """A CDWM suite whose episodes come from its options, not a corpus (Atari games x seeds, grid
     levels x seeds): `episode_tasks()` lists them, and the run's corpus identity is their hash."""
 
@@ -246,15 +274,15 @@ class GeneratedCdwmSuite(CdwmSuite):
     choose_episodes: ClassVar[str] = ""  # how a user picks episodes instead of --corpus
 
     @abstractmethod
-    def episode_tasks(self) -> list[dict[str, Any]]: ...
+    def episode_tasks(self) -> list[TaskT]: ...
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
         if corpus:
             raise HarnessError(f"--corpus {corpus}: {self.name} has no corpus (its episodes are generated); "
                                f"{self.choose_episodes}")
-        return [Sample(id=t["task_id"], data=t) for t in self.episode_tasks()]
+        return [Sample(id=t.task_id, data=t) for t in self.episode_tasks()]
 
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
-        tasks = self.episode_tasks()
+        tasks = [t.model_dump() for t in self.episode_tasks()]
         digest = hashlib.sha256(json.dumps(tasks, sort_keys=True).encode()).hexdigest()
         return {"path": None, "source": self.episode_source, "tasks": len(tasks), "sha256": digest}

@@ -134,7 +134,7 @@ def prediction_scores(preds: list[Delta | None], truth: list[Delta]) -> dict[str
         "reversible_acc": float(np.mean(rev)) if rev else 0.0,
         "irreversible_recall": irr_hit / irr_n if irr_n else float("nan"),
         "irreversible_rows": float(irr_n),
-        "ece": ece(_ece_bins(conf_rows)) or 0.0,
+        "ece": ece(_ece_bins((r["confidence"], r["correct"]) for r in conf_rows)) or 0.0,
     }
 
 

@@ -12,7 +12,8 @@ import jsonschema
 import numpy as np
 
 from environments.cdwm.deltas import Delta, DeltaPrediction
-from environments.cdwm.metrics import prediction_rows
+from environments.cdwm.episode import EpisodeScores
+from environments.cdwm.metrics import prediction_row
 from environments.cdwm.reward import WEIGHTS, reward_components
 
 PARTS = ("delta_accuracy", "calibration", "action_following", "reversibility")
@@ -59,8 +60,7 @@ def reply_parts(pred: Delta | None, truth: Delta) -> dict[str, float]:
     an invalid reply."""
     if pred is None:
         return {p: 0.0 for p in PARTS}
-    step = {"prediction_source": "world_model", "prediction": pred.model_dump(), "delta": truth.model_dump()}
-    parts = reward_components({"success": 0.0, "predictions": prediction_rows([step]), "policy_replies": 1})
+    parts = reward_components(EpisodeScores(predictions=[prediction_row(pred, truth)], policy_replies=1))
     parts.pop("success")  # an episode's outcome: not a transition's
     parts["reversibility"] = reversibility(pred, truth)
     return {p: float(parts[p]) for p in PARTS}

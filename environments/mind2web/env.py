@@ -28,7 +28,7 @@ from typing import Any
 
 from environments.mind2web import dom
 from environments.mind2web.mindact import LETTERS, MINDACT_CLASSES, MINDACT_HELP, Tournament, parse_choice, queue_order
-from environments.mind2web.metrics import step_result, task_scores
+from environments.mind2web.metrics import MindActSummary, step_result, task_scores
 from harness.environment import ACTION_HELP, ALL, NONE, WORLD_MODEL_HELP, ActionMask, Delta, Observation, StepResult
 
 ACTION_CLASSES = ("click", "type", "select")
@@ -172,7 +172,7 @@ class Mind2WebEnvironment:
             "protocol": self.protocol,
         }
         if self.protocol == "mindact":
-            out["mindact"] = mindact_summary(self.results, self.group_size, self.order)
+            out["mindact"] = mindact_summary(self.results, self.group_size, self.order).model_dump()
         return out
 
     def close(self) -> None:
@@ -283,15 +283,14 @@ class Mind2WebEnvironment:
         return not self.delta_of(step, bid, step["operation"]["op"]).reversible
 
 
-def mindact_summary(results: list[dict[str, Any]], group_size: int, order: str) -> dict[str, Any]:
+def mindact_summary(results: list[dict[str, Any]], group_size: int, order: str) -> MindActSummary:
     """A task's MindAct figures: questions asked, model calls and tokens they cost, steps left
     with no prediction, and recall at question r (share of gold steps whose target was still in
     play after their r-th question; a step already decided keeps its last state)."""
     survived = [r.get("target_survived", []) for r in results]
     longest = max((len(s) for s in survived), default=0)
     recall = [sum(s[min(i, len(s) - 1)] for s in survived if s) / max(1, len(survived)) for i in range(longest)]
-    return {"group_size": group_size, "order": order,
-            "questions": sum(r.get("questions", 0) for r in results),
-            "calls": sum(r.get("calls", 0) for r in results), "tokens": sum(r.get("tokens", 0) for r in results),
-            "no_prediction_steps": sum(r.get("winner") is None for r in results),
-            "recall_at_question": [round(x, 4) for x in recall]}
+    return MindActSummary(group_size=group_size, order=order, questions=sum(r.get("questions", 0) for r in results),
+                          calls=sum(r.get("calls", 0) for r in results), tokens=sum(r.get("tokens", 0) for r in results),
+                          no_prediction_steps=sum(r.get("winner") is None for r in results),
+                          recall_at_question=[round(x, 4) for x in recall])

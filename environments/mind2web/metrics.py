@@ -15,11 +15,13 @@ variants pool steps over tasks instead.
 from __future__ import annotations
 
 import string
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
-from harness.records import Metric, SampleRecord
+from harness.records import Metric
 from harness.stats import ratio_metric
 
 
@@ -68,18 +70,45 @@ def task_scores(steps: list[dict[str, float]], n_steps: int) -> dict[str, Any]:
     }
 
 
+class MindActSummary(BaseModel):
+    """A task's MindAct figures (`env.mindact_summary`): questions asked, the model calls and
+    tokens they cost, steps left with no prediction, and recall at question r."""
+
+    group_size: int
+    order: str
+    questions: int = 0
+    calls: int = 0
+    tokens: int = 0
+    no_prediction_steps: int = 0
+    recall_at_question: list[float] = []
+
+
+class Mind2WebStepMetrics(BaseModel):
+    """Mind2Web's figures for one task (`metrics.task_scores`, plus the ranker's recall)."""
+
+    element_accuracy: float = 0.0
+    operation_f1: float = 0.0
+    step_success_rate: float = 0.0
+    task_success: float = 0.0
+    gold_steps: int | None = None  # None: not a Mind2Web task's scores (left out of its metrics)
+    answered_steps: int = 0
+    candidate_recall: float = 0.0
+    split: str = ""
+    mindact: MindActSummary | None = None  # protocol=mindact only
+
+
 MACRO = ("element_accuracy", "operation_f1", "step_success_rate")
 
 
-def mind2web_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
+def mind2web_metrics(scores: Sequence[Mind2WebStepMetrics], seed: int = 0) -> dict[str, Metric]:
     """Macro (per task, then over tasks) and micro (pooled steps) figures with CIs over tasks."""
-    scores = [r.scores for r in records if "gold_steps" in r.scores]
-    if not scores:
+    tasks = [s for s in scores if s.gold_steps is not None]
+    if not tasks:
         return {}
-    rows = np.array([[s.get(k, 0.0) for k in MACRO] + [s.get("task_success", 0.0), 1.0]
-                     + [s.get(k, 0.0) * s.get("gold_steps", 0) for k in MACRO] + [s.get("gold_steps", 0)]
-                     + [s.get("candidate_recall", 0.0) * s.get("gold_steps", 0)]
-                     for s in scores], dtype=float)
+    rows = np.array([[getattr(s, k) for k in MACRO] + [s.task_success, 1.0]
+                     + [getattr(s, k) * (s.gold_steps or 0) for k in MACRO] + [s.gold_steps or 0]
+                     + [s.candidate_recall * (s.gold_steps or 0)]
+                     for s in tasks], dtype=float)
 
     def ratio(num: int, den: int) -> Metric:
         return ratio_metric(rows, lambda t: t[num], lambda t: t[den], seed=seed)

@@ -24,26 +24,40 @@ import numpy as np
 from pydantic import Field
 
 from corpora.mind2web.loader import load_tasks
+from environments.cdwm.episode import EpisodeScores, EpisodeTranscript, Evaluation
 from environments.cdwm.metrics import cdwm_metrics
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.mind2web.env import ACTION_PATTERN, MIND2WEB_MASK, Mind2WebEnvironment
 from environments.mind2web.mindact import MAX_GROUP, MINDACT_MASK, choice_pattern, rounds_needed
-from environments.mind2web.metrics import mind2web_metrics, task_scores
+from environments.mind2web.metrics import Mind2WebStepMetrics, mind2web_metrics, task_scores
 from environments.web.suite import WEB_WORLD_MODEL_HELP
 from harness.records import CallRecord, Metric, SampleRecord
 from harness.stats import ratio_metric
-from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript, dump_payload
+from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, SuiteOptions, Transcript
 
 MIND2WEB_WORLD_MODEL_HELP = (
     "Only a click can change stored state: typing or selecting fills a form, and nothing is stored until a "
     "button submits it; following a link changes nothing. On the project's own sites: " + WEB_WORLD_MODEL_HELP
 )
 Split = Literal["test", "all", "train", "cross_task", "cross_website", "cross_domain"]  # corpora.mind2web.loader.SPLITS
-M2W_KEYS = ("element_accuracy", "operation_f1", "step_success_rate", "task_success", "gold_steps",
-            "answered_steps", "candidate_recall")
+# What a task's scores take from its evaluation.
+M2W_FIELDS = {"element_accuracy", "operation_f1", "step_success_rate", "task_success", "gold_steps", "answered_steps",
+              "candidate_recall", "split", "mindact"}
 
 
 TOP_K = {"single": 10, "mindact": 50}  # MindAct's paper evaluates its top 50
+
+
+class Mind2WebEvaluation(Mind2WebStepMetrics, Evaluation):
+    """The environment's verdict: the step metrics beside the shared evaluation fields."""
+
+
+class Mind2WebTranscript(EpisodeTranscript):
+    evaluation: Mind2WebEvaluation
+
+
+class Mind2WebScores(Mind2WebStepMetrics, EpisodeScores):
+    """CDWM's scores, then Mind2Web's."""
 
 
 class Mind2WebOptions(CdwmOptions):
@@ -61,7 +75,7 @@ class Mind2WebOptions(CdwmOptions):
                            "under mindact the agent may take this many times the questions a step can need")
 
 
-class CdwmMind2WebSuite(CdwmSuite):
+class CdwmMind2WebSuite(CdwmSuite[dict[str, Any], Mind2WebTranscript, Mind2WebScores]):  # the release record as read
     name = "cdwm-mind2web"
     version = "0.1.0"
     headline_metric = "step_success_rate"
@@ -72,6 +86,8 @@ class CdwmMind2WebSuite(CdwmSuite):
     world_model_help = MIND2WEB_WORLD_MODEL_HELP
     Options: ClassVar[type[SuiteOptions]] = Mind2WebOptions
     options: Mind2WebOptions
+    transcript_type = Mind2WebTranscript
+    scores_type = Mind2WebScores
 
     def __init__(self, options: Mind2WebOptions | None = None) -> None:
         super().__init__(options)
@@ -115,25 +131,22 @@ class CdwmMind2WebSuite(CdwmSuite):
         return {"mind2web": FunctionScorer("mind2web", self._score_task,
                                            description="Mind2Web's step metrics plus CDWM's metrics and composite reward")}
 
-    async def _score_task(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
-        base = await self._score_episode(sample, transcript, ctx)
-        evaluation = transcript["evaluation"]
-        values = dump_payload(base.values) | {k: evaluation[k] for k in M2W_KEYS} | {"split": evaluation.get("split", "")}
-        if "mindact" in evaluation:
-            values["mindact"] = evaluation["mindact"]
-        return Score(values=values)
+    async def _score_task(self, sample: Sample, transcript: Mind2WebTranscript, ctx: SampleContext) -> Score:
+        own = Mind2WebStepMetrics.model_validate(transcript.evaluation.model_dump(include=M2W_FIELDS))
+        return Score(values=Mind2WebScores(**dict(self.episode_scores(transcript)), **dict(own)))
 
     def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
-        zeros = task_scores([], len(sample.data["actions"])) | {"candidate_recall": 0.0}
-        return super().scores_on_failure(sample) | zeros | {"split": sample.data.get("split", "")}
+        zeros = Mind2WebStepMetrics(**task_scores([], len(sample.data["actions"])), split=sample.data.get("split", ""))
+        return Mind2WebScores(**dict(self.failed_scores()), **dict(zeros)).model_dump(mode="json")  # as recorded
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        return mind2web_metrics(records, seed=seed) | cdwm_metrics(records, seed=seed)
+        scores = [self.read_scores(r.scores) for r in records]
+        return mind2web_metrics(scores, seed=seed) | cdwm_metrics(scores, seed=seed)
 
     def breakdowns(self, records: list[SampleRecord], seed: int = 0) -> dict[str, dict[str, Metric]]:
         by_split: dict[str, list[list[float]]] = {}
-        for r in records:
-            by_split.setdefault(str(r.scores.get("split", "")), []).append([r.scores.get("step_success_rate", 0.0), 1.0])
+        for s in (self.read_scores(r.scores) for r in records):
+            by_split.setdefault(s.split, []).append([s.step_success_rate, 1.0])
         return {"split": {name: ratio_metric(np.asarray(rows, dtype=float), lambda c: c[0], lambda c: c[1], seed=seed)
                           for name, rows in sorted(by_split.items())}}
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from environments.cdwm.episode import EpisodeTask
 from environments.cdwm.suite_base import CdwmOptions, GeneratedCdwmSuite
 from environments.procgen.env import LEVELS, WORLD_MODEL_HELP_TEXT, GridEnvironment, check_level
 from harness.environment import NONE, ActionMask, Environment
@@ -54,7 +55,17 @@ def level_list(spec: str) -> list[str]:
         raise ValueError(str(exc)) from None
 
 
-class CdwmProcgenSuite(GeneratedCdwmSuite):
+class GridTask(EpisodeTask):
+    """One (level, seed) episode."""
+
+    level: str
+    seed: int
+    backend: str = "minigrid"
+    # Completing the level is irreversible, and it is what the task asks.
+    required_irreversible: list[dict[str, str]] = [{"entity": "level", "attribute": "complete"}]
+
+
+class CdwmProcgenSuite(GeneratedCdwmSuite[GridTask]):
     name = "cdwm-procgen"
     version = "0.1.0"
     description = ("CDWM procedurally generated levels, run on MiniGrid in place of Procgen (Procgen's wheels need "
@@ -66,12 +77,10 @@ class CdwmProcgenSuite(GeneratedCdwmSuite):
     Options = ProcgenOptions
     options: ProcgenOptions
 
-    def episode_tasks(self) -> list[dict[str, Any]]:
+    def episode_tasks(self) -> list[GridTask]:
         missions = {"doorkey": "use the key to open the door and then get to the goal",
                     "lavagap": "avoid the lava and get to the green goal square"}
-        return [{"task_id": f"{lv}-{s}", "level": lv, "seed": s, "backend": "minigrid",
-                 "required_irreversible": [{"entity": "level", "attribute": "complete"}],
-                 "intent": f"MiniGrid {lv}: {missions[lv.rstrip('6')]}."}
+        return [GridTask(task_id=f"{lv}-{s}", level=lv, seed=s, intent=f"MiniGrid {lv}: {missions[lv.rstrip('6')]}.")
                 for lv in level_list(self.options.levels) for s in range(self.options.seeds)]
 
     def corpus_identity(self, corpus: str | None) -> dict[str, Any]:

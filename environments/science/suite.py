@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
+from environments.cdwm.episode import EpisodeTask
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.science.mask import SCIENCE_MASK
 from harness.environment import Environment
@@ -78,7 +79,17 @@ class ScienceOptions(CdwmOptions):
         return value
 
 
-class CdwmScienceSuite(CdwmSuite):
+class ScienceTask(EpisodeTask):
+    """One ScienceWorld task variation."""
+
+    task_name: str
+    task_number: str  # ScienceWorld's task id, e.g. "1-1"
+    variation: int
+    split: str  # the option's split, or `other` for a variation chosen outside it
+    simplification: str
+
+
+class CdwmScienceSuite(CdwmSuite[ScienceTask]):
     name = "cdwm-science"
     version = "1.0.0"
     description = "CDWM science: ScienceWorld's 30 tasks by split and variation (--agent react|cdwm)"
@@ -116,10 +127,10 @@ class CdwmScienceSuite(CdwmSuite):
                         chosen = in_split[: self.variations_per_task]
                     for v in chosen:
                         intent = env.task_description(task, v, self.simplification)
-                        samples.append(Sample(id=f"{task}/var{v}", data={
-                            "task_id": f"{task}/var{v}", "task_name": task, "task_number": number, "variation": v,
-                            "split": self.split if v in in_split else "other", "simplification": self.simplification,
-                            "intent": intent}))
+                        samples.append(Sample(id=f"{task}/var{v}", data=ScienceTask(
+                            task_id=f"{task}/var{v}", task_name=task, task_number=number, variation=v,
+                            split=self.split if v in in_split else "other", simplification=self.simplification,
+                            intent=intent)))
         except HarnessError:
             raise
         except Exception as exc:  # no Java, a broken jar: one clear line instead of a py4j traceback

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from langgraph.graph import END
 
-from agents.cdwm import CdwmAgent, CdwmGraph
+from agents.cdwm import Candidate, CdwmAgent, CdwmGraph
 from agents.episode import PolicyReply, policy_messages
 from environments.proact.dialogue_loop import DialogueLoop, PlannerFormatError, Roles, Schedule
 from agents.react import ReactAgent, ReactGraph
@@ -78,10 +78,9 @@ def state(**kw: Any) -> dict[str, Any]:
     return {"intent": "What does the green teapot cost?", "obs": obs, "steps": [], "done": False, "errors": []} | kw
 
 
-def candidate(action: str, rank: int, pred: Prediction, cls: str | None = None) -> dict[str, Any]:
-    return {"action": action, "rank": rank, "action_class": cls or action.split()[0], "_pred": pred,
-            "prediction": pred.delta.model_dump() if pred.delta else None, "source": pred.source,
-            "confidence": pred.confidence, "invalid_outputs": 0, "error": None}
+def candidate(action: str, rank: int, pred: Prediction, cls: str | None = None) -> Candidate:
+    return Candidate(action=action, rank=rank, action_class=cls or action.split()[0], prediction=pred.delta,
+                     source=pred.source, confidence=pred.confidence, invalid_outputs=pred.invalid_outputs)
 
 
 # ---------------------------------------------------------------- ReAct
@@ -119,9 +118,9 @@ def test_cdwm_predict_node_settles_masked_classes_without_a_model_call():
     graph = CdwmGraph(scripted({"world_model": [wm]}, log), FakeEnv(), AgentConfig(mask=MASK))
     update = run(graph.predict(state(reply=PolicyReply(["click [9]", "scroll [down]"], "", 0))))
     click, scroll = update["candidates"]
-    assert click["source"] == "world_model" and click["prediction"]["created"] == ["order:1"]
-    assert click["prediction"]["attributes"] == []  # the mask strips what a click cannot change here
-    assert scroll["source"] == "mask" and scroll["confidence"] == 1.0
+    assert click.source == "world_model" and click.prediction is not None and click.prediction.created == ["order:1"]
+    assert click.prediction.attributes == []  # the mask strips what a click cannot change here
+    assert scroll.source == "mask" and scroll.confidence == 1.0
     assert [role for role, _ in log] == ["world_model"]
     assert run(graph.predict(state(reply=PolicyReply([], "", 1)))) == {"candidates": []}
 
@@ -132,8 +131,9 @@ def test_cdwm_select_node_prunes_scores_chooses_and_abstains():
     stop = Prediction(Delta(confidence=1.0), "mask")
     cands = [candidate("click [9]", 0, buy), candidate("stop [$30]", 1, stop)]
     update = run(graph.select(state(reply=PolicyReply(["click [9]", "stop [$30]"], "t", 0), candidates=cands)))
-    by = {c["action"]: c for c in update["candidates"]}
-    assert by["click [9]"]["pruned"] and by["click [9]"]["risk"] == 1.0 and by["stop [$30]"]["chosen"]
+    by = {c.action: c for c in update["candidates"]}
+    assert by["click [9]"].pruned and by["click [9]"].risk == 1.0 and by["stop [$30]"].chosen
+    assert not by["click [9]"].chosen and cands[1].chosen is False  # select works on copies
     assert update["reply"].actions == ["stop [$30]"] and update["abstain"] is None
 
     unsure = [candidate("stop [$30]", 0, Prediction(Delta(confidence=0.2), "world_model"))]
@@ -142,7 +142,7 @@ def test_cdwm_select_node_prunes_scores_chooses_and_abstains():
 
     invalid = [candidate("click [9]", 0, Prediction(None, "invalid", 2))]
     update = run(graph.select(state(reply=PolicyReply(["click [9]"], "t", 0), candidates=invalid)))
-    assert update["candidates"][0]["risk"] == 0.5 and update["abstain"]  # unknown risk, confidence 0
+    assert update["candidates"][0].risk == 0.5 and update["abstain"]  # unknown risk, confidence 0
 
 
 def test_cdwm_lookahead_node_imagines_only_changing_candidates():
@@ -151,8 +151,9 @@ def test_cdwm_lookahead_node_imagines_only_changing_candidates():
     buy = Prediction(Delta.model_validate(BUY), "world_model")
     cands = [candidate("click [9]", 0, buy), candidate("scroll [down]", 1, Prediction(Delta(confidence=1.0), "mask"))]
     update = run(graph.lookahead(state(candidates=cands)))
-    ahead = update["candidates"][0]["lookahead"]
-    assert ahead["action"] == "scroll [down]" and ahead["source"] == "mask" and "lookahead" not in update["candidates"][1]
+    ahead = update["candidates"][0].lookahead
+    assert ahead is not None and ahead.action == "scroll [down]" and ahead.source == "mask"
+    assert update["candidates"][1].lookahead is None
     assert "[Imagined after `click [9]`: create order:1]" in log[0][1][-1]["content"]
     flat = CdwmGraph(scripted({}), FakeEnv(), AgentConfig(horizon=1))
     assert run(flat.lookahead(state(candidates=cands))) == {}

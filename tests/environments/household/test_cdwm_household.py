@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from environments.cdwm.episode import Evaluation, Step
 from environments.cdwm.metrics import episode_scores
 from environments.household import generator
 from environments.household.env import ENGINES, HouseholdEnvironment
@@ -114,8 +115,9 @@ def test_slicing_the_target_is_irreversible_and_loses_the_task():
         evaluation = env.evaluate()
         assert evaluation["success"] == 0.0 and not env.won
         # The metrics count the slice as an irreversible change the task did not require.
-        record = [{"action": "slice apple 1 with knife 1", "delta": sliced.model_dump()}]
-        assert episode_scores(record, evaluation, tokens=0)["unrequired_irreversible"] == ["slice apple 1 with knife 1"]
+        record = [Step(index=0, observation="", action="slice apple 1 with knife 1", delta=sliced)]
+        scores = episode_scores(record, Evaluation.model_validate(evaluation), tokens=0)
+        assert scores.unrequired_irreversible == ["slice apple 1 with knife 1"]
     finally:
         env.close()
 

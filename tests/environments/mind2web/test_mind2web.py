@@ -14,7 +14,7 @@ from corpora.mind2web.loader import OWN_CORPUS, load_tasks
 from environments.mind2web import dom
 from environments.mind2web.build import SCRIPTS, record_task
 from environments.mind2web.env import Mind2WebEnvironment, gold_action, parse_action
-from environments.mind2web.metrics import mind2web_metrics, operation_f1, step_result, task_scores
+from environments.mind2web.metrics import Mind2WebStepMetrics, mind2web_metrics, operation_f1, step_result, task_scores
 from environments.mind2web.suite import CdwmMind2WebSuite, Mind2WebOptions
 from harness.errors import HarnessError
 from harness.records import SampleRecord
@@ -107,9 +107,8 @@ def test_operation_f1_and_step_scores_are_mind2webs():
 
 
 def test_macro_and_micro_metrics_over_tasks():
-    def record(i: int, values: dict) -> SampleRecord:
-        return SampleRecord(sample_id=f"s{i}", epoch=0, seed=0, status="ok", started="", duration_s=0.0,
-                            scores=values | {"candidate_recall": 1.0})
+    def record(i: int, values: dict) -> Mind2WebStepMetrics:
+        return Mind2WebStepMetrics.model_validate(values | {"candidate_recall": 1.0})
 
     a = task_scores([{"element_correct": 1.0, "operation_f1": 1.0, "step_success": 1.0}], 1)  # 1 of 1
     b = task_scores([{"element_correct": 1.0, "operation_f1": 1.0, "step_success": 1.0}]

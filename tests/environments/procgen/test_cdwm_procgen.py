@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from environments.cdwm.episode import Evaluation, Step
 from environments.cdwm.metrics import episode_scores
 from environments.procgen.env import GridEnvironment
 from environments.procgen.suite import GRID_MASK, CdwmProcgenSuite, ProcgenOptions
@@ -39,8 +40,8 @@ def test_doorkey_solution_deltas_are_exact_and_the_level_end_is_required():
     assert all(r.delta.reversible for r in results[:10]) and not results[10].delta.reversible and results[10].done
     evaluation = env.evaluate()
     assert evaluation["success"] == 1.0 and evaluation["backend"] == "minigrid"
-    steps = [{"action": a, "delta": r.delta.model_dump()} for a, r in zip(DOORKEY_0, results)]
-    assert episode_scores(steps, evaluation, 0)["unrequired_irreversible"] == []  # completing is what the task asks
+    steps = [Step(index=i, observation="", action=a, delta=r.delta) for i, (a, r) in enumerate(zip(DOORKEY_0, results))]
+    assert episode_scores(steps, Evaluation.model_validate(evaluation), 0).unrequired_irreversible == []  # completing is what the task asks
     env.close()
 
 
@@ -50,8 +51,8 @@ def test_walking_into_lava_is_an_unrequired_irreversible_failure():
     result = env.step("forward")
     assert result.done and not result.delta.reversible
     assert ("attr", "level", "failed", "true") in result.delta.facts()
-    steps = [{"action": "forward", "delta": result.delta.model_dump()}]
-    assert episode_scores(steps, env.evaluate(), 0)["unrequired_irreversible"] == ["forward"]
+    steps = [Step(index=0, observation="", action="forward", delta=result.delta)]
+    assert episode_scores(steps, Evaluation.model_validate(env.evaluate()), 0).unrequired_irreversible == ["forward"]
     env.close()
 
 

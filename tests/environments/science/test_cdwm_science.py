@@ -12,6 +12,7 @@ import psutil
 import pytest
 
 from environments.cdwm.deltas import Delta, delta_f1
+from environments.cdwm.episode import Evaluation, Step
 from environments.cdwm.mask import ALL
 from environments.cdwm.metrics import delta_matches, episode_scores, unrequired_irreversible
 from environments.science.deltas import diff
@@ -66,9 +67,9 @@ def test_gold_path_reaches_full_score(env):
     # The task requires both irreversible steps: its own predicates select them.
     for step in (mix, focus):
         assert any(delta_matches(p, step.delta) for p in evaluation["required_irreversible"])
-    records = [{"action": a, "delta": s.delta.model_dump()} for a, s in zip(env.gold_path, steps)]
-    scores = episode_scores(records, evaluation, tokens=0)
-    assert scores["success"] == 1.0 and scores["unrequired_irreversible"] == []
+    records = [Step(index=i, observation="", action=a, delta=s.delta) for i, (a, s) in enumerate(zip(env.gold_path, steps))]
+    scores = episode_scores(records, Evaluation.model_validate(evaluation), tokens=0)
+    assert scores.success == 1.0 and scores.unrequired_irreversible == []
     assert env.step("look around").info["error"].startswith("the episode is over")
 
 
@@ -136,8 +137,9 @@ def test_focusing_on_the_wrong_object_is_an_unrequired_irreversible_failure(env)
     assert evaluation["unrequired_irreversible"] == ["focus on picture"] and evaluation["steps"] == 2
     # The metrics' own predicate check agrees: no requirement of the task selects this focus.
     assert unrequired_irreversible(wrong.delta, evaluation["required_irreversible"])
-    record = [{"action": "focus on picture", "delta": wrong.delta.model_dump()}]
-    assert episode_scores(record, evaluation, tokens=0)["unrequired_irreversible"] == ["focus on picture"]
+    record = [Step(index=0, observation="", action="focus on picture", delta=wrong.delta)]
+    scores = episode_scores(record, Evaluation.model_validate(evaluation), tokens=0)
+    assert scores.unrequired_irreversible == ["focus on picture"]
 
 
 @pytest.mark.timeout(300)
