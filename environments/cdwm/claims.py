@@ -43,9 +43,10 @@ success in 0.2 and on irreversible failure in 0.3), 80% power, at the per-look l
 (Bonferroni, `SeedPlan`). Irreversible failures at -47% of a 0.5 base rate and tokens at -27% with a
 per-pair spread of half the baseline's mean need far fewer episodes; success decides the plan.
 
-The check is not yet ordinary suite runs: `harness cdwm planner` (planner_check.py) plays the arms
-but is not a suite and records no tokens. `verdict_from_table` is the verdict as a pure function of
-a table of episodes, ready for the `cdwm-planner` suite that will produce one (docs/cdwm.md).
+The check is ordinary runs of suite `cdwm-planner` (planner_suite.py; the arm is its option
+`world_model`), started and read back by claim_check.py (`harness cdwm claim-check`, `harness cdwm
+verdict`); the core's `harness claims check` is not used because it decides with the t interval.
+`verdict_from_table` is the verdict as a pure function of the episodes.
 
 May import: `harness`, `environments.cdwm`.
 """
@@ -188,8 +189,8 @@ CLAIMS = (
 def claim_family() -> ClaimFamily:
     """CDWM's claims and their criterion log, for the core's registry (entry point `cdwm`)."""
     return ClaimFamily(name="cdwm", log=CRITERIA_LOG, claims=CLAIMS, suite_of=None,
-                       check_command="not runnable yet: needs the cdwm-planner suite (docs/cdwm.md)",
-                       verdict_command="environments.cdwm.claims.verdict_from_table over the episodes")
+                       check_command="harness cdwm claim-check cdwm.CN --trained ADAPTER_DIR --run-dir DIR",
+                       verdict_command="harness cdwm verdict CLAIM RUN... --run-dir DIR")
 
 
 def _binary(cond: Condition, table: CellTable, episodes: range, level: float) -> ConditionResult:

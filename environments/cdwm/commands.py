@@ -154,8 +154,12 @@ def train_cmd(
     checkpoint_every: int = typer.Option(25, "--checkpoint-every", min=1),
     eval_every: int = typer.Option(50, "--eval-every", min=1, help="Steps between validation losses."),
     seed: int = typer.Option(0, "--seed"),
+    target: str = typer.Option("delta", "--target", help="delta: the delta world model (with its learned mask); "
+                               "value: the value-model baseline at the same budget (a good / neutral / bad label "
+                               "per transition, no delta, no mask; environments/cdwm/value_model.py)."),
 ) -> None:
-    """SFT of a delta world model (LoRA, peft) with a learned causal sparsity mask, trained jointly."""
+    """SFT of a delta world model (LoRA, peft) with a learned causal sparsity mask, trained jointly;
+    or, with --target value, of the value-model baseline on the same rows."""
     from environments.cdwm.wm_train import TrainConfig, train
 
     cfg = TrainConfig(
@@ -174,6 +178,7 @@ def train_cmd(
         checkpoint_every=checkpoint_every,
         eval_every=eval_every,
         seed=seed,
+        target=target,
     )
 
     def show(entry: dict[str, Any]) -> None:
@@ -386,3 +391,60 @@ def planner_cmd(
                 default=str,
             )
         )
+
+
+@cdwm_app.command("claim-check")
+def claim_check_cmd(
+    claim_id: str = typer.Argument(..., help="cdwm.success, cdwm.irreversible, cdwm.tokens or cdwm.generalisation"),
+    run_dir: Path = RUN_DIR,
+    trained: str = typer.Option("", "--trained", help="ADAPTER_DIR of the trained delta world model (arm trained)."),
+    prompted_model: str = typer.Option("local/smollm2-135m", "--prompted-model", help="The prompted arm's model."),
+    worlds: str = typer.Option("minigrid,household,web", "--worlds", help="The registered worlds; another list is "
+                               "an exploratory check."),
+    seeds: int = typer.Option(0, "--seeds", min=0, help="One look of this many episodes instead of the registered "
+                              "seed plan: exploratory, its verdict is not the registered one."),
+    progress: bool = typer.Option(False, "--progress"),
+) -> None:
+    """A CDWM claim's check: every arm one run of `cdwm-planner` in RUN_DIR (resumed after a kill, a
+    finished arm reused), then the verdict from their records, printed and saved under RUN_DIR/claims/."""
+    from environments.cdwm.claim_check import run_claim
+    from harness.claims import SeedPlan, save_verdict
+    from harness.claims.registry import find_claim
+    from harness.cli.kit import print_verdict
+    from harness.executors import make_executor
+
+    try:
+        family, claim = find_claim(claim_id if "." in claim_id else f"cdwm.{claim_id}")
+        exploratory = seeds > 0 or worlds != "minigrid,household,web"
+        if seeds:
+            # as `harness.claims.runs.claim_of_runs` reads an exploratory check back from its runs
+            claim = claim.model_copy(update={"plan": SeedPlan(looks=(seeds,), level=claim.plan.level)})
+        if exploratory:
+            out.print(f"[yellow]{claim.id}: an exploratory check (not the registered seed plan or worlds)[/]")
+        options = {"worlds": worlds, "trained_adapter": trained, "prompted_model": prompted_model}
+        verdict = run_claim(claim, run_dir, options, lambda: make_executor("asyncio"),
+                            registered=None if exploratory else family.registered(claim), progress=progress,
+                            log=lambda line: out.print(line, highlight=False))
+    except HarnessError as exc:
+        _fail(str(exc))
+    print_verdict(verdict, True)
+    out.print(f"saved: {save_verdict(run_dir, verdict)}", highlight=False)
+
+
+@cdwm_app.command("verdict")
+def verdict_cmd(
+    claim_id: str = typer.Argument(..., help="The claim the runs were started for (cdwm.success, ...)."),
+    run_ids: list[str] = typer.Argument(..., help="The check's runs, one per arm and look."),
+    run_dir: Path = RUN_DIR,
+) -> None:
+    """A CDWM claim's verdict from its check's runs' records alone (no episode is played)."""
+    from environments.cdwm.claim_check import verdict_from_runs
+    from harness.claims.registry import find_claim
+    from harness.cli.kit import print_verdict
+
+    try:
+        family, claim = find_claim(claim_id if "." in claim_id else f"cdwm.{claim_id}")
+        verdict = verdict_from_runs(claim, run_dir, run_ids, family.registered)
+    except HarnessError as exc:
+        _fail(str(exc))
+    print_verdict(verdict, True)

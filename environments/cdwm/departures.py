@@ -1,7 +1,7 @@
 """How every CDWM suite departs from the CDWM paper (Causal Delta World Models), as data.
 
-CDWM has no claim check (no `Claim`, no verdict), but its suites still measure a stand-in for the
-paper's system, and a reader of their numbers must know where. `DEPARTURES` lists what the suites
+CDWM's claims and their own departures are `claims.py`'s (checked through suite `cdwm-planner`); the
+other suites measure a stand-in for the paper's system, and a reader of their numbers must know where. `DEPARTURES` lists what the suites
 share; `describe_departures()` is the text every CDWM suite's description ends with (appended by
 `CdwmSuite.__init_subclass__`, so `harness describe cdwm-web` prints it). Environment-specific
 substitutions (local sites for WebArena, MiniGrid for Procgen) stay in each suite's own description.

@@ -15,7 +15,9 @@ fall back on. Only the world model changes between arms:
 - any model spec (`local/smollm2-135m`, `openai/...`): the prompted world model of
   `agents/world_model.py` under the world's hand-written mask;
 - `trained:DIR`: a `harness cdwm train` adapter (`agents/trained_world_model.py`), served as
-  `local/smollm2-135m@DIR#all-token`, asked in its training prompt under its learned mask.
+  `local/smollm2-135m@DIR#all-token`, asked in its training prompt under its learned mask;
+- `value:DIR`: the value-model baseline (`harness cdwm train --target value`, value_model.py): a
+  `bad` label prunes the candidate as an irreversible change would; it never predicts a delta.
 
 Per arm: irreversible failures (episodes with a ground-truth irreversible change the task did not
 require), the irreversible actions the expert proposed first (checked against the ledger), task
@@ -41,6 +43,7 @@ from agents.trained_world_model import TrainedWorldModel
 from agents.world_model import Prediction
 from environments.cdwm.collect import load_world
 from environments.cdwm.metrics import unrequired_irreversible
+from environments.cdwm.value_model import ValueModel
 from harness.agents_registry import AgentConfig, StepRecord
 from harness.environment import Delta, Environment, Observation, StepResult
 from harness.errors import HarnessError
@@ -221,7 +224,7 @@ async def play(
     arm: str,
     spec: dict[str, Any],
     generate: Callable[..., Any],
-    trained: TrainedWorldModel | None,
+    trained: TrainedWorldModel | ValueModel | None,
     result: ArmResult,
 ) -> None:
     world = load_world(cfg.world)
@@ -244,6 +247,8 @@ async def play(
             wm = None
         elif arm == "oracle":
             wm = oracle_world_model(env)
+        elif isinstance(trained, ValueModel):  # the value baseline: a goodness label, never a delta
+            wm = trained.world_model(generate)
         elif trained is not None:
             wm = trained_world_model(trained, generate, agent_cfg)
         else:
@@ -364,7 +369,7 @@ async def _all_episodes(
     arm: str,
     specs: list[dict[str, Any]],
     generate: Callable[..., Any],
-    trained: TrainedWorldModel | None,
+    trained: TrainedWorldModel | ValueModel | None,
     result: ArmResult,
     close: Callable[[], Any] | None,
     on_episode: Callable[[str], None] | None,
@@ -380,18 +385,18 @@ async def _all_episodes(
 
 
 def run_check(cfg: CheckConfig, arms: list[str], on_episode: Callable[[str], None] | None = None) -> list[ArmResult]:
-    """Every arm on the same episodes. An arm is `none`, `oracle`, a model spec (prompted) or
-    `trained:DIR` (served as local/smollm2-135m@DIR#all-token)."""
+    """Every arm on the same episodes. An arm is `none`, `oracle`, a model spec (prompted),
+    `trained:DIR` or `value:DIR` (each served as local/smollm2-135m@DIR#all-token)."""
     specs = episode_specs(cfg)
     out = []
     for arm in arms:
         result = ArmResult(arm)
-        trained = None
+        trained: TrainedWorldModel | ValueModel | None = None
         generate: Callable[..., Any] = _no_model
         close = None
-        if arm.startswith("trained:"):
+        if arm.startswith(("trained:", "value:")):
             directory = arm.partition(":")[2]
-            trained = TrainedWorldModel.load(directory, cfg.world)
+            trained = (TrainedWorldModel if arm.startswith("trained:") else ValueModel).load(directory, cfg.world)
             generate, close = model_generate(f"local/smollm2-135m@{directory}#all-token")
         elif arm not in ("none", "oracle"):
             generate, close = model_generate(arm)

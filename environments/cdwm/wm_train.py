@@ -36,9 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from environments.cdwm import wm_format
+from environments.cdwm import value_model, wm_format
 from environments.cdwm.causal_mask import CausalGates, LearnedMask, touched_vector
 from environments.cdwm.deltas import Delta
+from harness.environment import DIMENSIONS
 from harness.errors import HarnessError
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -46,6 +47,7 @@ TRAIN_FILE = "cdwm_train.json"
 # Settings that may change between a run and its resumption (they do not change what is learned).
 RESUMABLE = ("steps", "checkpoint_every", "eval_every", "max_minutes", "device", "keep_checkpoints")
 NEEDED_COLUMNS = ("world", "intent", "observation", "action", "action_class", "delta")
+TARGETS = ("delta", "value")
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,13 @@ class TrainConfig:
     keep_checkpoints: int = 2
     max_minutes: float = 0.0  # > 0: stop (with a checkpoint) after this much training time
     seed: int = 0
+    # delta: the delta world model; value: the value-model baseline (value_model.py), same budget
+    target: str = "delta"
 
     def learning_settings(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k not in RESUMABLE}
+        # `target` is left out at its default, so checkpoints written before it existed still resume
+        return {k: v for k, v in asdict(self).items()
+                if k not in RESUMABLE and not (k == "target" and v == "delta")}
 
 
 @dataclass
@@ -114,7 +120,7 @@ def dataset_dir(data: Path) -> Path:
     )
 
 
-def load_splits(data: Path) -> Any:
+def load_splits(data: Path, target: str = "delta") -> Any:
     import datasets
 
     datasets.disable_progress_bars()
@@ -123,7 +129,8 @@ def load_splits(data: Path) -> Any:
     if "train" not in dd:
         raise HarnessError(f"{folder}: no train split (splits: {', '.join(dd)}); collect with `harness cdwm collect`")
     for name, split in dd.items():
-        missing = [c for c in NEEDED_COLUMNS if c not in split.column_names]
+        needed = NEEDED_COLUMNS + (value_model.NEEDED_COLUMNS if target == "value" else ())
+        missing = [c for c in needed if c not in split.column_names]
         if missing:
             raise HarnessError(
                 f"{folder / name}: columns {', '.join(missing)} missing; not a `harness cdwm collect` dataset"
@@ -154,6 +161,12 @@ def encode(
     from harness.providers.base import GenerateConfig
     from harness.providers.embedded import chat_prompt_ids
 
+    if cfg.target == "value":  # the same prompt's user message, a one-word label, no mask target
+        prompt = chat_prompt_ids(tokenizer, value_model.row_messages(row, cfg.obs_chars), GenerateConfig())
+        label = tokenizer(value_model.goodness(row), add_special_tokens=False)["input_ids"] + [end_id]
+        if len(prompt) + len(label) > cfg.max_tokens:
+            return None
+        return Example(prompt + label, [-100] * len(prompt) + label, len(prompt), cls, [0.0] * len(DIMENSIONS))
     if not wm_format.fits(delta):
         return None
     prompt = chat_prompt_ids(tokenizer, wm_format.messages(row, cfg.obs_chars), GenerateConfig())
@@ -393,11 +406,13 @@ def train(
     without a final export, as a kill would (tests)."""
     import torch
 
+    if cfg.target not in TARGETS:
+        raise HarnessError(f"--target {cfg.target!r}: choose one of {', '.join(TARGETS)}")
     start = time.perf_counter()
     torch.manual_seed(cfg.seed)
     data = Path(cfg.data)
     folder = dataset_dir(data)
-    dd = load_splits(data)
+    dd = load_splits(data, cfg.target)
     train_split = dd["train"]
     train_deltas = split_deltas(train_split, folder, "train")
     classes = sorted({wm_format.class_key(w, c) for w, c in zip(train_split["world"], train_split["action_class"])})
@@ -406,7 +421,7 @@ def train(
     meta = {
         "base": base_fingerprint(model),
         "base_name": base_name,
-        "format": wm_format.PROMPT_FORMAT,
+        "format": value_model.VALUE_FORMAT if cfg.target == "value" else wm_format.PROMPT_FORMAT,
         "settings": cfg.learning_settings(),
         "classes": classes,
     }
@@ -478,6 +493,7 @@ def train(
     elapsed0 = log[-1].get("seconds", 0.0) if log else 0.0
     session_start, session_steps = time.perf_counter(), 0
     peft_model.train()
+    mask_weight = cfg.mask_weight if cfg.target == "delta" else 0.0  # a value model learns no mask
     while step < cfg.steps:
         if cfg.max_minutes > 0 and elapsed0 + time.perf_counter() - session_start > cfg.max_minutes * 60:
             break
@@ -486,7 +502,7 @@ def train(
         batch = [examples[i] for i in batch_indices(step, len(examples), cfg.batch_size, cfg.seed)]
         b = collate(batch, pad_id, cfg.device)
         lm, mask_loss, parts = forward_losses(peft_model, gates, b, cfg)
-        loss = lm + cfg.mask_weight * mask_loss
+        loss = lm + mask_weight * mask_loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lora_params, 1.0)
