@@ -193,8 +193,8 @@ def test_samples_are_deterministic_and_bad_input_is_one_clear_error():
     samples = suite.load_samples(None)
     # ScienceWorld's dev split of both tasks is variations 14-20: the first two of it.
     assert [s.id for s in samples] == ["boil/var14", "boil/var15", "melt/var14", "melt/var15"]
-    assert all(s.data["split"] == "dev" and s.data["simplification"] == "easy" for s in samples)
-    assert samples[0].data["intent"].startswith("Your task is to boil") and suite.intent_of(samples[0]) == samples[0].data["intent"]
+    assert all(s.data.split == "dev" and s.data.simplification == "easy" for s in samples)
+    assert samples[0].data.intent.startswith("Your task is to boil") and suite.intent_of(samples[0]) == samples[0].data.intent
     assert [(s.id, s.data) for s in get_suite("cdwm-science", dict(tasks="boil,1-2")).load_samples(None)] == [(s.id, s.data) for s in samples]
     identity = suite.corpus_identity(None)
     assert identity["scienceworld_version"] == "1.2.3" and identity["split"] == "dev" and identity["tasks"] == ["boil", "melt"]
