@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar, cast
 
 from langgraph.graph.state import CompiledStateGraph
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from agents.action_parsing import action_help, parse_actions, truncate_observation
 from harness.agents_registry import AgentConfig, EpisodeState, Generate, StepRecord
@@ -94,7 +94,7 @@ class PolicyActions(BaseModel):
     thought: str = ""
 
 
-def action_schema(obs: Observation, cfg: AgentConfig) -> dict[str, Any]:
+def action_schema(obs: Observation, cfg: AgentConfig) -> dict[str, JsonValue]:
     """One action's JSON schema: one of the admissible actions where the world lists them, else the
     family's action syntax (`cfg.action_pattern`), else an action class with bracketed arguments."""
     if obs.admissible:
@@ -105,7 +105,7 @@ def action_schema(obs: Observation, cfg: AgentConfig) -> dict[str, Any]:
     return {"type": "string", "pattern": rf"^({classes})( \[[^\[\]\n]{{0,100}}\])*$"}
 
 
-def policy_schema(obs: Observation, cfg: AgentConfig, candidates: int) -> dict[str, Any]:
+def policy_schema(obs: Observation, cfg: AgentConfig, candidates: int) -> dict[str, JsonValue]:
     """What a constrained policy reply is held to: a short thought, then 1..candidates actions."""
     return {"type": "object", "required": ["thought", "actions"], "additionalProperties": False,
             "properties": {"thought": {"type": "string", "maxLength": 100},
@@ -174,16 +174,16 @@ def fallback_action(obs: Observation) -> str | None:
 
 async def execute(env: AsyncEnvironment, action: str, obs_text: str, index: int, **fields: Any) -> tuple[StepResult, StepRecord]:
     result = await env.step(action)
-    info = _jsonable(result.info) | fields.pop("info", {})
+    info = _jsonable_info(result) | fields.pop("info", {})
     record = StepRecord(index=index, observation=obs_text, action=action, action_class=await env.action_class(action),
                         valid=result.valid, delta=result.delta.model_dump(), info=info, **fields)
     return result, record
 
 
-def _jsonable(info: dict[str, Any]) -> dict[str, Any]:
+def _jsonable_info(result: StepResult) -> dict[str, JsonValue]:
     """Step info goes into the sample record: keep what JSON can hold, stringify the rest."""
-    out = {}
-    for k, v in (info or {}).items():
+    out: dict[str, JsonValue] = {}
+    for k, v in (result.info or {}).items():
         out[str(k)] = v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else str(v)
     return out
 
@@ -231,6 +231,6 @@ async def run_episode(graph: CompiledStateGraph[StateT, Any, Any, Any], intent: 
     """Run a compiled agent graph from the first observation to the end of the episode."""
     state: AgentState = {"intent": intent, "obs": obs, "steps": [], "done": False, "errors": []}
     final = await graph.ainvoke(state, {"recursion_limit": recursion_limit(cfg, nodes_per_step)})
-    # LangGraph types ainvoke's result `dict[str, Any] | Any`; in its default stream mode ("values")
+    # LangGraph types ainvoke's result as a dict of Any or Any; in its default stream mode ("values")
     # it is the graph's final state, a `StateT`.
     return cast(StateT, final)

@@ -20,7 +20,8 @@ import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from agents.episode import AgentConfig, Generate, policy_form
 from agents.world_model import Prediction
@@ -64,25 +65,22 @@ def trained_messages(
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
 
 
-def prediction_schema(allowed: frozenset[str] | set[str] | None = None) -> dict[str, Any]:
+def prediction_schema(allowed: frozenset[str] | set[str] | None = None) -> dict[str, JsonValue]:
     """The schema a prediction is decoded under: every property required, in `ORDER`; lists of at
     most MAX_ITEMS, strings of at most MAX_STRING. A dimension not in `allowed` cannot be written:
     its list must be empty (`maxItems: 0`), and without `irreversible` the prediction is reversible
     with cost 0. `allowed=None`: nothing is masked."""
-    schema = bounded(copy.deepcopy(PREDICTION_SCHEMA), max_length=MAX_STRING, max_items=MAX_ITEMS)
-    props = schema["properties"]
-    schema["properties"] = {k: props[k] for k in ORDER}
-    schema["required"] = list(ORDER)
-    schema["additionalProperties"] = False
-    if allowed is None:
-        return schema
-    for dim in LISTS:
-        if dim not in allowed:
-            schema["properties"][dim] = {"type": "array", "maxItems": 0}
-    if "irreversible" not in allowed:
-        schema["properties"]["reversible"] = {"type": "boolean", "enum": [True]}
-        schema["properties"]["irreversible_cost"] = {"type": "integer", "enum": [0]}
-    return schema
+    base = bounded(copy.deepcopy(PREDICTION_SCHEMA), max_length=MAX_STRING, max_items=MAX_ITEMS)
+    props: dict[str, JsonValue] = {k: base["properties"][k] for k in ORDER}
+    if allowed is not None:
+        for dim in LISTS:
+            if dim not in allowed:
+                props[dim] = {"type": "array", "maxItems": 0}
+        if "irreversible" not in allowed:
+            props["reversible"] = {"type": "boolean", "enum": [True]}
+            props["irreversible_cost"] = {"type": "integer", "enum": [0]}
+    # Keys the base schema has keep their place (the schema is part of a request's cache key).
+    return {**base, "properties": props, "required": list(ORDER), "additionalProperties": False}
 
 
 def class_key(world: str, action_class: str) -> str:

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import jsonschema
+from pydantic import JsonValue
 
 from corpora.validation import check_schema, parse_jsonl, read_text
 from harness.errors import HarnessError
@@ -24,9 +25,9 @@ DEFAULT_BLUEPRINTS = HERE / "blueprints.jsonl"
 BLUEPRINT_GLOB = "*blueprints.jsonl"
 CATEGORIES = ("professional_persona", "sports_persona", "arts_persona", "travel_persona", "culinary_persona")
 
-_TEXT = {"type": "string", "minLength": 1, "pattern": r"\S"}
+_TEXT: dict[str, JsonValue] = {"type": "string", "minLength": 1, "pattern": r"\S"}
 
-BLUEPRINT_SCHEMA: dict[str, Any] = {
+BLUEPRINT_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "required": ["blueprint_id", "scenario_id", "category_key", "persona", "hidden_goal", "explicit_request",
                  "implicit_anchors", "ideal_trajectory", "done_signal"],
@@ -34,7 +35,7 @@ BLUEPRINT_SCHEMA: dict[str, Any] = {
         # No double underscore: the id is joined with `__style{i}__{uuid}` into unique_id_eval.
         "blueprint_id": {"type": "string", "pattern": r"^[A-Za-z0-9]+(_[A-Za-z0-9]+)*$"},
         "scenario_id": {"type": "string", "pattern": r"^[A-Za-z0-9]+(_[A-Za-z0-9]+)*$"},
-        "category_key": {"enum": list(CATEGORIES)},
+        "category_key": {"enum": [*CATEGORIES]},
         "persona": {
             "type": "object",
             "required": ["name", "background", "situation"],
@@ -59,8 +60,34 @@ BLUEPRINT_SCHEMA: dict[str, Any] = {
 _VALIDATOR = jsonschema.Draft202012Validator(BLUEPRINT_SCHEMA)
 
 
+# The row as its file holds it, once BLUEPRINT_SCHEMA has passed it. TypedDicts, not models: the
+# loop reads the blueprint's fields and writes nothing back, and a row keeps any other key.
+class Persona(TypedDict):
+    name: str
+    background: str
+    situation: str
 
-def validate_blueprint(row: Any, where: str) -> dict[str, Any]:
+
+class Anchor(TypedDict):
+    """One implicit anchor: a detail the user discloses in passing, and the need it implies."""
+    id: str  # A1 .. A9
+    detail: str
+    implies: str
+
+
+class Blueprint(TypedDict):
+    blueprint_id: str
+    scenario_id: str
+    category_key: str
+    persona: Persona
+    hidden_goal: str
+    explicit_request: str
+    implicit_anchors: list[Anchor]
+    ideal_trajectory: list[str]
+    done_signal: str
+
+
+def validate_blueprint(row: Any, where: str) -> Blueprint:
     """Schema plus the cross-field facts the loop relies on (anchor ids unique). `where` is file:line."""
     check_schema(_VALIDATOR, row, where, "blueprint")
     seen: set[str] = set()
@@ -68,7 +95,7 @@ def validate_blueprint(row: Any, where: str) -> dict[str, Any]:
         if anchor["id"] in seen:
             raise HarnessError(f"{where}: field `implicit_anchors[{i}].id` repeats {anchor['id']!r}; anchor ids must be unique")
         seen.add(anchor["id"])
-    return cast(dict[str, Any], row)  # parsed JSON, held by the schema to be an object
+    return cast(Blueprint, row)  # parsed JSON, held by the schema to this shape
 
 
 def blueprint_files(source: str | Path | None) -> list[Path]:
@@ -85,10 +112,11 @@ def blueprint_files(source: str | Path | None) -> list[Path]:
     return [path]
 
 
-def load_blueprints(source: str | Path | None = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Blueprints (in file order) and the corpus identity (path, sha256 over every file read)."""
+def load_blueprints(source: str | Path | None = None) -> tuple[list[Blueprint], dict[str, JsonValue]]:
+    """Blueprints (in file order) and the corpus identity for the manifest (path, sha256 over
+    every file read)."""
     files = blueprint_files(source)
-    rows: list[dict[str, Any]] = []
+    rows: list[Blueprint] = []
     seen: dict[str, str] = {}
     digest = hashlib.sha256()
     for path in files:

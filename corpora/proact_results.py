@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pydantic
+from pydantic import JsonValue
 
 from corpora.proact_types import (
     GRADES,
@@ -30,7 +31,7 @@ from corpora.proact_types import (
     Verdict,
 )
 from corpora.validation import json_lines, read_text
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 
 _FIX = "pass a {model}_proactivity_bench_results.jsonl file, or a corpus file whose triggers carry evaluation_result"
 
@@ -98,14 +99,7 @@ class ResultsFile:
         return out
 
 
-def _field(loc: tuple[Any, ...]) -> str:
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(row)"
-
-
-def _verdict(raw: Any, line: int, where: str, devs: list[Deviation]) -> dict[str, Any] | None:
+def _verdict(raw: Any, line: int, where: str, devs: list[Deviation]) -> Verdict | None:
     """The trigger's verdict if it can be read; otherwise None (SKIPPED) and a deviation."""
     if raw is None:
         devs.append(Deviation("verdict_missing", line, where))
@@ -119,10 +113,10 @@ def _verdict(raw: Any, line: int, where: str, devs: list[Deviation]) -> dict[str
     if verdict.status == "EVALUATED" and verdict.score not in GRADES:
         devs.append(Deviation("verdict_invalid", line, "EVALUATED without a score"))
         return None
-    return cast(dict[str, Any], raw)  # parsed JSON that `Verdict` validated: an object
+    return verdict
 
 
-def _usage(raw: Any, line: int, devs: list[Deviation]) -> dict[str, Any]:
+def _usage(raw: Any, line: int, devs: list[Deviation]) -> dict[str, AgentUsage]:
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
@@ -131,8 +125,7 @@ def _usage(raw: Any, line: int, devs: list[Deviation]) -> dict[str, Any]:
     usage = {}
     for agent, value in raw.items():
         try:
-            AgentUsage.model_validate(value)
-            usage[agent] = value
+            usage[agent] = AgentUsage.model_validate(value)
         except pydantic.ValidationError:
             devs.append(Deviation("usage_invalid", line, f"token_usage.{agent}"))
     for agent in RESULT_AGENTS:
@@ -151,7 +144,7 @@ def _labels(row: ResultRow) -> dict[str, dict[str, int]]:
     return counts
 
 
-def _stats_agree(stored: dict[str, Any], counted: dict[str, dict[str, int]]) -> bool:
+def _stats_agree(stored: dict[str, dict[str, JsonValue]], counted: dict[str, dict[str, int]]) -> bool:
     for kind in set(stored) | set(counted):
         mine, theirs = counted.get(kind, {}), stored.get(kind, {})
         if any(mine.get(lab, 0) != theirs.get(lab, 0) for lab in set(mine) | set(theirs)):
@@ -183,8 +176,7 @@ def normalise_row(raw: Any, line: int, where: str) -> tuple[ResultRow, list[Devi
     try:
         typed = ResultRow.model_validate(row)
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        raise HarnessError(f"{where}: field `{_field(first['loc'])}` is invalid: {first['msg']}; fix the row") from exc
+        raise HarnessError(invalid(exc, where, "fix the row")) from exc
 
     counted = _labels(typed)
     stored = raw.get("trigger_stats")

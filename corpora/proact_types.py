@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializerFunctionWrapHandler, model_serializer
 
 TriggerType = Literal["EMERGENT", "CRITICAL", "RECOVERY"]
 Grade = Literal["PASS", "PARTIAL", "FAIL"]  # what a judge may answer
@@ -109,7 +109,7 @@ class PlannerState(Loose):
     state_audit: StateAudit | None = None
     is_trigger_point: bool | None = None
     stop_conversation: bool | None = None
-    evaluation_rubric: dict[str, Any] | None = None
+    evaluation_rubric: dict[str, JsonValue] | None = None
     tactical_order: TacticalOrder | None = None
 
 

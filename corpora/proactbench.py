@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal
 
 import jsonschema
 import pydantic
+from pydantic import JsonValue
 
 from corpora.proact_types import TRIGGER_TYPES, CorpusRow
 from corpora.validation import check_schema, parse_jsonl, read_text
-from harness.errors import HarnessError
-
-if TYPE_CHECKING:
-    from pydantic_core import ErrorDetails
+from harness.errors import HarnessError, invalid
 
 DEFAULT_CORPUS = Path(__file__).resolve().parent / "proact" / "dialogues.jsonl"
 _FIX = "pass --corpus PATH to a final_dialogues.jsonl file (or a folder of them)"
@@ -48,22 +46,22 @@ LAYOUT_NAMES: dict[str, str] = {
 _LAYOUTS_HELP = ("a corpus row is either in the release's current layout (trigger_points[] = {turn, "
                  "evaluation_rubric}, no trigger_stats) or labelled (an evaluation_result on every trigger)")
 
-_RUBRIC = {
+_RUBRIC: dict[str, JsonValue] = {
     "type": "object",
     "required": ["type", "pass_criteria", "partial_criteria", "fail_criteria"],
     "properties": {
-        "type": {"enum": list(TRIGGER_TYPES)},
+        "type": {"enum": [*TRIGGER_TYPES]},
         "pass_criteria": {"type": "string", "minLength": 1},
         "partial_criteria": {"type": "string", "minLength": 1},
         "fail_criteria": {"type": "string", "minLength": 1},
     },
 }
-_USAGE = {
+_USAGE: dict[str, JsonValue] = {
     "type": "object",
     "properties": {k: {"type": "integer", "minimum": 0} for k in ("prompt_tokens", "completion_tokens", "calls")},
 }
 
-ROW_SCHEMA: dict[str, Any] = {
+ROW_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "required": [
         "blueprint_id", "scenario_id", "unique_id_eval", "category_key", "style_combination_index",
@@ -108,13 +106,6 @@ ROW_SCHEMA: dict[str, Any] = {
 _VALIDATOR = jsonschema.Draft202012Validator(ROW_SCHEMA)
 
 
-def _pydantic_field(error: ErrorDetails) -> str:
-    path = ""
-    for part in error["loc"]:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(row)"
-
-
 def _not_a_corpus_row(row: Any, where: str) -> None:
     """A row of another kind of file, said as such before the schema names one field of it: a
     per-model results row keeps only the trigger turns, each beside the curated reply."""
@@ -133,16 +124,16 @@ def _not_a_corpus_row(row: Any, where: str) -> None:
                                    f"in neither corpus layout: {_LAYOUTS_HELP}; both need the rubric on every trigger")
 
 
-def row_layout(row: dict[str, Any], where: str) -> Layout:
-    """Which layout a schema-valid row is in; a row in neither is one error saying what is missing."""
-    labelled = [i for i, tp in enumerate(row["trigger_points"]) if tp.get("evaluation_result") is not None]
+def row_layout(row: CorpusRow, where: str) -> Layout:
+    """Which layout a row is in; a row in neither is one error saying what is missing."""
+    labelled = [i for i, tp in enumerate(row.trigger_points) if tp.evaluation_result is not None]
     if not labelled:
-        if row.get("trigger_stats") is not None:
+        if row.trigger_stats is not None:
             raise HarnessError(f"{where}: field `trigger_stats` is set but no trigger carries an evaluation_result, "
                                f"so the row is in neither corpus layout: {_LAYOUTS_HELP}; drop trigger_stats, "
                                f"or add the labels it counts")
         return "rubrics"
-    unlabelled = [i for i in range(len(row["trigger_points"])) if i not in labelled]
+    unlabelled = [i for i in range(len(row.trigger_points)) if i not in labelled]
     if unlabelled:
         raise HarnessError(f"{where}: field `trigger_points[{unlabelled[0]}].evaluation_result` is missing while "
                            f"trigger_points[{labelled[0]}] has one, so the row is in neither corpus layout: "
@@ -150,30 +141,33 @@ def row_layout(row: dict[str, Any], where: str) -> Layout:
     return "labelled"
 
 
-def validate_row(row: Any, where: str) -> dict[str, Any]:
+def validate_row(row: Any, where: str) -> CorpusRow:
     """Schema, the typed model, the layout (`row_layout`) and the cross-field facts the protocol
-    relies on. `where` is `file:line`. Returns the row as it was read (a dict)."""
+    relies on. `where` is `file:line`. Returns the typed row."""
     _not_a_corpus_row(row, where)
     check_schema(_VALIDATOR, row, where, "row")
     try:
-        CorpusRow.model_validate(row)
+        typed = CorpusRow.model_validate(row)
     except pydantic.ValidationError as exc:
-        first = exc.errors()[0]
-        raise HarnessError(f"{where}: field `{_pydantic_field(first)}` is invalid: {first['msg']}; "
-                           f"fix the row or remove it") from exc
-    row_layout(row, where)
-    turns = {t["turn"] for t in row["turn_records"]}
-    for i, tp in enumerate(row["trigger_points"]):
-        if tp["turn"] not in turns:
+        raise HarnessError(invalid(exc, where, "fix the row or remove it")) from exc
+    row_layout(typed, where)
+    turns = {t.turn for t in typed.turn_records}
+    for i, tp in enumerate(typed.trigger_points):
+        if tp.turn not in turns:
             raise HarnessError(
-                f"{where}: field `trigger_points[{i}].turn` is {tp['turn']} but turn_records has no such turn; fix the row"
+                f"{where}: field `trigger_points[{i}].turn` is {tp.turn} but turn_records has no such turn; fix the row"
             )
-        missing = [t for t in range(1, tp["turn"]) if t not in turns]
+        missing = [t for t in range(1, tp.turn) if t not in turns]
         if missing:
             raise HarnessError(
-                f"{where}: field `turn_records` lacks turn(s) {missing} before trigger turn {tp['turn']}; fix the row"
+                f"{where}: field `turn_records` lacks turn(s) {missing} before trigger turn {tp.turn}; fix the row"
             )
-    return cast(dict[str, Any], row)  # parsed JSON, held by the schema to be an object
+    return typed
+
+
+def _read_row(raw: Any, where: str) -> tuple[dict[str, JsonValue], CorpusRow]:
+    """A line's row as the file holds it, beside its typed form (`validate_row`)."""
+    return raw, validate_row(raw, where)
 
 
 def corpus_files(path: Path) -> list[Path]:
@@ -213,16 +207,28 @@ def hub_corpus_file(dataset_id: str) -> Path:
         ) from exc
 
 
-def corpus_layout(rows: list[dict[str, Any]]) -> str:
+def corpus_layout(rows: list[CorpusRow]) -> str:
     """`labelled`, `rubrics`, or `mixed` for a corpus whose rows differ (each row is in one)."""
     found = {row_layout(row, "") for row in rows}
     return found.pop() if len(found) == 1 else "mixed"
 
 
-def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Rows and the corpus identity (path, sha256, layout) for the manifest. A folder is read file
-    by file in name order, ids unique across its files; its sha256 covers every file read. A
-    dataset id is read from its fetched file, so it is hashed like any file."""
+def load_rows(source: str | Path | None) -> tuple[list[dict[str, JsonValue]], dict[str, JsonValue]]:
+    """Rows as the files hold them (checked by `validate_row`) and the corpus identity (path,
+    sha256, layout) for the manifest. A folder is read file by file in name order, ids unique
+    across its files; its sha256 covers every file read. A dataset id is read from its fetched
+    file, so it is hashed like any file."""
+    rows, identity = _load(source)
+    return [raw for raw, _ in rows], identity
+
+
+def load_typed_rows(source: str | Path | None) -> tuple[list[CorpusRow], dict[str, JsonValue]]:
+    """`load_rows`, each row as its typed `CorpusRow`."""
+    rows, identity = _load(source)
+    return [typed for _, typed in rows], identity
+
+
+def _load(source: str | Path | None) -> tuple[list[tuple[dict[str, JsonValue], CorpusRow]], dict[str, JsonValue]]:
     if is_hub_id(source):
         dataset_id = str(source)
         file = hub_corpus_file(dataset_id)
@@ -231,20 +237,20 @@ def load_rows(source: str | Path | None) -> tuple[list[dict[str, Any]], dict[str
     return _load_path(Path(source) if source is not None else DEFAULT_CORPUS)
 
 
-def _load_path(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def _load_path(path: Path) -> tuple[list[tuple[dict[str, JsonValue], CorpusRow]], dict[str, JsonValue]]:
     files = corpus_files(path)
-    rows: list[dict[str, Any]] = []
+    rows: list[tuple[dict[str, JsonValue], CorpusRow]] = []
     seen: dict[str, str] = {}
     digest = hashlib.sha256()
     for file in files:
-        rows += parse_jsonl(read_text(file, "corpus file", _FIX), file, validate_row, "unique_id_eval", seen)
+        rows += parse_jsonl(read_text(file, "corpus file", _FIX), file, _read_row, "unique_id_eval", seen)
         if path.is_dir():
             digest.update(file.name.encode() + b"\0" + file.read_bytes())
     if not rows:
         where = f"corpus folder {path} holds no rows in its {len(files)} .jsonl file(s)" if path.is_dir() \
             else f"corpus file {path} has no rows"
         raise HarnessError(f"{where}: pass --corpus PATH to a non-empty final_dialogues.jsonl")
-    layout = corpus_layout(rows)
+    layout = corpus_layout([typed for _, typed in rows])
     if path.is_dir():
         return rows, {"path": str(path.resolve()), "files": [str(f.resolve()) for f in files],
                       "sha256": digest.hexdigest(), "layout": layout}

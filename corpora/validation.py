@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 
@@ -53,15 +53,19 @@ def read_text(path: Path, what: str, fix: str) -> str:
                            f"re-save the file as UTF-8 (e.g. iconv -t UTF-8) or {fix}") from exc
 
 
-def parse_jsonl(text: str, source: Any, validate: Callable[[Any, str], Any], id_field: str,
-                seen: dict[str, str] | None = None) -> list[dict[str, Any]]:
-    """Rows of one JSONL text, each validated; the first bad line or repeated id raises one line
-    naming `source:line`. Pass the same `seen` over several files to keep ids unique across them."""
+Row = TypeVar("Row")
+
+
+def parse_jsonl(text: str, source: Any, validate: Callable[[Any, str], Row], id_field: str,
+                seen: dict[str, str] | None = None) -> list[Row]:
+    """Rows of one JSONL text, each as `validate` returns it; the first bad line or repeated id
+    raises one line naming `source:line`. Pass the same `seen` over several files to keep ids
+    unique across them."""
     seen = {} if seen is None else seen
     rows = []
-    for _, where, row in json_lines(text, source):
-        validate(row, where)
-        key = row[id_field]
+    for _, where, raw in json_lines(text, source):
+        row = validate(raw, where)
+        key = raw[id_field]
         if key in seen:
             raise HarnessError(f"{where}: field `{id_field}` {key!r} repeats {seen[key]}; ids must be unique")
         seen[key] = where

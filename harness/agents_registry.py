@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Protocol, TypedDict, runtime_checkable
+from typing import Protocol, TypedDict, runtime_checkable
+
+from pydantic import JsonValue
 
 from harness.environment import ActionMask, AsyncEnvironment, Observation
 from harness.errors import HarnessError
@@ -69,23 +71,24 @@ class AgentConfig:
 
 @dataclass
 class StepRecord:
-    """One executed step, as the metrics and the transitions export read it."""
+    """One executed step, as the metrics and the transitions export read it. Its dicts hold JSON:
+    a suite records the step as it is (`dataclasses.asdict`)."""
 
     index: int
     observation: str  # what the policy saw (truncated), the transition's input
     action: str
     action_class: str
     valid: bool
-    delta: dict[str, Any]  # ground truth from the environment
+    delta: dict[str, JsonValue]  # ground truth from the environment (`Delta.model_dump()`)
     thought: str = ""
     invalid_outputs: int = 0  # policy replies without a usable action before this one
     fallback: bool = False
     abstained: bool = False
-    prediction: dict[str, Any] | None = None  # CDWM: the chosen candidate's (masked) predicted delta
+    prediction: dict[str, JsonValue] | None = None  # CDWM: the chosen candidate's (masked) predicted delta
     prediction_valid: bool | None = None
     prediction_source: str | None = None  # world_model | mask (the class can change nothing) | invalid
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)
+    candidates: list[dict[str, JsonValue]] = field(default_factory=list)  # each one's JSON dump
+    info: dict[str, JsonValue] = field(default_factory=dict)  # the step's info, as JSON
 
 
 class EpisodeState(TypedDict, total=False):

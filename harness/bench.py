@@ -17,10 +17,11 @@ import resource
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import openai
+from pydantic import JsonValue
 from rich.console import Console
 from rich.table import Table
 
@@ -32,6 +33,14 @@ from harness.runner import execute, plan_run, summarize
 from harness.spec import ModelSpec
 from harness.stats import BOOTSTRAP_RESAMPLES
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, Transcript
+
+
+class BenchTranscript(TypedDict):
+    """The echo and instant suites' transcript, as solved and as recorded: the reply's text. They
+    declare no `transcript_type` (a million records are not validated one by one), so a scorer
+    gets the recorded dict itself."""
+
+    text: str
 
 
 class EchoSuite(Suite):
@@ -56,7 +65,7 @@ class EchoSuite(Suite):
     def scorers(self) -> dict[str, Scorer]:
         return {"answered": FunctionScorer("answered", self._answered, description="an answer came back")}
 
-    async def _answered(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def _answered(self, sample: Sample, transcript: BenchTranscript, ctx: SampleContext) -> Score:
         return Score(values={"answered": bool(transcript["text"])})
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
@@ -120,8 +129,9 @@ def bench_ray(samples: int, concurrency: int, console: Console, address: str | N
 
     from harness.executors.ray_executor import RayExecutor
 
-    local: dict[str, Any] = {} if address else {"include_dashboard": False}
-    ray.init(address=address, log_to_driver=False, configure_logging=False, **local)
+    # No dashboard on a local cluster; None (Ray's default) when joining one.
+    ray.init(address=address, log_to_driver=False, configure_logging=False,
+             include_dashboard=None if address else False)
     try:
         with running_server("--echo") as base_url, tempfile.TemporaryDirectory() as tmp:
             asyncio.run(_raw_client(base_url, min(100, samples), concurrency))
@@ -217,7 +227,7 @@ class HitCounter:
     def counts(self) -> dict[str, int]:
         return {"hits": self.hits}
 
-    def official(self) -> dict[str, Any]:
+    def official(self) -> dict[str, JsonValue]:
         return {}
 
 
@@ -246,7 +256,7 @@ class InstantSuite(Suite):
     def scorers(self) -> dict[str, Scorer]:
         return {"hit": FunctionScorer("hit", self._hit, description="the reply's first hex digit is below 8")}
 
-    async def _hit(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def _hit(self, sample: Sample, transcript: BenchTranscript, ctx: SampleContext) -> Score:
         return Score(values={"hit": transcript["text"][:1] in "01234567"})
 
     def metrics_accumulator(self) -> HitCounter:
@@ -259,7 +269,7 @@ class InstantSuite(Suite):
         return counter.metrics(seed)
 
 
-_NO_DATA: dict[str, Any] = {}
+_NO_DATA: dict[str, str] = {}
 
 
 def peak_rss_mib() -> float:

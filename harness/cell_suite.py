@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -23,7 +23,9 @@ from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, 
 CellT = TypeVar("CellT", bound=BaseModel)
 
 
-class CellSuite(Suite[dict[str, Any], CellT, dict[str, float | None]], Generic[CellT]):
+# A sample's data is the cell's integer coordinates besides its setting, e.g. {"seed": 3} or
+# {"rank": 8, "seed": 3}.
+class CellSuite(Suite[dict[str, int], CellT, dict[str, float | None]], Generic[CellT]):
     # A subclass sets `transcript_type` to CellT's class (a ClassVar cannot name a type variable): the
     # runner validates each recorded cell into it once, so scoring gets the object.
     # What the corpus refusal says is built in code ("the cells are built in code").

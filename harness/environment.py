@@ -6,7 +6,8 @@ ground truth of what that action changed -- recorded for the metrics, never show
 before it acts. `Environment` is the synchronous contract an environment family implements
 (`reset`, `step`, `action_class`, `evaluate`, `close`); `ThreadedEnv` drives one from asyncio on
 a dedicated thread, which is how agents see it (`AsyncEnvironment`). A closed environment raises
-`EnvironmentClosed`.
+`EnvironmentClosed`. All three are generic over the family's task and evaluation types
+(`Environment[Task, Evaluation]`), which the core never reads.
 
 What a family tells its agents about its action space travels through this protocol, never by an
 agent knowing the family: the action help text (`Observation.info[ACTION_HELP]`, or the agent
@@ -36,9 +37,10 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from typing_extensions import TypeVar  # TypeVar defaults (PEP 696) before Python 3.13
 
 STOP = "stop"  # the action class that ends an episode (with an answer), where a world has one
 T = TypeVar("T")
@@ -136,7 +138,7 @@ class DeltaPrediction(BaseModel):
         return Delta.model_validate(self.model_dump())
 
 
-PREDICTION_SCHEMA: dict[str, Any] = DeltaPrediction.model_json_schema()
+PREDICTION_SCHEMA: dict[str, JsonValue] = DeltaPrediction.model_json_schema()
 
 
 # ---------------------------------------------------------------- the action mask
@@ -219,19 +221,28 @@ class StepResult:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+# A family's task and its episode's evaluation are its own types: the core passes a task to
+# `reset` and hands `evaluate()`'s result back without reading either. A family may name them
+# (`Environment[WebTask, WebEvaluation]`); unnamed, a task is anything and an evaluation a JSON dict.
+TaskT = TypeVar("TaskT", default=Any)
+EvaluationT = TypeVar("EvaluationT", default=dict[str, Any])
+TaskT_contra = TypeVar("TaskT_contra", contravariant=True, default=Any)
+EvaluationT_co = TypeVar("EvaluationT_co", covariant=True, default=dict[str, Any])
+
+
 @runtime_checkable
-class Environment(Protocol):
+class Environment(Protocol[TaskT_contra, EvaluationT_co]):
     """An environment behind the protocol. Action strings follow its own action space (the web
     world: `click [12]`, `stop [answer]`); `action_class(action)` names an action's class (the
     mask's key). Always closed (`close()`), also on errors and Ctrl-C."""
 
-    def reset(self, task: dict[str, Any]) -> Observation: ...
+    def reset(self, task: TaskT_contra) -> Observation: ...
 
     def step(self, action: str) -> StepResult: ...
 
     def action_class(self, action: str) -> str: ...
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self) -> EvaluationT_co:
         """After the episode: {"success": float in [0,1], "required_irreversible": [...], ...}."""
         ...
 
@@ -239,31 +250,31 @@ class Environment(Protocol):
 
 
 @runtime_checkable
-class AsyncEnvironment(Protocol):
+class AsyncEnvironment(Protocol[TaskT_contra, EvaluationT_co]):
     """The environment as agents see it (`ThreadedEnv`): the same calls, awaited."""
 
-    async def reset(self, task: dict[str, Any]) -> Observation: ...
+    async def reset(self, task: TaskT_contra) -> Observation: ...
 
     async def step(self, action: str) -> StepResult: ...
 
     async def action_class(self, action: str) -> str: ...
 
-    async def evaluate(self) -> dict[str, Any]: ...
+    async def evaluate(self) -> EvaluationT_co: ...
 
     async def close(self) -> None: ...
 
 
-class ThreadedEnv:
+class ThreadedEnv(Generic[TaskT, EvaluationT]):
     """An `Environment` driven from asyncio. Every call runs on one dedicated thread: the web
     world's browser (Playwright's sync API) is bound to the thread that started it and refuses to
     run inside an event loop, and a slow step must not block the other samples' model calls."""
 
-    def __init__(self, env: Environment | None = None):
+    def __init__(self, env: Environment[TaskT, EvaluationT] | None = None):
         self.env = env
         self._pool: ThreadPoolExecutor | None = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cdwm-env")
 
     @classmethod
-    async def create(cls, factory: Callable[[], Environment]) -> "ThreadedEnv":
+    async def create(cls, factory: Callable[[], Environment[TaskT, EvaluationT]]) -> ThreadedEnv[TaskT, EvaluationT]:
         """Build the environment on its own thread (a browser must start on the thread that drives it)."""
         self = cls()
         try:
@@ -282,14 +293,14 @@ class ThreadedEnv:
             raise EnvironmentClosed("this environment was closed")
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
-    def _env(self) -> Environment:
+    def _env(self) -> Environment[TaskT, EvaluationT]:
         if self._pool is None:
             raise EnvironmentClosed("this environment was closed")
         if self.env is None:
             raise RuntimeError("ThreadedEnv has no environment: build it with ThreadedEnv.create(factory)")
         return self.env
 
-    async def reset(self, task: dict[str, Any]) -> Observation:
+    async def reset(self, task: TaskT) -> Observation:
         return await self.call(self._env().reset, task)
 
     async def step(self, action: str) -> StepResult:
@@ -298,7 +309,7 @@ class ThreadedEnv:
     async def action_class(self, action: str) -> str:
         return await self.call(self._env().action_class, action)
 
-    async def evaluate(self) -> dict[str, Any]:
+    async def evaluate(self) -> EvaluationT:
         return await self.call(self._env().evaluate)
 
     async def close(self) -> None:

@@ -24,6 +24,8 @@ from functools import lru_cache
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal
 
+from pydantic import JsonValue
+
 from harness.errors import HarnessError
 from harness.suite import Sample
 
@@ -43,7 +45,7 @@ class Message:
     role: Role
     content: str
     source: Literal["input", "generate"] | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,7 +66,7 @@ class InspectSample:
     id: str
     epoch: int
     messages: list[Message]
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, JsonValue] = field(default_factory=dict)
     error: str | None = None
 
 
@@ -91,7 +93,7 @@ class InspectAdapter:
                                            if v is None or isinstance(v, (str, int, float, bool))}
         return ScoreView(value=value or {"scored": bool(scores)})
 
-    def transcript(self, sample: InspectSample, data: Sample, source: str) -> dict[str, Any]:
+    def transcript(self, sample: InspectSample, data: Sample, source: str) -> dict[str, JsonValue]:
         """The transcript the suite's scorer takes, from an Inspect sample and the dataset sample
         of the same id; `source` names the log in errors. The generic adapter reads none."""
         raise HarnessError(f"{source}: this suite cannot read Inspect samples (no reader registered under the "

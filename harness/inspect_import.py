@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from harness.errors import HarnessError
 from harness.inspect_format import GROUP, InspectSample, Message, adapter_for, extra_hint
 from harness.providers.base import Usage
@@ -51,7 +53,7 @@ def import_inspect_log(path: Path, run_dir: Path, *, suite: str | None = None, c
         raise HarnessError(f"{where}: no such file: give the path of an Inspect eval log (.eval or .json)")
     version = _inspect_version(where)
     log = _read(path, where, version)
-    meta: dict[str, Any] = dict((log.eval.metadata or {}).get("harness") or {})
+    meta: dict[str, JsonValue] = dict((log.eval.metadata or {}).get("harness") or {})
     name = suite or log.eval.task
     if name not in available_suites():
         raise HarnessError(f"{where}: its task {log.eval.task!r} is not a harness suite: pass --suite SUITE "
@@ -148,7 +150,7 @@ def _read(path: Path, where: str, version: str) -> Any:
     return log
 
 
-def _stored_config(meta: dict[str, Any]) -> RunConfig | None:
+def _stored_config(meta: dict[str, JsonValue]) -> RunConfig | None:
     """The config a `harness export inspect` log carries (None: a log without one, or a malformed one)."""
     try:
         return RunConfig.model_validate(meta["config"])
@@ -180,7 +182,7 @@ def _record(s: Any, data: Any, transcript: Any, run_seed: int, source: str, crea
                         duration_s=float(s.total_time or 0.0))
 
 
-def _write(folder: RunFolder, suite: Suite, config: RunConfig, corpus_id: dict[str, Any],
+def _write(folder: RunFolder, suite: Suite, config: RunConfig, corpus_id: dict[str, JsonValue],
            records: list[SampleRecord], log: Any, path: Path, version: str) -> None:
     """Samples first, the manifest last: a folder without its manifest (an import cut short) is not
     a run, and the next import writes it again."""

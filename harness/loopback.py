@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from harness.errors import invalid
 from harness.messages import ChatMessage, MessageError, check_messages, text_of
@@ -251,7 +251,7 @@ def _too_many(retry_after_s: float | None) -> web.Response:
                              status=429, headers=headers)
 
 
-def _json_body(raw: bytes) -> dict[str, Any]:
+def _json_body(raw: bytes) -> dict[str, JsonValue]:
     try:
         body = json.loads(raw)
     except ValueError:
@@ -303,7 +303,7 @@ def flat_messages(messages: Any) -> list[ChatMessage]:
         raise ModelError(str(exc)) from None
 
 
-def _call_as_json(call: Any) -> dict[str, Any]:
+def _call_as_json(call: Any) -> dict[str, JsonValue]:
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict):
         raise ModelError(f"tool call {call!r}: expected {{'type': 'function', 'function': {{...}}}}")
@@ -315,34 +315,38 @@ def _call_as_json(call: Any) -> dict[str, Any]:
     return {"name": fn.get("name"), "arguments": parsed}
 
 
-def request_config(body: dict[str, Any]) -> GenerateConfig:
+def request_config(body: dict[str, JsonValue]) -> GenerateConfig:
     """The request's sampling parameters and output constraint as a checked `GenerateConfig`.
     Constraints come from OpenAI's fields (`response_format`, `tools`, `tool_choice`) or vLLM's
     (`structured_outputs`, or the older `guided_json` / `guided_choice` / `guided_regex`); a
     constraint the model cannot take raises `ConstraintError` (the caller answers HTTP 400)."""
     temperature = body.get("temperature")
     stop = body.get("stop")
-    fields: dict[str, Any] = {
-        "temperature": 1.0 if temperature is None else temperature,  # the OpenAI API's default
-        "max_tokens": body.get("max_tokens") or body.get("max_completion_tokens") or 512,
-        "top_p": body.get("top_p") or 1.0,
-        "seed": body.get("seed"),
-        "stop": [stop] if isinstance(stop, str) else stop,
-        **_constraints(body),
-    }
-    try:
-        config = GenerateConfig(**fields)
+    constraints = _constraints(body)
+    try:  # the body's values as sent: GenerateConfig checks them
+        config = GenerateConfig(
+            temperature=1.0 if temperature is None else temperature,  # the OpenAI API's default
+            max_tokens=body.get("max_tokens") or body.get("max_completion_tokens") or 512,
+            top_p=body.get("top_p") or 1.0,
+            seed=body.get("seed"),
+            stop=[stop] if isinstance(stop, str) else stop,
+            **constraints,
+        )
     except ValidationError as exc:
         raise ConstraintError(invalid(exc, "request body", "send a value the OpenAI chat API accepts there")) from None
     check_constraint(config)
     return config
 
 
-def _constraints(body: dict[str, Any]) -> dict[str, Any]:
-    """The constraint fields named in the request, each given at most once across its spellings."""
-    found: dict[str, tuple[str, Any]] = {}
+# A constraint field's value as the request gave it (JSON), or its tools read into ToolSpecs.
+Constraint = JsonValue | list[ToolSpec]
 
-    def put(field: str, source: str, value: Any) -> None:
+
+def _constraints(body: dict[str, JsonValue]) -> dict[str, Constraint]:
+    """The constraint fields named in the request, each given at most once across its spellings."""
+    found: dict[str, tuple[str, Constraint]] = {}
+
+    def put(field: str, source: str, value: Constraint) -> None:
         if value is None:
             return
         if field in found:
@@ -370,7 +374,7 @@ def _constraints(body: dict[str, Any]) -> dict[str, Any]:
     return {field: value for field, (_, value) in found.items()}
 
 
-def _response_format(value: Any) -> dict[str, Any] | None:
+def _response_format(value: Any) -> dict[str, JsonValue] | None:
     if value is None:
         return None
     kind = value.get("type") if isinstance(value, dict) else None
@@ -383,12 +387,12 @@ def _response_format(value: Any) -> dict[str, Any] | None:
         if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
             raise ConstraintError("response_format json_schema: send {\"json_schema\": {\"name\": ..., "
                                   "\"schema\": {...}}}")
-        schema: dict[str, Any] = spec["schema"]
+        schema: dict[str, JsonValue] = spec["schema"]
         return schema
     raise ConstraintError(f"response_format {value!r}: the type is text, json_object or json_schema")
 
 
-def _schema_value(where: str, value: Any) -> dict[str, Any] | None:
+def _schema_value(where: str, value: Any) -> dict[str, JsonValue] | None:
     """vLLM takes a JSON schema as an object or as JSON text."""
     if isinstance(value, str):
         try:
@@ -432,14 +436,14 @@ def _tool_choice(value: Any) -> str | None:
                           "{\"type\": \"function\", \"function\": {\"name\": ...}}")
 
 
-def _usage(out: ModelOutput) -> dict[str, int]:
+def _usage(out: ModelOutput) -> dict[str, JsonValue]:
     pt, ct = out.usage.prompt_tokens, out.usage.completion_tokens
     return {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct}
 
 
-def chat_completion(model: str, out: ModelOutput) -> dict[str, Any]:
+def chat_completion(model: str, out: ModelOutput) -> dict[str, JsonValue]:
     """A chat-completions response; tool calls in OpenAI's form (content null, arguments as JSON text)."""
-    message: dict[str, Any] = {"role": "assistant", "content": out.text}
+    message: dict[str, JsonValue] = {"role": "assistant", "content": out.text}
     finish = out.finish_reason
     if out.tool_calls:
         message["content"] = None
@@ -458,7 +462,7 @@ def chat_completion(model: str, out: ModelOutput) -> dict[str, Any]:
     }
 
 
-def text_completion(model: str, out: ModelOutput) -> dict[str, Any]:
+def text_completion(model: str, out: ModelOutput) -> dict[str, JsonValue]:
     return {
         "id": f"cmpl-{uuid.uuid4().hex[:12]}",
         "object": "text_completion",

@@ -25,7 +25,6 @@ before any call, naming the flag; `--allow-embedded ROLE` (repeatable) opts in.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -34,6 +33,10 @@ from harness.providers.embedded import is_embedded
 from harness.records import RoleConfig
 from harness.spec import DEFAULT_MODEL, ModelSpec, judge_panel, panel_roles
 from harness.suite import role_family
+
+# One of a role's settings (a RoleConfig field but its model): as a RoleConfig dumps it, or as the
+# command line wrote it (text, which RoleConfig coerces).
+Setting = str | int | float
 
 
 # ---------------------------------------------------------------- the roles of one run
@@ -139,7 +142,7 @@ def assign_roles(roles: Sequence[str], model: str, flags: RoleFlags, base: dict[
     for r, flag in given.items():  # what the user wrote is named in the error
         ModelSpec.parse(models[r], flag=flag.rstrip("="))
     # A role keeps the base's endpoint and overrides only while it keeps the base's model.
-    settings: dict[str, dict[str, Any]] = {r: base[r].model_dump(exclude={"model"}, exclude_none=True)
+    settings: dict[str, dict[str, Setting]] = {r: base[r].model_dump(exclude={"model"}, exclude_none=True)
                                            for r in models if r in base and base[r].model == models[r]}
     for r in panel_roles(models):
         settings.setdefault(r, {}).update(flags.panel_settings)
@@ -173,7 +176,7 @@ def refuse_silent_embedded(models: dict[str, str], under_test: str, defaulted: S
                 f"(or --role {role}=SPEC), or opt in with --allow-embedded {role}")
 
 
-def role_config(role: str, model: str, settings: dict[str, Any]) -> RoleConfig:
+def role_config(role: str, model: str, settings: dict[str, Setting]) -> RoleConfig:
     try:
         return RoleConfig(model=model, **settings)
     except ValidationError as exc:

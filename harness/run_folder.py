@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple, TextIO
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from harness.errors import HarnessError
 from harness.records import Metric, RunManifest, RunSummary, SampleRecord
@@ -27,7 +27,7 @@ from harness.redact import redact_text, redact_url
 from harness.spec import panel_roles
 
 
-def write_json_atomic(path: Path, data: BaseModel | dict[str, Any]) -> None:
+def write_json_atomic(path: Path, data: BaseModel | dict[str, JsonValue]) -> None:
     text = data.model_dump_json(indent=2) if isinstance(data, BaseModel) else json.dumps(data, indent=2)
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text + "\n", encoding="utf-8")

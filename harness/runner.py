@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
+
+from pydantic import JsonValue
 
 from harness.cache import CallCache
 from harness.calls import CallPolicy, CallStats, ManagedModel
@@ -67,8 +69,8 @@ async def _stage(coro: Awaitable[T], timeout_s: float, stage: Stage) -> tuple[T 
                                   traceback=traceback.format_exc(limit=20))]
 
 
-async def score_transcript(suite: Suite, scorer: Scorer, sample: Sample, output: dict[str, Any],
-                           ctx: SampleContext, timeout_s: float) -> tuple[dict[str, Any], list[ErrorRecord]]:
+async def score_transcript(suite: Suite, scorer: Scorer, sample: Sample, output: dict[str, JsonValue],
+                           ctx: SampleContext, timeout_s: float) -> tuple[dict[str, JsonValue], list[ErrorRecord]]:
     """The recorded transcript validated once into the suite's type, scored, and the scores
     validated before they are recorded; a mismatch is the sample's error, the run goes on."""
     try:
@@ -188,7 +190,7 @@ class RunPlan:
         return tuple(self.config.models)
 
 
-def config_hash(suite: Suite, config: RunConfig, corpus_id: dict[str, Any]) -> str:
+def config_hash(suite: Suite, config: RunConfig, corpus_id: dict[str, JsonValue]) -> str:
     blob = json.dumps(
         {"suite_version": suite.version, "config": config.result_fields(), "corpus": corpus_id.get("sha256")},
         sort_keys=True,

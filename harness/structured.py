@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, JsonValue, ValidationError
 
 from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput, ToolSpec
@@ -117,7 +117,7 @@ def parse_json_reply(text: str, schema_model: type[M]) -> M:
         raise ReplyProblem("invalid", f"{where}: {first['msg']}"[:200]) from None
 
 
-def with_form(config: GenerateConfig, form: Form, schema: dict[str, Any], tool: str = "reply") -> GenerateConfig:
+def with_form(config: GenerateConfig, form: Form, schema: dict[str, JsonValue], tool: str = "reply") -> GenerateConfig:
     """`config` asking for `schema` as `form` says. Stop strings are dropped under a constraint:
     one inside a JSON string would cut a valid object short."""
     if form == "constrained":
@@ -139,7 +139,8 @@ def bounded(schema: dict[str, Any], max_length: int, max_items: int | None = Non
     """A copy of `schema` in which every string without a `maxLength` (and without an `enum` or
     `const`) gets `max_length`, and every array without `maxItems` gets `max_items`: under
     constrained decoding a small model can otherwise write one string or list until `max_tokens`
-    and never close the object."""
+    and never close the object. Plain dicts (`Any` values) in and out: families pass their own
+    schema literals, and callers read and edit the copy's nested nodes before they send it."""
     def walk(node: Any) -> Any:
         if isinstance(node, list):
             return [walk(n) for n in node]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any, ClassVar, Generic, Literal, Protocol, cast, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, JsonValue, TypeAdapter, ValidationError
 from pydantic.fields import FieldInfo
 from typing_extensions import TypeVar  # TypeVar defaults (PEP 696) before Python 3.13
 
@@ -69,7 +69,7 @@ class Sample(Generic[DataT]):
 Payload = dict[str, Any] | BaseModel
 
 
-def dump_payload(payload: Payload) -> dict[str, Any]:
+def dump_payload(payload: Payload) -> dict[str, JsonValue]:
     """A payload as it is recorded (JSON types)."""
     return payload.model_dump(mode="json") if isinstance(payload, BaseModel) else payload
 
@@ -95,8 +95,8 @@ class Score:
 class SampleOutcome:
     """`Suite.run_sample`'s result: the transcript, the scores, and every error's message."""
 
-    output: dict[str, Any]
-    scores: dict[str, Any]
+    output: dict[str, JsonValue]
+    scores: dict[str, JsonValue]
     errors: list[str]
 
 
@@ -202,7 +202,7 @@ class Suite(ABC, Generic[DataT, TranscriptT, ScoresT]):
         return cls.metric_specs.get(metric.split("@", 1)[0], MetricSpec())
 
     @classmethod
-    def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:
+    def leaderboard_refusal(cls, options: dict[str, JsonValue]) -> str | None:
         """Why a run with these suite options must never be a leaderboard row (an upper bound, a
         diagnostic: e.g. ProGraf's `checker=oracle`), with the fix; None when it may. Leaderboard
         export refuses such a run with this reason."""
@@ -248,12 +248,12 @@ class Suite(ABC, Generic[DataT, TranscriptT, ScoresT]):
     def scorers(self) -> dict[str, Scorer[TranscriptT]]:
         """The suite's scorers by name; the first is the default."""
 
-    def read_transcript(self, output: dict[str, Any]) -> TranscriptT:
+    def read_transcript(self, output: dict[str, JsonValue]) -> TranscriptT:
         """A recorded transcript (its JSON dump) as the suite's `transcript_type`; the one place it
         is validated, on the solve and the re-score path alike."""
         return cast(TranscriptT, _validated(self, "transcript", self.transcript_type, output))
 
-    def read_scores(self, scores: dict[str, Any]) -> ScoresT:
+    def read_scores(self, scores: dict[str, JsonValue]) -> ScoresT:
         """A record's scores as the suite's `scores_type` (for metrics over records)."""
         return cast(ScoresT, _validated(self, "scores", self.scores_type, scores))
 
@@ -275,7 +275,7 @@ class Suite(ABC, Generic[DataT, TranscriptT, ScoresT]):
         self.read_scores(values)
         return SampleOutcome(output, values, [str(e) for e in [*transcript.errors, *score.errors]])
 
-    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
+    def scores_on_failure(self, sample: Sample) -> dict[str, JsonValue]:
         """Scores recorded when a sample fails as a whole (timeout, crash), so that metrics can
         count what it should have produced as errors instead of dropping it."""
         return {}
@@ -292,7 +292,7 @@ class Suite(ABC, Generic[DataT, TranscriptT, ScoresT]):
     def counts(self, records: list[SampleRecord]) -> dict[str, int]:
         return {}
 
-    def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
+    def official_summary(self, records: list[SampleRecord]) -> dict[str, JsonValue]:
         return {}
 
 
@@ -306,7 +306,7 @@ def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
     return _ADAPTERS[kind]
 
 
-def _validated(suite: Suite[Any, Any, Any], what: str, kind: type[Any] | None, value: dict[str, Any]) -> Any:
+def _validated(suite: Suite[Any, Any, Any], what: str, kind: type[Any] | None, value: dict[str, JsonValue]) -> Any:
     if kind is None:
         return value
     try:
@@ -335,12 +335,13 @@ def suite_class(name: str) -> type[Suite]:
 
 def get_suite(name: str, options: dict[str, Any] | None = None) -> Suite:
     """The installed suite `name`, built once with its options validated by its `Options` model
-    (text values from the command line are coerced by pydantic: `planner_attempts=1` is an int)."""
+    (text values from the command line are coerced by pydantic: `planner_attempts=1` is an int).
+    `options` is unchecked input (callers merge literals of mixed types), validated here."""
     cls = suite_class(name)
     return cls(parse_options(name, cls.Options, options or {}))
 
 
-def parse_options(suite: str, model: type[SuiteOptions], raw: dict[str, Any]) -> SuiteOptions:
+def parse_options(suite: str, model: type[SuiteOptions], raw: dict[str, JsonValue]) -> SuiteOptions:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
+
+from pydantic import JsonValue
 
 from harness.providers.base import Usage
 from harness.records import EpochSpread, Metric, SampleRecord
@@ -32,7 +34,7 @@ class MetricsAccumulator(Protocol):
 
     def counts(self) -> dict[str, int]: ...
 
-    def official(self) -> dict[str, Any]: ...
+    def official(self) -> dict[str, JsonValue]: ...
 
 
 @runtime_checkable
@@ -66,7 +68,7 @@ class RecordList:
     def counts(self) -> dict[str, int]:
         return self.suite.counts(self._sorted())
 
-    def official(self) -> dict[str, Any]:
+    def official(self) -> dict[str, JsonValue]:
         return self.suite.official_summary(self._sorted())
 
 
@@ -82,7 +84,7 @@ class Figures:
     breakdowns: dict[str, dict[str, Metric]]
     epochs: dict[str, EpochSpread]
     counts: dict[str, int]
-    official: dict[str, Any]
+    official: dict[str, JsonValue]
     usage: dict[str, Usage] = field(default_factory=dict)
 
 

@@ -8,10 +8,10 @@ ranked or loaded is a note in its section, never a failed report: the rest still
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from typing import Any
 
 from harness.errors import HarnessError
 from leaderboards.aggregate import DEFAULT_GROUP_BY, Leaderboard, build_leaderboard
@@ -22,7 +22,7 @@ from leaderboards.report import all_metrics_table, figure, hook_html, leaderboar
 from harness.claims.table import summary_line as claims_summary
 from harness.claims.table import to_html as claims_html
 from harness.claims.verdict import load_verdicts
-from leaderboards.sections import Family, families, find_suites, hook_section
+from leaderboards.sections import Family, Found, families, find_suites, hook_section
 
 BENCH_COLUMNS = ("adapters", "mode", "output_tok_s", "requests_s", "ttft_p50_ms", "ttft_p99_ms", "tpot_p50_ms")
 
@@ -50,15 +50,25 @@ def _board_summary(board: Leaderboard) -> str:
     return f"{board.suite}: {len(board.rows)} rows; top {top.label}, {board.metric} {fmt_metric(top, board.metric)}"
 
 
-def _family_section(family: Family, found: dict[str, Any], run_dirs: list[Path],
-                    options: dict[str, Any]) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class BoardOptions:
+    """How every suite's leaderboard in the report is built (`build_leaderboard`'s options)."""
+
+    group_by: tuple[str, ...]
+    include_incomplete: bool
+    prices: dict[str, Price] | None
+
+
+def _family_section(family: Family, found: dict[str, Found], run_dirs: list[Path],
+                    options: BoardOptions) -> tuple[str, list[str]]:
     """The family's HTML and its overview lines."""
     blocks, summary, ranked = [], [], {}
     for suite in family.suites:
         if not found[suite].runs:
             continue
         try:
-            board = build_leaderboard(run_dirs, suite, **options)
+            board = build_leaderboard(run_dirs, suite, group_by=options.group_by,
+                                      include_incomplete=options.include_incomplete, prices=options.prices)
         except HarnessError as exc:
             family.notes.append(f"{suite}: not ranked ({exc})")
             continue
@@ -88,17 +98,17 @@ def _bench_section(bench: list[Path]) -> tuple[str, list[str]]:
                 ["Serving benchmarks", "none given (--bench)"])
     rows = []
     for doc in docs:
-        for r in doc["rows"]:
-            rows.append("<tr>" + "".join(f'<td class="num">{escape(str(r.get(k, "-")))}</td>' for k in BENCH_COLUMNS)
-                        + f"<td>{escape(doc['_source'])}</td></tr>")
+        for p in doc.points:
+            rows.append("<tr>" + "".join(f'<td class="num">{escape(str(p.row.get(k, "-")))}</td>' for k in BENCH_COLUMNS)
+                        + f"<td>{escape(doc.source)}</td></tr>")
     table = ('<table class="bench"><thead><tr>' + "".join(f"<th>{k}</th>" for k in BENCH_COLUMNS)
              + "<th>file</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
     chart = figure(adapter_throughput(docs), "Adapter serving: output tokens/s against the number of adapters, per "
                    "mode (base is the ceiling).", "adapter-throughput")
-    best = max((r for d in docs for r in d["rows"]), key=lambda r: r["output_tok_s"])
+    best = max((p for d in docs for p in d.points), key=lambda p: p.output_tok_s)
     return (f'<section class="family" id="s-serving" data-family="serving"><h2>Serving benchmarks</h2>{chart}{table}</section>',
-            ["Serving benchmarks", f"{len(rows)} rows; fastest {best['mode']} at {best['adapters']} adapters: "
-             f"{best['output_tok_s']} tok/s"])
+            ["Serving benchmarks", f"{len(rows)} rows; fastest {best.mode} at {best.adapters} adapters: "
+             f"{best.output_tok_s} tok/s"])
 
 
 def _claims_section(run_dirs: list[Path]) -> tuple[str, list[str]] | None:
@@ -129,7 +139,7 @@ def combined_report(run_dirs: list[Path], *, bench: list[Path], group_by: tuple[
         where = ", ".join(str(d) for d in run_dirs)
         raise HarnessError(f"nothing to report in {where}: no runs (`harness eval`) and no saved reports "
                            "(e.g. `harness papers check --all --run-dir RUN_DIR`); check --run-dir")
-    options = {"group_by": group_by, "include_incomplete": include_incomplete, "prices": prices}
+    options = BoardOptions(group_by, include_incomplete, prices)
     cards, bodies = [], []
     for family in families(list(found)):
         html, card = _family_section(family, found, run_dirs, options)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
@@ -141,7 +141,36 @@ def compare_runs(run_dirs: list[Path], run_a: str, run_b: str, *, metrics: list[
                       only_b=len(units_b) - len(shared), metrics=out, resamples=resamples, seed=seed, notes=notes)
 
 
-def comparison_dict(c: Comparison) -> dict[str, Any]:
+class MetricComparisonJson(TypedDict):
+    metric: str
+    n: int
+    a: float | None
+    b: float | None
+    diff: float | None
+    diff_ci_low: float | None
+    diff_ci_high: float | None
+    p_value: float | None
+    a_better: int
+    b_better: int
+    flipped: int
+
+
+class ComparisonJson(TypedDict):
+    """`harness leaderboard compare --json`: a comparison as printed (key order included)."""
+
+    run_a: str
+    run_b: str
+    suite: str
+    shared_samples: int
+    only_a: int
+    only_b: int
+    resamples: int
+    seed: int
+    notes: list[str]
+    metrics: list[MetricComparisonJson]
+
+
+def comparison_dict(c: Comparison) -> ComparisonJson:
     return {
         "run_a": c.run_a.run_id, "run_b": c.run_b.run_id, "suite": c.run_a.suite,
         "shared_samples": c.shared, "only_a": c.only_a, "only_b": c.only_b,

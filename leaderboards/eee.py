@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from harness.errors import HarnessError
 from harness.records import Metric, RoleConfig
@@ -39,7 +39,101 @@ INSTALL = ("--format eee checks every document with the every-eval-ever package,
            "here: run `make install` (it installs every-eval-ever==0.3.0)")
 
 
-def _validator() -> tuple[str, Callable[[dict[str, Any]], list[str]]]:
+# The document's shape: the parts of the every-eval-ever schema this export writes. Plain dicts
+# (TypedDicts) because the document is the file: it is validated and dumped as built, key order included.
+
+class ModelDetails(TypedDict):
+    deployment_type: str
+    model_availability: str
+
+
+class ModelInfo(TypedDict):
+    name: str
+    id: str
+    inference_platform: str
+    additional_details: ModelDetails
+
+
+class Judge(TypedDict):
+    model_info: ModelInfo
+    additional_details: dict[str, str]  # the run's role name
+    temperature: NotRequired[float]
+
+
+class Judging(TypedDict):
+    judges: list[Judge]
+    input_prompt: str
+
+
+class ConfidenceInterval(TypedDict):
+    lower: float
+    upper: float
+    confidence_level: float
+    method: str
+
+
+class Uncertainty(TypedDict, total=False):
+    confidence_interval: ConfidenceInterval
+    num_samples: int
+
+
+class ScoreDetails(TypedDict):
+    score: float | None
+    details: dict[str, str]
+    uncertainty: NotRequired[Uncertainty]
+
+
+class MetricConfig(TypedDict):
+    metric_id: str
+    metric_name: str
+    lower_is_better: bool
+    evaluation_description: str
+    metric_unit: NotRequired[str]
+    llm_scoring: NotRequired[Judging]
+
+
+class SourceData(TypedDict):
+    dataset_name: str
+    source_type: str
+    additional_details: dict[str, str]
+
+
+class EvaluationResult(TypedDict):
+    evaluation_result_id: str
+    evaluation_name: str
+    source_data: SourceData
+    metric_config: MetricConfig
+    score_details: ScoreDetails
+
+
+class SourceMetadata(TypedDict):
+    source_name: str
+    source_type: str
+    source_organization_name: str
+    evaluator_relationship: str
+    additional_details: dict[str, str]
+
+
+class EvalLibrary(TypedDict):
+    name: str
+    version: str
+    additional_details: dict[str, str]
+
+
+class Document(TypedDict):
+    """One leaderboard row as an every-eval-ever evaluation log."""
+
+    schema_version: str
+    evaluation_id: str
+    retrieved_timestamp: str
+    source_metadata: SourceMetadata
+    eval_library: EvalLibrary
+    model_info: ModelInfo
+    evaluation_results: list[EvaluationResult]
+    evaluation_timestamp: NotRequired[str]
+
+
+def _validator() -> tuple[str, Callable[[Document], list[str]]]:
     """The installed schema's version and a function listing a document's problems (empty: valid)."""
     try:
         import jsonschema
@@ -52,7 +146,7 @@ def _validator() -> tuple[str, Callable[[dict[str, Any]], list[str]]]:
     schema = schema_json("eval.schema.json")
     checker = jsonschema.Draft7Validator(schema)
 
-    def problems(doc: dict[str, Any]) -> list[str]:
+    def problems(doc: Document) -> list[str]:
         found = [f"{'/'.join(map(str, e.absolute_path)) or '(document)'}: {e.message}"
                  for e in checker.iter_errors(doc)]
         try:
@@ -72,7 +166,7 @@ def _harness_version() -> str:
         return UNKNOWN
 
 
-def model_info(spec: str) -> dict[str, Any]:
+def model_info(spec: str) -> ModelInfo:
     """A `provider/name` spec as the schema's model_info; the spec itself is the id (the schema's
     own example ids are provider-prefixed)."""
     provider, _, name = spec.partition("/")
@@ -96,15 +190,16 @@ def _roles(row: Row) -> dict[str, RoleConfig]:
     return roles
 
 
-def _judging(board: Leaderboard, row: Row, roles: dict[str, RoleConfig]) -> dict[str, Any] | None:
+def _judging(board: Leaderboard, row: Row, roles: dict[str, RoleConfig]) -> Judging | None:
     panel = panel_roles(roles)
     if not panel:
         return None
     judges = []
     for role in panel:
-        judge: dict[str, Any] = {"model_info": model_info(roles[role].model), "additional_details": {"role": role}}
-        if roles[role].temperature is not None:
-            judge["temperature"] = roles[role].temperature
+        judge: Judge = {"model_info": model_info(roles[role].model), "additional_details": {"role": role}}
+        temperature = roles[role].temperature
+        if temperature is not None:
+            judge["temperature"] = temperature
         judges.append(judge)
     return {"judges": judges,
             # The run records hold the judge's model, not its prompt text: the prompt is the suite's code.
@@ -112,9 +207,9 @@ def _judging(board: Leaderboard, row: Row, roles: dict[str, RoleConfig]) -> dict
                             f"{_harness_version()} (its text is in the suite's code, not in the run record)"}
 
 
-def _score(m: Metric) -> dict[str, Any]:
-    details: dict[str, Any] = {"score": m.value, "details": {"n": str(m.n)}}
-    uncertainty: dict[str, Any] = {}
+def _score(m: Metric) -> ScoreDetails:
+    details: ScoreDetails = {"score": m.value, "details": {"n": str(m.n)}}
+    uncertainty: Uncertainty = {}
     if m.ci_low is not None and m.ci_high is not None:
         uncertainty["confidence_interval"] = {"lower": m.ci_low, "upper": m.ci_high, "confidence_level": CI_LEVEL,
                                               "method": CI_METHOD}
@@ -136,21 +231,21 @@ def _corpus(row: Row) -> dict[str, str]:
     return {}
 
 
-def document(board: Leaderboard, row: Row, schema_version: str, retrieved: str) -> dict[str, Any]:
+def document(board: Leaderboard, row: Row, schema_version: str, retrieved: str) -> Document:
     roles = _roles(row)
     judging = _judging(board, row, roles)
     ended = max((r.ended or r.started or "" for r in row.runs), default="")
     others = {f"role_{role}": rc.model for role, rc in sorted(roles.items())
               if role != "assistant" and role not in panel_roles(roles)}
-    results = []
+    results: list[EvaluationResult] = []
     for name in [board.metric] + [n for n in row.metrics if n != board.metric]:
         m = row.metrics.get(name)
         if m is None or m.value is None:
             continue  # the schema's score is a number: a metric with no value (nothing scored) is left out
         spec = board.spec(name)
-        config: dict[str, Any] = {"metric_id": name, "metric_name": name, "lower_is_better": spec.lower_is_better,
-                                  "evaluation_description": f"{board.suite} {row.suite_version}: {name}"
-                                  + (f" ({spec.description})" if spec.description else "")}
+        config: MetricConfig = {"metric_id": name, "metric_name": name, "lower_is_better": spec.lower_is_better,
+                                "evaluation_description": f"{board.suite} {row.suite_version}: {name}"
+                                + (f" ({spec.description})" if spec.description else "")}
         if spec.unit:
             config["metric_unit"] = spec.unit
         if judging is not None:
@@ -159,7 +254,7 @@ def document(board: Leaderboard, row: Row, schema_version: str, retrieved: str) 
                         "source_data": {"dataset_name": board.suite, "source_type": "other",
                                         "additional_details": _corpus(row)},
                         "metric_config": config, "score_details": _score(m)})
-    doc: dict[str, Any] = {
+    doc: Document = {
         "schema_version": schema_version,
         "evaluation_id": f"{board.suite}/{row.model or row.label}/{retrieved}",
         "retrieved_timestamp": retrieved,

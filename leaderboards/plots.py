@@ -16,8 +16,11 @@ import io
 import json
 import math
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import JsonValue
 
 from harness.errors import HarnessError
 from harness.presenter import presenter_for
@@ -206,8 +209,38 @@ def breakdown_heatmaps(board: Leaderboard) -> list[tuple[str, str, str]]:
     return out
 
 
-def load_bench(path: Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class BenchPoint:
+    """One row of an adapters benchmark: the fields plotted, and the row as written (the report's
+    table shows its cells as they are)."""
+
+    adapters: int
+    mode: str
+    output_tok_s: float
+    row: dict[str, JsonValue]
+
+
+@dataclass(frozen=True)
+class BenchFile:
     """An adapters benchmark result (`harness bench adapters --out DIR` writes adapters_bench.json)."""
+
+    source: str  # the file read
+    points: list[BenchPoint]
+
+
+def _point(row: JsonValue) -> BenchPoint | None:
+    if not isinstance(row, dict):
+        return None
+    adapters, mode, rate = row.get("adapters"), row.get("mode"), row.get("output_tok_s")
+    if isinstance(adapters, bool) or not isinstance(adapters, int) or not isinstance(mode, str):
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)):
+        return None
+    return BenchPoint(adapters, mode, rate, row)
+
+
+def load_bench(path: Path) -> BenchFile:
+    """The adapters benchmark result at `path` (the file, or the folder that holds it)."""
     file = path / "adapters_bench.json" if path.is_dir() else path
     fix = "pass the adapters_bench.json that `harness bench adapters --out DIR` wrote"
     try:
@@ -217,22 +250,23 @@ def load_bench(path: Path) -> dict[str, Any]:
     except ValueError as exc:
         raise HarnessError(f"--bench {path}: not valid JSON ({exc}); {fix}") from None
     rows = doc.get("rows") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or not rows or not all(isinstance(r, dict) and {"adapters", "mode", "output_tok_s"} <= set(r) for r in rows):
+    points = [_point(r) for r in rows] if isinstance(rows, list) else []
+    found = [p for p in points if p is not None]
+    if not found or len(found) < len(points):
         raise HarnessError(f"--bench {path}: rows with adapters, mode and output_tok_s expected; {fix}")
-    doc["_source"] = str(file)
-    return doc
+    return BenchFile(str(file), found)
 
 
-def adapter_throughput(docs: list[dict[str, Any]]) -> str:
+def adapter_throughput(docs: list[BenchFile]) -> str:
     """Output tokens/s against the number of adapters, one line per mode (and per file)."""
-    series = [(doc, mode, f"{mode} ({Path(doc['_source']).parent.name})" if len(docs) > 1 else mode)
-              for doc in docs for mode in dict.fromkeys(r["mode"] for r in doc["rows"])]
+    series = [(doc, mode, f"{mode} ({Path(doc.source).parent.name})" if len(docs) > 1 else mode)
+              for doc in docs for mode in dict.fromkeys(p.mode for p in doc.points)]
     # The legend goes beside the plot, never on its lines: the figure widens by the legend's width.
     legend_w = max(text_width(label, LEGEND_PT) for _, _, label in series) + 0.8
     fig = _figure(min(PAGE_WIDTH, 5.6 + legend_w), 4.2)
     ax = fig.add_subplot()
     for doc, mode, label in series:
-        points = sorted((r["adapters"], r["output_tok_s"]) for r in doc["rows"] if r["mode"] == mode)
+        points = sorted((p.adapters, p.output_tok_s) for p in doc.points if p.mode == mode)
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=label)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("adapters")

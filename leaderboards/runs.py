@@ -10,7 +10,8 @@ import functools
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from pydantic import JsonValue
 
 from harness.errors import HarnessError
 from harness.providers.base import Usage
@@ -80,7 +81,7 @@ def metric_spec(suite: str, metric: str, runs: Iterable[RunInfo] = ()) -> Metric
     return cls.metric_spec(metric) if cls is not None else MetricSpec()
 
 
-def labelled_options(suite: str, options: dict[str, Any]) -> dict[str, Any]:
+def labelled_options(suite: str, options: dict[str, JsonValue]) -> dict[str, JsonValue]:
     """The run's suite options plus the defaults of the options its suite always names
     (`Suite.label_options`), so a run of the default says what it ran."""
     cls = installed_suite(suite)
@@ -90,7 +91,7 @@ def labelled_options(suite: str, options: dict[str, Any]) -> dict[str, Any]:
     return {k: fields[k].default for k in cls.label_options if k in fields} | dict(options)
 
 
-def setup_label(options: dict[str, Any], models: dict[str, str]) -> str:
+def setup_label(options: dict[str, JsonValue], models: dict[str, str]) -> str:
     """`agent=cdwm; world_model=openai/x`: suite options, then roles other than the assistant and
     the judges, sorted, so equal setups give equal labels."""
     parts = [f"{k}={options[k]}" for k in sorted(options)]
@@ -110,15 +111,18 @@ def check_run_dirs(run_dirs: list[Path]) -> list[Path]:
     return list(seen.values())
 
 
-def _index_rows(run_dir: Path) -> list[dict[str, Any]]:
+def _indexed(run_dir: Path) -> list[RunInfo]:
+    """The runs `index.sqlite` lists (its rows as they are, no details), in its order."""
     if not (run_dir / "index.sqlite").exists():
         return []
     index = RunIndex(run_dir)
     try:
-        rows = index.runs()
-        for row in rows:
-            row["_metrics"] = index.metrics(row["run_id"])
-        return rows
+        return [RunInfo(run_id=row["run_id"], run_dir=run_dir, suite=row["suite"], suite_version=row["suite_version"],
+                        model=row["model"], judge=row["judge"], status=row["status"], started=row["started"],
+                        ended=row["ended"], samples=row["samples"] or 0, errors=row["errors"] or 0,
+                        config_hash=row["config_hash"], headline_metric=row["headline_metric"],
+                        metrics=index.metrics(row["run_id"]))
+                for row in index.runs()]
     finally:
         index.close()
 
@@ -154,15 +158,9 @@ def load_runs(run_dirs: list[Path], suite: str | None = None, *, details: bool =
     """Every run recorded in the run dirs' `index.sqlite` (of `suite`, if given), oldest first."""
     runs: dict[str, RunInfo] = {}
     for run_dir in check_run_dirs(run_dirs):
-        for row in _index_rows(run_dir):
-            if row["run_id"] in runs or (suite and row["suite"] != suite):
+        for run in _indexed(run_dir):
+            if run.run_id in runs or (suite and run.suite != suite):
                 continue
-            run = RunInfo(
-                run_id=row["run_id"], run_dir=run_dir, suite=row["suite"], suite_version=row["suite_version"],
-                model=row["model"], judge=row["judge"], status=row["status"], started=row["started"],
-                ended=row["ended"], samples=row["samples"] or 0, errors=row["errors"] or 0,
-                config_hash=row["config_hash"], headline_metric=row["headline_metric"], metrics=row["_metrics"],
-            )
             runs[run.run_id] = _details(run) if details else run
     return sorted(runs.values(), key=lambda r: (r.started or "", r.run_id))
 

@@ -10,6 +10,9 @@ The release ships JSON files, each a list of tasks, in the split folders `train/
 copy has candidates either as objects or as JSON strings. Both are read here. Fields this project
 adds (its own corpus) live under a `cdwm` key on a task or a step and never displace official ones.
 
+`load_tasks(...)` returns `Task` models (with the split each was read from); `Task.model_dump()` is
+the release's record again, as the environment protocol takes it.
+
 `load_tasks(source, split)`: `source` is a JSON file, a folder (split subfolders, or JSON files
 directly), a Hugging Face dataset id (only where the network allows), or None for the project's
 own corpus in this folder.
@@ -25,7 +28,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from harness.errors import HarnessError
+from harness.environment import Delta
+from harness.errors import HarnessError, invalid
 
 OWN_CORPUS = Path(__file__).parent
 # Our split names (Mind2Web's test sets) -> the release's folder names.
@@ -34,6 +38,8 @@ SPLIT_FOLDERS = {"train": "train", "cross_task": "test_task", "cross_website": "
 TEST_SPLITS = ("cross_task", "cross_website", "cross_domain")
 SPLITS = ("test", "all", *SPLIT_FOLDERS)  # test = the three test splits; all = every task found
 OPS = ("CLICK", "TYPE", "SELECT")
+_NEEDS = ("a Mind2Web task needs annotation_id, website, domain, confirmed_task, action_reprs and actions with "
+          "cleaned_html, operation and pos_candidates")
 _FIX = ("pass --corpus PATH to a Mind2Web JSON file or a folder of them (the release's data/ folder with "
         "train/ test_task/ test_website/ test_domain/), or a Hugging Face dataset id such as osunlp/Mind2Web")
 
@@ -65,12 +71,28 @@ class Candidate(BaseModel):
     def _text_id(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) else value
 
-    def attribute_map(self) -> dict[str, Any]:
+    def attribute_map(self) -> dict[str, Any]:  # the release's JSON string, decoded
         try:
             parsed = json.loads(self.attributes)
         except (TypeError, ValueError):
             return {}
         return parsed if isinstance(parsed, dict) else {}
+
+
+class StepExtra(BaseModel):
+    """What the project's own corpus records of a step (`environments.mind2web.build`)."""
+
+    url: str
+    delta: Delta  # what the gold action changed
+    irreversible: bool
+    candidate_deltas: dict[str, Delta] = Field(default_factory=dict)  # backend_node_id -> what pressing it changes
+
+
+class TaskExtra(BaseModel):
+    """What the project's own corpus records of a task: its script's key and start page."""
+
+    key: str
+    start_url: str
 
 
 class Step(BaseModel):
@@ -81,6 +103,7 @@ class Step(BaseModel):
     operation: Operation
     pos_candidates: list[Candidate]
     neg_candidates: list[Candidate] = Field(default_factory=list)
+    cdwm: StepExtra | None = None  # the own corpus only
 
     @field_validator("pos_candidates", "neg_candidates", mode="before")
     @classmethod
@@ -100,11 +123,13 @@ class Task(BaseModel):
     confirmed_task: str
     action_reprs: list[str]
     actions: list[Step] = Field(min_length=1)
+    cdwm: TaskExtra | None = None  # the own corpus only
+    split: str = ""  # our split name of the folder it was read from (`unsplit` for a bare file), set by `load_tasks`
 
 
-def load_tasks(source: str | Path | None = None, split: str = "test") -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Validated tasks (as dicts in the release's field names, plus `split`) and the corpus identity
-    (path and sha256 of every file read, or the hub id) for the manifest."""
+def load_tasks(source: str | Path | None = None, split: str = "test") -> tuple[list[Task], dict[str, str | None]]:
+    """Validated tasks (in the release's field names, plus `split`) and the corpus identity (path
+    and sha256 of every file read, or the hub id) for the manifest."""
     if split not in SPLITS:
         raise HarnessError(f"Mind2Web split {split!r}: use one of {', '.join(SPLITS)}")
     text = str(source) if source is not None else ""
@@ -116,7 +141,7 @@ def load_tasks(source: str | Path | None = None, split: str = "test") -> tuple[l
             return _load_hub(text, split), {"path": f"hf:{text}", "sha256": None}
         raise HarnessError(f"Mind2Web corpus {text} not found: {_FIX}")
     files = _split_files(path, split)
-    tasks: list[dict[str, Any]] = []
+    tasks: list[Task] = []
     seen: set[str] = set()
     digest = hashlib.sha256()
     for file, file_split in files:
@@ -124,25 +149,22 @@ def load_tasks(source: str | Path | None = None, split: str = "test") -> tuple[l
         digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode() + b"\0" + raw)
         for i, row in enumerate(_json_rows(file, raw)):
             task = validate_task(row, f"{file}[{i}]")
-            if task["annotation_id"] in seen:
-                raise HarnessError(f"{file}[{i}]: annotation_id {task['annotation_id']!r} appears twice; ids must be unique")
-            seen.add(task["annotation_id"])
-            tasks.append(task | {"split": file_split})
+            if task.annotation_id in seen:
+                raise HarnessError(f"{file}[{i}]: annotation_id {task.annotation_id!r} appears twice; ids must be unique")
+            seen.add(task.annotation_id)
+            task.split = file_split
+            tasks.append(task)
     if not tasks:
         raise HarnessError(f"Mind2Web corpus {path} holds no tasks for split {split!r}: {_FIX}")
     return tasks, {"path": str(path.resolve()), "split": split, "sha256": digest.hexdigest()}
 
 
-def validate_task(row: Any, where: str) -> dict[str, Any]:
+def validate_task(row: Any, where: str) -> Task:
     """One task checked against the release's format; a bad one is one line naming the field."""
     try:
-        return Task.model_validate(row).model_dump(mode="json")
+        return Task.model_validate(row)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "task"
-        raise HarnessError(f"{where}: field {loc}: {first['msg']} (a Mind2Web task needs annotation_id, website, "
-                           f"domain, confirmed_task, action_reprs and actions with cleaned_html, operation and "
-                           f"pos_candidates)") from None
+        raise HarnessError(invalid(exc, where, _NEEDS)) from None
 
 
 def _split_files(path: Path, split: str) -> list[tuple[Path, str]]:
@@ -174,7 +196,7 @@ def _json_rows(file: Path, raw: bytes) -> list[Any]:
     return data if isinstance(data, list) else [data]
 
 
-def _load_hub(dataset_id: str, split: str) -> list[dict[str, Any]]:
+def _load_hub(dataset_id: str, split: str) -> list[Task]:
     """The hub copy (its `train` split; the test splits are distributed as a protected archive)."""
     fix = ("download the release's JSON files and pass --corpus PATH, or run where huggingface.co is reachable "
            "(HF_HUB_OFFLINE unset)")
@@ -189,4 +211,7 @@ def _load_hub(dataset_id: str, split: str) -> list[dict[str, Any]]:
         raise HarnessError(f"Hugging Face dataset {dataset_id!r} (split {hub_split}) could not be loaded "
                            f"({type(exc).__name__}: {str(exc)[:120]}); {fix}") from None
     name = "train" if hub_split == "train" else split
-    return [validate_task(row, f"hf:{dataset_id}[{i}]") | {"split": name} for i, row in enumerate(ds)]
+    tasks = [validate_task(row, f"hf:{dataset_id}[{i}]") for i, row in enumerate(ds)]
+    for task in tasks:
+        task.split = name
+    return tasks

@@ -23,10 +23,94 @@ import time
 from typing import Any
 
 import typer
+from pydantic import BaseModel
 
 from environments.adv0.sim.scenario import TRAIN_MANOEUVRES, IdmParams, ScenarioParams, all_scenarios
 
 OVERHEAD_TARGET = 0.10  # the issue's budget: our episode adds at most 10% over highway-env's step()
+
+
+# The measurements, in the order `--json` prints their keys (a field left None is left out).
+class ToyBench(BaseModel):
+    episodes: int
+    wall_s: float
+    cpu_s: float
+    episodes_per_s: float
+
+
+class ToySkipped(BaseModel):
+    skipped: str
+
+
+class HighwayRun(BaseModel):
+    episodes: int
+    steps: int
+    crashes: int
+    episodes_per_s: float
+    cpu_s_per_episode: float
+    ms_per_step: float
+
+
+class HighwayBench(BaseModel):
+    family: str
+    normal: HighwayRun
+    attacked: HighwayRun
+
+
+class OverheadBench(BaseModel):
+    family: str
+    episodes: int
+    steps: list[int]  # [bare, ours]
+    bare_ms_per_step: float
+    ours_ms_per_step: float
+    bare_cpu_s_per_episode: float
+    ours_cpu_s_per_episode: float
+    overhead: float
+    within_target: bool
+
+
+class DrivingBench(BaseModel):
+    """`harness bench driving`."""
+
+    toy: ToyBench | ToySkipped
+    highway: HighwayBench
+    overhead: OverheadBench
+    wall_s: float
+
+
+class MatrixCell(BaseModel):
+    """One defender against one attacker."""
+
+    cpu_s_per_episode: float
+    episodes_per_s_per_core: float
+    steps: int
+    cpu_s_per_step: float
+    episodes: int
+    crashes: int
+
+
+class MatrixBench(BaseModel):
+    family: str
+    episodes: int
+    cells: dict[str, MatrixCell]  # by "defender/attacker"
+    idm_driver: str | None = None  # which planner / DQN played (None: that defender was not measured)
+    dqn_driver: str | None = None
+
+
+class ChecksBench(BaseModel):
+    """`harness bench driving --checks`."""
+
+    matrix: MatrixBench
+    families_cpu_s_per_episode: dict[str, float]
+    context_cpu_s: float
+    checks: dict[str, dict[str, float]]  # check -> cpu_s, parallel, serial
+    wall_s_2_cores: dict[str, float]
+    wall_s_64_cores: dict[str, float]
+    bench_wall_s: float
+
+
+def to_json(found: BaseModel) -> str:
+    return json.dumps(found.model_dump(exclude_none=True), indent=2)
 
 
 def _clock() -> tuple[float, float]:
@@ -38,10 +122,10 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
     return wall - start[0], cpu - start[1]
 
 
-def bench_toy(seeds: int = 4) -> dict[str, Any]:
+def bench_toy(seeds: int = 4) -> ToyBench | ToySkipped:
     """The toy world's whole scenario space for `seeds` seeds in one vectorised call."""
     if importlib.util.find_spec("environments.adv0.sim.toy") is None:
-        return {"skipped": "environments/adv0/sim/toy.py is not there"}
+        return ToySkipped(skipped="environments/adv0/sim/toy.py is not there")
     from environments.adv0.sim import toy
 
     z = all_scenarios()
@@ -50,7 +134,7 @@ def bench_toy(seeds: int = 4) -> dict[str, Any]:
     toy.evaluate(range(seeds), z)
     wall, cpu = _since(start)
     n = seeds * len(z)
-    return {"episodes": n, "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "episodes_per_s": round(n / wall, 1)}
+    return ToyBench(episodes=n, wall_s=round(wall, 3), cpu_s=round(cpu, 3), episodes_per_s=round(n / wall, 1))
 
 
 def _attack(i: int) -> ScenarioParams:
@@ -65,30 +149,30 @@ def _attack(i: int) -> ScenarioParams:
     )
 
 
-def bench_highway(episodes: int = 10, family: str = "highway") -> dict[str, Any]:
+def bench_highway(episodes: int = 10, family: str = "highway") -> HighwayBench:
     """The IDM defender in normal and attacked traffic: episodes/s and CPU-s per episode."""
     from environments.adv0.sim.highway import run_episode
 
     run_episode(family, 10_000, None, planner=IdmParams())  # warm-up
-    out: dict[str, Any] = {"family": family}
+    runs: dict[str, HighwayRun] = {}
     for label, attack in (("normal", lambda i: None), ("attacked", _attack)):
         start, steps, crashes = _clock(), 0, 0
         for i in range(episodes):
             r = run_episode(family, i, attack(i), planner=IdmParams())
             steps, crashes = steps + r.steps, crashes + int(r.crashed)
         wall, cpu = _since(start)
-        out[label] = {
-            "episodes": episodes,
-            "steps": steps,
-            "crashes": crashes,
-            "episodes_per_s": round(episodes / wall, 2),
-            "cpu_s_per_episode": round(cpu / episodes, 3),
-            "ms_per_step": round(1000 * wall / max(steps, 1), 2),
-        }
-    return out
+        runs[label] = HighwayRun(
+            episodes=episodes,
+            steps=steps,
+            crashes=crashes,
+            episodes_per_s=round(episodes / wall, 2),
+            cpu_s_per_episode=round(cpu / episodes, 3),
+            ms_per_step=round(1000 * wall / max(steps, 1), 2),
+        )
+    return HighwayBench(family=family, normal=runs["normal"], attacked=runs["attacked"])
 
 
-def bench_overhead(episodes: int = 10, family: str = "highway") -> dict[str, Any]:
+def bench_overhead(episodes: int = 10, family: str = "highway") -> OverheadBench:
     """Our episode vs a bare highway-env loop over the same trajectories (the same IDM ego, normal
     traffic, same seeds, interleaved): CPU time in `env.step()` alone vs in `HighwayEpisode.step()`,
     and whole episodes (bare: a fresh environment + reset + steps; ours: start_episode + steps +
@@ -127,17 +211,17 @@ def bench_overhead(episodes: int = 10, family: str = "highway") -> dict[str, Any
         episode_s["ours"] += time.process_time() - t_ep
     ms = {k: 1000 * step_s[k] / max(steps[k], 1) for k in step_s}
     overhead = ms["ours"] / ms["bare"] - 1 if ms["bare"] > 0 else 0.0
-    return {
-        "family": family,
-        "episodes": episodes,
-        "steps": [steps["bare"], steps["ours"]],
-        "bare_ms_per_step": round(ms["bare"], 3),
-        "ours_ms_per_step": round(ms["ours"], 3),
-        "bare_cpu_s_per_episode": round(episode_s["bare"] / episodes, 3),
-        "ours_cpu_s_per_episode": round(episode_s["ours"] / episodes, 3),
-        "overhead": round(overhead, 4),
-        "within_target": overhead <= OVERHEAD_TARGET,
-    }
+    return OverheadBench(
+        family=family,
+        episodes=episodes,
+        steps=[steps["bare"], steps["ours"]],
+        bare_ms_per_step=round(ms["bare"], 3),
+        ours_ms_per_step=round(ms["ours"], 3),
+        bare_cpu_s_per_episode=round(episode_s["bare"] / episodes, 3),
+        ours_cpu_s_per_episode=round(episode_s["ours"] / episodes, 3),
+        overhead=round(overhead, 4),
+        within_target=overhead <= OVERHEAD_TARGET,
+    )
 
 
 # ---------------------------------------------------------------- per defender and attacker (issue 41, item 3)
@@ -201,15 +285,16 @@ def bench_matrix(
     family: str = "highway",
     defenders: tuple[str, ...] = MATRIX_DEFENDERS,
     attackers: tuple[str, ...] = MATRIX_ATTACKERS,
-) -> dict[str, Any]:
+) -> MatrixBench:
     """CPU-seconds per episode, and episodes per second per core (= per CPU-second), for each
     defender against each attacker; the draws are made before the clock starts."""
-    out: dict[str, Any] = {"family": family, "episodes": episodes, "cells": {}}
+    cells: dict[str, MatrixCell] = {}
+    drivers: dict[str, str] = {}
     seeds = list(range(20_000, 20_000 + episodes))
     draws = {a: _draws(a, family, seeds) for a in attackers}
     for d in defenders:
         driver, note = _dqn_driver() if d == "dqn" else (None, "IDM/MOBIL, default parameters")
-        out[f"{d}_driver"] = note
+        drivers[d] = note
         _episode(d, driver, family, 10_000, None, False)  # warm-up
         for a in attackers:
             cpu0, steps, crashes = time.process_time(), 0, 0
@@ -217,15 +302,16 @@ def bench_matrix(
                 r = _episode(d, driver, family, s, z, a == "closed_loop")
                 steps, crashes = steps + r.steps, crashes + int(r.crashed)
             cpu = time.process_time() - cpu0
-            out["cells"][f"{d}/{a}"] = {
-                "cpu_s_per_episode": round(cpu / episodes, 3),
-                "episodes_per_s_per_core": round(episodes / cpu, 2),
-                "steps": steps,
-                "cpu_s_per_step": round(cpu / max(steps, 1), 4),
-                "episodes": episodes,
-                "crashes": crashes,
-            }
-    return out
+            cells[f"{d}/{a}"] = MatrixCell(
+                cpu_s_per_episode=round(cpu / episodes, 3),
+                episodes_per_s_per_core=round(episodes / cpu, 2),
+                steps=steps,
+                cpu_s_per_step=round(cpu / max(steps, 1), 4),
+                episodes=episodes,
+                crashes=crashes,
+            )
+    return MatrixBench(family=family, episodes=episodes, cells=cells, idm_driver=drivers.get("idm"),
+                       dqn_driver=drivers.get("dqn"))
 
 
 def bench_families(episodes: int = 4) -> dict[str, float]:
@@ -265,7 +351,7 @@ LLM_S_PER_STEP, LLM_STEPS_PER_EPISODE = 2.7, 20
 C1_S_PER_CONTEXT, C2_TRAIN_S, C2_S_PER_CONTEXT = 5.3 / 8, 20.0, 3 * 0.21
 
 
-def check_costs(cells: dict[str, Any], families: dict[str, float], context_s: float) -> dict[str, dict[str, float]]:
+def check_costs(cells: dict[str, MatrixCell], families: dict[str, float], context_s: float) -> dict[str, dict[str, float]]:
     """CPU-seconds of each check at its registered default size (`claims.SIZES`), split into what
     `parallel.py` spreads over workers (planner episodes of the evaluation and of the exposure
     checks' attacker training) and what runs in one process (CEM and the loops' attacker rollouts
@@ -275,14 +361,14 @@ def check_costs(cells: dict[str, Any], families: dict[str, float], context_s: fl
 
     def c(key: str) -> float:
         planner = "idm/" + key.split("/", 1)[1]
-        if key.startswith("dqn/") and key in cells and "cpu_s_per_step" in cells[key]:
+        if key.startswith("dqn/") and key in cells:
             # per step, times the planner's steps per episode: an untrained (or crash-prone) DQN's short
             # episodes would understate what a trained one's full episodes cost
-            steps = cells[planner]["steps"] / cells[planner].get("episodes", 1)
-            return float(cells[key]["cpu_s_per_step"]) * float(steps)
+            steps = cells[planner].steps / cells[planner].episodes
+            return float(cells[key].cpu_s_per_step) * float(steps)
         if key not in cells:  # the DQN not measured (--no-dqn): as the planner's
             key = planner
-        return float(cells[key]["cpu_s_per_episode"])
+        return float(cells[key].cpu_s_per_episode)
 
     def sz(check: str, name: str) -> int:
         return int(SIZES[check][name])
@@ -335,46 +421,40 @@ def wall_estimate(costs: dict[str, dict[str, float]], cores: int, efficiency: fl
     return {k: round(v["serial"] + v["parallel"] / (cores * efficiency), 1) for k, v in costs.items()}
 
 
-def run_driving_bench(episodes: int = 10, family: str = "highway", toy_seeds: int = 4) -> dict[str, Any]:
+def run_driving_bench(episodes: int = 10, family: str = "highway", toy_seeds: int = 4) -> DrivingBench:
     start = time.perf_counter()
-    result: dict[str, Any] = {
-        "toy": bench_toy(toy_seeds),
-        "highway": bench_highway(episodes, family),
-        "overhead": bench_overhead(episodes, family),
-    }
-    result["wall_s"] = round(time.perf_counter() - start, 1)
-    return result
+    toy, highway, overhead = bench_toy(toy_seeds), bench_highway(episodes, family), bench_overhead(episodes, family)
+    return DrivingBench(toy=toy, highway=highway, overhead=overhead, wall_s=round(time.perf_counter() - start, 1))
 
 
-def format_table(r: dict[str, Any]) -> str:
-    lines = [f"driving worlds (wall {r['wall_s']} s)"]
-    toy = r["toy"]
-    if "skipped" in toy:
-        lines.append(f"  toy        skipped: {toy['skipped']}")
+def format_table(r: DrivingBench) -> str:
+    lines = [f"driving worlds (wall {r.wall_s} s)"]
+    toy = r.toy
+    if isinstance(toy, ToySkipped):
+        lines.append(f"  toy        skipped: {toy.skipped}")
     else:
         lines.append(
-            f"  toy        {toy['episodes_per_s']:>10} episodes/s  ({toy['episodes']} episodes, {toy['cpu_s']} CPU-s)"
+            f"  toy        {toy.episodes_per_s:>10} episodes/s  ({toy.episodes} episodes, {toy.cpu_s} CPU-s)"
         )
-    hw = r["highway"]
-    for label in ("normal", "attacked"):
-        h = hw[label]
+    hw = r.highway
+    for label, h in (("normal", hw.normal), ("attacked", hw.attacked)):
         lines.append(
-            f"  {hw['family']} IDM {label:<8} {h['episodes_per_s']:>6} episodes/s  {h['cpu_s_per_episode']} CPU-s/episode  "
-            f"{h['ms_per_step']} ms/step  ({h['episodes']} episodes, {h['crashes']} crashed)"
+            f"  {hw.family} IDM {label:<8} {h.episodes_per_s:>6} episodes/s  {h.cpu_s_per_episode} CPU-s/episode  "
+            f"{h.ms_per_step} ms/step  ({h.episodes} episodes, {h.crashes} crashed)"
         )
-    o = r["overhead"]
-    verdict = "within" if o["within_target"] else "OVER"
+    o = r.overhead
+    verdict = "within" if o.within_target else "OVER"
     lines.append(
-        f"  overhead   highway-env step() {o['bare_ms_per_step']} ms, ours {o['ours_ms_per_step']} ms: "
-        f"{100 * o['overhead']:+.1f}% ({verdict} the {100 * OVERHEAD_TARGET:.0f}% target; CPU time, {o['steps'][0]} steps)"
+        f"  overhead   highway-env step() {o.bare_ms_per_step} ms, ours {o.ours_ms_per_step} ms: "
+        f"{100 * o.overhead:+.1f}% ({verdict} the {100 * OVERHEAD_TARGET:.0f}% target; CPU time, {o.steps[0]} steps)"
     )
     lines.append(
-        f"             whole episodes: bare {o['bare_cpu_s_per_episode']} CPU-s, ours {o['ours_cpu_s_per_episode']} CPU-s"
+        f"             whole episodes: bare {o.bare_cpu_s_per_episode} CPU-s, ours {o.ours_cpu_s_per_episode} CPU-s"
     )
     return "\n".join(lines)
 
 
-def run_checks_bench(episodes: int = 6, family_episodes: int = 4, dqn: bool = True) -> dict[str, Any]:
+def run_checks_bench(episodes: int = 6, family_episodes: int = 4, dqn: bool = True) -> ChecksBench:
     """Episodes per second per core of every defender x attacker, the planner's cost per family, and
     from them the CPU and wall time of every check at its default size here (2 cores) and on a
     64-core Ray cluster. `dqn=False` leaves the DQN out (it loads torch): C7's estimate then takes
@@ -383,56 +463,56 @@ def run_checks_bench(episodes: int = 6, family_episodes: int = 4, dqn: bool = Tr
     matrix = bench_matrix(episodes, defenders=MATRIX_DEFENDERS if dqn else ("idm",))
     families = bench_families(family_episodes)
     context_s = bench_context(episodes)
-    costs = check_costs(matrix["cells"], families, context_s)
-    return {
-        "matrix": matrix,
-        "families_cpu_s_per_episode": families,
-        "context_cpu_s": context_s,
-        "checks": costs,
-        "wall_s_2_cores": wall_estimate(costs, 2),
-        "wall_s_64_cores": wall_estimate(costs, 64),
-        "bench_wall_s": round(time.perf_counter() - start, 1),
-    }
+    costs = check_costs(matrix.cells, families, context_s)
+    return ChecksBench(
+        matrix=matrix,
+        families_cpu_s_per_episode=families,
+        context_cpu_s=context_s,
+        checks=costs,
+        wall_s_2_cores=wall_estimate(costs, 2),
+        wall_s_64_cores=wall_estimate(costs, 64),
+        bench_wall_s=round(time.perf_counter() - start, 1),
+    )
 
 
-def format_checks_table(r: dict[str, Any]) -> str:
-    m = r["matrix"]
+def format_checks_table(r: ChecksBench) -> str:
+    m = r.matrix
     lines = [
-        f"episodes per second per core ({m['family']}, {m['episodes']} episodes a cell; bench wall {r['bench_wall_s']} s)"
+        f"episodes per second per core ({m.family}, {m.episodes} episodes a cell; bench wall {r.bench_wall_s} s)"
     ]
     for d in MATRIX_DEFENDERS:
-        if f"{d}_driver" in m:
-            lines.append(f"  {d} ({m[f'{d}_driver']}):")
+        driver = {"idm": m.idm_driver, "dqn": m.dqn_driver}[d]
+        if driver is not None:
+            lines.append(f"  {d} ({driver}):")
         for a in MATRIX_ATTACKERS:
-            cell = m["cells"].get(f"{d}/{a}")
+            cell = m.cells.get(f"{d}/{a}")
             if cell:
-                per_step = f"{1000 * cell['cpu_s_per_step']:.0f} ms/step  " if "cpu_s_per_step" in cell else ""
                 lines.append(
-                    f"    {a:<12} {cell['episodes_per_s_per_core']:>6} episodes/s/core  {cell['cpu_s_per_episode']} CPU-s/episode  "
-                    f"{per_step}({cell['steps']} steps, {cell['crashes']} crashed)"
+                    f"    {a:<12} {cell.episodes_per_s_per_core:>6} episodes/s/core  {cell.cpu_s_per_episode} CPU-s/episode  "
+                    f"{1000 * cell.cpu_s_per_step:.0f} ms/step  ({cell.steps} steps, {cell.crashes} crashed)"
                 )
     lines.append(
         "  IDM/MOBIL per family (uniform one-shot attack), CPU-s/episode: "
-        + ", ".join(f"{k} {v}" for k, v in r["families_cpu_s_per_episode"].items())
+        + ", ".join(f"{k} {v}" for k, v in r.families_cpu_s_per_episode.items())
     )
-    lines.append(f"  attacker context: {r['context_cpu_s']} CPU-s")
+    lines.append(f"  attacker context: {r.context_cpu_s} CPU-s")
     lines.append(
         "checks at their default sizes: CPU-s (spread over workers + in one process), wall here (2 cores), "
         "wall on 64 cores"
     )
     total2 = total64 = 0.0
-    for k, v in r["checks"].items():
-        w2, w64 = r["wall_s_2_cores"][k], r["wall_s_64_cores"][k]
+    for k, v in r.checks.items():
+        w2, w64 = r.wall_s_2_cores[k], r.wall_s_64_cores[k]
         total2, total64 = total2 + w2, total64 + w64
         lines.append(
             f"  {k}: {v['cpu_s']:>9.0f} CPU-s ({v['parallel']:.0f} + {v['serial']:.0f})  {w2 / 60:7.1f} min  {w64 / 60:7.1f} min"
         )
     lines.append(f"  all: {total2 / 60:.0f} min here, {total64 / 60:.0f} min on 64 cores (checks one after another)")
-    rest = [k for k in r["checks"] if k not in ("C7", "C9")]
+    rest = [k for k in r.checks if k not in ("C7", "C9")]
     lines.append(
         f"  all but C7 (the DQN, in one process) and C9 (the LLM driver): "
-        f"{sum(r['wall_s_2_cores'][k] for k in rest) / 60:.0f} min here, "
-        f"{sum(r['wall_s_64_cores'][k] for k in rest) / 60:.0f} min on 64 cores"
+        f"{sum(r.wall_s_2_cores[k] for k in rest) / 60:.0f} min here, "
+        f"{sum(r.wall_s_64_cores[k] for k in rest) / 60:.0f} min on 64 cores"
     )
     return "\n".join(lines)
 
@@ -461,10 +541,10 @@ def bench_driving_cmd(
         raise typer.BadParameter(f"{family!r} is unknown; allowed: {', '.join(WORLD_FAMILIES)}", param_hint="--family")
     if checks:
         found = run_checks_bench(episodes, dqn=dqn)
-        typer.echo(json.dumps(found, indent=2) if as_json else format_checks_table(found))
+        typer.echo(to_json(found) if as_json else format_checks_table(found))
         return
     result = run_driving_bench(episodes, family, toy_seeds)
-    typer.echo(json.dumps(result, indent=2) if as_json else format_table(result))
+    typer.echo(to_json(result) if as_json else format_table(result))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -477,10 +557,10 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.checks:
         found = run_checks_bench(args.episodes)
-        print(json.dumps(found, indent=2) if args.json else format_checks_table(found))
+        print(to_json(found) if args.json else format_checks_table(found))
         return
     result = run_driving_bench(args.episodes, args.family, args.toy_seeds)
-    print(json.dumps(result, indent=2) if args.json else format_table(result))
+    print(to_json(result) if args.json else format_table(result))
 
 
 if __name__ == "__main__":

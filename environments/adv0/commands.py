@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from harness.cli.kit import RUN_DIR, err, out
 from harness.cli.kit import fail as _fail
 from harness.errors import HarnessError
+
+if TYPE_CHECKING:
+    from environments.adv0.checks.verdicts import Finding
 
 adv0_app = typer.Typer(no_args_is_help=True, help="ADV-0: the adversarial driving loop, its claim checks and the DQN checkpoint.")
 
@@ -173,10 +176,10 @@ def check_cmd(
             dqn_checkpoint=dqn_checkpoint)
     except HarnessError as exc:
         _fail(str(exc))
-    _print_finding(checks.render(finding), verdict, run_dir, json_out, finding.model_dump())
+    _print_finding(checks.render(finding), verdict, run_dir, json_out, finding)
 
 
-def _print_finding(text: str, verdict: Any, run_dir: Path, json_out: Path | None, dump: dict[str, Any]) -> None:
+def _print_finding(text: str, verdict: Any, run_dir: Path, json_out: Path | None, finding: Finding) -> None:
     from harness.claims.verdict import save_verdict
 
     out.print(text, highlight=False, soft_wrap=True, markup=False)
@@ -185,7 +188,7 @@ def _print_finding(text: str, verdict: Any, run_dir: Path, json_out: Path | None
     out.print(f"saved: {save_verdict(run_dir, verdict)}", highlight=False)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(dump, indent=1), encoding="utf-8")
+        json_out.write_text(json.dumps(finding.model_dump(), indent=1), encoding="utf-8")
 
 
 @adv0_app.command("verdict")
@@ -203,7 +206,7 @@ def verdict_cmd(
         finding, verdict = check_runs.verdict_from_runs(load_runs(run_dir, run_ids))
     except HarnessError as exc:
         _fail(str(exc))
-    _print_finding(checks.render(finding), verdict, run_dir, json_out, finding.model_dump())
+    _print_finding(checks.render(finding), verdict, run_dir, json_out, finding)
 
 
 @adv0_app.command("pretrain-dqn")

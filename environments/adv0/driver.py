@@ -33,10 +33,10 @@ third-party packages; never the environments (import-linter contract `agents`).
 from __future__ import annotations
 
 import re
-from typing import Any, cast
+from typing import cast
 
 from langgraph.graph import END, START, StateGraph
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from agents.action_parsing import action_help, truncate_observation
 from agents.episode import Graph, execute, recursion_limit
@@ -97,13 +97,14 @@ class LessonReply(BaseModel):
     lesson: str = Field(min_length=3)
 
 
-def choice_schema(available: list[str]) -> dict[str, Any]:
+def choice_schema(available: list[str]) -> dict[str, JsonValue]:
+    """The JSON schema of a reply naming one of `available` (sent to the provider as is)."""
     return {"type": "object", "required": ["action"], "additionalProperties": False,
-            "properties": {"action": {"enum": list(available)}}}
+            "properties": {"action": {"enum": [*available]}}}
 
 
-LESSON_SCHEMA = {"type": "object", "required": ["lesson"], "additionalProperties": False,
-                 "properties": {"lesson": {"type": "string", "minLength": 3, "maxLength": 160}}}
+LESSON_SCHEMA: dict[str, JsonValue] = {"type": "object", "required": ["lesson"], "additionalProperties": False,
+                                       "properties": {"lesson": {"type": "string", "minLength": 3, "maxLength": 160}}}
 
 
 def named_action(text: str, available: list[str]) -> str | None:
@@ -162,11 +163,11 @@ class DriverGraph:
         self.k, self.reflect_max_tokens = reflections_k, reflect_max_tokens
         self.form = driver_form(self.cfg)
 
-    async def observe(self, state: DriverState) -> dict[str, Any]:
+    async def observe(self, state: DriverState) -> DriverState:
         """What the driver reads this step."""
         return {"view": truncate_observation(state["obs"].text, self.cfg.obs_chars)}
 
-    async def retrieve(self, state: DriverState) -> dict[str, Any]:
+    async def retrieve(self, state: DriverState) -> DriverState:
         """The lessons relevant to this situation."""
         return {"lessons": [les.lesson for les in self.memory.retrieve(state["view"], self.k)]}
 
@@ -188,7 +189,7 @@ class DriverGraph:
     def available(obs: Observation) -> list[str]:
         return list(obs.admissible) if obs.admissible else list(obs.action_classes)
 
-    async def decide(self, state: DriverState) -> dict[str, Any]:
+    async def decide(self, state: DriverState) -> DriverState:
         """Ask for one available action (bounded re-asks); None when no reply named one."""
         available = self.available(state["obs"])
 
@@ -212,7 +213,7 @@ class DriverGraph:
                     "ended_by": "error"}
         return {"choice": reply.value.action if reply.value else None, "invalid_outputs": reply.invalid}
 
-    async def act(self, state: DriverState) -> dict[str, Any]:
+    async def act(self, state: DriverState) -> DriverState:
         """Send the decided action (IDLE after an invalid reply) and read whether the ego crashed."""
         steps = list(state["steps"])
         available = self.available(state["obs"])
@@ -226,7 +227,7 @@ class DriverGraph:
         steps.append(record)
         crashed = bool(result.info.get("crashed"))
         fault = result.info.get("fault")
-        update: dict[str, Any] = {"steps": steps, "obs": result.observation, "crashed": crashed,
+        update: DriverState = {"steps": steps, "obs": result.observation, "crashed": crashed,
                                   "fault": fault if isinstance(fault, str) else None,
                                   "invalid_actions": state.get("invalid_actions", 0) + fallback}
         if result.done or crashed:
@@ -235,7 +236,7 @@ class DriverGraph:
             update |= {"done": True, "ended_by": "step_limit"}
         return update
 
-    async def reflect(self, state: DriverState) -> dict[str, Any]:
+    async def reflect(self, state: DriverState) -> DriverState:
         """Ask for a one-sentence lesson about the crash and store it in the memory."""
         steps = state["steps"]
         situation = steps[-1].observation if steps else state["view"]

@@ -67,7 +67,7 @@ class DrivingEnvironment:
         valid = name in episode.view().available
         with self._rendering():
             episode.step(name)  # the world counts an unavailable action as an invalid one and keeps the lane (IDLE)
-        info: dict[str, Any] = {}
+        info: dict[str, bool | str | None] = {}
         if episode.done:
             self.result = episode.result()
             info = {"crashed": self.result.crashed,

@@ -17,7 +17,6 @@ import asyncio
 import hashlib
 import time
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
@@ -125,6 +124,7 @@ class Adv0Suite(Suite):
                    "attacker that took over a nearby vehicle; crash rate, fault from geometry, TTC, diversity")
     Options = Adv0Options
     options: Adv0Options
+    transcript_type = DrivingTranscript  # validated once by the runner: the scorer gets the object
 
     def __init__(self, options: Adv0Options | None = None) -> None:
         super().__init__(options)
@@ -148,10 +148,10 @@ class Adv0Suite(Suite):
         return [Sample(id=f"{family}/seed{o.seed_offset + i}", data={"family": family, "seed": o.seed_offset + i})
                 for i in range(o.seeds) for family in self.families]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, str | None]:
         state = self.options.attacker_state
         digest = _dir_digest(Path(state)) if state else None
-        identity = {"path": None, "generated": "seeds", "attacker_state_sha256": digest}
+        identity: dict[str, str | None] = {"path": None, "generated": "seeds", "attacker_state_sha256": digest}
         if self.options.family_file is not None:  # the family's declaration is part of what was run
             identity["family_file_sha256"] = hashlib.sha256(Path(self.options.family_file).read_bytes()).hexdigest()
         return identity
@@ -199,9 +199,8 @@ class Adv0Suite(Suite):
         return {"driving": FunctionScorer("driving", self._score,
                                           description="crash, fault from geometry, TTC, near miss, return, failure cluster")}
 
-    async def _score(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
-        result = EpisodeResult.model_validate(transcript["episode"])
-        return Score(values=episode_scores(result))
+    async def _score(self, sample: Sample, transcript: DrivingTranscript, ctx: SampleContext) -> Score:
+        return Score(values=episode_scores(transcript.episode))
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         return driving_metrics(_scores(records), seed=seed)

@@ -21,6 +21,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import JsonValue
 
 from environments.atari import games
 from environments.atari.frame import Frame
@@ -122,7 +123,7 @@ class AtariEnvironment:
     def action_class(self, action: str) -> str:
         return fixed_action_class(action)
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self) -> dict[str, JsonValue]:  # the transcript's evaluation (JSON)
         if self._env is None:
             raise RuntimeError("call reset(task) and run the episode before evaluate()")
         return {"success": 1.0 if self.score > 0 else 0.0, "game": self.game, "seed": self.seed, "score": self.score,

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
@@ -106,7 +105,7 @@ class LearnedMask:
             {k[len(prefix) :]: self.allowed(k) or frozenset() for k in self.gates if k.startswith(prefix)}, name=name
         )
 
-    def save(self, directory: Path, extra: dict[str, Any] | None = None) -> Path:
+    def save(self, directory: Path, extra: dict[str, str | None] | None = None) -> Path:
         path = directory / MASK_FILE
         path.write_text(
             json.dumps({"threshold": self.threshold, "gates": self.gates, **(extra or {})}, indent=1, sort_keys=True),

@@ -23,7 +23,7 @@ from environments.cdwm.claims import verdict_from_table
 from environments.cdwm.planner_suite import CdwmPlannerSuite, PlannerOptions
 from harness.claims import Claim, ClaimVerdict
 from harness.claims.runs import cell_table, claim_of_runs, load_runs, run_arm
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 from harness.records import RunConfig
 from harness.runner import Executor
 
@@ -43,8 +43,8 @@ def arm_config(claim: Claim, arm: str, first_seed: int, seeds: int, options: Map
     try:  # a bad option, or an arm the suite does not serve yet, is named before anything runs
         validated = PlannerOptions.model_validate(merged)
     except ValidationError as exc:
-        raise HarnessError(f"claim {claim.id}, arm {arm!r}: suite {SUITE} does not take options {merged} "
-                           f"({exc.errors()[0]['msg']}; option {exc.errors()[0]['loc']})") from None
+        raise HarnessError(invalid(exc, f"claim {claim.id}, arm {arm!r}: suite {SUITE}'s options {merged}",
+                                   f"give options {SUITE} takes (`harness describe {SUITE}`)")) from None
     return RunConfig(suite=SUITE, suite_options=validated.model_dump(mode="json", exclude_defaults=True),
                      claim=claim.stamp(), max_connections=1)
 

@@ -34,12 +34,15 @@ import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic validates the manifest's TypedDicts only from here before 3.12
+
 from environments.cdwm.deltas import Delta
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 
 SCHEMA = "harness-cdwm-collect/1"
 # World name -> module with WORLD (an exploring policy of the world's own). Named by string: the
@@ -53,6 +56,68 @@ COLUMNS = ("world", "split", "task_type", "task", "perturbation", "episode", "st
            "admissible", "action", "action_class", "source", "valid", "delta", "facts", "reversible",
            "irreversible_cost", "done", "won")
 SOURCES = ("plan", "off_plan", "irreversible")
+
+
+class EpisodeColumns(TypedDict):
+    """The columns every row of one collected episode shares."""
+
+    world: str
+    split: str
+    task_type: str
+    perturbation: str  # "" when the rules are the world's own
+    task: str  # the world's episode spec, as canonical JSON
+    episode: str  # SHARD/N
+
+
+class TransitionRow(EpisodeColumns):
+    """One collected transition (`COLUMNS`): a line of a shard as written (a plain dict, so the
+    shards and the dataset keep their format) and a row of the assembled dataset."""
+
+    step: int
+    intent: str
+    observation: str
+    admissible: list[str]
+    action: str
+    action_class: str
+    source: str  # one of SOURCES
+    valid: bool
+    delta: str  # the environment's Delta, as JSON
+    facts: list[str]
+    reversible: bool
+    irreversible_cost: float
+    done: bool
+    won: bool
+
+
+class ConfigJson(TypedDict):
+    """`CollectConfig` as the manifest records it."""
+
+    worlds: list[str]
+    transitions: int
+    seed: int
+    off_plan_rate: float
+    irreversible_rate: float
+    shard_size: int
+    heldout: dict[str, list[str]]
+
+
+class ShardEntry(TypedDict):
+    """A finished shard in the manifest: its rows, the hash of its file, the time it took."""
+
+    rows: int
+    sha256: str
+    seconds: float
+
+
+class Manifest(TypedDict):
+    """`manifest.json`: the schema, the configuration and the shards done so far."""
+
+    schema: str
+    config: ConfigJson
+    shards: dict[str, ShardEntry]
+
+
+MANIFEST = TypeAdapter(Manifest)
 
 
 def features() -> Any:
@@ -78,11 +143,21 @@ class CollectConfig:
     shard_size: int = 250
     heldout: dict[str, tuple[str, ...]] = field(default_factory=dict)  # world -> held-out task types
 
-    def as_json(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["worlds"] = list(self.worlds)
-        d["heldout"] = {w: list(t) for w, t in sorted(self.heldout.items())}
-        return d
+    def as_json(self) -> ConfigJson:
+        return ConfigJson(worlds=list(self.worlds), transitions=self.transitions, seed=self.seed,
+                          off_plan_rate=self.off_plan_rate, irreversible_rate=self.irreversible_rate,
+                          shard_size=self.shard_size,
+                          heldout={w: list(t) for w, t in sorted(self.heldout.items())})
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What `collect` made: rows per split and world, seconds per world, the dataset and its card."""
+
+    counts: dict[str, dict[str, int]]
+    seconds: dict[str, float]
+    dataset: Path
+    card: Path
 
 
 @dataclass(frozen=True)
@@ -160,30 +235,31 @@ def split_types(world: Any, split: str, heldout: tuple[str, ...]) -> list[tuple[
     return [(t, None) for t in seen]
 
 
-def play_shard(config: CollectConfig, shard: Shard) -> list[dict[str, Any]]:
+def play_shard(config: CollectConfig, shard: Shard) -> list[TransitionRow]:
     world = load_world(shard.world)
     rng = random.Random(f"{config.seed}:{shard.world}:{shard.split}:{shard.index}")
     pairs = split_types(world, shard.split, config.heldout[shard.world])
     if not pairs:
         raise HarnessError(f"--heldout: no {shard.world} task type is left for the {shard.split} split")
-    rows: list[dict[str, Any]] = []
+    rows: list[TransitionRow] = []
     episode = 0
     while len(rows) < shard.rows:
         task_type, perturbation = rng.choice(pairs)
         # Train plays even task indices, validation odd ones: the same types, never the same task.
         index = 2 * rng.randrange(1 << 29) + (1 if shard.split == "validation" else 0)
         spec = world.spec(task_type, index, config.seed, perturbation)
-        rows += play_episode(config, world, spec, rng, {
-            "world": shard.world, "split": shard.split, "task_type": task_type, "perturbation": perturbation or "",
-            "task": json.dumps(spec, sort_keys=True), "episode": f"{shard.name}/{episode}"}, shard.rows - len(rows))
+        rows += play_episode(config, world, spec, rng, EpisodeColumns(
+            world=shard.world, split=shard.split, task_type=task_type, perturbation=perturbation or "",
+            task=json.dumps(spec, sort_keys=True), episode=f"{shard.name}/{episode}"), shard.rows - len(rows))
         episode += 1
     return rows
 
 
-def play_episode(config: CollectConfig, world: Any, spec: dict[str, Any], rng: random.Random,
-                 common: dict[str, Any], limit: int) -> list[dict[str, Any]]:
+def play_episode(config: CollectConfig, world: Any, spec: dict[str, JsonValue], rng: random.Random,
+                 common: EpisodeColumns, limit: int) -> list[TransitionRow]:
+    """One episode's rows. `spec` is the world's own episode spec (its JSON: each world types it)."""
     ep = world.open(spec)
-    rows: list[dict[str, Any]] = []
+    rows: list[TransitionRow] = []
     seeking = False
     try:
         obs = ep.observation
@@ -236,11 +312,11 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _shard_text(rows: list[dict[str, Any]]) -> str:
+def _shard_text(rows: list[TransitionRow]) -> str:
     return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)
 
 
-def open_manifest(out: Path, config: CollectConfig) -> dict[str, Any]:
+def open_manifest(out: Path, config: CollectConfig) -> Manifest:
     """The manifest of `out` (new, or one this same configuration started); anything else in
     `out` is refused, naming the file."""
     path = out / "manifest.json"
@@ -258,17 +334,20 @@ def open_manifest(out: Path, config: CollectConfig) -> dict[str, Any]:
             diff = sorted(k for k in set(theirs) | set(config.as_json()) if theirs.get(k) != config.as_json().get(k))
             raise HarnessError(f"--out {out}: a collection with other settings ({', '.join(diff)}) is there "
                                f"(see {path}); resume it with the same options or choose another --out")
-        return manifest
+        try:
+            return MANIFEST.validate_python(manifest)
+        except ValidationError as exc:
+            raise HarnessError(invalid(exc, str(path), "choose another --out")) from None
     if out.exists() and any(out.iterdir()):
         raise HarnessError(f"--out {out}: the folder holds files but no manifest.json of `harness cdwm collect` "
                            f"(another schema, e.g. `harness cdwm export-transitions` output?); choose an empty folder")
     out.mkdir(parents=True, exist_ok=True)
-    manifest = {"schema": SCHEMA, "config": config.as_json(), "shards": {}}
+    manifest = Manifest(schema=SCHEMA, config=config.as_json(), shards={})
     _write_atomic(path, json.dumps(manifest, indent=1, sort_keys=True))
     return manifest
 
 
-def _done(out: Path, manifest: dict[str, Any], shard: Shard) -> bool:
+def _done(out: Path, manifest: Manifest, shard: Shard) -> bool:
     entry = manifest["shards"].get(shard.name)
     path = out / "shards" / f"{shard.name}.jsonl"
     if not entry or not path.is_file() or entry.get("rows") != shard.rows:
@@ -277,7 +356,7 @@ def _done(out: Path, manifest: dict[str, Any], shard: Shard) -> bool:
 
 
 def collect(out: Path, config: CollectConfig, *, on_rows: Callable[[str, int], None] | None = None,
-            on_shard: Callable[[Shard], None] | None = None) -> dict[str, Any]:
+            on_shard: Callable[[Shard], None] | None = None) -> Collected:
     """Play every shard not yet done, then assemble `out/dataset` and the card `out/README.md`.
     `on_rows(world, n)` reports progress; `on_shard` is called after each shard is saved."""
     manifest = open_manifest(out, config)
@@ -292,8 +371,8 @@ def collect(out: Path, config: CollectConfig, *, on_rows: Callable[[str, int], N
         rows = play_shard(config, shard)
         text = _shard_text(rows)
         _write_atomic(out / "shards" / f"{shard.name}.jsonl", text)
-        manifest["shards"][shard.name] = {"rows": len(rows), "sha256": hashlib.sha256(text.encode()).hexdigest(),
-                                          "seconds": round(time.perf_counter() - start, 3)}
+        manifest["shards"][shard.name] = ShardEntry(rows=len(rows), sha256=hashlib.sha256(text.encode()).hexdigest(),
+                                                    seconds=round(time.perf_counter() - start, 3))
         _write_atomic(out / "manifest.json", json.dumps(manifest, indent=1, sort_keys=True))
         if on_rows:
             on_rows(shard.world, len(rows))
@@ -304,19 +383,20 @@ def collect(out: Path, config: CollectConfig, *, on_rows: Callable[[str, int], N
     for shard in shards:
         seconds[shard.world] = seconds.get(shard.world, 0.0) + manifest["shards"][shard.name]["seconds"]
     write_card(out, config, counts, seconds)
-    return {"counts": counts, "seconds": seconds, "dataset": out / "dataset", "card": out / "README.md"}
+    return Collected(counts, seconds, out / "dataset", out / "README.md")
 
 
-def read_shard(path: Path) -> list[dict[str, Any]]:
-    rows = []
+def read_shard(path: Path) -> list[TransitionRow]:
+    rows: list[TransitionRow] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         row = json.loads(line)
         if set(row) != set(COLUMNS):
             raise HarnessError(f"{path}:{n}: columns {sorted(row)} are not this schema's ({SCHEMA})")
         try:
             Delta.model_validate_json(row["delta"])
-        except ValueError as exc:
-            raise HarnessError(f"{path}:{n}: the delta does not match the Delta schema: {exc}") from exc
+        except ValidationError as exc:
+            raise HarnessError(invalid(exc, f"{path}:{n}: its delta does not match the Delta schema",
+                                       "collect it again with `harness cdwm collect`")) from None
         rows.append(row)
     return rows
 
@@ -327,14 +407,15 @@ def assemble(out: Path, shards: list[Shard]) -> dict[str, dict[str, int]]:
     import datasets
 
     datasets.disable_progress_bars()  # the command draws its own bar; theirs would interleave with it
-    by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
+    by_split: dict[str, list[TransitionRow]] = {s: [] for s in SPLITS}
     counts: dict[str, dict[str, int]] = {}
     for shard in shards:
         rows = read_shard(out / "shards" / f"{shard.name}.jsonl")
         by_split[shard.split] += rows
         counts.setdefault(shard.split, {}).setdefault(shard.world, 0)
         counts[shard.split][shard.world] += len(rows)
-    dd = datasets.DatasetDict({s: datasets.Dataset.from_list([{c: r[c] for c in COLUMNS} for r in rows], features=features())
+    dd = datasets.DatasetDict({s: datasets.Dataset.from_list([{c: p[c] for c in COLUMNS} for p in map(dict, rows)],
+                                                                  features=features())
                                for s, rows in by_split.items() if rows})
     tmp = out / "dataset.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

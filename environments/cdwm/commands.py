@@ -7,7 +7,6 @@ world's own cost per step is a `harness bench` command of its family (`harness b
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -107,15 +106,15 @@ def collect_cmd(
             result = collect(out_dir, config, on_rows=lambda w, n: bar.advance(tasks[w], n))
     except HarnessError as exc:
         _fail(str(exc))
-    for world, seconds in result["seconds"].items():
-        n = sum(c.get(world, 0) for c in result["counts"].values())
+    for world, seconds in result.seconds.items():
+        n = sum(c.get(world, 0) for c in result.counts.values())
         out.print(
             f"{world}: {n} transitions in {seconds:.1f} s ({n / seconds * 60 if seconds else 0:,.0f} per minute)",
             highlight=False,
         )
-    split_counts = ", ".join(f"{s} {sum(c.values())}" for s, c in result["counts"].items())
+    split_counts = ", ".join(f"{s} {sum(c.values())}" for s, c in result.counts.items())
     out.print(
-        f"{split_counts} -> {result['dataset']} (datasets.load_from_disk); card {result['card']}", highlight=False
+        f"{split_counts} -> {result.dataset} (datasets.load_from_disk); card {result.card}", highlight=False
     )
 
 
@@ -181,7 +180,7 @@ def train_cmd(
         target=target,
     )
 
-    def show(entry: dict[str, Any]) -> None:
+    def show(entry: dict[str, float]) -> None:
         if "val_loss" in entry or entry["step"] % 10 == 0:
             out.print(
                 f"step {entry['step']}: loss {entry['loss']:.4f} (lm {entry['lm_loss']:.4f}, mask bce "
@@ -240,7 +239,7 @@ def posttrain_cmd(
     seed: int = typer.Option(0, "--seed"),
 ) -> None:
     """GRPO-style post-training of a trained world model on the composite reward's per-transition parts."""
-    from environments.cdwm.wm_posttrain import PosttrainConfig, eval_table, posttrain
+    from environments.cdwm.wm_posttrain import PosttrainConfig, PosttrainLogEntry, eval_table, posttrain
 
     cfg = PosttrainConfig(
         data=str(data),
@@ -261,7 +260,7 @@ def posttrain_cmd(
         seed=seed,
     )
 
-    def show(e: dict[str, Any]) -> None:
+    def show(e: PosttrainLogEntry) -> None:
         if e.get("eval"):
             out.print(f"eval {e['eval']} at step {e['step']}: reward {e['reward']:.3f}", highlight=False)
         else:
@@ -386,7 +385,7 @@ def planner_cmd(
     if json_out:
         json_out.write_text(
             _json.dumps(
-                {"config": cfg.__dict__, "arms": [r.row() | {"episodes_detail": r.per_episode} for r in results]},
+                {"config": cfg.__dict__, "arms": [{**r.row(), "episodes_detail": r.per_episode} for r in results]},
                 indent=1,
                 default=str,
             )

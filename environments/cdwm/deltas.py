@@ -12,6 +12,8 @@ from __future__ import annotations
 import fnmatch
 from typing import Any
 
+from pydantic import JsonValue
+
 from harness.environment import (
     PREDICTION_SCHEMA,
     AttributeChange,
@@ -56,7 +58,7 @@ def glob_match(pattern: Any, value: Any) -> bool:
     return fnmatch.fnmatchcase(" ".join(str(value).split()).lower(), " ".join(str(pattern).split()).lower())
 
 
-def fact_matches(predicate: dict[str, Any], fact: tuple[str, ...]) -> bool:
+def fact_matches(predicate: dict[str, JsonValue], fact: tuple[str, ...]) -> bool:
     """Whether a fact (see `Delta.facts`) meets a predicate such as {"kind": "attr", "entity":
     "order:*", "attribute": "status", "value": "cancelled"}; keys the fact lacks never match."""
     kind = fact[0]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agents.cdwm import AsSet, Candidate
 from environments.cdwm.deltas import Delta
@@ -65,7 +65,7 @@ class Evaluation(AsSet):
 
     success: bool | float | None = None
     # The task's irreversible changes that are allowed: predicates (see `metrics.delta_matches`) or names.
-    required_irreversible: list[dict[str, Any] | str] | None = None
+    required_irreversible: list[dict[str, JsonValue] | str] | None = None
     # An environment's own, fuller check of the changes it did not require (it can match site and path).
     unrequired_irreversible: list[Any] | None = None
     unjustified_irreversible: list[Any] | None = None

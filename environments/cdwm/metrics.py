@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import JsonValue
 
 from environments.cdwm.deltas import Delta, delta_f1, fact_matches
 from environments.cdwm.episode import Evaluation, EpisodeScores, PredictionRow, Step
@@ -34,15 +35,16 @@ ECE_BINS = 10
 CORRECT_F1 = 0.5
 
 
-def delta_matches(pred: dict[str, Any] | str, delta: Delta) -> bool:
+def delta_matches(pred: dict[str, JsonValue] | str, delta: Delta) -> bool:
     """Does a requirement select this delta? A requirement is a predicate over its facts (the web
     ledger's language: kind, entity, attribute, value, relation, object as case-insensitive shell
     globs, plus irreversible; also wrapped as {"predicate": ...}), or a plain string naming an entity (`order:4`) or a type (`order`).
     Keys about where a change was made (site, path) cannot be checked on a step's delta and are
     ignored here; an environment that can check them reports `unrequired_irreversible` itself."""
-    req: dict[str, Any] = {"entity": pred if ":" in pred else f"{pred}:*"} if isinstance(pred, str) else pred
-    if isinstance(req.get("predicate"), dict):  # an evaluation's {"predicate": ..., "met": ...} entry
-        req = req["predicate"]
+    req: dict[str, JsonValue] = {"entity": pred if ":" in pred else f"{pred}:*"} if isinstance(pred, str) else pred
+    inner = req.get("predicate")
+    if isinstance(inner, dict):  # an evaluation's {"predicate": ..., "met": ...} entry
+        req = inner
     if "irreversible" in req and bool(req["irreversible"]) == delta.reversible:
         return False
     keys = {"kind", "entity", "attribute", "value", "relation", "object"} & set(req)

@@ -35,7 +35,9 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
+
+from pydantic import JsonValue
 
 from agents.cdwm import CdwmGraph, WorldModel, trained_world_model
 from agents.episode import PolicyReply, run_episode
@@ -150,6 +152,17 @@ class NoisyExpert:
         return None  # the expert plans in the real world, not in an imagined one: no imagined second step
 
 
+class EpisodeOutcome(TypedDict):
+    """One episode of an arm (`harness cdwm planner --json` writes them as they are)."""
+
+    spec: dict[str, JsonValue]  # the world's episode spec
+    success: Any  # the evaluation's `success`, as the world reports it (a bool or a fraction)
+    unrequired_irreversible: list[str]  # the actions that made an irreversible change the task did not require
+    proposed_irreversible: int
+    steps: int
+    proposals: list[str]  # why the expert proposed each first candidate: plan, off_plan, irreversible
+
+
 @dataclass
 class ArmResult:
     arm: str
@@ -162,9 +175,10 @@ class ArmResult:
     wm_calls: int = 0
     abstained: int = 0
     seconds: float = 0.0
-    per_episode: list[dict[str, Any]] = field(default_factory=list)
+    per_episode: list[EpisodeOutcome] = field(default_factory=list)
 
-    def row(self) -> dict[str, Any]:
+    def row(self) -> dict[str, str | float]:
+        """The arm's line of the table (and of the --json output)."""
         n = max(1, self.episodes)
         return {
             "arm": self.arm,
@@ -222,7 +236,7 @@ async def _no_model(role: str, messages: list[ChatMessage], config: Any) -> Any:
 async def play(
     cfg: CheckConfig,
     arm: str,
-    spec: dict[str, Any],
+    spec: dict[str, JsonValue],
     generate: Callable[..., Any],
     trained: TrainedWorldModel | ValueModel | None,
     result: ArmResult,
@@ -312,14 +326,14 @@ async def play(
         result.wm_calls += calls
         result.abstained += int(any(s.abstained for s in steps))
         result.per_episode.append(
-            {
-                "spec": spec,
-                "success": evaluation.get("success"),
-                "unrequired_irreversible": bad,
-                "proposed_irreversible": proposed,
-                "steps": len(steps),
-                "proposals": [why for _, why, _ in expert.proposed],
-            }
+            EpisodeOutcome(
+                spec=spec,
+                success=evaluation.get("success"),
+                unrequired_irreversible=bad,
+                proposed_irreversible=proposed,
+                steps=len(steps),
+                proposals=[why for _, why, _ in expert.proposed],
+            )
         )
     finally:
         ep.close()
@@ -349,7 +363,7 @@ async def _react(env: LocalEnv, intent: str, obs: Observation, proposer: Any, cf
     return steps
 
 
-def episode_specs(cfg: CheckConfig) -> list[dict[str, Any]]:
+def episode_specs(cfg: CheckConfig) -> list[dict[str, JsonValue]]:
     world = load_world(cfg.world)
     unknown = [t for t in cfg.task_types if t not in world.task_types]
     if unknown:
@@ -367,7 +381,7 @@ def episode_specs(cfg: CheckConfig) -> list[dict[str, Any]]:
 async def _all_episodes(
     cfg: CheckConfig,
     arm: str,
-    specs: list[dict[str, Any]],
+    specs: list[dict[str, JsonValue]],
     generate: Callable[..., Any],
     trained: TrainedWorldModel | ValueModel | None,
     result: ArmResult,

@@ -26,7 +26,7 @@ import random
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from agents.trained_world_model import TrainedWorldModel
 from environments.cdwm.collect import WORLDS, load_world, split_types
@@ -68,7 +68,7 @@ class PlannerOptions(SuiteOptions):
 class PlannerEpisode(BaseModel):
     setting: str
     world: str
-    spec: dict[str, Any]
+    spec: dict[str, JsonValue]  # the world's episode spec (`episode_spec`)
 
 
 class PlannerTranscript(BaseModel):
@@ -99,7 +99,7 @@ def _names(option: str, raw: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
     return names
 
 
-def episode_spec(world_name: str, setting: str, seed: int, episode: int) -> dict[str, Any]:
+def episode_spec(world_name: str, setting: str, seed: int, episode: int) -> dict[str, JsonValue]:
     """The episode's task: the world's split `setting` (heldout_website: the web world's held-out
     task type), drawn from the check's seed and the episode's index alone."""
     world = load_world(world_name)

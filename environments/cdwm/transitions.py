@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from environments.cdwm.deltas import Delta
 from harness.errors import HarnessError
@@ -22,13 +22,36 @@ COLUMNS = ("run_id", "suite", "sample_id", "epoch", "task_id", "intent", "step",
            "prediction_source")
 
 
+class RunTransition(TypedDict):
+    """One executed step of a recorded run (`COLUMNS`): a line of `transitions.jsonl` as written
+    and a row of the dataset."""
+
+    run_id: str
+    suite: str
+    sample_id: str
+    epoch: int
+    task_id: str
+    intent: str
+    step: int
+    observation: str
+    action: str
+    action_class: str
+    valid: bool
+    delta: str  # the ledger's Delta, as JSON
+    facts: list[str]
+    reversible: bool
+    irreversible_cost: float
+    predicted_delta: str | None  # the chosen prediction, as canonical JSON
+    prediction_source: str | None
+
+
 def _fact_text(fact: tuple[str, ...]) -> str:
     return " | ".join(str(x) for x in fact)
 
 
-def transitions_of_run(folder: RunFolder) -> list[dict[str, Any]]:
+def transitions_of_run(folder: RunFolder) -> list[RunTransition]:
     manifest = folder.read_manifest()
-    rows = []
+    rows: list[RunTransition] = []
     for rec in sorted(folder.read_samples(), key=lambda r: (r.sample_id, r.epoch)):
         steps = rec.output.get("steps")
         if not isinstance(steps, list):
@@ -65,7 +88,7 @@ def export_transitions(runs: list[str], run_dir: Path, out: Path) -> tuple[int, 
     """Write `out/dataset` (datasets.save_to_disk) and `out/transitions.jsonl`; returns the row count."""
     import datasets
 
-    rows: list[dict[str, Any]] = []
+    rows: list[RunTransition] = []
     for run in runs:
         folder = resolve_run(run, run_dir)
         found = transitions_of_run(folder)
@@ -80,7 +103,7 @@ def export_transitions(runs: list[str], run_dir: Path, out: Path) -> tuple[int, 
         "irreversible_cost": datasets.Value("float64"),
     })
     out.mkdir(parents=True, exist_ok=True)
-    ds = datasets.Dataset.from_list(rows, features=features)
+    ds = datasets.Dataset.from_list([dict(r) for r in rows], features=features)
     ds.save_to_disk(str(out / "dataset"))
     jsonl = out / "transitions.jsonl"
     with open(jsonl, "w", encoding="utf-8") as fh:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from agents.cdwm import WorldModel
 from agents.episode import Generate
 from agents.trained_world_model import trained_messages
 from agents.world_model import Prediction
+from environments.cdwm.collect import TransitionRow
 from harness.environment import Delta, Observation
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
@@ -44,7 +44,7 @@ VALUE_SYSTEM = ("You judge one action of an agent in a world. Reply with one wor
 TRAIN_FILE = "cdwm_train.json"  # as wm_train.TRAIN_FILE (not imported: that module needs torch's helpers)
 
 
-def goodness(row: dict[str, Any]) -> str:
+def goodness(row: TransitionRow) -> str:
     """A collected transition's label (see the module docstring)."""
     missing = [c for c in NEEDED_COLUMNS if c not in row]
     if missing:
@@ -61,7 +61,7 @@ def value_messages(world: str, intent: str, observation: str, action: str, actio
     return [{"role": "system", "content": VALUE_SYSTEM}, user]
 
 
-def row_messages(row: dict[str, Any], obs_chars: int = 700) -> list[ChatMessage]:
+def row_messages(row: TransitionRow, obs_chars: int = 700) -> list[ChatMessage]:
     return value_messages(str(row["world"]), str(row["intent"]), str(row["observation"]), str(row["action"]),
                           str(row["action_class"]), obs_chars)
 

@@ -16,12 +16,13 @@ import asyncio
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 import numpy as np
 
 from environments.cdwm import wm_format
 from environments.cdwm.causal_mask import LearnedMask, mask_scores
+from environments.cdwm.collect import TransitionRow
 from environments.cdwm.deltas import Delta, DeltaPrediction, delta_f1
 from harness.environment import DIMENSIONS, touched
 from environments.cdwm.metrics import CORRECT_F1, _ece_bins, ece
@@ -34,6 +35,42 @@ HAND_TABLES = {
     "minigrid": "environments.procgen.suite:GRID_MASK",
     "web": "environments.web.actions:WEB_MASK",
 }
+
+
+# One action class of a split (`class_table`); functional form: `class` is a keyword.
+ClassRow = TypedDict("ClassRow", {
+    "class": str,  # world/class
+    "rows": int,
+    "touched": dict[str, int],  # dimension -> rows that touched it
+    "learned": str,  # what the learned gates allow, short ("" without a learned mask)
+    "gates": dict[str, float] | None,  # the learned gate values (None: no mask, or a class never trained)
+    "hand": str,  # what the world's hand-written table allows, short
+})
+
+
+class ReplyExample(TypedDict):
+    """A row's action and the start of the model's reply, shown as an example."""
+
+    action: str
+    reply: str
+
+
+class SplitReport(TypedDict):
+    """One split of `evaluate`'s report."""
+
+    mask: dict[str, dict[str, float]]  # none / hand-written / learned -> `mask_scores`
+    classes: list[ClassRow]
+    unseen_classes: NotRequired[list[str]]  # with a learned mask: classes it never trained on
+    predictions: NotRequired[dict[str, float]]  # with a model: `prediction_scores`
+    examples: NotRequired[list[ReplyExample]]
+
+
+class EvalReport(TypedDict):
+    """`harness cdwm evaluate`'s report (printed by `format_report`, written as is by --json)."""
+
+    model: str | None
+    mask: str | None
+    splits: dict[str, SplitReport]
 
 
 def hand_table(world: str) -> Any | None:
@@ -76,7 +113,7 @@ def check_adapter_base(spec: str) -> None:
 
 async def predict_rows(
     spec: str,
-    rows: list[dict[str, Any]],
+    rows: list[TransitionRow],
     allowed: list[frozenset[str] | None],
     obs_chars: int,
     max_tokens: int,
@@ -89,7 +126,7 @@ async def predict_rows(
     model = load_model(ModelSpec.parse(spec))
     gate = asyncio.Semaphore(concurrency)
 
-    async def one(row: dict[str, Any], ok: frozenset[str] | None) -> tuple[Delta | None, str]:
+    async def one(row: TransitionRow, ok: frozenset[str] | None) -> tuple[Delta | None, str]:
         config = GenerateConfig(temperature=0.0, max_tokens=max_tokens, json_schema=wm_format.prediction_schema(ok))
         async with gate:
             out = await model.generate(wm_format.messages(row, obs_chars), config)
@@ -106,13 +143,13 @@ async def predict_rows(
 
 def prediction_scores(preds: list[Delta | None], truth: list[Delta]) -> dict[str, float]:
     f1s, exact, rev, irr_hit, irr_n, valid = [], [], [], 0, 0, 0
-    conf_rows = []
+    conf_rows: list[tuple[float, float]] = []  # (confidence, correct)
     for p, t in zip(preds, truth):
         if p is None:
             f1s.append(0.0)
             exact.append(0.0)
             rev.append(0.0)
-            conf_rows.append({"confidence": 0.0, "correct": 0.0})
+            conf_rows.append((0.0, 0.0))
         else:
             valid += 1
             f1 = delta_f1(p, t)["f1"]
@@ -121,7 +158,7 @@ def prediction_scores(preds: list[Delta | None], truth: list[Delta]) -> dict[str
             exact.append(float(ok))
             rev.append(float(p.reversible == t.reversible))
             conf = float(p.confidence or 0.0)
-            conf_rows.append({"confidence": conf, "correct": float(ok or f1 >= CORRECT_F1)})
+            conf_rows.append((conf, float(ok or f1 >= CORRECT_F1)))
         if not t.reversible:
             irr_n += 1
             irr_hit += int(p is not None and not p.reversible)
@@ -134,7 +171,7 @@ def prediction_scores(preds: list[Delta | None], truth: list[Delta]) -> dict[str
         "reversible_acc": float(np.mean(rev)) if rev else 0.0,
         "irreversible_recall": irr_hit / irr_n if irr_n else float("nan"),
         "irreversible_rows": float(irr_n),
-        "ece": ece(_ece_bins((r["confidence"], r["correct"]) for r in conf_rows)) or 0.0,
+        "ece": ece(_ece_bins(conf_rows)) or 0.0,
     }
 
 
@@ -148,7 +185,7 @@ def evaluate(
     obs_chars: int = 700,
     max_tokens: int = 200,
     concurrency: int = 16,
-) -> dict[str, Any]:
+) -> EvalReport:
     """Per split: prediction scores (when `spec` is given) and mask scores for the learned mask (with
     `mask_dir`), each world's hand-written table and no mask."""
     folder = dataset_dir(data)
@@ -170,7 +207,7 @@ def evaluate(
             )
     if spec:
         check_adapter_base(spec)
-    report: dict[str, Any] = {"model": spec, "mask": str(mask_dir) if mask_dir else None, "splits": {}}
+    report = EvalReport(model=spec, mask=str(mask_dir) if mask_dir else None, splits={})
     for name in names:
         split = dd[name]
         deltas = split_deltas(split, folder, name)
@@ -185,20 +222,20 @@ def evaluate(
         masks["hand-written"] = hand
         if learned is not None:
             masks["learned"] = {k: learned.allowed(k) for k in set(keys)}
-        entry: dict[str, Any] = {
-            "mask": {m: mask_scores(t, every) for m, t in masks.items()},
-            "classes": class_table(keys, deltas, learned),
-        }
+        entry = SplitReport(
+            mask={m: mask_scores(t, every) for m, t in masks.items()},
+            classes=class_table(keys, deltas, learned),
+        )
         if learned is not None:
             entry["unseen_classes"] = sorted({k for k in keys if learned.allowed(k) is None})
         if spec:
             picked = sample_rows(split, rows, seed)
-            chosen = [split[i] for i in picked]
+            chosen: list[TransitionRow] = [split[i] for i in picked]
             ok = [learned.allowed(keys[i]) if learned is not None else None for i in picked]
             out = asyncio.run(predict_rows(spec, chosen, ok, obs_chars, max_tokens, concurrency))
             entry["predictions"] = prediction_scores([p for p, _ in out], [deltas[i] for i in picked])
             entry["examples"] = [
-                {"action": chosen[j]["action"], "reply": out[j][1][:300]} for j in range(min(3, len(out)))
+                ReplyExample(action=chosen[j]["action"], reply=out[j][1][:300]) for j in range(min(3, len(out)))
             ]
         report["splits"][name] = entry
     return report
@@ -218,10 +255,10 @@ def short(dims: frozenset[str] | set[str] | None) -> str:
     return " ".join(names[d] for d in DIMENSIONS if d in dims) or "-"
 
 
-def class_table(keys: list[str], deltas: list[Delta], learned: LearnedMask | None) -> list[dict[str, Any]]:
+def class_table(keys: list[str], deltas: list[Delta], learned: LearnedMask | None) -> list[ClassRow]:
     """Per action class of a split: rows, the dimensions its rows touch (with counts), what the
     learned gates allow (and their values) and what the world's hand-written table allows."""
-    out = []
+    out: list[ClassRow] = []
     for key in sorted(set(keys)):
         mine = [d for k, d in zip(keys, deltas) if k == key]
         counts = {dim: sum(dim in touched(d) for d in mine) for dim in DIMENSIONS}
@@ -240,7 +277,7 @@ def class_table(keys: list[str], deltas: list[Delta], learned: LearnedMask | Non
     return out
 
 
-def format_report(report: dict[str, Any]) -> str:
+def format_report(report: EvalReport) -> str:
     lines = [
         f"model: {report['model'] or '(none: masks only)'}; mask: {report['mask'] or '(none)'}",
         "",

@@ -12,7 +12,8 @@ order), so a trained reply is also a reply the grammar allows.
 from __future__ import annotations
 
 import json
-from typing import Any
+
+from pydantic import JsonValue
 
 # The prompt, the schema and the class keys are the agent's too (agents/trained_world_model.py):
 # one definition, so training, evaluation and the CDWM agent ask in the same text.
@@ -27,6 +28,7 @@ from agents.trained_world_model import (
     prediction_schema,
     trained_messages,
 )
+from environments.cdwm.collect import TransitionRow
 from environments.cdwm.deltas import Delta
 from harness.messages import ChatMessage
 
@@ -45,7 +47,7 @@ __all__ = [
 ]
 
 
-def messages(row: dict[str, Any], obs_chars: int = 700) -> list[ChatMessage]:
+def messages(row: TransitionRow, obs_chars: int = 700) -> list[ChatMessage]:
     """The chat messages that ask for one transition's delta (a dataset row of `harness cdwm collect`)."""
     return trained_messages(
         str(row["world"]),
@@ -66,7 +68,7 @@ def target_parts(delta: Delta) -> tuple[str, str]:
     before it, the rest). SFT trains on the first part and on the closing brace, not on the
     confidence value (SFT has no signal for it: every collected delta is right by definition;
     calibrating it is post-training's job, issue 40 item 4)."""
-    body: dict[str, Any] = {
+    body: dict[str, JsonValue] = {
         "created": list(delta.created),
         "deleted": list(delta.deleted),
         "attributes": [

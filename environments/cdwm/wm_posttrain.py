@@ -49,9 +49,10 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
+from pydantic import JsonValue
 
 from environments.cdwm import wm_format
 from environments.cdwm.causal_mask import LearnedMask
@@ -67,6 +68,7 @@ from environments.cdwm.wm_replies import (
     reply_reward,
     sample_replies,
 )
+from environments.cdwm.wm_records import TrainMeta, TrainRecord
 from environments.cdwm.wm_train import (
     RESUMABLE,
     TRAIN_FILE,
@@ -111,10 +113,32 @@ class PosttrainConfig:
     seed: int = 0
 
     def learning_settings(self, start_hash: str) -> dict[str, Any]:
-        """What a resumed run must share; the starting adapter by content, not by path."""
+        """What a resumed run must share, as `state.pt` records it; the starting adapter by content,
+        not by path."""
         out = {k: v for k, v in asdict(self).items() if k not in RESUMABLE and k != "eval_rows"}
         out["adapter"] = start_hash
         return out
+
+
+class PosttrainLogEntry(TypedDict, total=False):
+    """A line of `posttrain_log.jsonl`: a step's (`rl_step`: the reward, its parts, the replies'
+    mean confidence, KL, ...) or, with `eval` (the split), the mean reward parts of greedy replies
+    (`evaluate_rows`). Written as JSON in the order the keys are set."""
+
+    step: int
+    eval: str
+    reward: float
+    delta_accuracy: float
+    calibration: float
+    action_following: float
+    reversibility: float
+    rows: float
+    confidence: float | None  # None: no valid reply carried one
+    kl: float
+    pg_loss: float
+    flat_groups: int  # groups whose replies all scored the same (no update from them)
+    reply_tokens: float
+    seconds: float
 
 
 @dataclass
@@ -125,20 +149,22 @@ class PosttrainResult:
     rows: int
     skipped: int
     adapter: Path
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[PosttrainLogEntry] = field(default_factory=list)
 
 
 # -- loading ----------------------------------------------------------------------------------------
 
 
-def read_trained(adapter: Path) -> dict[str, Any]:
+def read_trained(adapter: Path) -> TrainRecord:
     info = adapter / TRAIN_FILE
     if not info.is_file():
         raise HarnessError(f"{info}: missing; pass the folder `harness cdwm train --out OUT` wrote as OUT/adapter")
     try:
-        trained = dict(json.loads(info.read_text(encoding="utf-8")))
+        trained: TrainRecord = json.loads(info.read_text(encoding="utf-8"))
     except ValueError as exc:
         raise HarnessError(f"{info}: not JSON ({exc}); re-export the adapter with `harness cdwm train`") from exc
+    if not isinstance(trained, dict):  # JSON, but not an object
+        raise HarnessError(f"{info}: not a JSON object; re-export the adapter with `harness cdwm train`")
     if trained.get("format") != wm_format.PROMPT_FORMAT:
         raise HarnessError(
             f"{info}: prompt format {trained.get('format')!r}, not {wm_format.PROMPT_FORMAT!r}; post-train an "
@@ -156,7 +182,7 @@ def file_hash(path: Path) -> str:
 @dataclass
 class Row:
     prompt: list[int]
-    schema: dict[str, Any]
+    schema: dict[str, JsonValue]  # the class's masked decoding schema
     truth: Delta
     key: str
 
@@ -181,7 +207,7 @@ def build_rows(
     return rows, skipped
 
 
-def load_policy(cfg: PosttrainConfig, adapter: Path, trained: dict[str, Any]) -> tuple[Any, Any, str]:
+def load_policy(cfg: PosttrainConfig, adapter: Path, trained: TrainRecord) -> tuple[Any, Any, str]:
     """(peft model with the trainable policy "default" and the frozen reference, tokenizer, base
     fingerprint); an adapter made on another base model is refused, naming its file."""
     from peft import PeftModel
@@ -206,7 +232,7 @@ def load_policy(cfg: PosttrainConfig, adapter: Path, trained: dict[str, Any]) ->
 
 def evaluate_rows(
     peft_model: Any, tokenizer: Any, grammar: Grammar, rows: list[Row], cfg: PosttrainConfig
-) -> dict[str, float]:
+) -> PosttrainLogEntry:
     """Greedy replies (as the agent decodes) and their mean reward parts."""
     import torch
 
@@ -222,13 +248,18 @@ def evaluate_rows(
             got[k] += v
         got["reward"] += reply_reward(parts, cfg.reversibility_weight)
     peft_model.train()
-    return {k: round(v / max(1, len(rows)), 5) for k, v in got.items()} | {"rows": float(len(rows))}
+    mean = {k: round(v / max(1, len(rows)), 5) for k, v in got.items()}
+    return PosttrainLogEntry(
+        delta_accuracy=mean["delta_accuracy"], calibration=mean["calibration"],
+        action_following=mean["action_following"], reversibility=mean["reversibility"], reward=mean["reward"],
+        rows=float(len(rows)),
+    )
 
 
 # -- checkpoints ------------------------------------------------------------------------------------
 
 
-def save_checkpoint(out: Path, step: int, peft_model: Any, optimizer: Any, meta: dict[str, Any], keep: int) -> None:
+def save_checkpoint(out: Path, step: int, peft_model: Any, optimizer: Any, meta: TrainMeta, keep: int) -> None:
     import torch
 
     final = out / "checkpoints" / f"step-{step:06d}"
@@ -243,7 +274,7 @@ def save_checkpoint(out: Path, step: int, peft_model: Any, optimizer: Any, meta:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def export(out: Path, peft_model: Any, start: Path, trained: dict[str, Any], cfg: PosttrainConfig, step: int) -> Path:
+def export(out: Path, peft_model: Any, start: Path, trained: TrainRecord, cfg: PosttrainConfig, step: int) -> Path:
     """`OUT/adapter`: the post-trained LoRA, the starting adapter's mask, its training record plus
     this post-training's."""
     final, tmp = out / "adapter", out / "adapter.tmp"
@@ -264,7 +295,7 @@ def posttrain(
     cfg: PosttrainConfig,
     out: Path,
     *,
-    on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_step: Callable[[PosttrainLogEntry], None] | None = None,
     stop_after: int | None = None,
 ) -> PosttrainResult:
     """Post-train (or resume) into `out`. `stop_after` ends the session after that many steps of it
@@ -318,13 +349,13 @@ def posttrain(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
     params = [p for p in peft_model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.0)
-    meta = {
-        "base": fingerprint,
-        "base_name": trained.get("base_name"),
-        "format": wm_format.PROMPT_FORMAT,
-        "settings": cfg.learning_settings(file_hash(start / "adapter_model.safetensors")),
-        "classes": classes,
-    }
+    meta = TrainMeta(
+        base=fingerprint,
+        base_name=trained.get("base_name"),
+        format=wm_format.PROMPT_FORMAT,
+        settings=cfg.learning_settings(file_hash(start / "adapter_model.safetensors")),
+        classes=classes,
+    )
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / LOG_FILE
     step = resumed = 0
@@ -334,7 +365,9 @@ def posttrain(
         load_adapter_weights(peft_model, found[-1] / "adapter")
         optimizer.load_state_dict(state["optimizer"])
         step = resumed = int(state["step"])
-    log = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.is_file() else []
+    log: list[PosttrainLogEntry] = (
+        [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.is_file() else []
+    )
     log = [e for e in log if e["step"] <= step]
 
     def write_log() -> None:
@@ -388,7 +421,7 @@ def rl_step(
     step: int,
     cfg: PosttrainConfig,
     pad_id: int,
-) -> dict[str, Any]:
+) -> PosttrainLogEntry:
     """One GRPO step over `cfg.rows` transitions (chosen by (seed, step), like wm_train's batches);
     returns the step's log entry (without step and seconds)."""
     import torch
@@ -445,18 +478,21 @@ def rl_step(
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     n = len(rewards_all)
-    return {
-        "reward": round(float(np.mean(rewards_all)), 5),
-        **{k: round(v / n, 5) for k, v in sums.items()},
-        "confidence": round(conf_sum / conf_n, 4) if conf_n else None,
-        "kl": round(kl_sum / updated, 6) if updated else 0.0,
-        "pg_loss": round(pg_sum / updated, 6) if updated else 0.0,
-        "flat_groups": flat,
-        "reply_tokens": round(tokens / n, 1),
-    }
+    return PosttrainLogEntry(
+        reward=round(float(np.mean(rewards_all)), 5),
+        delta_accuracy=round(sums["delta_accuracy"] / n, 5),
+        calibration=round(sums["calibration"] / n, 5),
+        action_following=round(sums["action_following"] / n, 5),
+        reversibility=round(sums["reversibility"] / n, 5),
+        confidence=round(conf_sum / conf_n, 4) if conf_n else None,
+        kl=round(kl_sum / updated, 6) if updated else 0.0,
+        pg_loss=round(pg_sum / updated, 6) if updated else 0.0,
+        flat_groups=flat,
+        reply_tokens=round(tokens / n, 1),
+    )
 
 
-def eval_table(log: list[dict[str, Any]]) -> str:
+def eval_table(log: list[PosttrainLogEntry]) -> str:
     """Before / after per split, from the log's `eval` entries."""
     evals = [e for e in log if e.get("eval")]
     if not evals:

@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jsonschema
 import numpy as np
+from pydantic import JsonValue
 
 from environments.cdwm.deltas import Delta, DeltaPrediction
 from environments.cdwm.episode import EpisodeScores
 from environments.cdwm.metrics import prediction_row
 from environments.cdwm.reward import WEIGHTS, reward_components
+
+if TYPE_CHECKING:  # imported where used: xgrammar loads native code
+    from xgrammar import CompiledGrammar
 
 PARTS = ("delta_accuracy", "calibration", "action_following", "reversibility")
 
@@ -31,7 +35,7 @@ class Sampled:
 # -- the reward of one reply --------------------------------------------------------------------------
 
 
-def parse_reply(text: str, finished: bool, schema: dict[str, Any]) -> Delta | None:
+def parse_reply(text: str, finished: bool, schema: dict[str, JsonValue]) -> Delta | None:
     """The prediction, or None when the reply is not one valid `DeltaPrediction` that the (masked)
     schema accepts, or was cut at max_new_tokens."""
     if not finished:
@@ -113,9 +117,9 @@ class Grammar:
         self.compiler = xgr.GrammarCompiler(info, max_threads=2, cache_enabled=True)
         special = set(getattr(tokenizer, "all_special_ids", []) or []) - set(self.stops)
         self.banned = torch.tensor(sorted(i for i in special if 0 <= i < self.width), dtype=torch.long)
-        self._compiled: dict[str, Any] = {}
+        self._compiled: dict[str, CompiledGrammar] = {}  # schema JSON -> its grammar
 
-    def matcher(self, schema: dict[str, Any]) -> Any:
+    def matcher(self, schema: dict[str, JsonValue]) -> Any:
         key = json.dumps(schema, separators=(",", ":"))
         if key not in self._compiled:
             self._compiled[key] = self.compiler.compile_json_schema(key, any_whitespace=False, strict_mode=True)
@@ -156,7 +160,7 @@ def sample_replies(
     tokenizer: Any,
     grammar: Grammar,
     prompt: list[int],
-    schema: dict[str, Any],
+    schema: dict[str, JsonValue],
     n: int,
     temperature: float,
     max_new: int,

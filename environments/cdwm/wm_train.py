@@ -35,12 +35,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from environments.cdwm import value_model, wm_format
 from environments.cdwm.causal_mask import CausalGates, LearnedMask, touched_vector
+from environments.cdwm.collect import TransitionRow
 from environments.cdwm.deltas import Delta
+from environments.cdwm.wm_records import CheckpointState, TrainMeta
 from harness.environment import DIMENSIONS
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 TRAIN_FILE = "cdwm_train.json"
@@ -79,9 +82,22 @@ class TrainConfig:
     target: str = "delta"
 
     def learning_settings(self) -> dict[str, Any]:
-        # `target` is left out at its default, so checkpoints written before it existed still resume
+        """The settings as `state.pt` and `cdwm_train.json` record them (what a resumed run must share).
+        `target` is left out at its default, so checkpoints written before it existed still resume."""
         return {k: v for k, v in asdict(self).items()
                 if k not in RESUMABLE and not (k == "target" and v == "delta")}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A collated batch of examples, as tensors on the device."""
+
+    ids: Any  # [B, T] token ids, padded
+    labels: Any  # [B, T], -100 where no loss
+    attn: Any  # [B, T] attention mask
+    last: Any  # [B] the prompt's last position
+    cls: Any  # [B] action class index
+    touched: Any  # [B, dimensions] what the true delta touched
 
 
 @dataclass
@@ -103,7 +119,7 @@ class TrainResult:
     examples: int
     skipped: int
     adapter: Path
-    log: list[dict[str, Any]] = field(default_factory=list)
+    log: list[dict[str, float]] = field(default_factory=list)  # train_log.jsonl's entries
 
 
 # -- data -------------------------------------------------------------------------------------------
@@ -145,18 +161,16 @@ def split_deltas(split: Any, folder: Path, name: str) -> list[Delta]:
     for i, text in enumerate(split["delta"]):
         try:
             out.append(Delta.model_validate_json(text))
-        except ValueError as exc:
-            errors = exc.errors() if hasattr(exc, "errors") else []
-            first = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'delta'}: {e['msg']}" for e in errors[:2]) or str(exc)
+        except ValidationError as exc:
             raise HarnessError(
-                f"{files[0]}: row {i} of split {name!r}: its delta does not match the Delta schema "
-                f"({first}); re-collect it with `harness cdwm collect`"
-            ) from exc
+                invalid(exc, f"{files[0]}: row {i} of split {name!r}: its delta does not match the Delta schema",
+                        "re-collect it with `harness cdwm collect`")
+            ) from None
     return out
 
 
 def encode(
-    tokenizer: Any, row: dict[str, Any], delta: Delta, cls: int, cfg: TrainConfig, end_id: int
+    tokenizer: Any, row: TransitionRow, delta: Delta, cls: int, cfg: TrainConfig, end_id: int
 ) -> Example | None:
     from harness.providers.base import GenerateConfig
     from harness.providers.embedded import chat_prompt_ids
@@ -253,7 +267,7 @@ def wrap_lora(model: Any, cfg: TrainConfig) -> Any:
     return get_peft_model(model, lora)
 
 
-def collate(batch: list[Example], pad_id: int, device: str) -> dict[str, Any]:
+def collate(batch: list[Example], pad_id: int, device: str) -> Batch:
     import torch
 
     width = max(len(e.ids) for e in batch)
@@ -264,31 +278,31 @@ def collate(batch: list[Example], pad_id: int, device: str) -> dict[str, Any]:
         ids[i, : len(e.ids)] = torch.tensor(e.ids)
         labels[i, : len(e.labels)] = torch.tensor(e.labels)
         attn[i, : len(e.ids)] = 1
-    return {
-        "ids": ids.to(device),
-        "labels": labels.to(device),
-        "attn": attn.to(device),
-        "last": torch.tensor([e.prompt_len - 1 for e in batch], device=device),
-        "cls": torch.tensor([e.cls for e in batch], device=device),
-        "touched": torch.tensor([e.touched for e in batch], device=device),
-    }
+    return Batch(
+        ids=ids.to(device),
+        labels=labels.to(device),
+        attn=attn.to(device),
+        last=torch.tensor([e.prompt_len - 1 for e in batch], device=device),
+        cls=torch.tensor([e.cls for e in batch], device=device),
+        touched=torch.tensor([e.touched for e in batch], device=device),
+    )
 
 
 def forward_losses(
-    peft_model: Any, gates: CausalGates, b: dict[str, Any], cfg: TrainConfig
+    peft_model: Any, gates: CausalGates, b: Batch, cfg: TrainConfig
 ) -> tuple[Any, Any, dict[str, float]]:
     """(LM loss, mask loss, mask parts). The LM head runs only where a label is (a reply is a few
     dozen of a batch's hundreds of tokens)."""
     import torch
 
     causal_lm = peft_model.get_base_model()
-    hidden = causal_lm.model(input_ids=b["ids"], attention_mask=b["attn"]).last_hidden_state
-    targets = b["labels"][:, 1:]
+    hidden = causal_lm.model(input_ids=b.ids, attention_mask=b.attn).last_hidden_state
+    targets = b.labels[:, 1:]
     where = targets != -100
     logits = causal_lm.lm_head(hidden[:, :-1][where])
     lm = torch.nn.functional.cross_entropy(logits.float(), targets[where])
-    at_prompt_end = hidden[torch.arange(hidden.shape[0], device=hidden.device), b["last"]]
-    mask_loss, parts = gates.loss(at_prompt_end.float(), b["cls"], b["touched"], cfg.sparsity)
+    at_prompt_end = hidden[torch.arange(hidden.shape[0], device=hidden.device), b.last]
+    mask_loss, parts = gates.loss(at_prompt_end.float(), b.cls, b.touched, cfg.sparsity)
     return lm, mask_loss, parts
 
 
@@ -305,7 +319,7 @@ def validation_loss(
             batch = examples[i : i + cfg.batch_size]
             b = collate(batch, pad_id, cfg.device)
             lm, _, _ = forward_losses(peft_model, gates, b, cfg)
-            n = int((b["labels"][:, 1:] != -100).sum())
+            n = int((b.labels[:, 1:] != -100).sum())
             total, tokens = total + float(lm) * n, tokens + n
     return total / tokens
 
@@ -321,7 +335,7 @@ def checkpoints(out: Path) -> list[Path]:
 
 
 def save_checkpoint(
-    out: Path, step: int, peft_model: Any, gates: CausalGates, optimizer: Any, meta: dict[str, Any], keep: int
+    out: Path, step: int, peft_model: Any, gates: CausalGates, optimizer: Any, meta: TrainMeta, keep: int
 ) -> Path:
     import torch
 
@@ -340,7 +354,7 @@ def save_checkpoint(
     return final
 
 
-def read_checkpoint(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
+def read_checkpoint(path: Path, meta: TrainMeta) -> CheckpointState:
     """The state in a checkpoint folder, refused (naming its file) when it was made on another base
     model, in another prompt format or with other training settings."""
     import torch
@@ -372,7 +386,8 @@ def read_checkpoint(path: Path, meta: dict[str, Any]) -> dict[str, Any]:
         )
     if state.get("classes") != meta["classes"]:
         raise HarnessError(f"{state_file}: trained for other action classes than --data's; choose another --out")
-    return dict(state)
+    checked: CheckpointState = state
+    return checked
 
 
 def load_adapter_weights(peft_model: Any, adapter_dir: Path) -> None:
@@ -399,7 +414,7 @@ def train(
     cfg: TrainConfig,
     out: Path,
     *,
-    on_step: Callable[[dict[str, Any]], None] | None = None,
+    on_step: Callable[[dict[str, float]], None] | None = None,
     stop_after: int | None = None,
 ) -> TrainResult:
     """Train (or resume) into `out`. `stop_after` ends the session after that many steps of it
@@ -418,13 +433,13 @@ def train(
     classes = sorted({wm_format.class_key(w, c) for w, c in zip(train_split["world"], train_split["action_class"])})
     model, tokenizer = load_base(cfg)
     base_name = cfg.base_model or "local/smollm2-135m"
-    meta = {
-        "base": base_fingerprint(model),
-        "base_name": base_name,
-        "format": value_model.VALUE_FORMAT if cfg.target == "value" else wm_format.PROMPT_FORMAT,
-        "settings": cfg.learning_settings(),
-        "classes": classes,
-    }
+    meta = TrainMeta(
+        base=base_fingerprint(model),
+        base_name=base_name,
+        format=value_model.VALUE_FORMAT if cfg.target == "value" else wm_format.PROMPT_FORMAT,
+        settings=cfg.learning_settings(),
+        classes=classes,
+    )
     end_id = end_of_turn_id(tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else end_id
     index = {c: i for i, c in enumerate(classes)}
@@ -475,7 +490,9 @@ def train(
         gates.load_state_dict(state["gates"])
         optimizer.load_state_dict(state["optimizer"])
         step = resumed = int(state["step"])
-    log = [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.is_file() else []
+    log: list[dict[str, float]] = (
+        [json.loads(line) for line in log_path.read_text().splitlines()] if log_path.is_file() else []
+    )
     log = [e for e in log if e["step"] <= step]  # entries past the checkpoint were lost with the kill
 
     def write_log() -> None:
@@ -508,7 +525,7 @@ def train(
         torch.nn.utils.clip_grad_norm_(lora_params, 1.0)
         optimizer.step()
         step, session_steps = step + 1, session_steps + 1
-        entry: dict[str, Any] = {
+        entry: dict[str, float] = {
             "step": step,
             "loss": round(float(loss.detach()), 5),
             "lm_loss": round(float(lm.detach()), 5),
@@ -543,7 +560,7 @@ def train(
     )
 
 
-def export(out: Path, peft_model: Any, gates: CausalGates, meta: dict[str, Any], step: int) -> Path:
+def export(out: Path, peft_model: Any, gates: CausalGates, meta: TrainMeta, step: int) -> Path:
     """`OUT/adapter`: the LoRA in peft's format, the learned mask, and what it was trained on."""
     final = out / "adapter"
     tmp = out / "adapter.tmp"
@@ -553,7 +570,10 @@ def export(out: Path, peft_model: Any, gates: CausalGates, meta: dict[str, Any],
     (tmp / TRAIN_FILE).write_text(
         json.dumps(
             {
-                **{k: meta[k] for k in ("base", "base_name", "format", "classes")},
+                "base": meta["base"],
+                "base_name": meta["base_name"],
+                "format": meta["format"],
+                "classes": meta["classes"],
                 "settings": meta["settings"],
                 "step": step,
             },

@@ -41,9 +41,9 @@ def run_household_bench(passes: int = 1, seed: int = 0) -> HouseholdBench:
         for _ in range(passes):
             for task in tasks:
                 t0 = time.perf_counter()
-                env.reset(task)
+                env.reset(task.model_dump())
                 resets.append(time.perf_counter() - t0)
-                for command in task["gold_plan"]:
+                for command in task.gold_plan:
                     action = env.render(command)
                     t0 = time.perf_counter()
                     env.step(action)

@@ -19,8 +19,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from environments.cdwm.deltas import Delta
 from environments.household import facts as hf
+from environments.household.task import GeneratedTask, HouseholdTask, OfficialTask, read_task
 from harness.environment import STOP, EnvironmentClosed, Observation, StepResult
 
 # TextWorld's PDDL engine keeps module-level state (one TatSu parser, the translator's tables) that
@@ -79,22 +82,23 @@ class _EnginePool:
 ENGINES = _EnginePool()
 
 
-def game_data(task: dict[str, Any]) -> dict[str, Any]:
-    """The engine's game: an official `game.tw-pddl` unchanged, or a generated problem with the
-    bundled domain and grammar (the task's description filled in as ALFWorld does)."""
-    if task.get("game_file"):
-        game: dict[str, Any] = json.loads(Path(task["game_file"]).read_text())
+def game_data(task: HouseholdTask) -> dict[str, Any]:
+    """The engine's game (TextWorld's `tw-pddl` JSON): an official `game.tw-pddl` unchanged, or a
+    generated problem with the bundled domain and grammar (the task's description filled in as
+    ALFWorld does)."""
+    if isinstance(task, OfficialTask):
+        game: dict[str, Any] = json.loads(Path(task.game_file).read_text())
         return game
     domain, grammar = bundled_logic()
-    return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", task["intent"]),
-            "pddl_problem": task["pddl_problem"]}
+    return {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", task.intent),
+            "pddl_problem": task.pddl_problem}
 
 
 class HouseholdEnvironment:
     def __init__(self, max_steps: int = 50) -> None:
         self.max_steps = max_steps
         self._engine: Any = None
-        self._task: dict[str, Any] | None = None
+        self._task: HouseholdTask | None = None
         self._state: Any = None
         self._facts: set[hf.Fact] = set()
         self._static: dict[str, set[str]] = {}
@@ -110,9 +114,9 @@ class HouseholdEnvironment:
             raise EnvironmentClosed("this HouseholdEnvironment was closed; create a new one")
         if self._engine is None:
             self._engine = ENGINES.acquire()
-        self._task = task
+        self._task = read_task(task)
         with ENGINE_LOCK:
-            self._engine.load(game_data(task))
+            self._engine.load(game_data(self._task))
             self._names = self._demangle()
             self._state = self._engine.reset()
         all_facts = self._read_facts()
@@ -153,14 +157,15 @@ class HouseholdEnvironment:
                 return cls
         return low.split(" ", 1)[0] if low else ""
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self) -> dict[str, JsonValue]:  # the transcript's evaluation (JSON)
         if self._task is None:
             raise RuntimeError("call reset(task) and run the episode before evaluate()")
-        won = bool(self._state["won"])
+        won, task = bool(self._state["won"]), self._task
+        generated = task if isinstance(task, GeneratedTask) else None
         return {"success": 1.0 if won else 0.0, "won": won, "steps": self._steps, "stopped": self._stopped,
-                "required_irreversible": list(self._task.get("required_irreversible") or []),
-                "irreversible_trap": self._task.get("irreversible_trap"),
-                "gold_steps": len(self._task.get("gold_plan") or []) or None}
+                "required_irreversible": list(task.required_irreversible),
+                "irreversible_trap": generated.irreversible_trap if generated else None,
+                "gold_steps": len(generated.gold_plan) if generated and generated.gold_plan else None}
 
     def close(self) -> None:
         if self._engine is not None:

@@ -30,10 +30,10 @@ class HouseholdSpec(TypedDict):
 class HouseholdEpisode:
     def __init__(self, spec: HouseholdSpec, max_steps: int) -> None:
         self.task = generate_task(int(spec["seed"]), LONG[spec["type"]], int(spec["index"]))
-        self.intent = self.task["intent"]
+        self.intent = self.task.intent
         self.env = HouseholdEnvironment(max_steps=max_steps)
-        self.observation = self.env.reset(self.task)
-        self._plan = [self.env.render(c) for c in self.task["gold_plan"]]
+        self.observation = self.env.reset(self.task.model_dump())
+        self._plan = [self.env.render(c) for c in self.task.gold_plan]
         self._stale = False
 
     def admissible(self) -> list[str]:
@@ -48,7 +48,7 @@ class HouseholdEpisode:
         """Whether the goal is out of reach: an object of the target's type was sliced (the only
         irreversible change a generated task's goal cannot survive). Checked here because
         fast-downward, asked to replan an unsolvable state, searches the whole space (minutes)."""
-        prefix = str(self.task["target"]).lower() + " "
+        prefix = self.task.target.lower() + " "
         return any(p == "issliced" and args[0].startswith(prefix) for p, args in self.env.world_facts)
 
     def expert(self) -> str | None:

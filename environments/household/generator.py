@@ -20,9 +20,9 @@ from __future__ import annotations
 import random
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
 
 from environments.household.catalog import CLEAN, COOL, HEAT, LIGHT, OBJECTS, PICKUP, RECEPTACLES, ROOMS, SLICE, accepts
+from environments.household.task import GeneratedTask
 
 GENERATOR_VERSION = "1"
 DEFAULT_SEED = 0
@@ -81,13 +81,13 @@ class Scene:
         return [rid for rid, rt in self.receptacles if accepts(rt, otype) and rt not in exclude]
 
 
-def generate_tasks(seed: int = DEFAULT_SEED, per_type: int = DEFAULT_PER_TYPE) -> list[dict[str, Any]]:
+def generate_tasks(seed: int = DEFAULT_SEED, per_type: int = DEFAULT_PER_TYPE) -> list[GeneratedTask]:
     if per_type < 1:
         raise ValueError(f"per_type must be >= 1 (got {per_type})")
     return [generate_task(seed, task_type, i) for task_type in TASK_TYPES for i in range(per_type)]
 
 
-def generate_task(seed: int, task_type: str, index: int) -> dict[str, Any]:
+def generate_task(seed: int, task_type: str, index: int) -> GeneratedTask:
     rng = random.Random(f"{seed}:{task_type}:{index}")
     room = ROOMS[rng.choice(TASK_TYPES[task_type])]
     scene = Scene(room.name)
@@ -137,21 +137,21 @@ def generate_task(seed: int, task_type: str, index: int) -> dict[str, Any]:
 
     gold = gold_plan(task_type, scene, targets, goal_rtype, appliance, lamp_host, rng)
     obj_word, recep_word = target.lower(), goal_rtype.lower() if goal_rtype else None
-    return {
-        "task_id": f"household-{SHORT[task_type]}-{index:02d}",
-        "task_type": task_type,
-        "room": room.name,
-        "intent": describe(task_type, obj_word, recep_word),
-        "pddl_problem": problem_text(f"household_{SHORT[task_type]}_{index:02d}", scene,
-                                     goal(task_type, target, goal_rtype, intact=trap)),
-        "gold_plan": gold,
-        "target": target,
-        "goal_receptacle": goal_rtype,
-        "irreversible_trap": "slice" if trap else None,
-        "required_irreversible": [],  # no generated task needs an irreversible change
-        "seed": seed,
-        "generator_version": GENERATOR_VERSION,
-    }
+    return GeneratedTask(
+        task_id=f"household-{SHORT[task_type]}-{index:02d}",
+        task_type=task_type,
+        room=room.name,
+        intent=describe(task_type, obj_word, recep_word),
+        pddl_problem=problem_text(f"household_{SHORT[task_type]}_{index:02d}", scene,
+                                  goal(task_type, target, goal_rtype, intact=trap)),
+        gold_plan=gold,
+        target=target,
+        goal_receptacle=goal_rtype,
+        irreversible_trap="slice" if trap else None,
+        required_irreversible=[],  # no generated task needs an irreversible change
+        seed=seed,
+        generator_version=GENERATOR_VERSION,
+    )
 
 
 def describe(task_type: str, obj: str, recep: str | None) -> str:

@@ -17,10 +17,10 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from environments.household import USER_ALFWORLD_DATA
 from environments.household.generator import TASK_TYPES
+from environments.household.task import OfficialTask
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 DEFAULT_SPLIT = "valid_unseen"
@@ -47,7 +47,7 @@ def data_root() -> Path | None:
     return root
 
 
-def official_tasks(root: Path, split: str = DEFAULT_SPLIT) -> list[dict[str, Any]]:
+def official_tasks(root: Path, split: str = DEFAULT_SPLIT) -> list[OfficialTask]:
     if split not in SPLITS:
         raise OfficialDataError(f"split {split!r}: unknown; choose one of {', '.join(SPLITS)}")
     split_dir = root / "json_2.1.1" / split
@@ -67,8 +67,8 @@ def official_tasks(root: Path, split: str = DEFAULT_SPLIT) -> list[dict[str, Any
             continue
         if not json.loads(game.read_text()).get("solvable"):
             continue
-        tasks.append({"task_id": f"{split}/{rel}", "task_type": task_type, "game_file": str(game),
-                      "required_irreversible": [], "split": split})
+        tasks.append(OfficialTask(task_id=f"{split}/{rel}", task_type=task_type, game_file=str(game),
+                                  required_irreversible=[], split=split))
     if not tasks:
         raise OfficialDataError(f"{split_dir}: no playable games (trial folders with traj_data.json and a solvable "
                                 "game.tw-pddl)")

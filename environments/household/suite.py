@@ -14,14 +14,14 @@ import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.household import generator
 from environments.household.mask import HOUSEHOLD_MASK
 from environments.household.official import DEFAULT_SPLIT, OfficialDataError, data_root, intent_of_game, official_tasks
+from environments.household.task import GeneratedTask, HouseholdTask, OfficialTask
 from harness.environment import Environment
 from harness.errors import HarnessError
 from harness.suite import Sample
@@ -49,7 +49,7 @@ class HouseholdOptions(CdwmOptions):
         return value
 
 
-class CdwmHouseholdSuite(CdwmSuite):
+class CdwmHouseholdSuite(CdwmSuite[HouseholdTask]):
     name = "cdwm-household"
     version = "1.0.0"
     description = ("CDWM household: ALFWorld's six task types on generated PDDL problems (or the official games "
@@ -66,37 +66,38 @@ class CdwmHouseholdSuite(CdwmSuite):
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
         tasks = self._tasks(corpus)
-        return [Sample(id=t["task_id"], data=t) for t in tasks]
+        return [Sample(id=t.task_id, data=t) for t in tasks]
 
-    def _tasks(self, corpus: str | None) -> list[dict[str, Any]]:
+    def _tasks(self, corpus: str | None) -> list[HouseholdTask]:
         try:
             root = Path(corpus).expanduser() if corpus else data_root()
             if root is not None:
                 if not (root / "json_2.1.1").is_dir():
                     raise OfficialDataError(f"--corpus {corpus}: no json_2.1.1 folder there; give ALFWorld's data "
                                             "folder (the one `alfworld-download` filled)")
-                tasks = official_tasks(root, self.split)
-                return [t for t in tasks if t["task_type"] in self.task_types]
+                return [t for t in official_tasks(root, self.split) if t.task_type in self.task_types]
         except OfficialDataError as exc:
             raise HarnessError(str(exc)) from None
-        return [t for t in generator.generate_tasks(self.seed, self.per_type) if t["task_type"] in self.task_types]
+        return [t for t in generator.generate_tasks(self.seed, self.per_type) if t.task_type in self.task_types]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, JsonValue]:
         tasks = self._tasks(corpus)
         digest = hashlib.sha256()
-        for t in tasks:
-            payload = Path(t["game_file"]).read_bytes() if t.get("game_file") else json.dumps(t, sort_keys=True).encode()
-            digest.update(t["task_id"].encode() + b"\0" + payload)
-        official = bool(tasks and tasks[0].get("game_file"))
-        return {"path": str(Path(tasks[0]["game_file"]).parents[3]) if official else None,
+        for t in tasks:  # a generated task hashed as its JSON (the dict it was before it was typed)
+            payload = (Path(t.game_file).read_bytes() if isinstance(t, OfficialTask)
+                       else json.dumps(t.model_dump(mode="json"), sort_keys=True).encode())
+            digest.update(t.task_id.encode() + b"\0" + payload)
+        first = tasks[0] if tasks else None
+        official = isinstance(first, OfficialTask)
+        return {"path": str(Path(first.game_file).parents[3]) if isinstance(first, OfficialTask) else None,
                 "source": f"alfworld:{self.split}" if official else f"generated:v{generator.GENERATOR_VERSION}",
                 "seed": None if official else self.seed, "tasks": len(tasks), "sha256": digest.hexdigest()}
 
-    def intent_of(self, sample: Sample) -> str:
-        task = self.task_of(sample)
-        return task.get("intent") or intent_of_game(task["game_file"])
+    def intent_of(self, sample: Sample[HouseholdTask]) -> str:
+        task = sample.data
+        return task.intent if isinstance(task, GeneratedTask) else intent_of_game(task.game_file)
 
-    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:
+    def make_env(self, sample: Sample[HouseholdTask], judge: Callable[[str], str] | None) -> Environment:
         from environments.household.env import HouseholdEnvironment
 
         # One step above the agent's limit: the agent's own limit ends the episode (and says so).

@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any
 
+from corpora.mind2web.loader import Step, Task
 from environments.mind2web import dom
 from environments.mind2web.mindact import LETTERS, MINDACT_CLASSES, MINDACT_HELP, Tournament, parse_choice, queue_order
-from environments.mind2web.metrics import MindActSummary, step_result, task_scores
+from environments.mind2web.metrics import MindActSummary, StepRecord, StepScores, step_result, task_scores
 from harness.environment import ACTION_HELP, ALL, NONE, WORLD_MODEL_HELP, ActionMask, Delta, Observation, StepResult
 
 ACTION_CLASSES = ("click", "type", "select")
@@ -60,21 +61,21 @@ def _words(text: str) -> set[str]:
     return {w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
 
 
-def candidate_views(step: dict[str, Any]) -> list[CandidateView]:
+def candidate_views(step: Step) -> list[CandidateView]:
     """The step's candidates (targets and the rest, once each) in document order."""
-    root = dom.number(dom.parse(step["cleaned_html"]))
+    root = dom.number(dom.parse(step.cleaned_html))
     order = {n.bid: i for i, n in enumerate(root.elements()) if n.bid}
     index = dom.by_id(root)
     views: dict[str, CandidateView] = {}
-    for c in step["pos_candidates"] + step.get("neg_candidates", []):
-        bid = str(c["backend_node_id"])
+    for c in step.pos_candidates + step.neg_candidates:
+        bid = c.backend_node_id
         if bid in views:
             continue
         node = index.get(bid)
         if node is not None:
             snip, name = dom.snippet(node), dom.describe(node)
         else:  # the snapshot lacks it: the candidate's own tag and attributes
-            snip, name = f"<{c.get('tag', 'element')}>", ""
+            snip, name = f"<{c.tag}>", ""
         views[bid] = CandidateView(bid, snip, f"{name} {snip}", order.get(bid, len(order) + len(views)))
     return sorted(views.values(), key=lambda v: v.position)
 
@@ -87,9 +88,9 @@ def rank(query: str, views: list[CandidateView]) -> list[CandidateView]:
     return sorted(views, key=lambda v: (-len(goal & _words(v.text)), v.position))
 
 
-def gold_action(step: dict[str, Any]) -> str:
-    op, value = step["operation"]["op"].lower(), step["operation"].get("value", "")
-    bid = step["pos_candidates"][0]["backend_node_id"]
+def gold_action(step: Step) -> str:
+    op, value = step.operation.op.lower(), step.operation.value
+    bid = step.pos_candidates[0].backend_node_id
     return f"click [{bid}]" if op == "click" else f"{op} [{bid}] [{value}]"
 
 
@@ -115,22 +116,28 @@ class Mind2WebEnvironment:
             raise ValueError(f"protocol {protocol!r}: use single or mindact")
         self.top_k, self.world_model_help, self.protocol = top_k, world_model_help, protocol
         self.group_size, self.order, self.meter = group_size, order, meter
-        self.task: dict[str, Any] = {}
+        self.task: Task | None = None
         self.index = 0
-        self.results: list[dict[str, Any]] = []
+        self.results: list[StepRecord] = []
         self.shown: list[list[str]] = []
         self.tournament: Tournament | None = None
 
     # ------------------------------------------------------------ the protocol
-    def reset(self, task: dict[str, Any]) -> Observation:
-        self.task, self.index, self.results = task, 0, []
-        self.shown = [[v.bid for v in rank(task["confirmed_task"], candidate_views(s))[: self.top_k]] for s in task["actions"]]
+    def reset(self, task: dict[str, Any]) -> Observation:  # the protocol's JSON: `Task.model_dump()`
+        self.task, self.index, self.results = Task.model_validate(task), 0, []
+        self.shown = [[v.bid for v in rank(self.task.confirmed_task, candidate_views(s))[: self.top_k]]
+                      for s in self.task.actions]
         if self.protocol == "mindact":
             self.open_step()
         return self.observation()
 
+    @property
+    def steps(self) -> list[Step]:
+        """The task's gold steps (none before `reset` and after `close`)."""
+        return self.task.actions if self.task is not None else []
+
     def step(self, action: str) -> StepResult:
-        steps = self.task["actions"]
+        steps = self.steps
         if self.index >= len(steps):
             return StepResult(self.observation(), Delta(), True, valid=False, info={"error": "the task has no steps left"})
         if self.protocol == "mindact":
@@ -154,12 +161,11 @@ class Mind2WebEnvironment:
         return parsed[0].lower() if parsed else action.split(" ", 1)[0].lower()
 
     def evaluate(self) -> dict[str, Any]:
-        steps = self.task["actions"]
-        scores = task_scores([{k: r[k] for k in ("element_correct", "operation_f1", "step_success")} for r in self.results],
-                             len(steps))
-        recall = [bool({str(c["backend_node_id"]) for c in s["pos_candidates"]} & set(shown))
+        steps = self.steps
+        scores = task_scores(self.results, len(steps))
+        recall = [bool({c.backend_node_id for c in s.pos_candidates} & set(shown))
                   for s, shown in zip(steps, self.shown)]
-        own = all("cdwm" in s for s in steps)
+        own = all(s.cdwm is not None for s in steps)
         out = scores | {
             "success": scores["task_success"],
             "candidate_recall": sum(recall) / max(1, len(recall)),
@@ -168,7 +174,7 @@ class Mind2WebEnvironment:
             "irreversible_actions": [r["action"] for r in self.results if r["irreversible"]],
             "unrequired_irreversible": [r["action"] for r in self.results if r["unrequired_irreversible"]],
             "irreversible_source": "ledger" if own else "keyword heuristic",
-            "split": self.task.get("split", ""),
+            "split": self.task.split if self.task is not None else "",
             "protocol": self.protocol,
         }
         if self.protocol == "mindact":
@@ -176,24 +182,24 @@ class Mind2WebEnvironment:
         return out
 
     def close(self) -> None:
-        self.task = {}
+        self.task = None
 
     # ------------------------------------------------------------ MindAct's questions
     def open_step(self) -> None:
         """Queue the current gold step's candidates; a step with one candidate or none asks nothing
         and is scored at once (no prediction), as MindAct's loop never runs for it."""
-        steps = self.task["actions"]
+        steps = self.steps
         while self.index < len(steps):
             step = steps[self.index]
-            targets = {str(c["backend_node_id"]) for c in step["pos_candidates"]}
-            queue = queue_order(self.shown[self.index], self.order, str(step.get("action_uid", self.index)))
+            targets = {c.backend_node_id for c in step.pos_candidates}
+            queue = queue_order(self.shown[self.index], self.order, step.action_uid)
             self.tournament = Tournament(queue, self.group_size, targets)
             if not self.tournament.over:
                 return
             self.close_step(step, self.tournament)
 
     def answer_question(self, action: str) -> StepResult:
-        step, tournament = self.task["actions"][self.index], self.tournament
+        step, tournament = self.steps[self.index], self.tournament
         assert tournament is not None
         calls, tokens = self.meter() if self.meter else (0, 0)
         played = tournament.answer(action, calls, tokens)
@@ -206,14 +212,15 @@ class Mind2WebEnvironment:
         if tournament.over:
             info |= self.close_step(step, tournament)
             self.open_step()
-        return StepResult(self.observation(), delta, self.index >= len(self.task["actions"]), valid=played.valid, info=info)
+        return StepResult(self.observation(), delta, self.index >= len(self.steps), valid=played.valid, info=info)
 
-    def close_step(self, step: dict[str, Any], tournament: Tournament) -> dict[str, float]:
+    def close_step(self, step: Step, tournament: Tournament) -> StepScores:
         """Score the gold step on its decided prediction and move to the next one."""
         win = tournament.winner()
         action = "none" if win is None else (f"click [{win[0]}]" if win[1] == "CLICK" else f"{win[1].lower()} [{win[0]}] [{win[2]}]")
         rounds = [r.to_dict() for r in tournament.rounds]
-        scores, _ = self.record(step, None if win is None else (win[1], win[0], win[2]), action, {
+        scores, _ = self.record(step, None if win is None else (win[1], win[0], win[2]), action)
+        self.results[-1].update({
             "winner": win[0] if win else None, "questions": len(rounds), "rounds": rounds,
             "target_survived": [r["target_alive"] for r in rounds],
             "calls": sum(r["calls"] for r in rounds), "tokens": sum(r["tokens"] for r in rounds)})
@@ -221,21 +228,21 @@ class Mind2WebEnvironment:
         return scores
 
     # ------------------------------------------------------------ pieces
-    def record(self, step: dict[str, Any], parsed: tuple[str, str, str] | None, action: str,
-               extra: dict[str, Any] | None = None) -> tuple[dict[str, float], Delta]:
+    def record(self, step: Step, parsed: tuple[str, str, str] | None, action: str) -> tuple[StepScores, Delta]:
         """Score one gold step's prediction ((OP, id, value), or None) and keep its record; the
         scores and the prediction's delta."""
-        pos = {str(c["backend_node_id"]) for c in step["pos_candidates"]}
-        op_gold, value_gold = step["operation"]["op"], step["operation"].get("value", "")
+        pos = {c.backend_node_id for c in step.pos_candidates}
+        op_gold, value_gold = step.operation.op, step.operation.value
         if parsed is None:
             scores, delta = step_result(None, None, "", pos, op_gold, value_gold), Delta()
         else:
             op, bid, value = parsed
             scores, delta = step_result(bid, op, value, pos, op_gold, value_gold), self.delta_of(step, bid, op)
         irreversible = not delta.reversible
-        self.results.append(scores | {"action": action, "gold": gold_action(step), "irreversible": irreversible,
-                                      "unrequired_irreversible": irreversible and scores["element_correct"] == 0.0}
-                            | (extra or {}))
+        self.results.append({"element_correct": scores["element_correct"], "operation_f1": scores["operation_f1"],
+                             "step_success": scores["step_success"], "action": action, "gold": gold_action(step),
+                             "irreversible": irreversible,
+                             "unrequired_irreversible": irreversible and scores["element_correct"] == 0.0})
         return scores, delta
 
     def observation(self) -> Observation:
@@ -244,12 +251,12 @@ class Mind2WebEnvironment:
         if self.world_model_help:
             info[WORLD_MODEL_HELP] = self.world_model_help
         classes = MINDACT_CLASSES if mindact else ACTION_CLASSES
-        t, steps = self.task, self.task.get("actions", [])
-        head = f"Website: {t.get('website', '')} ({t.get('domain', '')} / {t.get('subdomain', '')})"
+        t, steps = self.task, self.steps
+        head = f"Website: {t.website} ({t.domain} / {t.subdomain})" if t is not None else "Website:  ( / )"
         if self.index >= len(steps):
             return Observation(text=head + "\nThe task's recorded steps are over.", action_classes=classes, info=info)
         views = {v.bid: v for v in candidate_views(steps[self.index])}
-        previous = "\n".join(t["action_reprs"][: self.index]) or "none"
+        previous = "\n".join(t.action_reprs[: self.index] if t is not None else []) or "none"
         if mindact and self.tournament is not None:
             group = self.tournament.group()
             info |= {"question": len(self.tournament.rounds) + 1, "options": dict(zip(LETTERS, group))}
@@ -265,25 +272,23 @@ class Mind2WebEnvironment:
                 f"Candidate elements ({len(shown)} of {len(views)}, most relevant first):\n{lines}")
         return Observation(text=text, action_classes=classes, info=info)
 
-    def delta_of(self, step: dict[str, Any], bid: str, op: str) -> Delta:
+    def delta_of(self, step: Step, bid: str, op: str) -> Delta:
         """What the chosen action would have changed (ground truth where recorded)."""
         if op != "CLICK":
             return Delta()
-        own = step.get("cdwm")
-        if isinstance(own, dict):
-            recorded = own.get("candidate_deltas", {}).get(bid)
-            return Delta.model_validate(recorded) if recorded else Delta()
-        node = dom.by_id(dom.number(dom.parse(step["cleaned_html"]))).get(bid)
+        if step.cdwm is not None:
+            return step.cdwm.candidate_deltas.get(bid, Delta()).model_copy(deep=True)
+        node = dom.by_id(dom.number(dom.parse(step.cleaned_html))).get(bid)
         if node is not None and COMMITS.search(dom.describe(node)):
             return Delta(reversible=False, irreversible_cost=1.0)
         return Delta()
 
-    def gold_irreversible(self, step: dict[str, Any]) -> bool:
-        bid = str(step["pos_candidates"][0]["backend_node_id"])
-        return not self.delta_of(step, bid, step["operation"]["op"]).reversible
+    def gold_irreversible(self, step: Step) -> bool:
+        bid = step.pos_candidates[0].backend_node_id
+        return not self.delta_of(step, bid, step.operation.op).reversible
 
 
-def mindact_summary(results: list[dict[str, Any]], group_size: int, order: str) -> MindActSummary:
+def mindact_summary(results: list[StepRecord], group_size: int, order: str) -> MindActSummary:
     """A task's MindAct figures: questions asked, model calls and tokens they cost, steps left
     with no prediction, and recall at question r (share of gold steps whose target was still in
     play after their r-th question; a step already decided keeps its last state)."""

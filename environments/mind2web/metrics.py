@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import string
 from collections.abc import Sequence
-from typing import Any
+from typing import NotRequired, TypedDict
 
 import numpy as np
 from pydantic import BaseModel
 
+from environments.mind2web.mindact import RoundRecord
 from harness.records import Metric
 from harness.stats import ratio_metric
 
@@ -46,8 +47,44 @@ def op_string(op: str, value: str) -> str:
     return f"{op.upper()} {value}".strip() if op.upper() != "CLICK" else "CLICK"
 
 
+class StepScores(TypedDict):
+    """One gold step's three scores (`step_result`)."""
+
+    element_correct: float
+    operation_f1: float
+    step_success: float
+
+
+class StepRecord(StepScores):
+    """One gold step as `evaluate()["step_results"]` records it: its scores, the action scored and
+    the gold one, and whether the action was irreversible (without being the target)."""
+
+    action: str
+    gold: str
+    irreversible: bool
+    unrequired_irreversible: bool
+    # protocol=mindact: the element the questions chose, and the questions with their cost
+    winner: NotRequired[str | None]
+    questions: NotRequired[int]
+    rounds: NotRequired[list[RoundRecord]]
+    target_survived: NotRequired[list[bool]]
+    calls: NotRequired[int]
+    tokens: NotRequired[int]
+
+
+class TaskScores(TypedDict):
+    """A task's Mind2Web figures (`task_scores`), the fields of `Mind2WebStepMetrics` it fills."""
+
+    element_accuracy: float
+    operation_f1: float
+    step_success_rate: float
+    task_success: float
+    gold_steps: int
+    answered_steps: int
+
+
 def step_result(element: str | None, op: str | None, value: str, pos_ids: set[str], gold_op: str,
-                gold_value: str) -> dict[str, float]:
+                gold_value: str) -> StepScores:
     """One step's three scores; `element` None (no usable prediction) scores 0 on each."""
     if element is None or op is None:
         return {"element_correct": 0.0, "operation_f1": 0.0, "step_success": 0.0}
@@ -56,9 +93,10 @@ def step_result(element: str | None, op: str | None, value: str, pos_ids: set[st
     return {"element_correct": correct, "operation_f1": f1, "step_success": float(correct == 1.0 and f1 == 1.0)}
 
 
-def task_scores(steps: list[dict[str, float]], n_steps: int) -> dict[str, Any]:
+def task_scores(steps: Sequence[StepScores], n_steps: int) -> TaskScores:
     """A task's scores from its answered steps; the unanswered rest (up to `n_steps`) count 0."""
-    padded = list(steps[:n_steps]) + [{"element_correct": 0.0, "operation_f1": 0.0, "step_success": 0.0}] * (n_steps - len(steps))
+    unanswered: StepScores = {"element_correct": 0.0, "operation_f1": 0.0, "step_success": 0.0}
+    padded = list(steps[:n_steps]) + [unanswered] * (n_steps - len(steps))
     n = max(1, n_steps)
     return {
         "element_accuracy": sum(s["element_correct"] for s in padded) / n,

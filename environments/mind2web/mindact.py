@@ -25,7 +25,7 @@ import hashlib
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from harness.environment import ALL, NONE, ActionMask
 
@@ -87,6 +87,20 @@ def rounds_needed(n: int, group_size: int) -> int:
     return rounds
 
 
+class RoundRecord(TypedDict):
+    """A `Round` as the step's record keeps it (`evaluate()["step_results"][i]["rounds"]`)."""
+
+    group: list[str]
+    answer: str
+    chose: str | None
+    operation: str
+    valid: bool
+    target_asked: bool
+    target_alive: bool
+    calls: int
+    tokens: int
+
+
 @dataclass
 class Round:
     """One question of a step and its answer."""
@@ -101,8 +115,10 @@ class Round:
     calls: int = 0  # model calls since the previous answer (the policy's asks and re-asks, a world model's)
     tokens: int = 0  # their prompt + completion tokens
 
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+    def to_dict(self) -> RoundRecord:
+        return {"group": list(self.group), "answer": self.answer, "chose": self.chose, "operation": self.operation,
+                "valid": self.valid, "target_asked": self.target_asked, "target_alive": self.target_alive,
+                "calls": self.calls, "tokens": self.tokens}
 
 
 @dataclass

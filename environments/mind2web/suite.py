@@ -23,7 +23,7 @@ import numpy as np
 
 from pydantic import Field
 
-from corpora.mind2web.loader import load_tasks
+from corpora.mind2web.loader import Task, load_tasks
 from environments.cdwm.episode import EpisodeScores, EpisodeTranscript, Evaluation
 from environments.cdwm.metrics import cdwm_metrics
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
@@ -75,7 +75,7 @@ class Mind2WebOptions(CdwmOptions):
                            "under mindact the agent may take this many times the questions a step can need")
 
 
-class CdwmMind2WebSuite(CdwmSuite[dict[str, Any], Mind2WebTranscript, Mind2WebScores]):  # the release record as read
+class CdwmMind2WebSuite(CdwmSuite[Task, Mind2WebTranscript, Mind2WebScores]):
     name = "cdwm-mind2web"
     version = "0.1.0"
     headline_metric = "step_success_rate"
@@ -99,7 +99,7 @@ class CdwmMind2WebSuite(CdwmSuite[dict[str, Any], Mind2WebTranscript, Mind2WebSc
             self.config = replace(self.config, mask=MINDACT_MASK, action_pattern=choice_pattern(o.group_size),
                                   max_steps=o.max_steps * max(1, rounds_needed(self.top_k, o.group_size)))
 
-    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+    async def solve(self, sample: Sample[Task], ctx: SampleContext) -> Transcript:
         # Under mindact each question records the model calls and tokens spent on it: the
         # environment reads this sample's call records through a meter (one fresh Sample per
         # solve, so concurrent epochs of a task never share one).
@@ -114,15 +114,15 @@ class CdwmMind2WebSuite(CdwmSuite[dict[str, Any], Mind2WebTranscript, Mind2WebSc
 
     def load_samples(self, corpus: str | None) -> list[Sample]:
         tasks, _ = load_tasks(corpus, self.options.split)
-        return [Sample(id=t["annotation_id"], data=t) for t in tasks]
+        return [Sample(id=t.annotation_id, data=t) for t in tasks]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, str | None]:
         return load_tasks(corpus, self.options.split)[1]
 
-    def intent_of(self, sample: Sample) -> str:
-        return str(sample.data["confirmed_task"])
+    def intent_of(self, sample: Sample[Task]) -> str:
+        return sample.data.confirmed_task
 
-    def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Mind2WebEnvironment:
+    def make_env(self, sample: Sample[Task], judge: Callable[[str], str] | None) -> Mind2WebEnvironment:
         o, meter = self.options, self._meters.get(id(sample))
         return Mind2WebEnvironment(top_k=self.top_k, world_model_help=self.world_model_help, protocol=o.protocol,
                                    group_size=o.group_size, order=o.group_order, meter=meter.take if meter else None)
@@ -131,12 +131,12 @@ class CdwmMind2WebSuite(CdwmSuite[dict[str, Any], Mind2WebTranscript, Mind2WebSc
         return {"mind2web": FunctionScorer("mind2web", self._score_task,
                                            description="Mind2Web's step metrics plus CDWM's metrics and composite reward")}
 
-    async def _score_task(self, sample: Sample, transcript: Mind2WebTranscript, ctx: SampleContext) -> Score:
+    async def _score_task(self, sample: Sample[Task], transcript: Mind2WebTranscript, ctx: SampleContext) -> Score:
         own = Mind2WebStepMetrics.model_validate(transcript.evaluation.model_dump(include=M2W_FIELDS))
         return Score(values=Mind2WebScores(**dict(self.episode_scores(transcript)), **dict(own)))
 
-    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
-        zeros = Mind2WebStepMetrics(**task_scores([], len(sample.data["actions"])), split=sample.data.get("split", ""))
+    def scores_on_failure(self, sample: Sample[Task]) -> dict[str, Any]:
+        zeros = Mind2WebStepMetrics(**task_scores([], len(sample.data.actions)), split=sample.data.split)
         return Mind2WebScores(**dict(self.failed_scores()), **dict(zeros)).model_dump(mode="json")  # as recorded
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:

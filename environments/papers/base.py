@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import abstractmethod
+from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, Field
@@ -27,7 +28,7 @@ from harness.runner import package_versions
 from harness.stats import mean_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
-__all__ = ["CellResult", "Claim", "Condition", "Departure", "PaperOptions", "PaperTask", "SeedPlan", "describe_claim"]
+__all__ = ["Cell", "CellResult", "Claim", "Condition", "Departure", "PaperOptions", "PaperTask", "SeedPlan", "describe_claim"]
 
 VERSIONED_PACKAGES = ("numpy", "scipy", "scikit-learn", "torch")
 
@@ -41,6 +42,14 @@ class PaperOptions(SuiteOptions):
     first_seed: int = Field(
         0, ge=0, le=100_000, description="the first seed (a claim check's later look runs only its new seeds)"
     )
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One sample: a setting of the paper's and a seed."""
+
+    setting: str
+    seed: int
 
 
 class CellResult(BaseModel):
@@ -57,7 +66,7 @@ class CellResult(BaseModel):
 OptionsT = TypeVar("OptionsT", bound=PaperOptions)
 
 
-class PaperTask(Suite[dict[str, Any], CellResult, dict[str, float | None]], Generic[OptionsT]):
+class PaperTask(Suite[Cell, CellResult, dict[str, float | None]], Generic[OptionsT]):
     """Subclasses (`PaperTask[TheirOptions]`) set `task`, `solvers` (method first), `settings`,
     `metric_names`, `claim`, an `Options` with a `solver` Literal, and implement `solve_cell` and
     `score_cell` (both pure functions of the cell)."""
@@ -94,23 +103,23 @@ class PaperTask(Suite[dict[str, Any], CellResult, dict[str, float | None]], Gene
     def seeds(self) -> int:
         return self.options.seeds
 
-    def load_samples(self, corpus: str | None) -> list[Sample]:
+    def load_samples(self, corpus: str | None) -> list[Sample[Cell]]:
         first = self.options.first_seed
         return [
-            Sample(id=cell_id(setting, seed), data={"setting": setting, "seed": seed})
+            Sample(id=cell_id(setting, seed), data=Cell(setting=setting, seed=seed))
             for setting in self.settings
             for seed in range(first, first + self.seeds)
         ]
 
-    async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
+    async def solve(self, sample: Sample[Cell], ctx: SampleContext) -> Transcript:
         # In a thread: the work is CPU-bound, and the runner's per-sample timeout must still fire.
-        result = await asyncio.to_thread(self.solve_cell, sample.data["setting"], sample.data["seed"], self.solver)
+        result = await asyncio.to_thread(self.solve_cell, sample.data.setting, sample.data.seed, self.solver)
         return Transcript(output=result)
 
     def scorers(self) -> dict[str, Scorer[CellResult]]:
         return {"metric": FunctionScorer("metric", self._score, description=self.metric_description())}
 
-    async def _score(self, sample: Sample, transcript: CellResult, ctx: SampleContext) -> Score:
+    async def _score(self, sample: Sample[Cell], transcript: CellResult, ctx: SampleContext) -> Score:
         values = await asyncio.to_thread(self.score_cell, transcript)  # validated once by the runner
         return Score(values=values)
 

@@ -19,7 +19,7 @@ import json
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -44,7 +44,38 @@ EVENTS = ("spindle", "blink", "muscle", "spike", "sharp_wave")
 CACHE_DIR: Path | None = Path(os.environ.get("HARNESS_TPOE_CACHE", Path.home() / ".cache" / "harness" / "tpoe_eib"))
 
 
-def cache_path(kind: str, seed: int, config: dict[str, Any]) -> Path | None:
+class PretrainingConfig(TypedDict):
+    """Everything the pretrained backbone depends on (its disk-cache key, hashed as JSON)."""
+
+    width: int
+    depth: int
+    heads: int
+    recordings: int
+    held_out: int
+    steps: int
+    batch: int
+    lr: float
+    mask: float
+    events: tuple[str, ...]
+    version: int
+
+
+class FineTuneConfig(TypedDict):
+    """Everything a fine-tuned model depends on (`tpoe_eib_model.fine_tune_config`; its disk-cache key)."""
+
+    backbone: str  # the pretrained backbone's fingerprint
+    n_train: int
+    amplitude: float
+    steps: int
+    batch: int
+    lr: float
+    backbone_lr: float
+    hidden: int
+    features: int
+    version: int
+
+
+def cache_path(kind: str, seed: int, config: PretrainingConfig | FineTuneConfig) -> Path | None:
     """Where a trained module of this configuration is kept (None: no disk cache)."""
     if CACHE_DIR is None:
         return None
@@ -52,7 +83,7 @@ def cache_path(kind: str, seed: int, config: dict[str, Any]) -> Path | None:
     return Path(CACHE_DIR) / f"{kind}-seed{seed}-{key}.pt"
 
 
-def pretraining_config() -> dict[str, Any]:
+def pretraining_config() -> PretrainingConfig:
     return {
         "width": WIDTH,
         "depth": DEPTH,

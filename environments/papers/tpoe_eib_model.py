@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from typing import Any, NamedTuple, TypedDict
+from typing import TYPE_CHECKING, Any, NamedTuple, TypedDict
 
 import numpy as np
+from pydantic import JsonValue
 
 from environments.papers.tpoe_eib_signals import (  # noqa: F401 - re-exported: the suite and the tests read them here
     ALPHA_AMP,
@@ -41,6 +42,9 @@ from environments.papers.tpoe_eib_signals import (  # noqa: F401 - re-exported: 
     tokens,
     torch_single_thread,
 )
+
+if TYPE_CHECKING:
+    from environments.papers.tpoe_eib_backbone import FineTuneConfig
 
 N_TRAIN, N_TEST = 1200, 400
 
@@ -228,7 +232,7 @@ class Model(NamedTuple):
     readout: Any
 
 
-def fine_tune_config(seed: int, checkpoint: str | None) -> dict[str, Any]:
+def fine_tune_config(seed: int, checkpoint: str | None) -> FineTuneConfig:
     """Everything the fine-tuned model depends on (its disk-cache key): the backbone it starts from and its training."""
     from environments.papers.tpoe_eib_backbone import backbone_for, fingerprint
 
@@ -321,7 +325,7 @@ def trained_model(seed: int, kind: str, checkpoint: str | None = None) -> Model:
     return Model(backbone, net, readout)
 
 
-def head_state(net: Any, readout: Any) -> dict[str, dict[str, Any]]:
+def head_state(net: Any, readout: Any) -> dict[str, dict[str, JsonValue]]:
     """The EIB head's parameters as nested lists (float32 values, exact through JSON): ~1.9k numbers."""
     return {
         "net": {k: v.tolist() for k, v in net.state_dict().items()},

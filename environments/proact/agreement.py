@@ -12,9 +12,8 @@ where labelled rows come from, rather than run into an empty kappa.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
+from pydantic import JsonValue
 
 from corpora.proact_types import GRADES, TRIGGER_TYPES, CorpusRow, Grade, TriggerPoint
 from environments.proact.corpus_suite import CorpusSuite
@@ -83,8 +82,8 @@ class ProactJudgeAgreementSuite(CorpusSuite[StoredReplies, AgreementScores]):
         # The judge under test reads the options' prompt with the project's generation settings.
         self.judge = judge_settings(self.options.judge_prompt_in_use(), "harness", HARNESS_JUDGE)
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
-        return super().corpus_identity(corpus) | {"judge_prompt": self.judge.prompt.identity()}
+    def corpus_identity(self, corpus: str | None) -> dict[str, JsonValue]:
+        return {**super().corpus_identity(corpus), "judge_prompt": self.judge.prompt.identity()}
 
     def keep(self, row: CorpusRow) -> bool:
         return bool(labelled_triggers(row))
@@ -142,10 +141,10 @@ class ProactJudgeAgreementSuite(CorpusSuite[StoredReplies, AgreementScores]):
                 "skipped": sum(p.predicted == "SKIPPED" for p in pairs),
                 "errors": sum(p.predicted == "ERROR" for p in pairs)}
 
-    def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
+    def official_summary(self, records: list[SampleRecord]) -> dict[str, JsonValue]:
         """Confusion matrices (rows: stored label, columns: judge), overall and per type."""
-        out: dict[str, list[Grade] | list[list[int]]] = {"labels": list(GRADES)}
+        out: dict[str, JsonValue] = {"labels": [*GRADES]}
         for kind in (None, *TRIGGER_TYPES):
             matrix = confusion_per_dialogue(records, kind).sum(axis=0) if records else np.zeros((3, 3))
-            out[f"confusion_{'overall' if kind is None else kind.lower()}"] = matrix.astype(int).tolist()
+            out[f"confusion_{'overall' if kind is None else kind.lower()}"] = [[int(v) for v in row] for row in matrix]
         return out

@@ -10,7 +10,7 @@ import asyncio
 import jsonschema
 import numpy as np
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from corpora.proact_types import CorpusRow, Rubric, TriggerPoint
 from environments.proact.corpus_suite import CorpusSuite
@@ -24,7 +24,7 @@ from harness.structured import Attempt, ReplyProblem, bounded, reply_text, retry
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Transcript
 
 AUDIT_ATTEMPTS = 3
-AUDIT_SCHEMA = {
+AUDIT_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "required": ["achievable", "reason"],
     "properties": {"achievable": {"type": "boolean"}, "reason": {"type": "string", "minLength": 1}},

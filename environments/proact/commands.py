@@ -11,7 +11,7 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.markup import escape
@@ -23,6 +23,9 @@ from harness.cli.kit import fmt as _fmt
 from harness.errors import HarnessError
 from harness.records import Metric
 from harness.spec import DEFAULT_MODEL, judge_panel
+
+if TYPE_CHECKING:
+    from pydantic import JsonValue
 
 corpus_app = typer.Typer(no_args_is_help=True, help="Check and build ProactBench-format corpora.")
 proact_app = typer.Typer(no_args_is_help=True, help="ProactBench results tools.")
@@ -59,7 +62,8 @@ def validate(
             rows += 1
             where = f"{file}:{lineno}"
             try:
-                row = validate_row(json.loads(line), where)
+                raw = json.loads(line)
+                row = validate_row(raw, where)
             except json.JSONDecodeError as exc:
                 errors += 1
                 out.print(f"[red]error[/] {where}: not valid JSON ({exc.msg})", highlight=False)
@@ -70,12 +74,12 @@ def validate(
                 continue
             layout = row_layout(row, where)
             layouts[layout] = layouts.get(layout, 0) + 1
-            for problem in check_row(row, strict=strict):
+            for problem in check_row(raw, strict=strict):
                 is_error = problem.severity == "error"
                 errors += is_error
                 warnings += not is_error
                 tag = "[red]error[/]" if is_error else "[yellow]warning[/]"
-                out.print(f"{tag} {where} ({row['unique_id_eval']}): field `{problem.field}` {problem.message}",
+                out.print(f"{tag} {where} ({row.unique_id_eval}): field `{problem.field}` {problem.message}",
                           highlight=False, soft_wrap=True)
     if not rows:
         what = f"corpus folder {path} holds no rows in its {len(files)} .jsonl file(s)" if path.is_dir() \
@@ -125,7 +129,8 @@ def metrics(
               f"deviation(s) in {rows_with} row(s)", highlight=False, soft_wrap=True)
     ours = proact_metrics(records, seed=seed)
     if as_json:
-        print(json.dumps({"official": {k: layout[k] for k in ("aggregate_trigger_stats", "metrics", "token_usage")},
+        print(json.dumps({"official": {"aggregate_trigger_stats": layout["aggregate_trigger_stats"],
+                                       "metrics": layout["metrics"], "token_usage": layout["token_usage"]},
                           "error_trigger_stats": official["error_trigger_stats"],
                           "deviations": results.deviation_counts(), "dropped_triggers": results.dropped_triggers(),
                           "metrics": {k: m.model_dump() for k, m in ours.items()},
@@ -160,7 +165,7 @@ def metrics(
         raise typer.Exit(1)
 
 
-def _read_metrics_file(path: Path) -> dict[str, Any]:
+def _read_metrics_file(path: Path) -> dict[str, JsonValue]:
     from corpora.validation import read_text
 
     fix = "pass --expect a {model}_proactivity_bench_metrics.json file"
@@ -254,8 +259,9 @@ def build(
                       seed=seed, max_connections=max_connections)
     _, audit_path = run_config(audit, run_dir, suite=ProactAuditSuite(), progress=progress)
     verdicts = {r.sample_id: r.scores for r in RunFolder(run_dir, audit_path.name).read_samples()}
-    accepted = [row for row in rule_ok if verdicts.get(row["unique_id_eval"], {}).get("accepted")]
-    rejected = [verdicts[row["unique_id_eval"]] for row in rule_ok if row not in accepted and row["unique_id_eval"] in verdicts]
+    accepted = [row for row in rule_ok if verdicts.get(str(row["unique_id_eval"]), {}).get("accepted")]
+    rejected = [verdicts[str(row["unique_id_eval"])] for row in rule_ok
+                if row not in accepted and str(row["unique_id_eval"]) in verdicts]
     out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in accepted), encoding="utf-8")
     rejected_file = out_file.with_suffix(".rejected.jsonl")

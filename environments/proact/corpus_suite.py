@@ -4,12 +4,11 @@ its typed `CorpusRow`, read once when the corpus is loaded."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from pydantic import JsonValue
 from typing_extensions import TypeVar
 
 from corpora.proact_types import CorpusRow
-from corpora.proactbench import load_rows
+from corpora.proactbench import load_typed_rows
 from harness.suite import Sample, Suite, SuiteOptions
 
 TranscriptT = TypeVar("TranscriptT")
@@ -19,19 +18,18 @@ ScoresT = TypeVar("ScoresT")
 class CorpusSuite(Suite[CorpusRow, TranscriptT, ScoresT]):
     def __init__(self, options: SuiteOptions | None = None) -> None:
         super().__init__(options)
-        self._identity: dict[str | None, dict[str, Any]] = {}
+        self._identity: dict[str | None, dict[str, JsonValue]] = {}
 
     def keep(self, row: CorpusRow) -> bool:
         """Which rows become samples (all, unless a suite needs something of them)."""
         return True
 
     def load_samples(self, corpus: str | None) -> list[Sample[CorpusRow]]:
-        rows, identity = load_rows(corpus)  # checked row by row (file:line errors), then typed here
+        rows, identity = load_typed_rows(corpus)  # checked and typed row by row (file:line errors)
         self._identity[corpus] = identity
-        typed = [CorpusRow.model_validate(row) for row in rows]
-        return [Sample(id=row.unique_id_eval, data=row) for row in typed if self.keep(row)]
+        return [Sample(id=row.unique_id_eval, data=row) for row in rows if self.keep(row)]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, JsonValue]:
         if corpus not in self._identity:
             self.load_samples(corpus)
         return dict(self._identity[corpus])

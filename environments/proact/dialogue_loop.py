@@ -11,7 +11,8 @@ retries, then a template), the Assistant its reply. Every fallback is recorded o
 
 The graph never holds the style, and the Planner's view of the blueprint never holds the persona:
 the roles are callables supplied by the environment (`Roles`), each closing over only what its
-prompt may contain, so this module imports `harness` only (the dependency direction of DESIGN.md).
+prompt may contain, so this module imports `harness` and the shapes of what it reads and writes
+(`loop_records`) only (the dependency direction of DESIGN.md).
 
 Anchor heuristic (documented because the loop depends on it): an anchor's key words are the
 content words of its `detail` (4+ letters or containing a digit, minus stop words, minus words of
@@ -38,6 +39,19 @@ from typing import Any, Awaitable, Callable, TypedDict, cast
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
+from corpora.proact_blueprints import Anchor
+from environments.proact.loop_records import (
+    LoopTrigger,
+    LoopTurnRecord,
+    LoopVerdict,
+    Order,
+    Plan,
+    PlannerBrief,
+    PlannerRecord,
+    TriggerRubric,
+    UserAgentRecord,
+    planner_brief,
+)
 from harness.messages import ChatMessage
 from harness.providers.base import ModelError
 from harness.structured import Attempt, ReplyProblem, StructuredReply, retry_reply
@@ -49,7 +63,6 @@ DONE_TURNS = (7, 8)  # the user says the task is done on one of these turns
 ANCHOR_NEED = {"EMERGENT": 1, "CRITICAL": 2}  # anchors revealed by (and including) the trigger turn
 MAX_MISSES = 2  # an anchor missed this often is force-revealed by the next order
 CRITERIA = ("pass_criteria", "partial_criteria", "fail_criteria")
-PLANNER_FIELDS = ("hidden_goal", "explicit_request", "implicit_anchors", "ideal_trajectory", "done_signal")
 
 
 # ---------------------------------------------------------------- the structural schedule
@@ -150,7 +163,7 @@ def key_words(text: str, exclude: AbstractSet[str] = frozenset()) -> list[str]:
     return out
 
 
-def anchor_keys(anchors: list[dict[str, Any]], explicit_request: str) -> dict[str, list[str]]:
+def anchor_keys(anchors: list[Anchor], explicit_request: str) -> dict[str, list[str]]:
     """Each anchor's key words, without those of the request or another anchor (so revealing one
     anchor does not look like revealing another); loosened when that leaves nothing."""
     request = set(key_words(explicit_request))
@@ -195,7 +208,7 @@ class TurnDirective:
 
 @dataclass(frozen=True)
 class PlannerView:
-    blueprint: dict[str, Any]  # PLANNER_FIELDS only: no persona, no style
+    blueprint: PlannerBrief  # no persona, no style
     conversation: list[ChatMessage]
     revealed: list[str]
     directive: TurnDirective
@@ -204,7 +217,7 @@ class PlannerView:
 
 @dataclass(frozen=True)
 class UserView:
-    order: dict[str, Any]
+    order: Order
     conversation: list[ChatMessage]
     turn: int
     feedback: str | None = None
@@ -217,22 +230,44 @@ class UserView:
 @dataclass
 class Roles:
     """The models behind the loop, as callables the environment builds (prompt + model call)."""
-    plan: Callable[[PlannerView, int], Awaitable[dict[str, Any]]]  # parsed; raises PlannerFormatError
-    plan_fallback: Callable[[PlannerView], dict[str, Any]]
+    plan: Callable[[PlannerView, int], Awaitable[Plan]]  # parsed; raises PlannerFormatError
+    plan_fallback: Callable[[PlannerView], Plan]
     speak: Callable[[UserView, int], Awaitable[str]]
     speak_fallback: Callable[[UserView], str]
     answer: Callable[[list[ChatMessage]], Awaitable[str]]
-    judge: Callable[[dict[str, Any], list[ChatMessage], str], Awaitable[dict[str, Any]]]
+    judge: Callable[[TriggerRubric | None, list[ChatMessage], str], Awaitable[LoopVerdict]]
+
+
+class TurnInProgress(TypedDict, total=False):
+    """The turn in progress, filled node by node: planner, then user, then assistant."""
+    directive: TurnDirective
+    planner: PlannerRecord
+    user_message: str
+    user_agent: UserAgentRecord
+    history: list[ChatMessage]
+    reply: str
 
 
 class LoopState(TypedDict):
     turn: int
-    records: list[dict[str, Any]]  # finished turns, in the release's turn_records shape
-    current: dict[str, Any]  # the turn in progress
+    records: list[LoopTurnRecord]  # finished turns
+    current: TurnInProgress
     revealed: list[str]  # anchor ids, in the order the user revealed them
     misses: dict[str, int]
-    triggers: list[dict[str, Any]]  # {turn, evaluation_rubric, evaluation_result}
+    triggers: list[LoopTrigger]
     done_turn: int | None  # the turn whose user message acknowledged the task is done
+    failed: str | None
+
+
+class LoopUpdate(TypedDict, total=False):
+    """What a node returns: the keys of LoopState it changes."""
+    turn: int
+    records: list[LoopTurnRecord]
+    current: TurnInProgress
+    revealed: list[str]
+    misses: dict[str, int]
+    triggers: list[LoopTrigger]
+    done_turn: int | None
     failed: str | None
 
 
@@ -243,7 +278,7 @@ def initial_state() -> LoopState:
     return LoopState(turn=0, records=[], current={}, revealed=[], misses={}, triggers=[], done_turn=None, failed=None)
 
 
-def conversation(records: list[dict[str, Any]]) -> list[ChatMessage]:
+def conversation(records: list[LoopTurnRecord]) -> list[ChatMessage]:
     msgs: list[ChatMessage] = []
     for r in records:
         msgs += [{"role": "user", "content": r["user_message"]}, {"role": "assistant", "content": r["assistant_response"]}]
@@ -272,9 +307,9 @@ class DialogueLoop:
     deterministic protocol pieces (`directive_for`, `complete_order`, `order_leaks`,
     `user_problem`) are methods too, so each can be tested alone."""
 
-    def __init__(self, blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
+    def __init__(self, blueprint: PlannerBrief, schedule: Schedule, roles: Roles, *,
                  planner_attempts: int = 3, user_attempts: int = 3):
-        self.bp = {k: blueprint[k] for k in PLANNER_FIELDS}
+        self.bp = planner_brief(blueprint)
         self.anchors = {a["id"]: a for a in self.bp["implicit_anchors"]}
         self.ids = list(self.anchors)
         self.keys = anchor_keys(self.bp["implicit_anchors"], self.bp["explicit_request"])
@@ -305,12 +340,12 @@ class DialogueLoop:
         return TurnDirective(turn, kind, anchor, forced, reason, done is None and turn >= self.schedule.done_turn,
                              done is not None, stop), notes
 
-    def order_leaks(self, order: dict[str, Any], d: TurnDirective, revealed: list[str]) -> list[str]:
+    def order_leaks(self, order: Order, d: TurnDirective, revealed: list[str]) -> list[str]:
         """Anchors an order would disclose besides the one due this turn."""
         text = " ".join([order["intent"], *order["content_payload"], order["behavioral_directive"]])
         return [a for a in self.ids if a not in revealed and a != d.anchor_id and mentions(text, self.keys[a])]
 
-    def complete_order(self, order: dict[str, Any], d: TurnDirective) -> tuple[dict[str, Any], list[str]]:
+    def complete_order(self, order: Order, d: TurnDirective) -> tuple[Order, list[str]]:
         """Make the order carry what the protocol requires this turn, whatever the Planner wrote."""
         order = {**order, "content_payload": list(order["content_payload"])}
         patches, payload = [], " ".join(order["content_payload"])
@@ -326,13 +361,13 @@ class DialogueLoop:
             patches.append("done signal added")
         return order, patches
 
-    async def planner(self, state: LoopState) -> dict[str, Any]:
+    async def planner(self, state: LoopState) -> LoopUpdate:
         """Start the next turn: its directive and the Planner's order (bounded retries, then the template)."""
         turn = state["turn"] + 1
         d, notes = self.directive_for(state, turn)
         conv, revealed = conversation(state["records"]), list(state["revealed"])
 
-        async def ask(attempt: int, tried: list[Attempt]) -> dict[str, Any]:
+        async def ask(attempt: int, tried: list[Attempt]) -> Plan:
             feedback = tried[-1].problem if tried else None  # why the previous attempt was rejected
             try:
                 plan = await self.roles.plan(PlannerView(self.bp, conv, revealed, d, feedback), attempt)
@@ -349,8 +384,13 @@ class DialogueLoop:
         if plan is None:
             plan = self.roles.plan_fallback(PlannerView(self.bp, conv, revealed, d))
         order, patches = self.complete_order(plan["tactical_order"], d)
-        rubric = {"type": d.trigger, **{k: plan["evaluation_rubric"][k] for k in CRITERIA}} if d.trigger else None
-        record = {
+        criteria = plan["evaluation_rubric"]
+        rubric: TriggerRubric | None = None
+        if d.trigger:
+            assert criteria is not None  # the parser and the template give criteria on every trigger turn
+            rubric = {"type": d.trigger, "pass_criteria": criteria["pass_criteria"],
+                      "partial_criteria": criteria["partial_criteria"], "fail_criteria": criteria["fail_criteria"]}
+        record: PlannerRecord = {
             "state_audit": {"current_turn": turn, "previous_trigger_count": len(state["triggers"]),
                             "is_max_reached": len(state["triggers"]) >= MAX_TRIGGERS},
             "is_trigger_point": d.trigger is not None, "stop_conversation": d.stop,
@@ -373,19 +413,23 @@ class DialogueLoop:
             return "the message disclosed something the order did not ask for; say only what the order says"
         return None
 
-    async def user(self, state: LoopState) -> dict[str, Any]:
+    async def user(self, state: LoopState) -> LoopUpdate:
         """The User Agent's message for the order (bounded retries, then the template), and what it revealed."""
         cur, turn = state["current"], state["turn"]
         d, order = cur["directive"], cur["planner"]["tactical_order"]
         others = [a for a in self.ids if a not in state["revealed"] and a != d.anchor_id]
-        facts = {"opening_request": self.bp["explicit_request"] if turn == 1 else None,
-                 "anchor_detail": self.anchors[d.anchor_id]["detail"] if d.anchor_id else None, "say_done": d.say_done}
         conv = conversation(state["records"])
+
+        def view(feedback: str | None) -> UserView:
+            return UserView(order, conv, turn, feedback,
+                            opening_request=self.bp["explicit_request"] if turn == 1 else None,
+                            anchor_detail=self.anchors[d.anchor_id]["detail"] if d.anchor_id else None,
+                            say_done=d.say_done)
 
         async def ask(attempt: int, tried: list[Attempt]) -> str:
             # The feedback is the last rejected message's problem (a failed call says nothing about the message).
             feedback = next((a.problem for a in reversed(tried) if a.kind != "model_error"), None)
-            text = clean_message(await self.roles.speak(UserView(order, conv, turn, feedback, **facts), attempt))
+            text = clean_message(await self.roles.speak(view(feedback), attempt))
             problem = self.user_problem(text, d, others)
             if problem is not None:
                 raise ReplyProblem("invalid", problem)
@@ -395,37 +439,37 @@ class DialogueLoop:
         message, problems = reply.value, _problems(reply)
         fallback = message is None
         if message is None:
-            message = clean_message(self.roles.speak_fallback(UserView(order, conv, turn, None, **facts)))
+            message = clean_message(self.roles.speak_fallback(view(None)))
         revealed_now = [d.anchor_id] if d.anchor_id and mentions(message, self.keys[d.anchor_id]) else []
         misses = dict(state["misses"])
         if d.anchor_id and not revealed_now:
             misses[d.anchor_id] = misses.get(d.anchor_id, 0) + 1
         done_turn = turn if d.say_done and done_acknowledged(message, self.bp["done_signal"]) else state["done_turn"]
-        planner_record = {**cur["planner"], "revealed_anchor_ids": revealed_now}
-        agent = {"fallback": fallback, "attempts": len(problems) + (0 if fallback else 1), "problems": problems}
+        planner_record: PlannerRecord = {**cur["planner"], "revealed_anchor_ids": revealed_now}
+        agent: UserAgentRecord = {"fallback": fallback, "attempts": len(problems) + (0 if fallback else 1), "problems": problems}
         return {"current": {**cur, "planner": planner_record, "user_message": message, "user_agent": agent},
                 "revealed": state["revealed"] + revealed_now, "misses": misses, "done_turn": done_turn}
 
-    async def assistant(self, state: LoopState) -> dict[str, Any]:
+    async def assistant(self, state: LoopState) -> LoopUpdate:
         """The Assistant's reply; the turn is recorded (a failed call ends the dialogue)."""
         cur, turn = state["current"], state["turn"]
-        history = conversation(state["records"]) + [{"role": "user", "content": cur["user_message"]}]
+        history: list[ChatMessage] = conversation(state["records"]) + [{"role": "user", "content": cur["user_message"]}]
         failed = None
         try:
             reply = await self.roles.answer(history)
         except ModelError as exc:
             reply, failed = "", f"turn {turn}: assistant: {exc}"
-        record = {"turn": turn, "planner": cur["planner"], "user_message": cur["user_message"],
-                  "assistant_response": reply, "user_agent": cur["user_agent"]}
-        update: dict[str, Any] = {"records": state["records"] + [record], "failed": failed,
+        record: LoopTurnRecord = {"turn": turn, "planner": cur["planner"], "user_message": cur["user_message"],
+                                  "assistant_response": reply, "user_agent": cur["user_agent"]}
+        update: LoopUpdate = {"records": state["records"] + [record], "failed": failed,
                                   "current": {**cur, "history": history, "reply": reply}}
         if failed and cur["planner"]["is_trigger_point"]:
-            result = {"status": "ERROR", "score": None, "error": failed}
+            result: LoopVerdict = {"status": "ERROR", "score": None, "error": failed}
             update["triggers"] = state["triggers"] + [{"turn": turn, "evaluation_rubric": cur["planner"]["evaluation_rubric"],
                                                        "evaluation_result": result}]
         return update
 
-    async def judge(self, state: LoopState) -> dict[str, Any]:
+    async def judge(self, state: LoopState) -> LoopUpdate:
         """The Judge's verdict on a trigger turn."""
         cur = state["current"]
         rubric = cur["planner"]["evaluation_rubric"]
@@ -453,7 +497,7 @@ class DialogueLoop:
         return graph.compile()
 
 
-def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
+def build(blueprint: PlannerBrief, schedule: Schedule, roles: Roles, *,
           planner_attempts: int = 3, user_attempts: int = 3) -> LoopGraph:
     """The compiled graph of `DialogueLoop`."""
     return DialogueLoop(blueprint, schedule, roles, planner_attempts=planner_attempts,
@@ -463,6 +507,6 @@ def build(blueprint: dict[str, Any], schedule: Schedule, roles: Roles, *,
 async def run_dialogue(graph: LoopGraph) -> LoopState:
     """Run a built graph from the first turn to the end (at most MAX_TURNS turns)."""
     final = await graph.ainvoke(initial_state(), {"recursion_limit": 5 * MAX_TURNS + 5})
-    # LangGraph types ainvoke's result `dict[str, Any] | Any`; in its default stream mode
-    # ("values") it is the graph's final state.
+    # LangGraph types ainvoke's result as a dict or Any; in its default stream mode ("values")
+    # it is the graph's final state.
     return cast(LoopState, final)

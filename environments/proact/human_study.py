@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 import krippendorff
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from corpora.proact_types import GRADES, TRIGGER_TYPES
 from harness.errors import HarnessError, invalid
@@ -361,14 +361,14 @@ def published_differences(folder: Path, rows: list[AgreementRow], tolerance: flo
 
 
 # ---------------------------------------------------------------- re-judging the items
-def judge_items_corpus(study: Study) -> list[dict[str, Any]]:
+def judge_items_corpus(study: Study) -> list[dict[str, JsonValue]]:
     """The items as rows of a ProactBench corpus, one row per item with its one trigger, so the
     `proact-judge` suite re-grades each stored reply with the benchmark's judge (same prompt,
     same parser) and pairs it with the published judge's score (the row's stored label)."""
-    rows = []
+    rows: list[dict[str, JsonValue]] = []
     for it in study.items:
         history = it.dialogue_history
-        turns = [{"turn": t + 1, "user_message": history[2 * t].content,
+        turns: list[JsonValue] = [{"turn": t + 1, "user_message": history[2 * t].content,
                   "assistant_response": history[2 * t + 1].content if 2 * t + 1 < len(history) else it.model_response}
                  for t in range((len(history) + 1) // 2)]
         uuid, scenario, style = (it.dialogue_id.split("__") + ["", "", ""])[:3]

@@ -22,6 +22,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from pydantic import JsonValue
+
 from corpora.proact_types import CorpusRow
 from environments.proact.scoring import Reply
 from environments.proact.suite import regenerated_row, sorted_triggers
@@ -42,7 +44,7 @@ class ProactInspectAdapter(InspectAdapter):
         for rec in output.get("turn_records") or []:
             turn = rec.get("turn")
             out.append(Message("user", rec.get("user_message") or "", "input", {"turn": turn}))
-            meta: dict[str, Any] = {"turn": turn, "trigger_type": types.get(turn)}
+            meta: dict[str, JsonValue] = {"turn": turn, "trigger_type": types.get(turn)}
             if rec.get("original_assistant_response"):
                 meta["original_assistant_response"] = rec["original_assistant_response"]
             if rec.get("error"):
@@ -69,7 +71,7 @@ class ProactInspectAdapter(InspectAdapter):
             lines.append(f"turn {v.get('turn')} ({v.get('type')}): {res.get('score') or res.get('status')} -- {why}{quote}")
         return ScoreView(value=value, answer=answer or None, explanation="\n\n".join(lines) or None)
 
-    def transcript(self, sample: InspectSample, data: Sample[CorpusRow], source: str) -> dict[str, Any]:
+    def transcript(self, sample: InspectSample, data: Sample[CorpusRow], source: str) -> dict[str, JsonValue]:
         """The transcript `ProactOfflineSuite.solve` would have written with these replies (as
         recorded: the harness's import writes it into the run's records)."""
         row = data.data

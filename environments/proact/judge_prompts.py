@@ -14,7 +14,8 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+
+from pydantic import JsonValue
 
 from corpora.proact_types import Rubric
 from environments.proact.protocol import JUDGE_CONFIG, JUDGE_DECODE_SCHEMA, judge_messages, parse_judge
@@ -48,11 +49,11 @@ class JudgePrompt:
     name: str  # "harness" | "reference"
     build: BuildPrompt
     parse: Callable[[str], dict[str, str]]  # answer -> score, rationale, evidence (+ status); JudgeFormatError
-    schema: dict[str, Any]  # what the judge's decoding is held to, where the provider can
+    schema: dict[str, JsonValue]  # what the judge's decoding is held to, where the provider can
     source: str  # where the prompt text comes from
     sha256: str = ""
 
-    def identity(self) -> dict[str, str]:
+    def identity(self) -> dict[str, JsonValue]:
         return {"name": self.name, "sha256": self.sha256, "source": self.source}
 
 

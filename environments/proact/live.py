@@ -13,9 +13,9 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, JsonValue
 
-from corpora.proact_blueprints import load_blueprints
+from corpora.proact_blueprints import Blueprint, load_blueprints
 from corpora.proact_types import Rubric, TurnRecord
 from environments.proact.dialogue_loop import PlannerView, Roles, UserView, build, make_schedule, run_dialogue
 from environments.proact.judge_prompts import HARNESS_JUDGE
@@ -30,6 +30,7 @@ from environments.proact.live_prompts import (
     user_fallback,
     user_messages,
 )
+from environments.proact.loop_records import LoopVerdict, Plan, TriggerRubric
 from environments.proact.metrics import (
     official_metrics,
     panel_agreement,
@@ -51,11 +52,11 @@ from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, 
 STYLE_STRIDE = 7  # coprime with 24: consecutive samples get styles far apart in the table
 
 
-def sample_order(blueprints: list[dict[str, Any]]) -> list[tuple[dict[str, Any], int]]:
+def sample_order(blueprints: list[Blueprint]) -> list[tuple[Blueprint, int]]:
     """Every (blueprint, style) pair once, ordered so that any prefix spreads over blueprints,
     categories and styles: blueprints round-robin over categories, and round r gives blueprint
     b the style ((b + r) * 7) mod 24 + 1 -- the first min(B, 24) samples all differ in both."""
-    by_cat: dict[str, list[dict[str, Any]]] = {}
+    by_cat: dict[str, list[Blueprint]] = {}
     for bp in blueprints:
         by_cat.setdefault(bp["category_key"], []).append(bp)
     queues = list(by_cat.values())
@@ -64,7 +65,7 @@ def sample_order(blueprints: list[dict[str, Any]]) -> list[tuple[dict[str, Any],
     return [(bp, (b + r) * STYLE_STRIDE % n + 1) for r in range(n) for b, bp in enumerate(mixed)]
 
 
-def row_blueprint_id(blueprint: dict[str, Any], style: int) -> str:
+def row_blueprint_id(blueprint: Blueprint, style: int) -> str:
     return f"{blueprint['blueprint_id']}_{mnemonic(style)}"
 
 
@@ -84,7 +85,7 @@ class LiveSample:
     """One (blueprint, style) pair; the blueprint as its file holds it (checked by its schema:
     `corpora.proact_blueprints`), the style an index into the 24 combinations."""
 
-    blueprint: dict[str, Any]
+    blueprint: Blueprint
     style: int
 
 
@@ -105,7 +106,7 @@ class ProactLiveSuite(Suite[LiveSample, LiveTranscript, LiveScores]):
         self.planner_attempts, self.user_attempts = self.options.planner_attempts, self.options.user_attempts
         # The judge reads the options' prompt with the project's generation settings (no `preset` here).
         self.judge = judge_settings(self.options.judge_prompt_in_use(), "harness", HARNESS_JUDGE)
-        self._identity: dict[str | None, dict[str, Any]] = {}
+        self._identity: dict[str | None, dict[str, JsonValue]] = {}
 
     @property
     def solver_roles(self) -> tuple[str, ...]:
@@ -118,16 +119,16 @@ class ProactLiveSuite(Suite[LiveSample, LiveTranscript, LiveScores]):
         return [Sample(id=f"{row_blueprint_id(bp, style)}__style{style}", data=LiveSample(bp, style))
                 for bp, style in sample_order(blueprints)]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, JsonValue]:
         if corpus not in self._identity:
             self.load_samples(corpus)
-        return dict(self._identity[corpus]) | {"judge_prompt": self.judge.prompt.identity()}
+        return {**self._identity[corpus], "judge_prompt": self.judge.prompt.identity()}
 
     # ------------------------------------------------------------ one dialogue
-    def _roles(self, ctx: SampleContext, blueprint: dict[str, Any], style: int) -> Roles:
+    def _roles(self, ctx: SampleContext, blueprint: Blueprint, style: int) -> Roles:
         persona, card = blueprint["persona"], style_card(style)
 
-        async def plan(view: PlannerView, attempt: int) -> dict[str, Any]:
+        async def plan(view: PlannerView, attempt: int) -> Plan:
             trigger = view.directive.trigger is not None
             config = self.planner_config.merged(seed=ctx.seed + attempt, json_schema=planner_decode_schema(trigger))
             return parse_planner(reply_text(await ctx.generate("planner", planner_messages(view), config)), trigger)
@@ -139,7 +140,7 @@ class ProactLiveSuite(Suite[LiveSample, LiveTranscript, LiveScores]):
         async def answer(history: list[ChatMessage]) -> str:
             return (await ctx.generate("assistant", assistant_messages(history), ASSISTANT_CONFIG)).text
 
-        async def judge(rubric: dict[str, Any], history: list[ChatMessage], reply: str) -> dict[str, Any]:
+        async def judge(rubric: TriggerRubric | None, history: list[ChatMessage], reply: str) -> LoopVerdict:
             # Judging is the scorer's step (after the dialogue): the loop only marks the trigger.
             return {"status": "PENDING"}
 
@@ -208,7 +209,7 @@ class ProactLiveSuite(Suite[LiveSample, LiveTranscript, LiveScores]):
         return Score(values=scores, errors=errors)
 
     # ------------------------------------------------------------ metrics (the offline suite's)
-    def scores_on_failure(self, sample: Sample[LiveSample]) -> dict[str, Any]:
+    def scores_on_failure(self, sample: Sample[LiveSample]) -> dict[str, JsonValue]:
         bp = sample.data.blueprint
         schedule = make_schedule(bp["blueprint_id"], [a["id"] for a in bp["implicit_anchors"]])
         return {"triggers": [], "expected_types": [k for _, k in sorted(schedule.triggers.items())]}
@@ -227,4 +228,4 @@ class ProactLiveSuite(Suite[LiveSample, LiveTranscript, LiveScores]):
         return counts
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
-        return official_metrics(records)
+        return dict(official_metrics(records))  # the harness writes it to the run's summary as is

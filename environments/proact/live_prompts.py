@@ -17,11 +17,12 @@ the loop records every use.
 
 from __future__ import annotations
 
-from typing import Any
-
 import jsonschema
+from pydantic import JsonValue
 
+from corpora.proact_blueprints import Anchor, Persona
 from environments.proact.dialogue_loop import CRITERIA, MAX_TURNS, PlannerFormatError, PlannerView, UserView
+from environments.proact.loop_records import Criteria, Order, Plan, PlannerBrief
 from environments.proact.protocol import json_objects
 from harness.messages import ChatMessage
 from harness.providers.base import GenerateConfig
@@ -101,17 +102,18 @@ def planner_messages(view: PlannerView) -> list[ChatMessage]:
 
 # The Planner's answer format: the order always, the rubric's three criteria on trigger turns.
 # The type is not asked for: the schedule decides it, and a model's opinion would be ignored.
-_STR = {"type": "string", "minLength": 1, "pattern": r"\S"}
-ORDER_SCHEMA: dict[str, Any] = {
+_STR: dict[str, JsonValue] = {"type": "string", "minLength": 1, "pattern": r"\S"}
+ORDER_SCHEMA: dict[str, JsonValue] = {
     "type": "object", "required": ["intent", "content_payload", "behavioral_directive"],
     "properties": {"intent": _STR, "content_payload": {"type": "array", "minItems": 1, "maxItems": 5, "items": _STR},
                    "behavioral_directive": _STR},
 }
-RUBRIC_SCHEMA: dict[str, Any] = {"type": "object", "required": list(CRITERIA), "properties": {k: _STR for k in CRITERIA}}
+RUBRIC_SCHEMA: dict[str, JsonValue] = {"type": "object", "required": [*CRITERIA], "properties": {k: _STR for k in CRITERIA}}
 
 
-def planner_schema(trigger: bool) -> dict[str, Any]:
-    return {"type": "object", "required": ["tactical_order"] + (["evaluation_rubric"] if trigger else []),
+def planner_schema(trigger: bool) -> dict[str, JsonValue]:
+    required: list[JsonValue] = ["tactical_order", "evaluation_rubric"] if trigger else ["tactical_order"]
+    return {"type": "object", "required": required,
             "properties": {"tactical_order": ORDER_SCHEMA,
                            "evaluation_rubric": RUBRIC_SCHEMA if trigger else {"type": ["object", "null"]}}}
 
@@ -121,20 +123,20 @@ _VALIDATORS = {t: jsonschema.Draft202012Validator(planner_schema(t)) for t in (T
 # What the Planner's decoding is held to where the provider can constrain it: the same shape with
 # no other keys, bounded strings (a small model otherwise writes one string until max_tokens),
 # and the rubric present exactly on trigger turns. The parse above still checks the reply.
-_DECODE_STR = {"type": "string", "minLength": 1, "maxLength": 300}
+_DECODE_STR: dict[str, JsonValue] = {"type": "string", "minLength": 1, "maxLength": 300}
 
 
-def planner_decode_schema(trigger: bool) -> dict[str, Any]:
-    order = {"type": "object", "required": ORDER_SCHEMA["required"], "additionalProperties": False,
+def planner_decode_schema(trigger: bool) -> dict[str, JsonValue]:
+    order: dict[str, JsonValue] = {"type": "object", "required": ORDER_SCHEMA["required"], "additionalProperties": False,
              "properties": {"intent": _DECODE_STR, "behavioral_directive": _DECODE_STR,
                             "content_payload": {"type": "array", "minItems": 1, "maxItems": 5, "items": _DECODE_STR}}}
-    rubric = ({"type": "object", "required": list(CRITERIA), "additionalProperties": False,
+    rubric: dict[str, JsonValue] = ({"type": "object", "required": [*CRITERIA], "additionalProperties": False,
                "properties": {k: _DECODE_STR for k in CRITERIA}} if trigger else {"type": "null"})
     return {"type": "object", "required": ["tactical_order", "evaluation_rubric"], "additionalProperties": False,
             "properties": {"tactical_order": order, "evaluation_rubric": rubric}}
 
 
-def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
+def parse_planner(text: str, trigger: bool) -> Plan:
     """The Planner's JSON object, schema-validated; raises PlannerFormatError saying what was
     wrong (the loop shows that to the Planner on its next attempt)."""
     last = "no JSON object found"
@@ -148,17 +150,23 @@ def parse_planner(text: str, trigger: bool) -> dict[str, Any]:
         error = jsonschema.exceptions.best_match(_VALIDATORS[trigger].iter_errors(obj))
         if error is None:
             assert isinstance(order, dict)  # the schema requires the order object
-            rubric = {k: obj["evaluation_rubric"][k].strip() for k in CRITERIA} if trigger else None
-            return {"tactical_order": {k: order[k] for k in ORDER_SCHEMA["required"]}, "evaluation_rubric": rubric}
+            rubric: Criteria | None = None
+            if trigger:
+                given = obj["evaluation_rubric"]
+                rubric = {"pass_criteria": given["pass_criteria"].strip(), "partial_criteria": given["partial_criteria"].strip(),
+                          "fail_criteria": given["fail_criteria"].strip()}
+            return {"tactical_order": {"intent": order["intent"], "content_payload": order["content_payload"],
+                                       "behavioral_directive": order["behavioral_directive"]},
+                    "evaluation_rubric": rubric}
         last = f"schema: `{'.'.join(str(p) for p in error.absolute_path) or '(object)'}` {error.message}"
     raise PlannerFormatError(last)
 
 
-def _anchor(bp: dict[str, Any], anchor_id: str) -> dict[str, Any]:
+def _anchor(bp: PlannerBrief, anchor_id: str) -> Anchor:
     return next(a for a in bp["implicit_anchors"] if a["id"] == anchor_id)
 
 
-def _fallback_rubric(view: PlannerView) -> dict[str, str] | None:
+def _fallback_rubric(view: PlannerView) -> Criteria | None:
     bp, d = view.blueprint, view.directive
     if d.trigger == "EMERGENT":
         a = _anchor(bp, d.anchor_id or (view.revealed[-1] if view.revealed else bp["implicit_anchors"][0]["id"]))
@@ -187,7 +195,7 @@ def _fallback_rubric(view: PlannerView) -> dict[str, str] | None:
     return None
 
 
-def planner_fallback(view: PlannerView) -> dict[str, Any]:
+def planner_fallback(view: PlannerView) -> Plan:
     """A template order (and rubric on trigger turns) from the blueprint, for when the Planner's
     output never parses. The loop adds the due anchor, the request and the done signal itself."""
     d = view.directive
@@ -204,7 +212,7 @@ def planner_fallback(view: PlannerView) -> dict[str, Any]:
             "evaluation_rubric": _fallback_rubric(view)}
 
 
-def user_messages(persona: dict[str, str], style_card: str, order: dict[str, Any],
+def user_messages(persona: Persona, style_card: str, order: Order,
                   conversation: list[ChatMessage], feedback: str | None = None) -> list[ChatMessage]:
     """The User Agent's prompt: persona, style card, the tactical order and the conversation."""
     system = (

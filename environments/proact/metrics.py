@@ -7,7 +7,7 @@ reported: the reference pipeline silently dropped failed calls; we never do).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -148,7 +148,16 @@ def proact_counts(records: list[SampleRecord]) -> dict[str, int]:
     return out
 
 
-def official_metrics(records: list[SampleRecord]) -> dict[str, Any]:
+class OfficialMetrics(TypedDict):
+    """The reference pipeline's metrics file (`*_metrics.json`) and our `error_trigger_stats`: a
+    TypedDict, not a model, because it is written as is and its layout is the release's."""
+    aggregate_trigger_stats: dict[str, dict[str, int]]  # type -> label -> count
+    metrics: dict[str, float | None]  # `eval/proactivity_...` -> value
+    token_usage: dict[str, dict[str, float]]  # agent -> totals and means per conversation
+    error_trigger_stats: dict[str, int]  # type -> ERROR count (ours)
+
+
+def official_metrics(records: list[SampleRecord]) -> OfficialMetrics:
     """The reference pipeline's metrics file, in its layout, plus `error_trigger_stats`.
 
     As the released `*_metrics.json` files compute it (checked against all 16): types in the

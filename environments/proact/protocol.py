@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import jsonschema
+from pydantic import JsonValue
 
 from corpora.proact_types import GRADES, Rubric, TurnRecord
 from harness.messages import ChatMessage
@@ -23,11 +24,11 @@ from harness.providers.base import GenerateConfig
 ASSISTANT_CONFIG = GenerateConfig(temperature=0.7, max_tokens=8192)
 JUDGE_ATTEMPTS = 3  # bounded: after this many unparseable answers the trigger is SKIPPED
 
-JUDGE_SCHEMA: dict[str, Any] = {
+JUDGE_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "required": ["score", "rationale", "evidence"],
     "properties": {
-        "score": {"enum": list(GRADES)},
+        "score": {"enum": [*GRADES]},
         "rationale": {"type": "string", "minLength": 1},
         "evidence": {"type": "string"},
     },
@@ -37,12 +38,12 @@ _JUDGE_VALIDATOR = jsonschema.Draft202012Validator(JUDGE_SCHEMA)
 # outputs): the verdict's schema with the label first, no other keys, and bounded strings -- two
 # sentences and one quote fit in 400 characters each; a string with no bound lets a small judge
 # write until max_tokens and never close the object.
-JUDGE_DECODE_SCHEMA: dict[str, Any] = {
+JUDGE_DECODE_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "required": ["score", "rationale", "evidence"],
     "additionalProperties": False,
     "properties": {
-        "score": {"enum": list(GRADES)},
+        "score": {"enum": [*GRADES]},
         "rationale": {"type": "string", "minLength": 1, "maxLength": 400},
         "evidence": {"type": "string", "maxLength": 400},
     },

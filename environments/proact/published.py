@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import JsonValue
+
 from harness.errors import HarnessError
 from harness.presenter import ReferenceRow
 from harness.records import Metric
@@ -35,7 +37,7 @@ def model_name(path: Path) -> str:
     return path.name[: -len(SUFFIX)].replace("__", "/")
 
 
-def _metrics(path: Path, data: dict[str, object], names: list[str]) -> dict[str, Metric]:
+def _metrics(path: Path, data: dict[str, JsonValue], names: list[str]) -> dict[str, Metric]:
     released = data.get("metrics")
     if not isinstance(released, dict):
         raise HarnessError(f"metrics file {path} has no `metrics` object: pass --published {HINT}")

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 from corpora.proact_types import GRADES, Rubric
 from environments.proact.judge_prompts import JudgePrompt, JudgeSettings, Messages, prompt_sha256
 from environments.proact.protocol import JudgeFormatError, json_objects
@@ -51,7 +53,7 @@ REASONING_MIN_TOKENS = 32768
 
 # The answer form the reference asks for, as a schema for decoding (its judge used structured
 # outputs). `status` may be SKIPPED: the reference's type allows it and counts it SKIPPED.
-REFERENCE_ANSWER_SCHEMA: dict[str, Any] = {
+REFERENCE_ANSWER_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "required": ["evaluation_result"],
     "additionalProperties": False,
@@ -61,7 +63,7 @@ REFERENCE_ANSWER_SCHEMA: dict[str, Any] = {
         "additionalProperties": False,
         "properties": {
             "status": {"enum": ["EVALUATED", "SKIPPED"]},
-            "score": {"enum": list(GRADES)},
+            "score": {"enum": [*GRADES]},
             "rationale": {"type": "string", "minLength": 1},
             "evidence": {"type": "string"},
         },
@@ -140,19 +142,19 @@ def load_reference_prompt(repo: Path) -> JudgePrompt:
     missing when the checkout lacks the builders or they do not build a prompt."""
     repo = repo.expanduser()
     modules = _import(repo)
-    found: dict[str, Any] = {}
     for rel, names in BUILDERS.items():
         for name in names:
             if not hasattr(modules[rel], name):
                 raise HarnessError(f"{repo / rel} has no `{name}`: {_fix(repo)}")
-            found[name] = getattr(modules[rel], name)
-    system, builder = found["JUDGE_SYSTEM_TEMPLATE"], found["build_judge_eval_message"]
+    # Their objects, of their types: checked below before use.
+    system: object = modules[RUNTIME].JUDGE_SYSTEM_TEMPLATE
+    builder: object = modules[RUNTIME].build_judge_eval_message
     if not isinstance(system, str) or not system.strip():
         raise HarnessError(f"{repo / RUNTIME}: `JUDGE_SYSTEM_TEMPLATE` is not a non-empty string: {_fix(repo)}")
     if not callable(builder):
         raise HarnessError(f"{repo / RUNTIME}: `build_judge_eval_message` is not a function: {_fix(repo)}")
-    trigger_point: Callable[..., Any] = found["TriggerPoint"]
-    rubric_model: Callable[..., Any] = found["EvaluationRubric"]
+    trigger_point: Callable[..., Any] = modules[TYPES].TriggerPoint
+    rubric_model: Callable[..., Any] = modules[TYPES].EvaluationRubric
 
     def build(turn: int, rubric: Rubric, history: Messages, reply: str) -> Messages:
         # Their code reads the rubric's fields as its own pydantic model: the JSON boundary.

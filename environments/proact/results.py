@@ -10,19 +10,26 @@ Reading the file, and what counts as a deviation from the release's layout, is
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from corpora.proact_results import ResultsFile
 from corpora.proact_types import ResultRow
-from environments.proact.metrics import official_metrics
+from environments.proact.metrics import OfficialMetrics, official_metrics
 from environments.proact.payloads import ProactScores, TriggerLabel
 from harness.providers.base import Usage
 from harness.records import SampleRecord
 from harness.suite import dump_payload
 
-# The keys of a released `*_metrics.json`; ours may add `error_trigger_stats` beside them.
-LAYOUT_KEYS = ("aggregate_trigger_stats", "metrics", "token_usage")
 FLOAT_TOLERANCE = 1e-12
+
+
+class ReleaseMetrics(TypedDict):
+    """A released `*_metrics.json`: its three keys; ours add `error_trigger_stats` beside them
+    where some trigger is an ERROR."""
+    aggregate_trigger_stats: dict[str, dict[str, int]]
+    metrics: dict[str, float | None]
+    token_usage: dict[str, dict[str, float]]
+    error_trigger_stats: NotRequired[dict[str, int]]
 
 
 def row_labels(row: ResultRow) -> list[TriggerLabel]:
@@ -45,11 +52,12 @@ def as_records(results: ResultsFile) -> list[SampleRecord]:
     ]
 
 
-def release_layout(official: dict[str, Any]) -> dict[str, Any]:
+def release_layout(official: OfficialMetrics) -> ReleaseMetrics:
     """`official_metrics` output as a released metrics file holds it: the three published keys,
     plus `error_trigger_stats` only where some trigger is an ERROR (never in a released file)."""
-    out = {k: official[k] for k in LAYOUT_KEYS}
-    if any(official.get("error_trigger_stats", {}).values()):
+    out: ReleaseMetrics = {"aggregate_trigger_stats": official["aggregate_trigger_stats"],
+                           "metrics": official["metrics"], "token_usage": official["token_usage"]}
+    if any(official["error_trigger_stats"].values()):
         out["error_trigger_stats"] = official["error_trigger_stats"]
     return out
 
@@ -114,7 +122,7 @@ def count_fields(value: Any) -> int:
     return 1
 
 
-def release_metrics(results: ResultsFile) -> tuple[list[SampleRecord], dict[str, Any]]:
+def release_metrics(results: ResultsFile) -> tuple[list[SampleRecord], OfficialMetrics]:
     """The records of a results file and its metrics in the released layout."""
     records = as_records(results)
     return records, official_metrics(records)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+
+from pydantic import JsonValue
 
 from corpora.proact_types import LABELS, TRIGGER_TYPES, TriggerPoint, TurnRecord, Verdict
 from environments.proact.judge_prompts import HARNESS_JUDGE, JudgeSettings
@@ -66,7 +67,7 @@ async def judge_transcript(ctx: SampleContext, history: Sequence[TurnRecord], tr
 USAGE_NAMES = {"user": "user_agent"}  # the release names the simulated user `user_agent`
 
 
-def release_row(record: SampleRecord) -> dict[str, Any]:
+def release_row(record: SampleRecord) -> dict[str, JsonValue]:
     """A scored record as a row of the official release format: the transcript, each trigger's
     `evaluation_result` from the scorer's verdicts, `trigger_stats`, and `token_usage` from the
     record's usage (stored once, on the record). Records of format 1 already hold the verdicts."""

@@ -19,7 +19,7 @@ import asyncio
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, JsonValue, model_validator
 
 from corpora.proact_types import CorpusRow, ResultRow, ResultTurnRecord, TriggerPoint
 from environments.proact.corpus_suite import CorpusSuite
@@ -141,11 +141,11 @@ class ProactOfflineSuite(CorpusSuite[ResultRow, ProactScores]):
         super().__init__(options)
         self.judge = judge_settings(self.options.judge_prompt_in_use(), self.options.preset, HARNESS_JUDGE)
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, JsonValue]:
         """The corpus' identity, and the judge prompt that scores the run (name, sha256, source):
         recorded in the manifest, outside the config hash (a reference prompt's hash is in the
         suite options, which the config hash covers)."""
-        return super().corpus_identity(corpus) | {"judge_prompt": self.judge.prompt.identity()}
+        return {**super().corpus_identity(corpus), "judge_prompt": self.judge.prompt.identity()}
 
     def assistant_config(self, model_name: str) -> GenerateConfig:
         if self.options.preset == "reference":
@@ -178,7 +178,7 @@ class ProactOfflineSuite(CorpusSuite[ResultRow, ProactScores]):
         scores.expected_types = [tp.evaluation_rubric.type for tp in triggers]
         return Score(values=scores, errors=errors)
 
-    def scores_on_failure(self, sample: Sample[CorpusRow]) -> dict[str, Any]:
+    def scores_on_failure(self, sample: Sample[CorpusRow]) -> dict[str, JsonValue]:
         expected = [tp.evaluation_rubric.type for tp in sample.data.trigger_points]
         return dump_payload(ProactScores(triggers=[], expected_types=expected))
 
@@ -192,4 +192,4 @@ class ProactOfflineSuite(CorpusSuite[ResultRow, ProactScores]):
         return proact_counts(records)
 
     def official_summary(self, records: list[SampleRecord]) -> dict[str, Any]:
-        return official_metrics(records)
+        return dict(official_metrics(records))  # the harness writes it to the run's summary as is

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import JsonValue
+
 from environments.cdwm.env import fixed_action_class, screen_action
 from harness.environment import ACTION_HELP, STOP, WORLD_MODEL_HELP, AttributeChange, Delta, Observation, Relation, StepResult
 from harness.errors import HarnessError
@@ -134,7 +136,7 @@ class GridEnvironment:
     def action_class(self, action: str) -> str:
         return fixed_action_class(action)
 
-    def evaluate(self) -> dict[str, Any]:
+    def evaluate(self) -> dict[str, JsonValue]:  # the transcript's evaluation (JSON)
         if self._env is None:
             raise RuntimeError("call reset(task) and run the episode before evaluate()")
         return {"success": 1.0 if self.outcome == "complete" else 0.0, "level": self.level, "seed": self.seed,

@@ -48,9 +48,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from environments.prograf.loop_suite import LoopOptions, cached_profile, file_sha256
 from environments.prograf.loop_suite import _share as share_metric
@@ -203,7 +202,7 @@ def mcnemar_p(loop_only: int, other_only: int) -> float:
     return min(1.0, 2 * tail)
 
 
-def method_config(generator: str, options: dict[str, Any], *, corpus: Path | None = None,
+def method_config(generator: str, options: dict[str, JsonValue], *, corpus: Path | None = None,
                   concurrency: int = 8) -> RunConfig:
     """One method's run: suite `prograf-loop` over every task of the corpus narrowed by `options`
     (a check names its subset with `tasks`), no step pictures (a check measures recovery; renders
@@ -245,7 +244,7 @@ def read_runs(runs: Sequence[ArmRun]) -> CheckRuns:
         raise HarnessError(f"claim {CLAIM.id}: no runs given")
     stamp = CLAIM.stamp()
     seen: dict[str, ArmRun] = {}
-    setups: dict[str, tuple[str, dict[str, Any]]] = {}
+    setups: dict[str, tuple[str, LoopOptions]] = {}  # method -> (generator, options)
     results: dict[str, dict[str, bool]] = {}
     errors: dict[str, int] = {}
     for run in runs:
@@ -273,7 +272,7 @@ def read_runs(runs: Sequence[ArmRun]) -> CheckRuns:
                                "method (the runs of one check)")
         seen[name] = run
         generator = config.models.get("assistant", "")
-        setups[name] = (generator, options.model_dump(exclude=set(PER_METHOD)))
+        setups[name] = (generator, options)
         first = next(iter(setups))
         if name != first:
             _same_check(seen[first], setups[first], run, setups[name])
@@ -307,20 +306,21 @@ def _task_list(options: LoopOptions) -> list[str]:
     return list(dict.fromkeys(t.strip() for t in options.tasks.split(",") if t.strip()))
 
 
-def _same_check(a: ArmRun, setup_a: tuple[str, dict[str, Any]], b: ArmRun, setup_b: tuple[str, dict[str, Any]]) -> None:
+def _same_check(a: ArmRun, setup_a: tuple[str, LoopOptions], b: ArmRun, setup_b: tuple[str, LoopOptions]) -> None:
     """Two runs of one check: one generator, one subset, every other option but the method's equal."""
     (gen_a, opts_a), (gen_b, opts_b) = setup_a, setup_b
     if gen_a != gen_b:
         raise HarnessError(f"runs {a.run_id} and {b.run_id} are of two generators ({gen_a}, {gen_b}): give the runs "
                            "of one check (one generator)")
-    if opts_a["tasks"] != opts_b["tasks"]:
-        na, nb = (len(o["tasks"].split(",")) for o in (opts_a, opts_b))
+    if opts_a.tasks != opts_b.tasks:
+        na, nb = (len(o.tasks.split(",")) for o in (opts_a, opts_b))
         raise HarnessError(f"runs {a.run_id} and {b.run_id} ran two task subsets ({na} and {nb} tasks, not the same "
                            "ones): give the runs of one check (one subset)")
-    for key in opts_a:
-        if opts_a[key] != opts_b.get(key):
-            raise HarnessError(f"runs {a.run_id} and {b.run_id} differ in option {key} ({opts_a[key]!r}, "
-                               f"{opts_b.get(key)!r}): give the runs of one check")
+    for key in LoopOptions.model_fields:
+        value_a, value_b = getattr(opts_a, key), getattr(opts_b, key)
+        if key not in PER_METHOD and value_a != value_b:
+            raise HarnessError(f"runs {a.run_id} and {b.run_id} differ in option {key} ({value_a!r}, "
+                               f"{value_b!r}): give the runs of one check")
     if (a.manifest.config.corpus, a.manifest.corpus.get("sha256")) != (b.manifest.config.corpus,
                                                                       b.manifest.corpus.get("sha256")):
         raise HarnessError(f"runs {a.run_id} and {b.run_id} read two corpora: give the runs of one check")
@@ -415,8 +415,8 @@ def check_claim(generator: str, profile: CapabilityProfile, *, run_dir: Path, bu
                else [t.task_id for t in profile.tasks if t.passes <= max_passes])[:limit]
     if not hardest:
         raise HarnessError(f"prograf check: {profile.generator}'s hardest subset is empty (nothing it fails at k={profile.k})")
-    common: dict[str, Any] = {"profile": str(profile_path), "profile_sha256": file_sha256(str(profile_path)),
-                              "budget": budget, "checker": checker, "seed_base": seed_base, "tasks": ",".join(hardest)}
+    common: dict[str, JsonValue] = {"profile": str(profile_path), "profile_sha256": file_sha256(str(profile_path)),
+                                    "budget": budget, "checker": checker, "seed_base": seed_base, "tasks": ",".join(hardest)}
     methods = dict(METHODS)
     if ablations:
         methods |= {k: v for k, v in ABLATIONS.items() if k != "other-profile" or other_profile is not None}
@@ -424,7 +424,7 @@ def check_claim(generator: str, profile: CapabilityProfile, *, run_dir: Path, bu
     for name, options in methods.items():
         if name == "other-profile" and other_profile is not None:
             options = options | {"other_profile": str(other_profile), "other_profile_sha256": file_sha256(str(other_profile))}
-        config = method_config(generator, common | options, corpus=corpus, concurrency=concurrency)
+        config = method_config(generator, {**common, **options}, corpus=corpus, concurrency=concurrency)
         where = f"{config.suite} {config.suite_options}"  # run_arm's lines name the options; a name is shorter
 
         def relabelled(line: str, name: str = name, where: str = where) -> None:  # bound now, not at call time

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Required, TypedDict
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
+from typing_extensions import Required, TypedDict  # pydantic validates a typing.TypedDict only from Python 3.12
 
 
 @dataclass(frozen=True)

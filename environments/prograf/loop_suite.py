@@ -25,10 +25,10 @@ import atexit
 import hashlib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, JsonValue
 
 from environments.prograf.check.prompt import read_prompt
 from environments.prograf.check.render import Renderer, cache_dir
@@ -38,9 +38,10 @@ from environments.prograf.generate.build import CORPUS
 from environments.prograf.image.pictures import picture
 from environments.prograf.loop_agent import (CheckItem, LoopConfig, ProGrafLoop, StepRequest, TraceEntry, best_of, reflexion,
                                              single_shot)
+from environments.prograf.metrics import SCORES
 from environments.prograf.mock import ATTENTION_FLOOR, KEEP_FACTOR, StepMock
 from environments.prograf.profile import SYSTEM, CapabilityProfile, load_profile
-from environments.prograf.suite import ProGrafSuite, point_summary
+from environments.prograf.suite import ProGrafSuite, no_output_scores, point_summary
 from environments.prograf.task import Task, load_tasks
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
@@ -78,6 +79,8 @@ class LoopOptions(SuiteOptions):
 
 
 class LoopOutput(BaseModel):
+    """What the loop suite's solver records (its transcript type)."""
+
     task_id: str
     category: str
     format: str
@@ -86,7 +89,7 @@ class LoopOutput(BaseModel):
     checker: str = Field(description="oracle = an upper bound, never a leaderboard result")
     calls: int
     code: str | None
-    trace: list[dict[str, Any]] = Field(default_factory=list)
+    trace: list[TraceEntry] = Field(default_factory=list)
     pictures: list[dict[str, str]] = Field(
         default_factory=list, description="one per loop step: caption and base64 PNG, the step's failed checks marked")
 
@@ -145,9 +148,10 @@ class ProGrafLoopSuite(ProGrafSuite):
     headline_metric = "recovery"
     description = "ProGraf loop: profile-guided stepwise drawing with verified commits vs baselines at equal budget"
     Options = LoopOptions
+    transcript_type: ClassVar[type[Any] | None] = LoopOutput  # scores: the code suite's `CodeScores`, with `calls`
 
     @classmethod
-    def leaderboard_refusal(cls, options: dict[str, Any]) -> str | None:
+    def leaderboard_refusal(cls, options: dict[str, JsonValue]) -> str | None:  # a manifest's suite options
         if options.get("checker") == "oracle":
             return ("checker=oracle: the loop checked its steps against the hidden points, an upper bound, not a "
                     "result; rerun it with checker=prompt (the default) for the leaderboard")
@@ -289,16 +293,15 @@ class ProGrafLoopSuite(ProGrafSuite):
         return {"verify": FunctionScorer("verify", self._verify_final,
                                          description="the final code against every hidden point")}
 
-    async def _verify_final(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def _verify_final(self, sample: Sample, transcript: LoopOutput, ctx: SampleContext) -> Score:
         task: Task = sample.data["task"]
-        code = transcript.get("code")
-        if code is None:
-            return Score(values=self.scores_on_failure(sample) | {"calls": transcript.get("calls", 0)})
-        verdict = await asyncio.to_thread(verify, task, transcript["format"], code, self.renderer())
-        return Score(values=point_summary(verdict) | {"category": task.category, "calls": transcript["calls"]})
+        if transcript.code is None:
+            return Score(values=dict(no_output_scores(task) | {"calls": transcript.calls}))
+        verdict = await asyncio.to_thread(verify, task, transcript.format, transcript.code, self.renderer())
+        return Score(values=dict(point_summary(verdict) | {"category": task.category, "calls": transcript.calls}))
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
-        rows = [r.scores for r in records if r.scores and "passed" in r.scores]
+        rows = [SCORES.validate_python(r.scores) for r in records if r.scores and "passed" in r.scores]
         out = {"recovery": _share([[float(s["passed"]), 1.0] for s in rows], seed),
                "calls": _share([[float(s.get("calls", 0)), 1.0] for s in rows], seed)}
         for cat in ("geometry", "circuit", "flowchart", "diagram"):

@@ -14,6 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from pydantic import TypeAdapter
+from typing_extensions import Required, TypedDict  # pydantic validates a typing.TypedDict only from Python 3.12
 
 from environments.prograf.task import CATEGORIES
 from harness.records import Metric, SampleRecord
@@ -22,8 +24,46 @@ from harness.stats import ratio_metric
 UNREADABLE = ("rejected_input", "render_error", "no_output")
 
 
-def _scores(records: list[SampleRecord]) -> list[dict[str, Any]]:
-    return [r.scores for r in records if r.scores and "points" in r.scores]
+class PointScore(TypedDict, total=False):
+    """One verification point as a sample's scores record it: the verifier's `PointResult` without
+    its None and default fields, so a record holds only what the point says. Keys in the model's
+    order: `suite.point_score` validates into this order, and records have always held it."""
+
+    id: Required[str]
+    kind: Required[str]
+    component: Required[str]
+    passed: Required[bool]
+    measured: Any  # what the check measured: a number, a text, a list -- whatever it reports
+    reason: Required[str]
+    pattern: str  # on failure: one of `check.verify.PATTERNS`
+    gated: bool  # not checked: a point it depends on failed
+    critical: bool  # only when False (not part of the pass rule)
+
+
+class CodeScores(TypedDict, total=False):
+    """A code suite's scores (`prograf`, `prograf-loop`): the verdict and every point
+    (`suite.point_summary`), or for a sample with no code to verify `passed` False, `pattern`
+    `no_output` and every point failed (`suite.no_output_scores`); the loop adds `calls`."""
+
+    passed: Required[bool]
+    point_rate: float
+    format: str
+    error: str | None
+    notes: list[str]
+    rendered: bool
+    pattern: str | None  # the failure pattern of unreadable output (rejected_input, render_error, no_output)
+    points: Required[list[PointScore]]
+    category: str
+    calls: int  # prograf-loop: generator calls spent
+
+
+# The metrics read records through it: a record's scores are the JSON that `CodeScores` describes.
+SCORES = TypeAdapter(CodeScores)
+POINT = TypeAdapter(PointScore)
+
+
+def _scores(records: list[SampleRecord]) -> list[CodeScores]:
+    return [SCORES.validate_python(r.scores) for r in records if r.scores and "points" in r.scores]
 
 
 def ratio_cells(cells: list[list[float]], seed: int) -> Metric:
@@ -44,7 +84,8 @@ def prograf_metrics(records: list[SampleRecord], seed: int = 0) -> dict[str, Met
             out[f"point_rate/{cat}"] = ratio_cells([[sum(p["passed"] for p in s["points"]), len(s["points"])] for s in rows], seed)
     components = sorted({p["component"] for s in scores for p in s["points"]})
     for comp in components:
-        task_cells, point_cells = [], []
+        task_cells: list[list[float]] = []
+        point_cells: list[list[float]] = []
         for s in scores:  # over the tasks that have this component (n = how many)
             mine = [p for p in s["points"] if p["component"] == comp]
             if mine:

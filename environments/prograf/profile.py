@@ -29,7 +29,7 @@ from environments.prograf.check.verify import Verdict, verify
 from environments.prograf.formats import extract_code, user_prompt
 from environments.prograf.metrics import UNREADABLE
 from environments.prograf.task import CATEGORIES, Task
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 from harness.providers.base import GenerateConfig, ModelError
 from harness.records import Metric
 from harness.stats import ratio_metric
@@ -106,10 +106,9 @@ def load_profile(path: Path) -> CapabilityProfile:
         raise HarnessError(f"profile {path}: no such file (build one: harness prograf profile --generator SPEC --out {path})")
     try:
         return CapabilityProfile.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(profile)"
-        raise HarnessError(f"profile {path}: field {where}: {first['msg']} (rebuild it with harness prograf profile)") from None
+    except ValidationError as exc:  # not JSON at all is an error at `(top level)`
+        raise HarnessError(invalid(exc, f"profile {path}", "rebuild it: harness prograf profile --generator SPEC "
+                                   f"--out {path}")) from None
 
 
 # ---------------------------------------------------------------------- sampling

@@ -12,6 +12,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from pydantic import JsonValue
+
 from environments.prograf.check.render import Renderer, cache_dir
 from environments.prograf.check.verify import PointResult, Verdict
 from environments.prograf.generate.build import CORPUS
@@ -55,8 +57,9 @@ def _measured(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def points_table(points: list[dict[str, Any]]) -> str:
-    """Every point with its outcome; when all failed for one reason (unreadable output), one line."""
+def points_table(points: list[dict[str, JsonValue]]) -> str:
+    """Every point with its outcome; when all failed for one reason (unreadable output), one line.
+    The points are a record's as read from disk, of any version: each key is read defensively."""
     reasons = {str(p.get("reason", "")) for p in points}
     if len(points) > 1 and len(reasons) == 1 and not any(p.get("passed") for p in points):
         return (f'<p class="note"><span class="bad">all {len(points)} points FAIL</span>: '

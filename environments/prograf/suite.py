@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
+from typing_extensions import Required, TypedDict  # pydantic validates a typing.TypedDict only from Python 3.12
 
 from environments.prograf.check.render import Renderer, cache_dir
-from environments.prograf.check.verify import Verdict, verify
+from environments.prograf.check.verify import PointResult, Verdict, verify
 from environments.prograf.formats import extract_code, user_prompt
 from environments.prograf.generate.build import CORPUS
-from environments.prograf.metrics import prograf_breakdowns, prograf_counts, prograf_metrics
+from environments.prograf.metrics import POINT, CodeScores, PointScore, prograf_breakdowns, prograf_counts, prograf_metrics
 from environments.prograf.task import Task, load_tasks
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
@@ -42,14 +43,39 @@ class ProGrafOptions(SuiteOptions):
     max_tokens: int = Field(2048, ge=64, le=32768, description="the generator's output budget per task")
 
 
-def point_summary(verdict: Verdict) -> dict[str, Any]:
+class CodeTranscript(TypedDict, total=False):
+    """What the single-shot solver records: the task, the format asked for, the reply and the code
+    cut out of it (`extracted` says how, or why none); `reply` and `code` are None when the call failed."""
+
+    task_id: Required[str]
+    category: Required[str]
+    format: Required[str]
+    reply: str | None
+    code: str | None
+    extracted: str
+    finish_reason: str
+
+
+def point_score(p: PointResult) -> PointScore:
+    """One point compact: the fields that say something (no None, no default). `PointScore` declares
+    them in `PointResult`'s order, and a TypedDict validates into its declared order."""
+    return POINT.validate_python(p.model_dump(exclude_none=True, exclude_defaults=True))
+
+
+def point_summary(verdict: Verdict) -> CodeScores:
     """The scores one sample records: the verdict, each point compact."""
     failed = [p for p in verdict.points if not p.passed]
     return {"passed": verdict.passed, "point_rate": verdict.point_rate, "format": verdict.format,
             "error": verdict.error, "notes": verdict.notes, "rendered": verdict.rendered,
             "pattern": failed[0].pattern if verdict.error else None,
-            "points": [p.model_dump(exclude_none=True, exclude_defaults=True) | {"passed": p.passed, "component": p.component}
-                       for p in verdict.points]}
+            "points": [point_score(p) for p in verdict.points]}
+
+
+def no_output_scores(task: Task) -> CodeScores:
+    """The scores of a sample with no code to verify: every point failed as `no_output`."""
+    return {"passed": False, "point_rate": 0.0, "category": task.category, "pattern": "no_output",
+            "points": [{"id": vp.id, "kind": vp.kind, "component": vp.component, "passed": False,
+                        "pattern": "no_output", "reason": "no output to verify"} for vp in task.points]}
 
 
 def interleaved(tasks: list[Task]) -> list[Task]:
@@ -72,6 +98,8 @@ class ProGrafSuite(Suite):
                                                     description="outputs the verifier could not read")}
     description = "ProGraf single-shot: draw a geometry figure, circuit, flowchart or diagram as code; verified point by point"
     Options: ClassVar[type[SuiteOptions]] = ProGrafOptions
+    transcript_type: ClassVar[type[Any] | None] = CodeTranscript
+    scores_type: ClassVar[type[Any] | None] = CodeScores
 
     def __init__(self, options: SuiteOptions | None = None) -> None:
         super().__init__(options)
@@ -90,7 +118,7 @@ class ProGrafSuite(Suite):
             raise HarnessError(f"ProGraf: no task is left after category={self.opts.category} source={self.opts.source}")
         return [Sample(id=t.id, data={"task": t, "category": t.category}) for t in interleaved(tasks)]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, str | None]:
         path = Path(corpus) if corpus else CORPUS
         digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
         return {"path": str(path), "sha256": digest}
@@ -104,15 +132,15 @@ class ProGrafSuite(Suite):
         fmt = self.format_for(task)
         messages: list[ChatMessage] = [{"role": "system", "content": SYSTEM},
                                        {"role": "user", "content": user_prompt(task.prompt, fmt)}]
-        output: dict[str, Any] = {"task_id": task.id, "category": task.category, "format": fmt}
+        output: CodeTranscript = {"task_id": task.id, "category": task.category, "format": fmt}
         try:
             out = await ctx.generate("assistant", messages, GenerateConfig(max_tokens=self.opts.max_tokens))
         except ModelError as exc:
-            return Transcript(output=output | {"reply": None, "code": None, "extracted": "no reply"},
+            return Transcript(output=dict(output | {"reply": None, "code": None, "extracted": "no reply"}),
                               errors=[f"assistant: {exc}"])
         code, how = extract_code(out.text, fmt)
-        return Transcript(output=output | {"reply": out.text, "code": code, "extracted": how,
-                                           "finish_reason": out.finish_reason})
+        return Transcript(output=dict(output | {"reply": out.text, "code": code, "extracted": how,
+                                                "finish_reason": out.finish_reason}))
 
     # ------------------------------------------------------------------ score
     def scorers(self) -> dict[str, Scorer]:
@@ -127,21 +155,18 @@ class ProGrafSuite(Suite):
             atexit.register(self._renderer.close)
         return self._renderer
 
-    async def _verify(self, sample: Sample, transcript: dict[str, Any], ctx: SampleContext) -> Score:
+    async def _verify(self, sample: Sample, transcript: CodeTranscript, ctx: SampleContext) -> Score:
         task: Task = sample.data["task"]
         code = transcript.get("code")
         fmt = transcript.get("format") or self.format_for(task)
         if code is None:
-            return Score(values=self.scores_on_failure(sample) | {"format": fmt,
-                                                                  "error": f"no code: {transcript.get('extracted')}"})
+            return Score(values=dict(no_output_scores(task) | {"format": fmt,
+                                                               "error": f"no code: {transcript.get('extracted')}"}))
         verdict = await asyncio.to_thread(verify, task, fmt, code, self.renderer())
-        return Score(values=point_summary(verdict) | {"category": task.category})
+        return Score(values=dict(point_summary(verdict) | {"category": task.category}))
 
-    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:
-        task: Task = sample.data["task"]
-        return {"passed": False, "point_rate": 0.0, "category": task.category, "pattern": "no_output",
-                "points": [{"id": vp.id, "kind": vp.kind, "component": vp.component, "passed": False,
-                            "pattern": "no_output", "reason": "no output to verify"} for vp in task.points]}
+    def scores_on_failure(self, sample: Sample) -> dict[str, Any]:  # the signature is the core's (harness.suite)
+        return dict(no_output_scores(sample.data["task"]))
 
     # ------------------------------------------------------------------ metrics
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 
 Category = Literal["geometry", "circuit", "flowchart", "diagram"]
 Format = Literal["svg", "dot", "mermaid", "schemdraw-json", "schemdraw-py"]
@@ -193,16 +193,18 @@ class Task(BaseModel):
         return next(vp for vp in self.points if vp.id == vp_id)
 
 
+# What to do about a malformed task file: every error loading one says it.
+FIX = "fix that line, or regenerate the corpus (harness prograf build-tasks --seed 0)"
+
+
 def parse_task(raw: Any, where: str) -> Task:
-    """One task from its JSON object; a bad one is one HarnessError naming the task and the field."""
+    """One task from its JSON object; a bad one is one HarnessError naming the line, the task and
+    the field, and the fix."""
     task_id = raw.get("id", "?") if isinstance(raw, dict) else "?"
     try:
         return Task.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or "(task)"
-        message = first["msg"].removeprefix("Value error, ")
-        raise HarnessError(f"{where}: task {task_id}: field {field}: {message}") from None
+        raise HarnessError(invalid(exc, f"{where}: task {task_id}", FIX)) from None
 
 
 def load_tasks(path: Path) -> list[Task]:
@@ -218,10 +220,11 @@ def load_tasks(path: Path) -> list[Task]:
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise HarnessError(f"{where}: not valid JSON ({exc.msg}); fix the line or regenerate the corpus") from None
+            raise HarnessError(f"{where}: not valid JSON ({exc.msg}); {FIX}") from None
         task = parse_task(raw, where)
         if task.id in ids:
-            raise HarnessError(f"{where}: task {task.id}: field id: duplicate task id")
+            raise HarnessError(f"{where}: task {task.id}: field `id` is invalid: an earlier task has this id; "
+                               "give each task its own id")
         ids.add(task.id)
         tasks.append(task)
     return tasks

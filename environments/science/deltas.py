@@ -40,6 +40,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import JsonValue
+
 from environments.cdwm.deltas import AttributeChange, Delta, Relation
 
 # Electrical connection points are parts of their object, never entities of their own.
@@ -74,7 +76,7 @@ _ROOM = re.compile(r"^This [a-z ]*? is called the (.+?)\.", re.M)
 class Thing:
     name: str
     parent: str | None  # uuid of the direct container
-    attrs: dict[str, Any]
+    attrs: dict[str, JsonValue]  # attribute -> the simulator's value (ATTRIBUTES, and the life stage)
     temperature: float | None
 
 
@@ -111,7 +113,7 @@ def parse_state(tree: dict[str, Any], look: str, referents: dict[str, Any] | Non
                 state.points[uuid] = (parent, name)
                 links.update(frozenset((uuid, str(other))) for other in (conn or {}).get("connectedTo") or [])
             return  # a connection point has no contents worth a fact
-        attrs: dict[str, Any] = {}
+        attrs: dict[str, JsonValue] = {}
         for (group, key), attribute in ATTRIBUTES.items():
             props = node.get(group)
             if isinstance(props, dict) and key in props:
@@ -222,7 +224,7 @@ def settle(delta: Delta) -> Delta:
     return delta
 
 
-def as_predicate(fact: tuple[str, ...]) -> dict[str, Any]:
+def as_predicate(fact: tuple[str, ...]) -> dict[str, JsonValue]:
     """A normalised fact as a requirement predicate (the language of `cdwm.metrics.delta_matches`)."""
     kind = fact[0]
     if kind in ("create", "delete"):

@@ -23,9 +23,8 @@ Options (`--suite-option key=value`), besides CdwmSuite's (agent, max_steps, ...
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, JsonValue, field_validator
 
 from environments.cdwm.episode import EpisodeTask
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
@@ -139,12 +138,12 @@ class CdwmScienceSuite(CdwmSuite[ScienceTask]):
                                "`pip install -e '.[science]'`") from None
         return samples
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, JsonValue]:
         from importlib.metadata import version
 
         return {"path": None, "source": "scienceworld", "scienceworld_version": version("scienceworld"),
                 "split": self.split, "tasks": [t for _, t in self.tasks], "variations_per_task": self.variations_per_task,
-                "variations": self.variations, "simplification": self.simplification,
+                "variations": list(self.variations), "simplification": self.simplification,
                 "env_step_limit": self.env_step_limit, "max_admissible": self.max_admissible}
 
     def make_env(self, sample: Sample, judge: Callable[[str], str] | None) -> Environment:

@@ -20,7 +20,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from environments.cdwm.deltas import AttributeChange, Delta, Relation, fact_matches, glob_match
 
@@ -107,7 +107,7 @@ def last_id(db: Path) -> int:
         conn.close()
 
 
-def check_predicate(pred: Any, where: str) -> dict[str, Any]:
+def check_predicate(pred: Any, where: str) -> dict[str, JsonValue]:
     """Validate one predicate from a task file; the error names the task field and the fix."""
     if not isinstance(pred, dict) or not pred:
         raise ValueError(f"{where}: a ledger predicate must be a non-empty object, e.g. "
@@ -122,7 +122,7 @@ def check_predicate(pred: Any, where: str) -> dict[str, Any]:
     return pred
 
 
-def matches(pred: dict[str, Any], entry: LedgerEntry) -> bool:
+def matches(pred: dict[str, JsonValue], entry: LedgerEntry) -> bool:
     if "irreversible" in pred and pred["irreversible"] == entry.delta.reversible:
         return False
     if "site" in pred and not glob_match(pred["site"], entry.site):

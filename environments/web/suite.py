@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from environments.cdwm.suite_base import CdwmSuite
 from environments.web.actions import ACTION_PATTERN, WEB_MASK
@@ -47,7 +46,7 @@ class CdwmWebSuite(CdwmSuite):
             raise HarnessError(f"--corpus: {exc}") from None
         return [Sample(id=str(t["task_id"]), data=t) for t in tasks]
 
-    def corpus_identity(self, corpus: str | None) -> dict[str, Any]:
+    def corpus_identity(self, corpus: str | None) -> dict[str, str]:
         root = Path(corpus) if corpus else TASK_DIR
         files = sorted(root.glob("*.json")) if root.is_dir() else [root]
         digest = hashlib.sha256()

@@ -5,11 +5,12 @@ run-and-report for anything that runs a suite. Plugin command modules import onl
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from pydantic import JsonValue
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -165,7 +166,7 @@ def print_verdict(v: Any, details: bool = False) -> None:
 
 
 def check_claims(claim_ids: Sequence[str], run_dir: Path, *, seeds: int | None = None, executor: str = "asyncio",
-                 ray_address: str | None = None, options: dict[str, Any] | None = None, progress: bool = False,
+                 ray_address: str | None = None, options: Mapping[str, JsonValue] | None = None, progress: bool = False,
                  details: bool = False) -> list[Any]:
     """Check each claim (its arms as runs in `run_dir`), print and save each verdict."""
     from harness.claims.model import SeedPlan

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, TypedDict, TypeVar
 
 import typer
+from typer.models import OptionInfo
 from pydantic import BaseModel
 
 if TYPE_CHECKING:
@@ -67,7 +68,8 @@ def run_option_parameters() -> list[inspect.Parameter]:
     """The typer parameters of `RunOptions`, one per field (the flags users know)."""
     from harness.cli.kit import RUN_DIR
 
-    options: dict[str, Any] = {
+    # `typer.Option` is typed `Any` (so that it can stand as a default) and returns an OptionInfo.
+    options: dict[str, OptionInfo] = {
         "run_dir": RUN_DIR,
         "max_connections": typer.Option(8, "--max-connections", min=1, help="Calls in flight per provider and key "
                                         "(shared by all workers; halves on 429, recovers)."),

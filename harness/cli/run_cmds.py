@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import typer
+from pydantic import JsonValue
 
 from harness.cli.kit import check_run_dir, err, fail, print_summary, run_config
 from harness.cli.options import EXTRA_ARGS, SHORTHAND_HELP, RunOptions, with_run_options
@@ -49,7 +50,7 @@ def eval_cmd(
         if suite is None and resume is None:
             raise HarnessError("--suite is required (see `harness list`), or pass --resume RUN_ID")
         flags = parse_role_flags(role, role_config, ctx.args)
-        options: dict[str, Any] = dict(parse_suite_options(suite_option))
+        options: dict[str, JsonValue] = dict(parse_suite_options(suite_option))
         for key, value in flags.options.items():
             if key in options:
                 raise HarnessError(f"--{key.replace('_', '-')} and --suite-option {key}=...: give only one of them")

@@ -111,12 +111,13 @@ class RayExecutor:
         if not ray.is_initialized():
             try:
                 # log_to_driver off: the workers' output would tear through the progress bar.
-                local: dict[str, Any] = {"include_dashboard": False} if self.address is None else {}
                 if self.address is None:
                     # A local cluster's raylet (it inherits this) kills what a dead worker left behind,
                     # grandchildren too (a browser under Playwright's driver); see docs/scale.md.
                     os.environ.setdefault(SUBREAPER, "true")
-                ray.init(address=self.address, log_to_driver=False, configure_logging=False, **local)
+                # No dashboard on a local cluster; None (Ray's default) when joining one.
+                ray.init(address=self.address, log_to_driver=False, configure_logging=False,
+                         include_dashboard=False if self.address is None else None)
             except ConnectionError as exc:
                 raise HarnessError(f"--ray-address {self.address}: could not join the cluster ({exc}); "
                                    "check `ray status` there") from exc

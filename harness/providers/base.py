@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from harness.messages import ChatMessage, hash_form
 
@@ -174,13 +174,13 @@ def check_constraint(config: GenerateConfig) -> None:
             raise ConstraintError("tool_choice 'required' needs at least one tool")
 
 
-def tool_call_schema(tools: list[ToolSpec], tool_choice: str | None = None) -> dict[str, Any]:
+def tool_call_schema(tools: list[ToolSpec], tool_choice: str | None = None) -> dict[str, JsonValue]:
     """The JSON schema of one tool call `{"name": ..., "arguments": {...}}` over `tools` (or the one
     `tool_choice` names): what an engine without native tool calls constrains its reply to."""
     chosen = [t for t in tools if tool_choice in (None, "auto", "required") or t.name == tool_choice]
-    branches = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+    branches: list[dict[str, JsonValue]] = [{"type": "object", "properties": {"name": {"const": t.name}, "arguments": t.parameters},
                  "required": ["name", "arguments"], "additionalProperties": False} for t in chosen]
-    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+    return branches[0] if len(branches) == 1 else {"anyOf": [*branches]}
 
 
 @runtime_checkable
@@ -213,7 +213,7 @@ _OPTIONAL_IN_HASH = ("json_schema", "choice", "regex", "tools", "tool_choice", "
 
 
 def request_hash(model_name: str, messages: list[ChatMessage], config: GenerateConfig,
-                 extra: dict[str, Any] | None = None) -> str:
+                 extra: Mapping[str, JsonValue] | None = None) -> str:
     """Content address of a call: the cache key. Secrets never enter it (model name and params only).
     Each message enters in its `hash_form` (a picture as it was keyed before content parts)."""
     return _hash(model_name, [hash_form(m) for m in messages], config, extra)

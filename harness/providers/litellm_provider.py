@@ -13,15 +13,24 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import Any, Required, TypedDict
 
 import openai
+from openai.types.chat import ChatCompletionMessageParam
 
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
 from harness.spec import ModelSpec
 from harness.providers.base import ConstraintPath, GenerateConfig, ModelOutput
-from harness.providers.openai_provider import chat_messages, chat_params, classify_error, openai_constraint_fields, to_output
+from harness.providers.openai_provider import (
+    ChatParams,
+    ConstraintParams,
+    chat_messages,
+    chat_params,
+    classify_error,
+    openai_constraint_fields,
+    to_output,
+)
 
 BANNED_VERSIONS = {"1.82.7", "1.82.8"}
 
@@ -43,6 +52,21 @@ def import_litellm() -> Any:  # the litellm module (not analysed by mypy: see py
     return litellm
 
 
+class Endpoint(TypedDict, total=False):
+    """Where litellm sends a request, when it is not the provider's own API."""
+
+    api_base: str
+    api_key: str
+
+
+class LiteLLMRequest(ChatParams, ConstraintParams, Endpoint, total=False):
+    """`litellm.acompletion`'s arguments: OpenAI's request fields, and where to send it."""
+
+    model: Required[str]
+    messages: Required[list[ChatCompletionMessageParam]]
+    num_retries: Required[int]  # 0: retries are the runner's (harness.calls)
+
+
 class LiteLLMModel:
     def __init__(self, name: str, base_url: str | None = None):
         self.name = f"litellm/{name}"
@@ -60,17 +84,21 @@ class LiteLLMModel:
         return to_output(self.name, resp, started, path)
 
     def request_kwargs(self, messages: list[ChatMessage],
-                       config: GenerateConfig) -> tuple[dict[str, Any], ConstraintPath]:
+                       config: GenerateConfig) -> tuple[LiteLLMRequest, ConstraintPath]:
         """`litellm.acompletion`'s arguments for this call, and which path holds the reply's form."""
-        kwargs: dict[str, Any] = {"model": self.model_id, "messages": chat_messages(messages), "num_retries": 0,
-                                  **chat_params(config), **openai_constraint_fields(config)}
-        if self.base_url:
-            kwargs["api_base"] = self.base_url
-            if self.model_id.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-                kwargs["api_key"] = "EMPTY"
+        kwargs: LiteLLMRequest = {"model": self.model_id, "messages": chat_messages(messages), "num_retries": 0,
+                                  **chat_params(config), **openai_constraint_fields(config), **self.endpoint()}
         if not config.constrained:
             return kwargs, "none"
         return kwargs, "reask" if config.choice is not None or config.regex is not None else "provider"
+
+    def endpoint(self) -> Endpoint:
+        """A `base_url`'s endpoint; an OpenAI-compatible one without an OPENAI_API_KEY gets a dummy key."""
+        if not self.base_url:
+            return {}
+        if self.model_id.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
+            return {"api_base": self.base_url, "api_key": "EMPTY"}
+        return {"api_base": self.base_url}
 
     async def aclose(self) -> None:
         return None

@@ -16,15 +16,19 @@ import os
 import time
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal, TypedDict
 from urllib.parse import urlparse
 
 import openai
 from openai.types.chat import (
     ChatCompletionAssistantMessageParam,
     ChatCompletionContentPartParam,
+    ChatCompletionFunctionToolParam,
     ChatCompletionMessageParam,
+    ChatCompletionToolChoiceOptionParam,
 )
+from openai.types.shared_params import ResponseFormatJSONSchema
+from pydantic import JsonValue
 
 from harness.errors import HarnessError
 from harness.messages import ChatMessage, ImagePart, TextPart, text_of
@@ -125,16 +129,16 @@ class OpenAIModel:
             raise ConstraintError(f"{self.name}: tools need the chat endpoint (generate), not complete")
         started = time.perf_counter()
         outputs = vllm_structured_outputs(config)
-        extra: dict[str, Any] = {}
+        extra_body: ExtraBody | None = None  # None: the client's default, no extra fields
         path: ConstraintPath = "none"
         if outputs:
             path = "provider" if self.base_url is not None else "reask"
             if self.base_url is not None:
-                extra["extra_body"] = {"structured_outputs": outputs}
+                extra_body = {"structured_outputs": outputs}
         try:
             with self._replica() as client:
                 resp = await client.completions.create(model=self.model_id, prompt=prompt,
-                                                       **chat_params(config), **extra)
+                                                       **chat_params(config), extra_body=extra_body)
         except openai.OpenAIError as exc:
             raise classify_error(self.name, exc) from exc
         if not resp.choices:
@@ -181,9 +185,47 @@ def _wire_part(part: TextPart | ImagePart) -> ChatCompletionContentPartParam:
     return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{part['image']}"}}
 
 
-def chat_params(config: GenerateConfig) -> dict[str, Any]:
+class ChatParams(TypedDict, total=False):
+    """The sampling fields of a request (chat or completions), each sent only when needed."""
+
+    temperature: float
+    max_tokens: int
+    top_p: float
+    seed: int
+    stop: list[str]
+
+
+class StructuredOutputs(TypedDict, total=False):
+    """vLLM's `structured_outputs` request field: one of its keys."""
+
+    choice: list[str]
+    regex: str
+    json: dict[str, JsonValue]  # a JSON schema
+
+
+class ExtraBody(TypedDict):
+    """What a request to a self-hosted (vLLM-compatible) endpoint adds to OpenAI's fields."""
+
+    structured_outputs: StructuredOutputs
+
+
+class ConstraintParams(TypedDict, total=False):
+    """The fields of a chat-completions request that carry an output constraint."""
+
+    response_format: ResponseFormatJSONSchema
+    tools: list[ChatCompletionFunctionToolParam]
+    tool_choice: ChatCompletionToolChoiceOptionParam
+    extra_body: ExtraBody
+
+
+# OpenAI's own `tool_choice` modes; any other value of GenerateConfig.tool_choice names a tool.
+_TOOL_CHOICE_MODES: dict[str, Literal["auto", "required", "none"]] = {
+    "auto": "auto", "required": "required", "none": "none"}
+
+
+def chat_params(config: GenerateConfig) -> ChatParams:
     """Sampling parameters of a chat-completions request (shared with the litellm provider)."""
-    params: dict[str, Any] = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+    params: ChatParams = {"temperature": config.temperature, "max_tokens": config.max_tokens}
     if config.top_p != 1.0:  # the API default; sending it costs request-encoding time per call
         params["top_p"] = config.top_p
     if config.seed is not None:
@@ -193,7 +235,7 @@ def chat_params(config: GenerateConfig) -> dict[str, Any]:
     return params
 
 
-def constraint_params(config: GenerateConfig, self_hosted: bool) -> tuple[dict[str, Any], ConstraintPath]:
+def constraint_params(config: GenerateConfig, self_hosted: bool) -> tuple[ConstraintParams, ConstraintPath]:
     """The request fields that carry `config`'s constraint, and which path will hold the form.
     `self_hosted`: the endpoint takes vLLM's `structured_outputs` (choice, regex)."""
     if not config.constrained:
@@ -206,9 +248,9 @@ def constraint_params(config: GenerateConfig, self_hosted: bool) -> tuple[dict[s
     return params, "provider"
 
 
-def openai_constraint_fields(config: GenerateConfig) -> dict[str, Any]:
+def openai_constraint_fields(config: GenerateConfig) -> ConstraintParams:
     """OpenAI's own fields for a JSON schema and tools (litellm passes the same ones through)."""
-    params: dict[str, Any] = {}
+    params: ConstraintParams = {}
     if config.json_schema is not None:
         params["response_format"] = {"type": "json_schema", "json_schema": {
             "name": "reply", "schema": config.json_schema, "strict": strict_compatible(config.json_schema)}}
@@ -216,14 +258,15 @@ def openai_constraint_fields(config: GenerateConfig) -> dict[str, Any]:
         params["tools"] = [{"type": "function", "function": {
             "name": t.name, "description": t.description, "parameters": t.parameters}} for t in config.tools]
     if config.tool_choice is not None:
-        if config.tool_choice in ("auto", "required", "none"):
-            params["tool_choice"] = config.tool_choice
+        mode = _TOOL_CHOICE_MODES.get(config.tool_choice)
+        if mode is not None:
+            params["tool_choice"] = mode
         else:
             params["tool_choice"] = {"type": "function", "function": {"name": config.tool_choice}}
     return params
 
 
-def vllm_structured_outputs(config: GenerateConfig) -> dict[str, Any]:
+def vllm_structured_outputs(config: GenerateConfig) -> StructuredOutputs:
     """vLLM's `structured_outputs` request field for a choice, regex or JSON schema ({} for none)."""
     if config.choice is not None:
         return {"choice": config.choice}
@@ -243,7 +286,7 @@ _STRICT_KEYWORDS = frozenset({
     "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems"})
 
 
-def strict_compatible(schema: dict[str, Any]) -> bool:
+def strict_compatible(schema: dict[str, JsonValue]) -> bool:
     """May this schema go to OpenAI with `strict: true`?"""
     return schema.get("type") == "object" and _strict_node(schema)
 

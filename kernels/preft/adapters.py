@@ -108,7 +108,8 @@ def load_lora(directory: Path, name: str) -> LoraAdapter:
     return LoraAdapter(name=name, rank=max(ranks), modules=modules)
 
 
-def _pattern_value(pattern: dict[str, Any], layer: int, proj: str, default: Any) -> Any:
+def _pattern_value(pattern: dict[str, float], layer: int, proj: str, default: float) -> float:
+    """peft's `alpha_pattern` (module name or regex -> alpha) for one module, else `default`."""
     target = f"layers.{layer}.{'self_attn' if proj in PROJECTIONS[:4] else 'mlp'}.{proj}"
     for key, value in pattern.items():
         if target.endswith(key) or key == proj or re.fullmatch(key, target):

@@ -54,8 +54,8 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from preft.adapters import LoraAdapter, _projection_dims, random_lora
-from preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS_CAP, host_cache_for, percentiles,
-                                        slots_for, ttft_tpot)
+from preft.bench_shared import (DEFAULT_MAX_CPU_LORAS, DEFAULT_MAX_LORAS_CAP, BenchConfig, BenchResult, BenchRow, Draw,
+                                Placement, host_cache_for, number, percentiles, ratios, slots_for, ttft_tpot)
 from preft.engine import MODES, Engine, Request
 from preft.model import PROJECTIONS
 from preft.workload import Workload, draw_workload
@@ -254,7 +254,7 @@ def _tensor_bytes(tensors: Any) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-def environment() -> dict[str, Any]:
+def environment() -> dict[str, str | int | None]:
     return {"torch": torch.__version__, "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
             "machine": platform.machine(), "processor": platform.processor(), "platform": platform.platform(),
             "python": sys.version.split()[0]}
@@ -282,7 +282,7 @@ def run_adapter_bench(*, engine: str = "local", adapters: Sequence[int] = (1, 8,
                       threads: int | None = None, progress: Callable[[str], None] | None = None,
                       model: Any = None, popularity: str = "uniform", zipf_s: float = 1.1, arrival: str = "t0",
                       rate: float | None = None, device: str = "cpu", dtype: str | None = None,
-                      model_shape: str | None = None, prefill_loras: int | None = None) -> dict[str, Any]:
+                      model_shape: str | None = None, prefill_loras: int | None = None) -> BenchResult:
     """Run every (adapter count, mode) and write adapters_bench.{json,csv,png} into `out_dir`.
 
     `max_loras` None: min(A, 8) resident slots. `max_cpu_loras` None: min(distinct adapters used, 64)
@@ -324,9 +324,9 @@ def run_adapter_bench(*, engine: str = "local", adapters: Sequence[int] = (1, 8,
         raise ValueError(f"--device {device!r}: use cpu or cuda")
     if device != "cpu" and not torch.cuda.is_available():
         raise ValueError(f"--device {device}: no CUDA device is visible here; use --device cpu")
-    draw = {"popularity": popularity, "zipf_s": zipf_s, "arrival": arrival, "rate": rate}
-    place = {"device": device, "dtype": dtype or ("float32" if device == "cpu" else "bfloat16"),
-             "model_shape": model_shape, "prefill_loras": prefill_loras}
+    draw: Draw = {"popularity": popularity, "zipf_s": zipf_s, "arrival": arrival, "rate": rate}
+    place: Placement = {"device": device, "dtype": dtype or ("float32" if device == "cpu" else "bfloat16"),
+                        "model_shape": model_shape, "prefill_loras": prefill_loras}
     previous_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
@@ -339,21 +339,24 @@ def run_adapter_bench(*, engine: str = "local", adapters: Sequence[int] = (1, 8,
 
 def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests: int, prompt_len: int,
          gen_len: int, max_loras: int | None, max_num_seqs: int, seed: int, out_dir: Path, lora_backend: str,
-         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any, draw: dict[str, Any],
-         place: dict[str, Any]) -> dict[str, Any]:
+         max_cpu_loras: int | None, progress: Callable[[str], None] | None, model: Any, draw: Draw,
+         place: Placement) -> BenchResult:
     say = progress or (lambda _msg: None)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     prompts = make_prompts(max(requests, 2 * max(adapters)), prompt_len, seed)
     warm_prompt = make_prompts(1, prompt_len, seed + 1)[0]
-    config = {"engine": engine, "adapters": adapters, "modes": modes, "rank": rank, "requests": requests,
-              "prompt_len": prompt_len, "gen_len": gen_len, "max_loras": max_loras,
-              "max_loras_default": f"min(A, {DEFAULT_MAX_LORAS_CAP})", "max_num_seqs": max_num_seqs,
-              "max_cpu_loras": max_cpu_loras, "max_cpu_loras_default": f"min(distinct used, {DEFAULT_MAX_CPU_LORAS})",
-              "slot_rule": SLOT_RULE if engine == "local" else "vLLM: max_loras per step (prefill-only counted)",
-              "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
-              "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)", **draw, **place,
-              "warmup_requests": 1 if engine == "vllm" else warmup_batch(max_num_seqs, requests)}
+    config: BenchConfig = {"engine": engine, "adapters": adapters, "modes": modes, "rank": rank, "requests": requests,
+                           "prompt_len": prompt_len, "gen_len": gen_len, "max_loras": max_loras,
+                           "max_loras_default": f"min(A, {DEFAULT_MAX_LORAS_CAP})", "max_num_seqs": max_num_seqs,
+                           "max_cpu_loras": max_cpu_loras, "max_cpu_loras_default": f"min(distinct used, {DEFAULT_MAX_CPU_LORAS})",
+                           "slot_rule": SLOT_RULE if engine == "local" else "vLLM: max_loras per step (prefill-only counted)",
+                           "seed": seed, "lora_backend": lora_backend if engine == "local" else "vllm punica",
+                           "token_range": list(TOKEN_RANGE), "requests_per_A": "max(requests, 2A)",
+                           "popularity": draw["popularity"], "zipf_s": draw["zipf_s"], "arrival": draw["arrival"], "rate": draw["rate"],
+                           "device": place["device"], "dtype": place["dtype"], "model_shape": place["model_shape"],
+                           "prefill_loras": place["prefill_loras"],
+                           "warmup_requests": 1 if engine == "vllm" else warmup_batch(max_num_seqs, requests)}
     if engine == "vllm":
         from preft.bench_vllm import vllm_rows
 
@@ -364,12 +367,12 @@ def _run(engine: str, adapters: list[int], modes: list[str], rank: int, requests
     else:
         rows, memory = _local_rows(adapters, modes, rank, prompts, requests, warm_prompt, gen_len, max_loras,
                                    max_num_seqs, lora_backend, max_cpu_loras, say, model, draw, place, seed)
-    result = {"config": config, "environment": environment(), "memory": memory, "rows": rows, **_ratios(rows)}
+    result: BenchResult = {"config": config, "environment": environment(), "memory": memory, "rows": rows, **ratios(rows)}
     write_outputs(result, out_dir)
     return result
 
 
-def _base_model(model: Any, place: dict[str, Any]) -> Any:
+def _base_model(model: Any, place: Placement) -> Any:
     """The local engine's base model on its device in its dtype: a random-weight shape, or the
     given / embedded HF model."""
     if place["model_shape"]:
@@ -402,15 +405,15 @@ def serve(eng: Engine, reqs: list[Request], arrivals: list[float]) -> None:
 
 def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: list[list[int]], min_requests: int,
                 warm_prompt: list[int], gen_len: int, max_loras: int | None, max_num_seqs: int, lora_backend: str,
-                max_cpu_loras: int | None, say: Callable[[str], None], model: Any, draw: dict[str, Any], place: dict[str, Any],
-                seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+                max_cpu_loras: int | None, say: Callable[[str], None], model: Any, draw: Draw, place: Placement,
+                seed: int) -> tuple[list[BenchRow], dict[str, str]]:
     model = _base_model(model, place)
     prompt_len = len(all_prompts[0])
     vocab = int(model.config.vocab_size)
     if vocab <= TOKEN_RANGE[1]:  # a small random model: fold the ids into its vocabulary
         all_prompts = [[t % vocab for t in p] for p in all_prompts]
         warm_prompt = [t % vocab for t in warm_prompt]
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []
     memory_method = ""
     for count in adapters:
         requests = max(min_requests, 2 * count)
@@ -461,36 +464,36 @@ def _local_rows(adapters: list[int], modes: list[str], rank: int, all_prompts: l
             ttft = [ttft_tpot(r)[0] for r in reqs]
             tpot = [t for r in reqs if (t := ttft_tpot(r)[1]) is not None]
             alias = eng.loras.alias
-            row = {"adapters": count, "mode": mode, "max_loras": slots, "prefill_slots": eng.loras.table.slots,
-                   "slot_kind": "alias" if alias else "copy",
-                   "lora_op": ("gathered" if eng.loras.weights.gather else "per-run") if alias else eng.lora_backend,
-                   "max_num_seqs": max_num_seqs,
-                   "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
-                   "distinct_adapters_used": 0 if mode == "base" else len(distinct),
-                   "distinct_adapters_touched": len(eng.loras.table.touched),
-                   "arrival": draw["arrival"], "popularity": draw["popularity"],
-                   "output_tokens": sum(n_out), "total_s": round(total, 4),
-                   "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
-                   # CPU seconds of this process: on a shared machine the wall clock carries the
-                   # neighbours' load, the process's CPU time much less so (compare at equal threads)
-                   "cpu_s": round(cpu, 4), "output_tok_cpu_s": round(sum(n_out) / cpu, 3) if cpu > 0 else None,
-                   **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
-                   "steps": stats["steps"], "engine_slot_waits": stats["slot_waits"],
-                   "max_running": eng.stats.max_running, "max_running_adapters": eng.stats.max_running_adapters, "prefill_tokens": stats["prefill_tokens"],
-                   "decode_tokens": stats["decode_tokens"],
-                   "mean_batch_seqs": round(sum(sizes) / len(sizes), 2) if sizes else None,
-                   "slot_hits": slot_stats["hits"], "slot_loads": slot_stats["loads"],
-                   "slot_evictions": slot_stats["evictions"], "slot_waits": slot_stats["waits"],
-                   "host_misses": host.misses if mode != "base" else 0,
-                   "host_materialize_s": round(host.materialize_s, 4) if mode != "base" else 0.0,
-                   "rss_before_mb": round(mem.before / 2**20, 1), "peak_rss_mb": round(mem.peak / 2**20, 1),
-                   "peak_rss_delta_mb": round((mem.peak - mem.before) / 2**20, 1),
-                   "kv_pool_bytes": eng.pool.bytes(),
-                   "lora_store_bytes": _tensor_bytes([*eng.loras.weights.A.values(), *eng.loras.weights.B.values(),
-                                                      *eng.loras.weights.scales.values()]),
-                   "host_cache_bytes": host.cache_bytes() if mode != "base" else 0,
-                   "setup_s": round(setup_s, 3), **usage.counts,
-                   "all_requests_full_length": all(n == gen_len for n in n_out)}
+            row: BenchRow = {"adapters": count, "mode": mode, "max_loras": slots, "prefill_slots": eng.loras.table.slots,
+                             "slot_kind": "alias" if alias else "copy",
+                             "lora_op": ("gathered" if eng.loras.weights.gather else "per-run") if alias else eng.lora_backend,
+                             "max_num_seqs": max_num_seqs,
+                             "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
+                             "distinct_adapters_used": 0 if mode == "base" else len(distinct),
+                             "distinct_adapters_touched": len(eng.loras.table.touched),
+                             "arrival": draw["arrival"], "popularity": draw["popularity"],
+                             "output_tokens": sum(n_out), "total_s": round(total, 4),
+                             "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
+                             # CPU seconds of this process: on a shared machine the wall clock carries the
+                             # neighbours' load, the process's CPU time much less so (compare at equal threads)
+                             "cpu_s": round(cpu, 4), "output_tok_cpu_s": round(sum(n_out) / cpu, 3) if cpu > 0 else None,
+                             **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
+                             "steps": stats["steps"], "engine_slot_waits": stats["slot_waits"],
+                             "max_running": eng.stats.max_running, "max_running_adapters": eng.stats.max_running_adapters, "prefill_tokens": stats["prefill_tokens"],
+                             "decode_tokens": stats["decode_tokens"],
+                             "mean_batch_seqs": round(sum(sizes) / len(sizes), 2) if sizes else None,
+                             "slot_hits": slot_stats["hits"], "slot_loads": slot_stats["loads"],
+                             "slot_evictions": slot_stats["evictions"], "slot_waits": slot_stats["waits"],
+                             "host_misses": host.misses if mode != "base" else 0,
+                             "host_materialize_s": round(host.materialize_s, 4) if mode != "base" else 0.0,
+                             "rss_before_mb": round(mem.before / 2**20, 1), "peak_rss_mb": round(mem.peak / 2**20, 1),
+                             "peak_rss_delta_mb": round((mem.peak - mem.before) / 2**20, 1),
+                             "kv_pool_bytes": eng.pool.bytes(),
+                             "lora_store_bytes": _tensor_bytes([*eng.loras.weights.A.values(), *eng.loras.weights.B.values(),
+                                                                *eng.loras.weights.scales.values()]),
+                             "host_cache_bytes": host.cache_bytes() if mode != "base" else 0,
+                             "setup_s": round(setup_s, 3), **usage.counts,
+                             "all_requests_full_length": all(n == gen_len for n in n_out)}
             row["load_avg_1m"] = round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
             rows.append(row)
             say(f"A={count} mode={mode}: {row['output_tok_s']:.1f} tok/s, {total:.2f} s, steps {row['steps']}, "
@@ -514,22 +517,7 @@ def _kv_budget(device: str) -> int:
     return int(0.4 * torch.cuda.get_device_properties(torch.device(device)).total_memory)
 
 
-def _ratios(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    """Output tokens per wall second of preft over all-token and over base, per adapter count (keys
-    are str(A)); the `_cpu` keys divide tokens per CPU second of the process instead."""
-    out: dict[str, dict[str, float]] = {}
-    for metric, suffix in (("output_tok_s", ""), ("output_tok_cpu_s", "_cpu")):
-        rate = {(r["adapters"], r["mode"]): r.get(metric) for r in rows}
-        for count in dict.fromkeys(r["adapters"] for r in rows):
-            preft = rate.get((count, "preft"))
-            for key, other in (("preft_over_all_token", "all-token"), ("preft_over_base", "base")):
-                ratios = out.setdefault(key + suffix, {})
-                if preft is not None and rate.get((count, other)):
-                    ratios[str(count)] = round(preft / rate[count, other], 4)
-    return out
-
-
-def write_outputs(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
+def write_outputs(result: BenchResult, out_dir: Path) -> dict[str, Path]:
     out_dir = Path(out_dir)
     paths = {"json": out_dir / JSON_NAME, "csv": out_dir / CSV_NAME, "png": out_dir / PNG_NAME}
     paths["json"].write_text(json.dumps(result, indent=2) + "\n")
@@ -545,7 +533,7 @@ def write_outputs(result: dict[str, Any], out_dir: Path) -> dict[str, Path]:
     return paths
 
 
-def plot(result: dict[str, Any], path: Path) -> None:
+def plot(result: BenchResult, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -553,7 +541,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for mode in result["config"]["modes"]:
-        points = sorted((r["adapters"], r["output_tok_s"]) for r in result["rows"] if r["mode"] == mode)
+        points = sorted((number(r["adapters"]), number(r["output_tok_s"])) for r in result["rows"] if r["mode"] == mode)
         if points:
             ax.plot(*zip(*points), marker="o", label=mode)
     ax.set_xscale("log", base=2)
@@ -569,7 +557,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_table(result: BenchResult) -> str:
     """A markdown table of the rows (for the README), then the preft ratios per adapter count."""
     head = ["A", "mode", "slots", "prefill slots", "out tok/s", "req/s", "TTFT p50 ms", "TTFT p99 ms", "TPOT p50 ms", "TPOT p99 ms",
             "steps", "slot loads", "evictions", "slot waits", "wait steps", "peak RSS Δ MB"]

@@ -19,11 +19,12 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, TypedDict
 
 import typer
+from pydantic import JsonValue
 
-CATALOGUE_SCHEMA: dict[str, Any] = {
+CATALOGUE_SCHEMA: dict[str, JsonValue] = {
     "type": "object",
     "properties": {"items": {"type": "array", "minItems": 24, "maxItems": 24, "items": {
         "type": "object",
@@ -34,6 +35,37 @@ CATALOGUE_SCHEMA: dict[str, Any] = {
 }
 TOPICS = ["a bakery", "a bicycle shop", "a bookshop", "a garden centre", "a music store", "a toy shop",
           "a tea house", "a hardware store"]
+
+
+class StructuredRow(TypedDict):
+    """One (batch, mode) row: medians over the repeats."""
+
+    batch: int
+    mode: str
+    new_tokens: float
+    wall_s: float
+    tok_s: float
+    decode_tok_s: float
+    mask_ms_per_token: float | None  # free decoding: None
+    finish: list[str]
+
+
+class CompileTimes(TypedDict):
+    tokenizer_info_s: float
+    cold_s: float
+    cached_s: float
+
+
+class StructuredResult(TypedDict):
+    """The benchmark's result, as `--json` prints it (key order included)."""
+
+    rows: list[StructuredRow]
+    ratio_constrained_over_free: dict[str, float]  # str(batch) -> constrained tok/s over free tok/s
+    max_tokens: int
+    repeats: int
+    compile: CompileTimes
+    schema: dict[str, JsonValue]
+    threads: int
 
 
 class _Timed:
@@ -72,8 +104,8 @@ def _one_run(engine: Any, requests: list[Any]) -> tuple[float, float, int]:
 
 
 def run_structured_bench(*, batches: list[int], max_tokens: int = 64, repeats: int = 3,
-                         schema: dict[str, Any] | None = None, threads: int | None = None,
-                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                         schema: dict[str, JsonValue] | None = None, threads: int | None = None,
+                         progress: Callable[[str], None] | None = None) -> StructuredResult:
     from preft.engine import Engine, Request  # first: OpenMP's waiting is set before torch loads
     import torch
 
@@ -110,7 +142,7 @@ def run_structured_bench(*, batches: list[int], max_tokens: int = 64, repeats: i
         [{"role": "user", "content": f"List the products of {topic} as JSON: name, price, in stock."}],
         add_generation_prompt=True, tokenize=True)) for topic in TOPICS]
     engine = Engine(model)
-    rows = []
+    rows: list[StructuredRow] = []
     modes = ("free", "json_schema")
     for batch in batches:
         ids = [prompts[i % len(prompts)] for i in range(batch)]
@@ -131,14 +163,14 @@ def run_structured_bench(*, batches: list[int], max_tokens: int = 64, repeats: i
                 runs[mode].append((wall, decode, tokens, clock[0], sorted({str(r.finish_reason) for r in reqs})))
         for mode in modes:
             got, med = runs[mode], statistics.median  # per run, then the median: a user schema may end runs early
-            row = {"batch": batch, "mode": mode, "new_tokens": med(r[2] for r in got),
-                   "wall_s": round(med(r[0] for r in got), 3), "tok_s": round(med(r[2] / r[0] for r in got), 1),
-                   "decode_tok_s": round(med((r[2] - batch) / max(r[1], 1e-9) for r in got), 1),
-                   "mask_ms_per_token": round(med(1000 * r[3] / r[2] for r in got), 3) if mode != "free" else None,
-                   "finish": sorted({f for r in got for f in r[4]})}
+            row: StructuredRow = {"batch": batch, "mode": mode, "new_tokens": med(r[2] for r in got),
+                                  "wall_s": round(med(r[0] for r in got), 3), "tok_s": round(med(r[2] / r[0] for r in got), 1),
+                                  "decode_tok_s": round(med((r[2] - batch) / max(r[1], 1e-9) for r in got), 1),
+                                  "mask_ms_per_token": round(med(1000 * r[3] / r[2] for r in got), 3) if mode != "free" else None,
+                                  "finish": sorted({f for r in got for f in r[4]})}
             rows.append(row)
             say(f"batch {batch} {mode}: {row['tok_s']} tok/s")
-    ratios = {}
+    ratios: dict[str, float] = {}
     for batch in batches:
         free, constrained = (next(r for r in rows if r["batch"] == batch and r["mode"] == m)
                              for m in ("free", "json_schema"))
@@ -149,7 +181,7 @@ def run_structured_bench(*, batches: list[int], max_tokens: int = 64, repeats: i
             "schema": schema, "threads": torch.get_num_threads()}
 
 
-def format_table(result: dict[str, Any]) -> str:
+def format_table(result: StructuredResult) -> str:
     lines = ["| batch | mode | new tokens | wall s | tok/s | decode tok/s | mask ms/tok | finish |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:

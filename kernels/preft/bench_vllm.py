@@ -27,10 +27,11 @@ import os
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from preft.bench_shared import host_cache_for, percentiles, slots_for
+from preft.bench_shared import BenchConfig, BenchRow, host_cache_for, percentiles, slots_for
 
 MODE_ARGS = {"base": None, "preft": {"preft_mode": "prefill-only"}, "all-token": {"preft_mode": "all-token"}}
 
@@ -117,7 +118,17 @@ def start_engine(model_path: str, *, rank: int, max_loras: int, max_cpu_loras: i
                                                  enable_prefix_caching=False, skip_tokenizer_init=True, **kwargs))
 
 
-async def _one(engine: Any, prompt: list[int], gen_len: int, mode: str, lora: Any) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Timing:
+    """One request's clock (perf_counter seconds) and its output token count."""
+
+    arrival: float
+    first: float | None  # its first output token; None: it wrote none
+    finished: float
+    tokens: int
+
+
+async def _one(engine: Any, prompt: list[int], gen_len: int, mode: str, lora: Any) -> Timing:
     from vllm import SamplingParams
 
     params = SamplingParams(temperature=0.0, max_tokens=gen_len, ignore_eos=True, detokenize=False,
@@ -130,7 +141,7 @@ async def _one(engine: Any, prompt: list[int], gen_len: int, mode: str, lora: An
         tokens = len(out.outputs[0].token_ids)
         if first is None and tokens:
             first = time.perf_counter()
-    return {"arrival": arrival, "first": first, "finished": time.perf_counter(), "tokens": tokens}
+    return Timing(arrival, first, time.perf_counter(), tokens)
 
 
 async def _all(coroutines: list[Any]) -> list[Any]:
@@ -154,7 +165,7 @@ def _shutdown(engines: dict[tuple[int, int], Any], loop: asyncio.AbstractEventLo
 
 def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list[list[int]], warm_prompt: list[int],
               gen_len: int, max_loras: int | None, max_num_seqs: int, max_cpu_loras: int | None,
-              say: Callable[[str], None], model: Any, config: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+              say: Callable[[str], None], model: Any, config: BenchConfig) -> tuple[list[BenchRow], dict[str, str]]:
     from vllm.lora.request import LoRARequest
 
     from preft.vllm_provider import resolve_model
@@ -164,7 +175,7 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
     requests, prompt_len = len(prompts), len(prompts[0])
     dirs = adapter_dirs(model_path, max(adapters), rank, say) if set(modes) - {"base"} else []
     loras = [LoRARequest(f"a{i}", i + 1, str(d)) for i, d in enumerate(dirs)]
-    rows: list[dict[str, Any]] = []
+    rows: list[BenchRow] = []
     engines: dict[tuple[int, int], Any] = {}
     engine: Any = None
     loop = asyncio.new_event_loop()
@@ -197,32 +208,32 @@ def vllm_rows(*, adapters: list[int], modes: list[str], rank: int, prompts: list
                 say(f"A={count} mode={mode}: running {requests} requests")
                 with TreeRSS() as mem:
                     start = time.perf_counter()
-                    done = loop.run_until_complete(_all([
+                    done: list[Timing] = loop.run_until_complete(_all([
                         _one(engine, p, gen_len, mode, loras[used[i]] if loras else None)
                         for i, p in enumerate(prompts)]))
                     total = time.perf_counter() - start
                 stats = loop.run_until_complete(_stats(engine))
-                n_out = [d["tokens"] for d in done]
-                ttft = [d["first"] - d["arrival"] for d in done if d["first"] is not None]
-                tpot = [(d["finished"] - d["first"]) / (d["tokens"] - 1) for d in done if d["tokens"] > 1]
-                row = {"adapters": count, "mode": mode, "max_loras": slots, "max_num_seqs": max_num_seqs,
-                       "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
-                       "distinct_adapters_used": 0 if mode == "base" else distinct,
-                       "output_tokens": sum(n_out), "total_s": round(total, 4),
-                       "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
-                       **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
-                       "steps": stats["steps"], "engine_slot_waits": None, "max_running": None,
-                       "prefill_tokens": requests * prompt_len,
-                       "decode_tokens": stats["tokens"] - requests * prompt_len,
-                       "mean_batch_seqs": None, "slot_hits": None, "slot_loads": None, "slot_evictions": None,
-                       "slot_waits": None, "host_misses": None, "host_materialize_s": None,
-                       "adapter_tokens": stats["adapter_tokens"],
-                       "steps_without_adapter": stats["steps_without_adapter"],
-                       "max_active_adapters": stats["max_active_adapters"],
-                       "rss_before_mb": round(mem.before / 2**20, 1), "peak_rss_mb": round(mem.peak / 2**20, 1),
-                       "peak_rss_delta_mb": round((mem.peak - mem.before) / 2**20, 1),
-                       "kv_pool_bytes": None, "lora_store_bytes": None, "host_cache_bytes": None,
-                       "setup_s": round(setup_s, 3), "all_requests_full_length": all(n == gen_len for n in n_out)}
+                n_out = [d.tokens for d in done]
+                ttft = [d.first - d.arrival for d in done if d.first is not None]
+                tpot = [(d.finished - d.first) / (d.tokens - 1) for d in done if d.first is not None and d.tokens > 1]
+                row: BenchRow = {"adapters": count, "mode": mode, "max_loras": slots, "max_num_seqs": max_num_seqs,
+                                 "requests": requests, "prompt_len": prompt_len, "gen_len": gen_len,
+                                 "distinct_adapters_used": 0 if mode == "base" else distinct,
+                                 "output_tokens": sum(n_out), "total_s": round(total, 4),
+                                 "output_tok_s": round(sum(n_out) / total, 3), "requests_s": round(requests / total, 4),
+                                 **percentiles(ttft, "ttft"), **percentiles(tpot, "tpot"),
+                                 "steps": stats["steps"], "engine_slot_waits": None, "max_running": None,
+                                 "prefill_tokens": requests * prompt_len,
+                                 "decode_tokens": stats["tokens"] - requests * prompt_len,
+                                 "mean_batch_seqs": None, "slot_hits": None, "slot_loads": None, "slot_evictions": None,
+                                 "slot_waits": None, "host_misses": None, "host_materialize_s": None,
+                                 "adapter_tokens": stats["adapter_tokens"],
+                                 "steps_without_adapter": stats["steps_without_adapter"],
+                                 "max_active_adapters": stats["max_active_adapters"],
+                                 "rss_before_mb": round(mem.before / 2**20, 1), "peak_rss_mb": round(mem.peak / 2**20, 1),
+                                 "peak_rss_delta_mb": round((mem.peak - mem.before) / 2**20, 1),
+                                 "kv_pool_bytes": None, "lora_store_bytes": None, "host_cache_bytes": None,
+                                 "setup_s": round(setup_s, 3), "all_requests_full_length": all(n == gen_len for n in n_out)}
                 row["load_avg_1m"] = round(os.getloadavg()[0], 2)
                 rows.append(row)
                 say(f"A={count} mode={mode}: {row['output_tok_s']:.1f} tok/s, {total:.2f} s, steps {row['steps']}, "

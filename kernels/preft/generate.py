@@ -13,15 +13,44 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+from pydantic import JsonValue
 
 from harness.errors import HarnessError
 from harness.providers.base import ConstraintError, GenerateConfig, check_constraint
 from harness.spec import ModelSpec
 
 
+class ConstraintFields(TypedDict, total=False):
+    """The `GenerateConfig` fields of the one constraint flag given (none: empty)."""
+
+    json_schema: dict[str, JsonValue]
+    choice: list[str]
+    regex: str
+
+
+class Usage(TypedDict):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class Generation(TypedDict):
+    """One generation as `harness generate --json` prints it (key order included)."""
+
+    text: str
+    token_ids: list[int] | None  # the embedded engine's; other providers report none
+    prompt_token_ids: list[int] | None
+    finish_reason: str | None
+    model: str
+    adapter: str | None
+    adapter_mode: str | None
+    constrained_by: str
+    usage: Usage
+
+
 def read_constraint(json_schema: Path | None = None, choice: str | None = None,
-                    regex: str | None = None) -> tuple[dict[str, Any], str]:
+                    regex: str | None = None) -> tuple[ConstraintFields, str]:
     """The config fields of at most one constraint flag, checked, and the flag's name for errors
     ({} and "" when none was given). Bad input: one `HarnessError` naming the flag."""
     given = [f for f, v in (("--json-schema", json_schema), ("--choice", choice), ("--regex", regex)) if v is not None]
@@ -41,7 +70,7 @@ def read_constraint(json_schema: Path | None = None, choice: str | None = None,
             raise HarnessError(f"{flag}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
         if not isinstance(schema, dict):
             raise HarnessError(f"{flag}: a JSON schema is an object, not {type(schema).__name__}")
-        fields: dict[str, Any] = {"json_schema": schema}
+        fields: ConstraintFields = {"json_schema": schema}
     elif choice is not None:
         flag = f"--choice {choice}"
         options = [c.strip() for c in choice.split(",")]
@@ -62,7 +91,7 @@ def read_constraint(json_schema: Path | None = None, choice: str | None = None,
 def generate_once(*, model: str, prompt: str, chat: bool = False, adapter: Path | None = None,
                   adapter_mode: str = "preft", max_tokens: int = 64, temperature: float = 0.0, seed: int = 0,
                   base_url: str | None = None, json_schema: Path | None = None, choice: str | None = None,
-                  regex: str | None = None) -> dict[str, Any]:
+                  regex: str | None = None) -> Generation:
     spec = ModelSpec.parse(model, base_url=base_url)
     if adapter_mode not in ("preft", "all-token"):
         raise HarnessError(f"--adapter-mode {adapter_mode!r}: use preft or all-token")
@@ -76,7 +105,7 @@ def generate_once(*, model: str, prompt: str, chat: bool = False, adapter: Path 
 
 
 def _generate_local(spec: ModelSpec, prompt: str, chat: bool, adapter: Path | None, mode: str,
-                    config: GenerateConfig, flag: str) -> dict[str, Any]:
+                    config: GenerateConfig, flag: str) -> Generation:
     from preft.engine import Request  # first: it sets OpenMP's waiting before torch loads
     from harness.providers import validate_spec
     from harness.providers.embedded import chat_prompt_ids, load_model, parse_adapter_name, stop_token_ids, visible_ids
@@ -127,7 +156,7 @@ def _generate_local(spec: ModelSpec, prompt: str, chat: bool, adapter: Path | No
 
 
 async def _generate_remote(spec: ModelSpec, prompt: str, chat: bool, config: GenerateConfig,
-                           flag: str) -> dict[str, Any]:
+                           flag: str) -> Generation:
     from harness.providers import load_model
     from harness.providers.base import RawTextModel
 

@@ -12,21 +12,36 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-SHAPES: dict[str, dict[str, Any]] = {
+
+class Shape(TypedDict):
+    """A Llama's `LlamaConfig` size fields (the rest are the config's defaults)."""
+
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    vocab_size: int
+    max_position_embeddings: int
+    rope_theta: float
+    tie_word_embeddings: bool
+
+
+SHAPES: dict[str, Shape] = {
     # a small config for CPU measurements and tests (not a public model): 4 layers, d=256, a 4096-token
     # vocabulary so that the LM head does not dominate a step
-    "tiny": dict(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
+    "tiny": Shape(hidden_size=256, intermediate_size=768, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, vocab_size=4096, max_position_embeddings=4096, rope_theta=10000.0,
                  tie_word_embeddings=True),
-    "smollm2-135m": dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+    "smollm2-135m": Shape(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
                          num_key_value_heads=3, vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0,
                          tie_word_embeddings=True),
-    "llama-3.2-1b": dict(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
+    "llama-3.2-1b": Shape(hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
                          num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
                          tie_word_embeddings=True),
-    "llama-3.1-8b": dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
+    "llama-3.1-8b": Shape(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32, num_attention_heads=32,
                          num_key_value_heads=8, vocab_size=128256, max_position_embeddings=131072, rope_theta=500000.0,
                          tie_word_embeddings=False),
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import torch
@@ -51,7 +51,7 @@ class RlConfig:
 
 @dataclass
 class RlResult:
-    config: dict[str, Any]
+    config: RlConfig  # a copy of the config trained
     rewards: list[float] = field(default_factory=list)  # mean sampled reward per step
     seconds: float = 0.0
 
@@ -170,7 +170,7 @@ def train_rl(cfg: RlConfig, model: Any, tokenizer: Any, log: Any = None) -> RlRe
     prompts = make_prompts(tokenizer)
     order = random.Random(cfg.seed)  # same prompt sequence for both modes at a given seed (paired)
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    result = RlResult(config=vars(cfg).copy())
+    result = RlResult(config=replace(cfg))
     for step in range(cfg.steps):
         batch = order.sample(prompts, cfg.prompts)
         result.rewards.append(rl_step(pm, adapter, opt, batch, cfg, gen, stop_token(tokenizer)))

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import functools
 import threading
+from dataclasses import asdict
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, JsonValue, field_validator
 
 from harness.claims.model import Scalar, cell_id
 from harness.records import Metric, MetricSpec, SampleRecord
@@ -95,7 +96,7 @@ class RlCell(BaseModel):
     rank: int
     seed: int
     model: str
-    config: dict[str, Any] = Field(description="preft.rl.RlConfig as trained")
+    config: dict[str, JsonValue] = Field(description="preft.rl.RlConfig as trained")
     rewards: list[float] = Field(description="mean sampled reward at each step")
     seconds: float = Field(description="the training's wall time")
     versions: dict[str, str] = Field(default_factory=dict)
@@ -196,7 +197,7 @@ class RlSuite(CellSuite[RlCell]):
         with _TRAIN_LOCK:
             model, tokenizer = load_policy(o.model)
             result = train_rl(cfg, model, tokenizer)
-        return RlCell(solver=o.solver, rank=rank, seed=seed, model=o.model, config=result.config,
+        return RlCell(solver=o.solver, rank=rank, seed=seed, model=o.model, config=asdict(result.config),
                       rewards=result.rewards, seconds=result.seconds, versions=package_versions(("torch", "transformers")))
 
     def score_cell(self, cell: RlCell) -> dict[str, float | None]:

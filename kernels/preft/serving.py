@@ -170,8 +170,10 @@ class EngineServer:
         with self._lock:
             self._engine = None
         engine = self._get_engine()
-        for adapter in (*old.loras.adapters.values(), *old.refts.adapters.values()):
-            engine.register(adapter)
+        for lora in old.loras.adapters.values():
+            engine.register(lora)
+        for reft in old.refts.adapters.values():
+            engine.register(reft)
         return engine
 
     def _fail_all(self, exc: BaseException) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import collections
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 
@@ -93,7 +93,10 @@ class SlotTable:
         self.lru.move_to_end(slot)
 
 
-class AdapterStore(ABC):
+AdapterT = TypeVar("AdapterT", LoraAdapter, ReftAdapter)
+
+
+class AdapterStore(ABC, Generic[AdapterT]):
     """Registered adapters of one kind and `slots` resident slots of stacked weights. Subclasses say
     how weights are laid out (`_allocate`), checked against the base model (`_check`) and loaded
     into a slot (`_write`)."""
@@ -104,10 +107,10 @@ class AdapterStore(ABC):
                  dtype: torch.dtype = torch.float32, decode_slots: int | None = None) -> None:
         self.config, self.device, self.dtype = config, torch.device(device), dtype
         self.table = SlotTable(slots, decode_slots)
-        self.adapters: dict[str, Any] = {}
+        self.adapters: dict[str, AdapterT] = {}
         self._allocate(max_rank)
 
-    def register(self, adapter: Any) -> None:
+    def register(self, adapter: AdapterT) -> None:
         self._check(adapter)
         if adapter.rank > self.max_rank:
             if self.table.held():
@@ -140,11 +143,11 @@ class AdapterStore(ABC):
         """(Re)create zeroed slot stacks of `rank` and set `self.max_rank`."""
 
     @abstractmethod
-    def _check(self, adapter: Any) -> None:
+    def _check(self, adapter: AdapterT) -> None:
         """Raise AdapterError if the adapter does not fit the base model."""
 
     @abstractmethod
-    def _write(self, slot: int, adapter: Any) -> None:
+    def _write(self, slot: int, adapter: AdapterT) -> None:
         """Load the adapter's weights into `slot`."""
 
 
@@ -165,7 +168,7 @@ def prefill_slots(max_loras: int, max_prefill_loras: int | None, alias: bool) ->
     return max_prefill_loras
 
 
-class LoraStore(AdapterStore):
+class LoraStore(AdapterStore[LoraAdapter]):
     """LoRA slots: per (layer, projection) A [slots, in, r], B [slots, r, out], scales [slots].
 
     `alias` (default: on the CPU with the `segmented` backend): a slot *refers to* the adapter's own
@@ -246,7 +249,7 @@ class LoraStore(AdapterStore):
             w.scales[key][slot] = scale
 
 
-class ReftStore(AdapterStore):
+class ReftStore(AdapterStore[ReftAdapter]):
     """ReFT slots: all interventions of one adapter in one slot; per layer R/W [slots, r, d], b [slots, r]."""
 
     kind = "ReFT"

@@ -19,9 +19,9 @@ import itertools
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import torch
 import torch.nn.functional as F
@@ -57,7 +57,7 @@ class TrainConfig:
 
 @dataclass
 class TrainResult:
-    config: dict[str, Any]
+    config: TrainConfig  # as trained: `lr` resolved (never None)
     losses: list[float]
     final_loss: float  # mean over the last 10% of steps
     test_loss: float  # teacher-forced, in the training mode
@@ -214,14 +214,14 @@ def train(cfg: TrainConfig, *, model: Any = None, tokenizer: Any = None, out_dir
     test_acc = {sem: accuracy(pm, test_ex, semantics=sem, **common) for sem in MODES}
     tail = max(1, len(losses) // 10)
     saved = None if out_dir is None else str(export(adapter, f"{cfg.kind}-{cfg.mode}-r{cfg.rank}", out_dir))
-    config = asdict(cfg) | {"lr": cfg.lr or DEFAULT_LR[cfg.kind], "targets": list(cfg.targets)}
+    config = replace(cfg, lr=cfg.lr or DEFAULT_LR[cfg.kind])
     return TrainResult(config, losses, sum(losses[-tail:]) / tail if losses else float("nan"), test_loss, test_acc,
                        time.perf_counter() - start, sum(p.numel() for p in adapter.params), saved, train_seconds)
 
 
 def compare(ranks: Sequence[int] = (4, 16), kinds: Sequence[str] = ("lora", "loreft"), modes: Sequence[str] = MODES,
             steps: int = 60, seed: int = 0, out: str | Path = "preft-train", batch: int = 8,
-            log: Any = print, **overrides: Any) -> list[dict[str, Any]]:
+            log: Any = print, **overrides: Any) -> list[SummaryRow]:
     """Train every kind x mode x rank, write results.json, loss_curves.csv/png and the adapters
     into `out`, and return the summary rows."""
     from harness.providers.embedded import load_model
@@ -245,26 +245,43 @@ def compare(ranks: Sequence[int] = (4, 16), kinds: Sequence[str] = ("lora", "lor
         writer = csv.writer(fh)
         writer.writerow(["kind", "mode", "rank", "step", "loss"])
         for r in results:
-            writer.writerows([r.config["kind"], r.config["mode"], r.config["rank"], i, f"{v:.6f}"] for i, v in enumerate(r.losses))
+            writer.writerows([r.config.kind, r.config.mode, r.config.rank, i, f"{v:.6f}"] for i, v in enumerate(r.losses))
     plot_curves(results, out / "loss_curves.png")
     return rows
 
 
-def summary_row(r: TrainResult) -> dict[str, Any]:
-    return {"kind": r.config["kind"], "mode": r.config["mode"], "rank": r.config["rank"], "steps": len(r.losses),
+class SummaryRow(TypedDict):
+    """One trained adapter's line of the comparison; a plain dict because results.json holds it as is."""
+
+    kind: str
+    mode: str
+    rank: int
+    steps: int
+    final_loss: float
+    mean_loss: float
+    test_loss: float
+    acc_preft: float
+    acc_all_token: float
+    params: int
+    seconds: float
+
+
+def summary_row(r: TrainResult) -> SummaryRow:
+    return {"kind": r.config.kind, "mode": r.config.mode, "rank": r.config.rank, "steps": len(r.losses),
             "final_loss": round(r.final_loss, 4), "mean_loss": round(sum(r.losses) / max(1, len(r.losses)), 4),
             "test_loss": round(r.test_loss, 4),
             "acc_preft": round(r.test_acc["preft"], 3), "acc_all_token": round(r.test_acc["all-token"], 3),
             "params": r.trainable_params, "seconds": round(r.seconds, 1)}
 
 
-def format_table(rows: Sequence[dict[str, Any]]) -> str:
+def format_table(rows: Sequence[SummaryRow]) -> str:
     if not rows:
         return ""
     keys = list(rows[0])
-    widths = {k: max(len(k), *(len(str(r[k])) for r in rows)) for k in keys}
-    lines = ["  ".join(k.ljust(widths[k]) for k in keys)]
-    lines += ["  ".join(str(r[k]).ljust(widths[k]) for k in keys) for r in rows]
+    cells = [[str(v) for v in r.values()] for r in rows]  # every row has the keys in the same order
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    lines = ["  ".join(k.ljust(w) for k, w in zip(keys, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
     return "\n".join(lines)
 
 
@@ -274,12 +291,12 @@ def plot_curves(results: Sequence[TrainResult], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    kinds = list(dict.fromkeys(r.config["kind"] for r in results))
+    kinds = list(dict.fromkeys(r.config.kind for r in results))
     fig, axes = plt.subplots(1, len(kinds), figsize=(6 * len(kinds), 4), squeeze=False)
     for ax, kind in zip(axes[0], kinds):
-        for r in (r for r in results if r.config["kind"] == kind):
-            ax.plot(r.losses, label=f"{r.config['mode']} r{r.config['rank']}",
-                    linestyle="-" if r.config["mode"] == "preft" else "--")
+        for r in (r for r in results if r.config.kind == kind):
+            ax.plot(r.losses, label=f"{r.config.mode} r{r.config.rank}",
+                    linestyle="-" if r.config.mode == "preft" else "--")
         ax.set(title=kind, xlabel="step", ylabel="train loss (answer tokens)", yscale="log")
         ax.legend()
     fig.tight_layout()

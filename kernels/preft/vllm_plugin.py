@@ -295,7 +295,7 @@ class ReftState:
         if layers is None:
             raise RuntimeError(f"PreFT ReFT: {type(model).__name__} has no model.layers (Llama-style decoder layers)")
         param = next(model.parameters())
-        self.adapters: dict[str, Any] = {}
+        self.adapters: dict[str, ReftAdapter] = {}
         for name, directory in reft_dirs(runner.vllm_config).items():
             adapter = load_adapter(directory, name=name)
             if not isinstance(adapter, ReftAdapter):

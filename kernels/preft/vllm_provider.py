@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+from pydantic import JsonValue
 
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
@@ -138,9 +139,11 @@ def vllm_rank(rank: int) -> int:
     return next(r for r in VLLM_LORA_RANKS if r >= rank)
 
 
-def preft_flag(reft: dict[str, str] | None = None) -> dict[str, Any]:
+def preft_flag(reft: dict[str, str] | None = None) -> dict[str, JsonValue]:
     """The plugin's `additional_config`: prefill-only by default, plus ReFT folders by name."""
-    return {CONFIG_KEY: {"mode": PREFILL_ONLY, "reft": dict(reft)}} if reft else dict(PREFT_FLAG)
+    if reft:
+        return {CONFIG_KEY: {"mode": PREFILL_ONLY, "reft": dict(reft)}}
+    return dict(PREFT_FLAG)
 
 
 def preft_engine_kwargs(max_rank: int = 0, max_loras: int = 0, reft: dict[str, str] | None = None) -> dict[str, Any]:
@@ -242,7 +245,7 @@ def structured_outputs_kind(config: GenerateConfig) -> str | None:
     return "regex" if config.regex is not None else None
 
 
-def openai_tools(tools: list[ToolSpec]) -> list[dict[str, Any]]:
+def openai_tools(tools: list[ToolSpec]) -> list[dict[str, JsonValue]]:
     """Tools in the OpenAI form chat templates and vLLM's request types take."""
     return [{"type": "function", "function": {"name": t.name, "description": t.description,
                                                "parameters": t.parameters}} for t in tools]
@@ -329,7 +332,7 @@ class VLLMModel:
         base, adapter, mode = parse_adapter_name(name, "vllm")
         self.model_path = resolve_model(base)
         self.lora_request: Any = None
-        self.extra_args: dict[str, Any] | None = None
+        self.extra_args: dict[str, str] | None = None  # SamplingParams.extra_args: the plugin's mode (and ReFT)
         if adapter is not None:
             from vllm.lora.request import LoRARequest
 

@@ -18,6 +18,7 @@ import openai
 import pytest
 from aiohttp import web
 from openai.types.chat import ChatCompletionMessage
+from pydantic import JsonValue
 
 from harness.loopback import LoopbackServer, running_server
 from harness.providers import load_model
@@ -79,10 +80,10 @@ class ScriptedModel(ChatOnlyModel):
 
 
 @contextlib.contextmanager
-def in_process_server(model: Any) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+def in_process_server(model: Any) -> Iterator[tuple[str, list[dict[str, JsonValue]]]]:
     """The loopback server's app on 127.0.0.1 in a thread of this process (so the test sees what
     the scripted model received); also yields every request body as it arrived on the wire."""
-    bodies: list[dict[str, Any]] = []
+    bodies: list[dict[str, JsonValue]] = []
 
     @web.middleware
     async def record(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -424,6 +425,20 @@ def test_litellm_request_kwargs():
     kwargs, path = m.request_kwargs(MESSAGES, GenerateConfig(regex="[0-9]"))
     assert path == "reask" and "regex" not in json.dumps(kwargs)
     assert m.request_kwargs(MESSAGES, GenerateConfig())[1] == "none"
+
+
+def test_litellm_request_kwargs_name_a_base_url(monkeypatch):
+    from harness.providers.litellm_provider import LiteLLMModel
+
+    m = object.__new__(LiteLLMModel)  # request_kwargs only: no litellm import needed
+    m.name, m.model_id, m.base_url = "litellm/openai/served", "openai/served", "http://127.0.0.1:9/v1"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    kwargs, _ = m.request_kwargs(MESSAGES, GenerateConfig())
+    assert (kwargs["api_base"], kwargs["api_key"]) == ("http://127.0.0.1:9/v1", "EMPTY")  # a dummy key, none set
+    assert list(kwargs)[-2:] == ["api_base", "api_key"]  # after the request's own fields, as before
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    kwargs, _ = m.request_kwargs(MESSAGES, GenerateConfig())
+    assert kwargs["api_base"] == "http://127.0.0.1:9/v1" and "api_key" not in kwargs  # litellm reads the set key
 
 
 # --- the embedded model behind `harness serve` ----------------------------------------------------

@@ -83,7 +83,7 @@ def test_preft_training_learns_the_task(trained, base):
     losses = trained.losses
     assert sum(losses[-4:]) / 4 < 0.1 * losses[0]
     assert trained.test_acc["preft"] >= 0.5  # the base model scores 0 on this split
-    assert trained.config["mode"] == "preft" and trained.seconds > 0
+    assert trained.config.mode == "preft" and trained.seconds > 0
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ May import: pydantic, numpy, `harness`, `environments.adv0.sim.scenario`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypedDict
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -40,6 +41,25 @@ ARMS: dict[str, tuple[str, ...]] = {
 # Seeds (cells per arm) at a check's default size: C6's and C7's training seeds; one elsewhere.
 DEFAULT_SEEDS = {"C6": 1, "C7": 3}
 MAX_SEED = 200  # `LoopConfig.seed`'s bound: seed s plays evaluation seeds s * 10^7 + ...
+
+
+class CheckFlags(TypedDict, total=False):
+    """A check's size flags, as `checks.run_check` and `harness adv0 check` take them (None or
+    absent: the check's default size). A plain dict because cells and judges take them as keywords."""
+
+    episodes: int | None
+    seeds: int | None  # contexts, or C6/C7's training seeds (the cells themselves)
+    family: str | None
+    model: str | None  # C9's driver
+    rounds: int | None
+    dqn_steps: int | None  # C7
+    dqn_checkpoint: str | None  # C7
+
+
+class SizedFlags(CheckFlags, total=False):
+    """The flags a finding ran at (its `overrides`): the check's and the cells per arm."""
+
+    replicates: int | None
 
 
 class Cell(BaseModel):

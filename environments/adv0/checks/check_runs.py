@@ -20,12 +20,14 @@ May import: `harness`, `environments.adv0`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Unpack
+
+from pydantic import JsonValue
 
 from environments.adv0.checks import checks
-from environments.adv0.checks.cells import ARMS, DEFAULT_SEEDS, Cell
+from environments.adv0.checks.cells import ARMS, DEFAULT_SEEDS, Cell, CheckFlags
 from environments.adv0.checks.check_suite import FLAGS, CheckOptions
 from environments.adv0.checks.claims import registered_claim
 from environments.adv0.checks.verdicts import Finding, claim_verdict
@@ -43,11 +45,11 @@ SUITE = "adv0-check"
 CELL_TIMEOUT_S = 6 * 3600.0  # a cell trains and plays an arm: C7's DQN cells take most of an hour on 2 cores
 
 
-def suite_options(check: str, arm: str, seeds: int, flags: Mapping[str, Any]) -> dict[str, Any]:
+def suite_options(check: str, arm: str, seeds: int, flags: CheckFlags) -> dict[str, JsonValue]:
     """One arm's suite options: the flags given (the check's `--seeds` as `contexts`, except for C6 and
     C7, whose seeds are the cells), the rest left at the check's default size."""
-    given = {k: v for k, v in flags.items() if v is not None}
-    options: dict[str, Any] = {"check": check, "arm": arm, "seeds": seeds}
+    given = {k: v for k, v in flags.items() if isinstance(v, (int, str))}  # not None
+    options: dict[str, JsonValue] = {"check": check, "arm": arm, "seeds": seeds}
     for key in FLAGS:
         value = given.get("seeds" if key == "contexts" else key)
         if key == "contexts" and check in DEFAULT_SEEDS:
@@ -59,7 +61,7 @@ def suite_options(check: str, arm: str, seeds: int, flags: Mapping[str, Any]) ->
     return options
 
 
-def arm_config(check: str, arm: str, seeds: int, flags: Mapping[str, Any]) -> RunConfig:
+def arm_config(check: str, arm: str, seeds: int, flags: CheckFlags) -> RunConfig:
     suite = get_suite(SUITE, suite_options(check, arm, seeds, flags))  # validated: bad options fail here
     return RunConfig(
         suite=SUITE,
@@ -78,7 +80,7 @@ def run_check_as_runs(
     replicates: int | None = None,
     executor: Callable[[], Executor] = AsyncioExecutor,
     log: Callable[[str], None] = print,
-    **flags: Any,
+    **flags: Unpack[CheckFlags],
 ) -> tuple[Finding, ClaimVerdict]:
     """Run check `name` as one run per arm (cells = seeds) and judge the records. `flags` are
     `checks.run_check`'s size flags (episodes, seeds, family, rounds, model, dqn_steps, dqn_checkpoint)."""
@@ -167,7 +169,7 @@ def verdict_from_runs(runs: Sequence[ArmRun], *, wall_s: float | None = None) ->
     finding = finding.model_copy(
         update={
             "wall_s": wall_s or 0.0,
-            "overrides": checks.overrides(check, flags | {"replicates": seeds}, finding.world),
+            "overrides": checks.overrides(check, {**flags, "replicates": seeds}, finding.world),
         }
     )
     cells_s = sum(r.duration_s for run in runs for r in run.records)

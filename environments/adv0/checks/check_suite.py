@@ -28,11 +28,11 @@ modules are imported inside `solve`, so listing the suite loads no simulator or 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
-from environments.adv0.checks.cells import ARMS, MAX_SEED, Cell
+from environments.adv0.checks.cells import ARMS, MAX_SEED, Cell, CheckFlags
 from harness.cell_suite import CellSuite
 from harness.claims.model import cell_id
 from harness.records import Metric, MetricSpec, SampleRecord
@@ -68,10 +68,10 @@ class CheckOptions(SuiteOptions):
             )
         return self
 
-    def flags(self) -> dict[str, Any]:
-        """The check's flags as `checks.run_check` takes them (`contexts` is its `--seeds`)."""
-        out = {k: getattr(self, k) for k in FLAGS if k != "contexts"}
-        return out | {"seeds": self.contexts}
+    def flags(self) -> CheckFlags:
+        """The check's flags as `checks.run_check` takes them (`contexts` is its `--seeds`), in `FLAGS`' order."""
+        return {"episodes": self.episodes, "family": self.family, "rounds": self.rounds, "model": self.model,
+                "dqn_steps": self.dqn_steps, "dqn_checkpoint": self.dqn_checkpoint, "seeds": self.contexts}
 
     @property
     def world(self) -> str:

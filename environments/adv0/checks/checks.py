@@ -22,11 +22,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
-from environments.adv0.checks.cells import ARMS, DEFAULT_SEEDS, MAX_SEED, Cell, arm_cells
+from environments.adv0.checks.cells import ARMS, DEFAULT_SEEDS, MAX_SEED, Cell, CheckFlags, SizedFlags, arm_cells
 from environments.adv0.checks.checks_exposure import exposure_cell, judge_c3, judge_c4, judge_c5
 from environments.adv0.checks.checks_loops import (
     c7_ready,
@@ -50,7 +50,7 @@ __all__ = ["CHECKS", "Finding", "cell", "claim_verdict", "judge", "render", "run
 
 
 # ---------------------------------------------------------------- the toy checks (toy_checks.py), as cells
-def _toy_numbers(numbers: dict[str, Any]) -> dict[str, str]:
+def _toy_numbers(numbers: dict[str, float | str | Metric | list[float]]) -> dict[str, str]:
     out = {}
     for k, v in numbers.items():
         if isinstance(v, Metric):
@@ -201,22 +201,22 @@ def ready(check: str, family: str | None = None, **flags: Any) -> None:
         c7_ready(family, flags.get("dqn_checkpoint"))
 
 
-def cell_flags(check: str, flags: Mapping[str, Any]) -> dict[str, Any]:
-    """The flags a cell and the judge read (C6/C7's `seeds` are the cells themselves)."""
-    out = {k: v for k, v in flags.items() if v is not None and k != "replicates"}
+def cell_flags(check: str, flags: CheckFlags) -> dict[str, int | str]:
+    """The flags a cell and the judge read, as keywords (C6/C7's `seeds` are the cells themselves)."""
+    out = {k: v for k, v in flags.items() if isinstance(v, (int, str))}  # the flags given (not None)
     if check in DEFAULT_SEEDS:
         out.pop("seeds", None)
     return out
 
 
-def cell(check: str, arm: str, seed: int, **flags: Any) -> Cell:
+def cell(check: str, arm: str, seed: int, **flags: Unpack[CheckFlags]) -> Cell:
     """One cell of a check: `arm` at `seed` (flags: the check's size flags, as `run_check` takes them)."""
     if arm not in ARMS[check]:
         raise HarnessError(f"check {check}: arm {arm!r} is unknown; use one of {', '.join(ARMS[check])}")
     return CHECKS[check][0](arm, seed, **cell_flags(check, flags))
 
 
-def judge(check: str, cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
+def judge(check: str, cells: Mapping[str, Sequence[Cell]], **flags: Unpack[CheckFlags]) -> Finding:
     """The check's finding from its cells (every arm, the same seeds): a pure function of them."""
     return CHECKS[check][1](cells, **cell_flags(check, flags))
 
@@ -241,7 +241,7 @@ def run_check(
     CPU-seconds of this process and its children). `rounds` (C3-C9), `dqn_steps` and
     `dqn_checkpoint` (C7), `model` (C9) and `replicates` (cells per arm) override a check's size."""
     key = known(name)
-    flags: dict[str, Any] = {
+    flags: CheckFlags = {
         "episodes": episodes,
         "seeds": seeds,
         "family": family,
@@ -258,17 +258,17 @@ def run_check(
     finally:
         parallel.shutdown()  # the workers are waited for, so their CPU-seconds count below
     finding = judge(key, cells, **flags)
-    return finished(key, finding, flags | {"replicates": n}, time.perf_counter() - wall0, cpu_seconds() - cpu0)
+    return finished(key, finding, {**flags, "replicates": n}, time.perf_counter() - wall0, cpu_seconds() - cpu0)
 
 
-def finished(key: str, finding: Finding, flags: Mapping[str, Any], wall_s: float, cpu_s: float) -> Finding:
+def finished(key: str, finding: Finding, flags: SizedFlags, wall_s: float, cpu_s: float) -> Finding:
     """The finding with its timing, where its episodes ran, and the flags that moved it off its default size."""
     if key in SPREAD and finding.world != "toy":
         finding = finding.model_copy(
             update={"notes": [*finding.notes, f"planner episodes: {parallel.current().label()}"]}
         )
     return finding.model_copy(
-        update={"wall_s": wall_s, "cpu_s": cpu_s, "overrides": overrides(key, dict(flags), finding.world)}
+        update={"wall_s": wall_s, "cpu_s": cpu_s, "overrides": overrides(key, flags, finding.world)}
     )
 
 
@@ -277,12 +277,12 @@ SEEDS_COUNT = {"C1": "contexts", "C2": "train_contexts", "C6": "seeds", "C7": "s
 EPISODES_COUNT = {"C1": "episodes", "C2": "test_contexts"}
 
 
-def overrides(check: str, given: dict[str, Any], world: str) -> dict[str, Scalar]:
+def overrides(check: str, given: SizedFlags, world: str) -> dict[str, Scalar]:
     """The flags that moved the check off its default size (a flag equal to the default does not).
     `replicates` is the cells per arm: C6's and C7's `seeds`, one elsewhere."""
-    given = dict(given)
+    given = given.copy()
     if check in DEFAULT_SEEDS:
         given["seeds"] = given.pop("replicates", None) or given.get("seeds")
     default = SIZES[check] | {"family": world if check in ("C1", "C2") else "highway", "replicates": 1}
     named = {"seeds": SEEDS_COUNT.get(check, "contexts"), "episodes": EPISODES_COUNT.get(check, "episodes")}
-    return {k: v for k, v in given.items() if v is not None and default.get(named.get(k, k)) != v}
+    return {k: v for k, v in given.items() if isinstance(v, (int, str)) and default.get(named.get(k, k)) != v}

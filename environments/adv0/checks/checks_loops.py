@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from pydantic import BaseModel
@@ -25,6 +25,8 @@ from environments.adv0.checks.verdicts import LEVEL, Finding, Part, fmt_metric, 
 from environments.adv0.sim.scenario import HELD_OUT_FAMILIES, EpisodeResult, ScenarioParams
 from environments.adv0.train.loop import (
     Contexts,
+    DefenderReport,
+    LlmReport,
     LoopConfig,
     held_out_jobs,
     make_attacker,
@@ -45,11 +47,12 @@ class Trained(BaseModel):
     attacker: Any
     defender: Any
     used: int
-    defender_reports: list[dict[str, Any]]
+    defender_reports: list[DefenderReport]
 
 
-def two_loops(arms: Sequence[tuple[str, dict[str, Any]]], base: LoopConfig) -> dict[str, Trained]:
-    """Train one loop per arm (name, config overrides) without per-round evaluation."""
+def two_loops(arms: Sequence[tuple[str, dict[str, str]]], base: LoopConfig) -> dict[str, Trained]:
+    """Train one loop per arm (name, `LoopConfig` overrides: the attacker or the ablation) without
+    per-round evaluation."""
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, update in arms:
@@ -79,7 +82,19 @@ def held_out_size(check: str, episodes: int | None) -> int:
 
 # ---------------------------------------------------------------- C6, C7: held-out generalisation
 TRAINED_BY = {"adv0-trained": "adv0", "normally-trained": "none"}  # arm -> the attacker its loop trains against
-LOOP_SIZES: dict[str, dict[str, Any]] = {
+class LoopSizes(TypedDict, total=False):
+    """The `LoopConfig` sizes of C6's and C7's loops (a plain dict: they are keywords of it)."""
+
+    contexts: int
+    k: int
+    scenarios: int
+    cem_generations: int
+    cem_population: int
+    dqn_steps: int
+    dqn_checkpoint: str | None
+
+
+LOOP_SIZES: dict[str, LoopSizes] = {
     "C6": {"contexts": 4, "k": 4, "scenarios": 4, "cem_generations": 2, "cem_population": 6},
     "C7": {"contexts": 6, "k": 6, "scenarios": 16},
 }
@@ -113,10 +128,10 @@ def generalisation_cell(
     adv0 (`adv0-trained`) or on normal traffic only (`normally-trained`, the same budget), then
     played on the held-out conditions and on normal traffic."""
     n, fam = episodes or size(check, "episodes"), family or "highway"
-    loop: dict[str, Any] = dict(LOOP_SIZES[check])
+    loop = LOOP_SIZES[check].copy()
     if check == "C7":
         c7_ready(fam, dqn_checkpoint)
-        loop |= {"dqn_steps": dqn_steps or C7_DQN_STEPS, "dqn_checkpoint": dqn_checkpoint}
+        loop["dqn_steps"], loop["dqn_checkpoint"] = dqn_steps or C7_DQN_STEPS, dqn_checkpoint
     base = LoopConfig(
         defender="idm" if check == "C6" else "dqn",
         family=fam,
@@ -367,16 +382,16 @@ def c9_cell(
         without = driver.run(jobs)
     finally:
         driver.close()
-    reports = trained.defender_reports
+    reports = [x for x in trained.defender_reports if isinstance(x, LlmReport)]  # C9's defender: the LLM driver
     return Cell(
         check="C9",
         arm=arm,
         seed=seed,
         episodes={"with": with_memory, "without": without},
-        counts={"train_rollouts": trained.used, "reflection_episodes": sum(int(x["episodes"]) for x in reports)},
+        counts={"train_rollouts": trained.used, "reflection_episodes": sum(x.episodes for x in reports)},
         texts={
             "lessons": lessons,
-            "crashes/lessons per round": [f"{x['crashes']}/{x['lessons_added']}" for x in reports],
+            "crashes/lessons per round": [f"{x.crashes}/{x.lessons_added}" for x in reports],
         },
     )
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
 import numpy as np
+from pydantic import JsonValue
 
 from environments.adv0.policies.attacker import Adv0Sampler, reference_prior
 from environments.adv0.policies.baselines import NoAttack, make_fixed, sampler_from_state
@@ -62,7 +63,7 @@ def _closed_loop_policy(state_file: str | None) -> ClosedLoopPolicy:
         raise HarnessError(f"--suite-option attacker_state={state_file}: {exc}") from exc
 
 
-def check_state(state_dir: str | None) -> dict[str, Any]:
+def check_state(state_dir: str | None) -> dict[str, JsonValue]:
     """The trained attacker's state; a ValueError naming the option and the fix otherwise."""
     if state_dir is None:
         raise ValueError("attacker=adv0 needs attacker_state=DIR: a round folder of `harness adv0 train` "
@@ -80,7 +81,7 @@ def check_state(state_dir: str | None) -> dict[str, Any]:
     return state
 
 
-def _trained_state(state_dir: str | None) -> dict[str, Any]:
+def _trained_state(state_dir: str | None) -> dict[str, JsonValue]:
     try:
         return check_state(state_dir)
     except ValueError as exc:

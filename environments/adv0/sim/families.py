@@ -27,11 +27,12 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from environments.adv0.sim import highway
 from environments.adv0.sim.closed_loop import ClosedLoopLimits
 from environments.adv0.sim.scenario import DATA_HELD_OUT
+from harness.errors import invalid
 
 _FIXED = tuple(highway._COMMON)  # the common timing and observation: what makes every defender fit every family
 DATA_FAMILIES: dict[str, "FamilyFile"] = {}  # registered from files in this process
@@ -41,7 +42,7 @@ class FamilyFile(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     name: str = Field(min_length=1)
     env_id: str
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: dict[str, JsonValue] = Field(default_factory=dict)  # highway-env's configuration keys, as the file has them
     density: float | None = Field(None, gt=0.0)
     duration_s: float = Field(20.0, gt=0.0, le=120.0)
     speed_range: tuple[float, float] = (20.0, 30.0)
@@ -53,7 +54,7 @@ def _fail(name: str, key: str, why: str) -> ValueError:
     return ValueError(f"scenario family {name!r}: {key}: {why}")
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, JsonValue]:
     if not path.is_file():
         raise ValueError(f"family file {path}: no such file")
     text = path.read_text(encoding="utf-8")
@@ -66,14 +67,15 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def parse_family(data: dict[str, Any], source: str = "<data>") -> FamilyFile:
-    name = str(data.get("name", source))
+def parse_family(data: dict[str, JsonValue], source: str = "<data>") -> FamilyFile:
+    """`data` as a family declaration; `source` names where it came from (a file's path)."""
+    name = str(data.get("name", Path(source).stem))
     try:
         family = FamilyFile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(p) for p in first["loc"]) or "?"
-        raise _fail(name, key, first["msg"]) from exc
+        keys = ", ".join(FamilyFile.model_fields)
+        raise ValueError(invalid(exc, f"{source}: scenario family {name!r}",
+                                 f"see the format in environments/adv0/sim/families.py (keys: {keys})")) from None
     if family.name in highway.FAMILIES and family.name not in DATA_FAMILIES:
         raise _fail(family.name, "name", f"shadows a built-in family ({', '.join(highway.WORLD_FAMILIES)})")
     lo, hi = family.speed_range
@@ -131,6 +133,6 @@ def register_family(family: FamilyFile) -> str:
 def load_family_file(path: str | Path) -> FamilyFile:
     """Read, validate and register a family file; returns its declaration."""
     file = Path(path)
-    family = parse_family(_read(file), source=file.stem)
+    family = parse_family(_read(file), source=str(file))
     register_family(family)
     return family

@@ -5,6 +5,7 @@ scenario's manoeuvre (see `scenario.py` for the factors). `highway.py` builds ep
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,22 @@ from highway_env.vehicle.kinematics import Vehicle
 
 from environments.adv0.sim import escape, geometry
 from environments.adv0.sim.scenario import MAX_LAT_ACCEL, MAX_LONG_ACCEL, IdmParams, ScenarioParams
+
+
+@dataclass(frozen=True)
+class Relation:
+    """Where the attacker stands relative to the ego this frame (in the ego's lane frame, gaps net of
+    half of each length)."""
+
+    ahead: float  # m the attacker is ahead of the ego (negative: behind it)
+    behind: float  # m the attacker is behind the ego (negative: ahead of it)
+    lanes: int  # lanes on the ego's road segment
+    delta: int | None  # the attacker's lane index minus the ego's; None on another road segment
+    distance: float  # m between them
+
+    def gap(self, pos: str) -> float:
+        """`ahead` or `behind`, by a layout's name for it (`LAYOUT`)."""
+        return self.ahead if pos == "ahead" else self.behind
 
 
 # ---------------------------------------------------------------- background vehicle types
@@ -141,35 +158,35 @@ class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no
             self.target_lane_index = self.lane_index
 
     # -- where the attacker stands relative to the ego
-    def _relation(self) -> dict[str, Any]:
+    def _relation(self) -> Relation:
         ego, lane = self.ego, self.ego.lane
         s_e = lane.local_coordinates(ego.position)[0]
         s_a = lane.local_coordinates(self.position)[0]
         half = (self.LENGTH + ego.LENGTH) / 2
         same_road = self.lane_index[:2] == ego.lane_index[:2]
         lanes = len(self.road.network.graph[ego.lane_index[0]][ego.lane_index[1]])
-        return {"ahead": s_a - s_e - half, "behind": s_e - s_a - half, "lanes": lanes,
-                "delta": self.lane_index[2] - ego.lane_index[2] if same_road else None,
-                "distance": float(np.linalg.norm(self.position - ego.position)) - half}
+        return Relation(ahead=s_a - s_e - half, behind=s_e - s_a - half, lanes=lanes,
+                        delta=self.lane_index[2] - ego.lane_index[2] if same_road else None,
+                        distance=float(np.linalg.norm(self.position - ego.position)) - half)
 
-    def _free_mode(self, rel: dict[str, Any]) -> bool:
+    def _free_mode(self, rel: Relation) -> bool:
         """No lane layout is reachable (another road, a one-lane road, a priority conflict): fire on
         distance and play only the longitudinal part."""
         need_lane, _ = LAYOUT[self.z.manoeuvre]
-        return rel["delta"] is None or (need_lane == "adjacent" and rel["lanes"] < 2)
+        return rel.delta is None or (need_lane == "adjacent" and rel.lanes < 2)
 
-    def _ready(self, rel: dict[str, Any]) -> bool:
+    def _ready(self, rel: Relation) -> bool:
         tol = max(1.5, 0.1 * self.z.gap_m)
         if self._free_mode(rel):
-            return bool(rel["distance"] <= self.z.gap_m + tol)
+            return bool(rel.distance <= self.z.gap_m + tol)
         need_lane, need_pos = LAYOUT[self.z.manoeuvre]
-        lane_ok = rel["delta"] == 0 if need_lane == "same" else abs(rel["delta"]) == 1
+        lane_ok = rel.delta == 0 if need_lane == "same" else rel.delta is not None and abs(rel.delta) == 1
         settled = abs(self.lane.local_coordinates(self.position)[1]) < 0.5
         if need_lane == "same" and need_pos == "ahead":  # the follower sets this gap: fire once it is close enough
-            return bool(lane_ok and settled and 0.0 <= rel["ahead"] <= self.z.gap_m + tol)
-        return bool(lane_ok and settled and abs(rel[need_pos] - self.z.gap_m) <= tol)
+            return bool(lane_ok and settled and 0.0 <= rel.ahead <= self.z.gap_m + tol)
+        return bool(lane_ok and settled and abs(rel.gap(need_pos) - self.z.gap_m) <= tol)
 
-    def _approach(self, rel: dict[str, Any]) -> None:
+    def _approach(self, rel: Relation) -> None:
         """Get into the manoeuvre's layout with ordinary accelerations (not part of the attack)."""
         self.follow_road()
         if self._free_mode(rel):
@@ -188,37 +205,39 @@ class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no
         steer = float(np.clip(self.steering_control(self.target_lane_index), -self.MAX_STEERING_ANGLE, self.MAX_STEERING_ANGLE))
         Vehicle.act(self, {"steering": steer, "acceleration": accel})  # store the command (as IDMVehicle does)
 
-    def _approach_accel(self, rel: dict[str, Any]) -> float:
+    def _approach_accel(self, rel: Relation) -> float:
         """A PD on the gap to the firing position; a brake-checker already ahead in the ego's lane
         just drives on (the follower closes that gap); never crawling far below the ego's speed."""
         need_lane, need_pos = LAYOUT[self.z.manoeuvre]
         dv = self.speed - self.ego.speed
         if need_lane == "same" and need_pos == "ahead":
-            if rel["delta"] == 0:
+            if rel.delta == 0:
                 return float(self.acceleration(self, None))  # IDM's free-road term; the follow limit applies after
             target = max(self.z.gap_m, self._safe_gap("ahead"))
-            accel = -K_GAP * (rel["ahead"] - target) - K_SPEED * dv
+            accel = -K_GAP * (rel.ahead - target) - K_SPEED * dv
         elif need_pos == "ahead":
-            accel = -K_GAP * (rel["ahead"] - self.z.gap_m) - K_SPEED * dv
+            accel = -K_GAP * (rel.ahead - self.z.gap_m) - K_SPEED * dv
         else:
-            accel = K_GAP * (rel["behind"] - self.z.gap_m) - K_SPEED * dv
+            accel = K_GAP * (rel.behind - self.z.gap_m) - K_SPEED * dv
         if self.speed < 0.6 * self.ego.speed:
             accel = max(accel, 0.5)  # a waiting attacker does not stop on the highway
         return float(accel)
 
-    def _approach_lane(self, rel: dict[str, Any]) -> None:
+    def _approach_lane(self, rel: Relation) -> None:
         need_lane, need_pos = LAYOUT[self.z.manoeuvre]
-        delta, lanes = rel["delta"], rel["lanes"]
+        delta, lanes = rel.delta, rel.lanes
+        if delta is None:  # another road segment: free mode, which never aims at a lane
+            return
         ego_id = self.ego.lane_index[2]
         _from, _to, my_id = self.lane_index
         if self.lane_index != self.target_lane_index:
             return  # a lane change is under way
-        wrong_side = rel[need_pos] < -1.0  # the attacker has to pass the ego (or let it pass) first
+        wrong_side = rel.gap(need_pos) < -1.0  # the attacker has to pass the ego (or let it pass) first
         if delta == 0 and (need_lane == "adjacent" or wrong_side):
             goal = ego_id + 1 if ego_id + 1 < lanes else ego_id - 1
         elif abs(delta) >= 2:
             goal = my_id - int(np.sign(delta))
-        elif need_lane == "same" and rel[need_pos] >= max(self.z.gap_m - max(1.5, 0.1 * self.z.gap_m), self._safe_gap(need_pos)):
+        elif need_lane == "same" and rel.gap(need_pos) >= max(self.z.gap_m - max(1.5, 0.1 * self.z.gap_m), self._safe_gap(need_pos)):
             goal = ego_id  # enter the ego's lane only beyond the firing gap and a safe gap: no unscripted cut-in
         else:
             return
@@ -245,7 +264,7 @@ class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no
         return float(self.acceleration(self, front) - self.acceleration(self, None) + self.COMFORT_ACC_MAX)
 
     # -- the closed-loop escape gate
-    def _may_fire(self, rel: dict[str, Any]) -> bool:
+    def _may_fire(self, rel: Relation) -> bool:
         """Whether the ready attacker fires this frame. Ungated: always. Gated (`z.escape_gate`): only
         when this frame's state leaves the ego an escape (`escape.escape_at_firing`, on the script
         `_plan` lays out, in the ego's lane frame); else the attacker holds: it keeps approaching and
@@ -262,7 +281,7 @@ class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no
         self.withheld = True
         return False
 
-    def _plan(self, rel: dict[str, Any], d_now: float) -> tuple[np.ndarray, np.ndarray]:
+    def _plan(self, rel: Relation, d_now: float) -> tuple[np.ndarray, np.ndarray]:
         """The script `_script` would play if it fired now, on `escape.script_times()`: the lateral
         offset from the ego (from `d_now`, the stages' cosine moves) and the acceleration. Two stages
         end on feedback and are laid out at their bound: a tailgater's "close" at its intensity (it is
@@ -290,13 +309,13 @@ class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no
         return float(self.lane.local_coordinates(target.position(s_a, 0.0))[1])
 
     # -- the manoeuvre
-    def _fire(self, rel: dict[str, Any]) -> None:
+    def _fire(self, rel: Relation) -> None:
         self.phase, self.fired, self.t_fire = "script", True, self.clock
         self.enable_lane_change = False
         self.free = self._free_mode(rel)
         self.lane_from = self.lane_index
         self.shift = 0.0
-        if not self.free and abs(rel["delta"]) == 1:
+        if not self.free and rel.delta is not None and abs(rel.delta) == 1:
             self.shift = self._shift_to_ego()  # towards the ego's lane centre
         self._stage = "main"
         self._stage_t = self.clock
@@ -356,9 +375,9 @@ class AttackerVehicle(IDMVehicle):  # type: ignore[misc]  # highway-env ships no
         name, goal, accel, duration = stage
         d_goal = goal * self.shift
         if name == "close":  # tailgate at about 1 m, accelerating at most a_max (braking as hard as it must)
-            gap = self._relation()["behind"]
+            gap = self._relation().behind
             accel = min(a_max, 3 * K_GAP * (gap - 1.0) - K_SPEED * (self.speed - self.ego.speed))
-        if name == "pass" and self._relation()["ahead"] >= 0.5:
+        if name == "pass" and self._relation().ahead >= 0.5:
             duration = 0.0  # past the ego's front: squeeze in now
         d_ref, vd_ref, ad_ref, move_done = self._profile(tau, d_goal)
         finished = move_done if name in ("move", "back") else tau >= duration - 1e-9

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import gymnasium as gym
 import numpy as np
@@ -45,7 +45,22 @@ PRETRAIN_COMMAND = "harness adv0 pretrain-dqn --steps {steps}"
 DEFAULT_PRETRAIN_STEPS = 20_000
 
 # highway-env's highway-fast DQN recipe (scripts/sb3_highway_dqn.py), net and buffer scaled down.
-RECIPE: dict[str, Any] = {
+class Recipe(TypedDict):
+    """stable-baselines3 DQN's keywords (a plain dict: they are passed as keywords, and written as is
+    into a checkpoint's JSON beside it)."""
+
+    policy_kwargs: dict[str, list[int]]
+    learning_rate: float
+    buffer_size: int
+    learning_starts: int
+    batch_size: int
+    gamma: float
+    train_freq: int
+    gradient_steps: int
+    target_update_interval: int
+
+
+RECIPE: Recipe = {
     "policy_kwargs": {"net_arch": [128, 128]},  # recipe: [256, 256]
     "learning_rate": 5e-4,
     "buffer_size": 10_000,  # recipe: 15_000
@@ -170,7 +185,7 @@ def make_model(env: gym.Env, seed: int, learning_starts: int | None = None) -> A
     """A fresh DQN on `env` with the recipe's hyper-parameters."""
     from stable_baselines3 import DQN
 
-    params = dict(RECIPE)
+    params = RECIPE.copy()
     if learning_starts is not None:
         params["learning_starts"] = learning_starts
     return DQN("MlpPolicy", env, seed=seed, verbose=0, device="cpu", **params)

@@ -74,6 +74,7 @@ from environments.adv0.train.loop_state import (
     save_round as save_round,
     start_run as start_run,
 )
+from environments.adv0.train.planner import GenerationRecord
 from environments.adv0.train.planner import cpu_seconds as cpu_seconds  # re-exported too
 from harness.errors import HarnessError
 
@@ -143,19 +144,57 @@ def held_out_jobs(cfg: LoopConfig) -> list[tuple[str, Job]]:
 
 
 # ---------------------------------------------------------------- defenders
+# What a defender's `update` did in a round (`RoundState.defender_report` holds it dumped).
+class IdmReport(BaseModel):
+    params: IdmParams  # CEM's result
+    generations: list[GenerationRecord]
+    cpu_s_per_generation: list[float]
+
+
+class DqnReport(BaseModel):
+    steps: int
+    cpu_s: float
+    cpu_s_per_1k: float
+
+
+class LlmReport(BaseModel):
+    episodes: int  # the round's scenarios, driven
+    crashes: int
+    lessons_added: int
+    lessons: int  # in the memory now
+
+
+DefenderReport = IdmReport | DqnReport | LlmReport
+
+
+# What a defender's `state` saves to restore it from its round folder (`RoundState.defender` holds it dumped).
+class IdmState(BaseModel):
+    params: IdmParams
+
+
+class DqnState(BaseModel):
+    checkpoint: str  # files in the round folder
+    replay: str = ""
+
+
+class LlmState(BaseModel):
+    memory: str  # the reflection memory's file in the round folder
+    lessons: int = 0
+
+
 class IdmDefender:
     """The IDM/MOBIL planner, tuned by CEM each round (starts at the under-cautious default)."""
 
     name = "idm"
 
-    def __init__(self, cfg: LoopConfig, state: dict[str, Any] | None = None, folder: Path | None = None):
+    def __init__(self, cfg: LoopConfig, state: IdmState | None = None, folder: Path | None = None):
         self.cfg, self.world = cfg, defender_world(cfg)
-        self.params = IdmParams.model_validate(state["params"]) if state else IdmParams()
+        self.params = state.params if state else IdmParams()
 
     def run(self, jobs: Sequence[Job], family: str | None = None) -> list[EpisodeResult]:
         return run_planner(self.world, family or self.cfg.family, self.params, list(jobs))
 
-    def update(self, scenarios: Sequence[Job], round_: int, folder: Path) -> dict[str, Any]:
+    def update(self, scenarios: Sequence[Job], round_: int, folder: Path) -> IdmReport:
         from environments.adv0.train.planner import tune_cem
 
         cfg = self.cfg
@@ -163,11 +202,10 @@ class IdmDefender:
         normal = [(None, s) for s in seeds_for(cfg, round_, "defend", 2 * len(scenarios))[len(scenarios):]]
         self.params, gens = tune_cem(runner, list(scenarios) + normal, self.params, cfg.cem_generations,
                                      cfg.cem_population, cfg.cem_elite_frac, seed=cfg.seed * 1000 + round_, normal=0)
-        return {"params": self.params.model_dump(), "generations": [g.model_dump() for g in gens],
-                "cpu_s_per_generation": [round(g.cpu_s, 3) for g in gens]}
+        return IdmReport(params=self.params, generations=gens, cpu_s_per_generation=[round(g.cpu_s, 3) for g in gens])
 
-    def state(self, folder: Path) -> dict[str, Any]:
-        return {"params": self.params.model_dump()}
+    def state(self, folder: Path) -> IdmState:
+        return IdmState(params=self.params)
 
     def close(self) -> None:
         pass
@@ -193,7 +231,7 @@ class DqnLoopDefender:
 
     name = "dqn"
 
-    def __init__(self, cfg: LoopConfig, state: dict[str, Any] | None = None, folder: Path | None = None):
+    def __init__(self, cfg: LoopConfig, state: DqnState | None = None, folder: Path | None = None):
         from environments.adv0.train import dqn
 
         if cfg.family != "highway":
@@ -201,9 +239,9 @@ class DqnLoopDefender:
         self.cfg, self.world, self.dqn = cfg, defender_world(cfg), dqn
         _one_torch_thread()
         if state and folder is not None:
-            self.model = dqn.load_checkpoint(folder / state["checkpoint"])
-            replay = folder / state.get("replay", "")
-            if state.get("replay") and replay.is_file():
+            self.model = dqn.load_checkpoint(folder / state.checkpoint)
+            replay = folder / state.replay
+            if state.replay and replay.is_file():
                 self.model.load_replay_buffer(replay)
         else:
             self.model = dqn.load_checkpoint(cfg.dqn_checkpoint)
@@ -212,17 +250,17 @@ class DqnLoopDefender:
         driver = self.dqn.DqnDefender(self.model)
         return [driver.episode(self.world, family or self.cfg.family, seed, attack) for attack, seed in jobs]
 
-    def update(self, scenarios: Sequence[Job], round_: int, folder: Path) -> dict[str, Any]:
+    def update(self, scenarios: Sequence[Job], round_: int, folder: Path) -> DqnReport:
         pool = [a for a, _ in scenarios if a is not None]
         sampler = (lambda rng: pool[int(rng.integers(len(pool)))]) if pool else None
         stats = self.dqn.finetune(self.model, sampler, self.cfg.dqn_steps, adversarial_ratio=self.cfg.dqn_ratio,
                                   family=self.cfg.family, world=self.world, seed=self.cfg.seed * 1000 + round_)
-        return {"steps": stats.steps, "cpu_s": stats.cpu_s, "cpu_s_per_1k": stats.cpu_s_per_1k}
+        return DqnReport(steps=stats.steps, cpu_s=stats.cpu_s, cpu_s_per_1k=stats.cpu_s_per_1k)
 
-    def state(self, folder: Path) -> dict[str, Any]:
+    def state(self, folder: Path) -> DqnState:
         self.model.save(folder / "dqn.zip")
         self.model.save_replay_buffer(folder / "dqn_replay.pkl")
-        return {"checkpoint": "dqn.zip", "replay": "dqn_replay.pkl"}
+        return DqnState(checkpoint="dqn.zip", replay="dqn_replay.pkl")
 
     def close(self) -> None:
         pass
@@ -241,7 +279,7 @@ class LlmLoopDefender:
     name = "llm"
     INTENT = "Drive safely through the traffic: keep moving near the speed limit and never crash."
 
-    def __init__(self, cfg: LoopConfig, state: dict[str, Any] | None = None, folder: Path | None = None):
+    def __init__(self, cfg: LoopConfig, state: LlmState | None = None, folder: Path | None = None):
         import asyncio
 
         from environments.adv0.driver import ReflectionMemory
@@ -252,7 +290,7 @@ class LlmLoopDefender:
         self.cfg, self.world = cfg, defender_world(cfg)
         self.memory = ReflectionMemory()
         if state and folder is not None:
-            self.memory = ReflectionMemory.model_validate_json((folder / state["memory"]).read_text(encoding="utf-8"))
+            self.memory = ReflectionMemory.model_validate_json((folder / state.memory).read_text(encoding="utf-8"))
         self.model = load_model(ModelSpec.parse(cfg.model))
         self.loop = asyncio.new_event_loop()
         # Constrained, as suite `adv0` drives by default (AgentConfig's own default is free text, which the
@@ -285,15 +323,15 @@ class LlmLoopDefender:
     def run(self, jobs: Sequence[Job], family: str | None = None) -> list[EpisodeResult]:
         return self._drive(jobs, family or self.cfg.family, self.memory.model_copy(deep=True))
 
-    def update(self, scenarios: Sequence[Job], round_: int, folder: Path) -> dict[str, Any]:
+    def update(self, scenarios: Sequence[Job], round_: int, folder: Path) -> LlmReport:
         before = len(self.memory.lessons)
         results = self._drive(scenarios, self.cfg.family, self.memory)
-        return {"episodes": len(results), "crashes": sum(r.crashed for r in results),
-                "lessons_added": len(self.memory.lessons) - before, "lessons": len(self.memory.lessons)}
+        return LlmReport(episodes=len(results), crashes=sum(r.crashed for r in results),
+                         lessons_added=len(self.memory.lessons) - before, lessons=len(self.memory.lessons))
 
-    def state(self, folder: Path) -> dict[str, Any]:
+    def state(self, folder: Path) -> LlmState:
         (folder / "memory.json").write_text(self.memory.model_dump_json(indent=1), encoding="utf-8")
-        return {"memory": "memory.json", "lessons": len(self.memory.lessons)}
+        return LlmState(memory="memory.json", lessons=len(self.memory.lessons))
 
     def close(self) -> None:
         self.loop.run_until_complete(self.model.aclose())
@@ -301,8 +339,13 @@ class LlmLoopDefender:
 
 
 def make_defender(cfg: LoopConfig, state: dict[str, Any] | None = None, folder: Path | None = None) -> Any:
-    cls = {"idm": IdmDefender, "dqn": DqnLoopDefender, "llm": LlmLoopDefender}[cfg.defender]
-    return cls(cfg, state, folder)
+    """The configured defender, fresh or restored from `state`, a saved round's `RoundState.defender`
+    (the record as read from disk, validated here by the defender's own state model)."""
+    if cfg.defender == "idm":
+        return IdmDefender(cfg, IdmState.model_validate(state) if state else None, folder)
+    if cfg.defender == "dqn":
+        return DqnLoopDefender(cfg, DqnState.model_validate(state) if state else None, folder)
+    return LlmLoopDefender(cfg, LlmState.model_validate(state) if state else None, folder)
 
 
 # ---------------------------------------------------------------- attackers
@@ -444,7 +487,7 @@ class Contexts:
 
 
 def train_round(cfg: LoopConfig, round_: int, attacker: Any, defender: Any, folder: Path,
-                contexts: Callable[[str, int], np.ndarray]) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
+                contexts: Callable[[str, int], np.ndarray]) -> tuple[dict[str, Any], DefenderReport, dict[str, float]]:
     """Steps (a) and (b) of round `round_`: (attacker report, defender report, CPU-seconds of each)."""
     cpu0 = cpu_seconds()
     train_seeds = seeds_for(cfg, round_, "attack", cfg.contexts)
@@ -455,7 +498,7 @@ def train_round(cfg: LoopConfig, round_: int, attacker: Any, defender: Any, fold
     rng = round_rng(cfg, round_, 2)
     defend_seeds = seeds_for(cfg, round_, "defend", cfg.scenarios)
     scenarios: list[Job] = [(attacker.draw(contexts(cfg.family, s), rng), s) for s in defend_seeds]
-    defender_report = defender.update(scenarios, round_, folder)
+    defender_report: DefenderReport = defender.update(scenarios, round_, folder)
     cpu2 = cpu_seconds()
     return attacker_report, defender_report, {"attacker": round(cpu1 - cpu0, 3), "defender": round(cpu2 - cpu1, 3)}
 
@@ -468,8 +511,8 @@ def run_round(cfg: LoopConfig, round_: int, attacker: Any, defender: Any, folder
     cpu0 = cpu_seconds()
     rows = eval_rows(cfg, round_, attacker, defender, contexts)
     cpu["eval"] = round(cpu_seconds() - cpu0, 3)
-    return RoundState(round=round_, attacker=attacker.state(), defender=defender.state(folder),
-                      attacker_report=attacker_report, defender_report=defender_report, rows=rows, cpu_s=cpu,
+    return RoundState(round=round_, attacker=attacker.state(), defender=defender.state(folder).model_dump(),
+                      attacker_report=attacker_report, defender_report=defender_report.model_dump(), rows=rows, cpu_s=cpu,
                       wall_s=round(time.perf_counter() - wall0, 3))
 
 

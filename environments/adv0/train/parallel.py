@@ -108,12 +108,12 @@ def shutdown() -> None:
         _started_ray = False
 
 
-def _one(args: tuple[str, dict[str, Any], ScenarioParams | None, int]) -> EpisodeResult:
+def _one(args: tuple[str, IdmParams, ScenarioParams | None, int]) -> EpisodeResult:
     from environments.adv0.sim import highway
     from environments.adv0.train.planner import planner_episode
 
     family, params, attack, seed = args
-    return planner_episode(highway, family, IdmParams.model_validate(params), attack, seed)
+    return planner_episode(highway, family, params, attack, seed)
 
 
 def planner_episodes(
@@ -121,7 +121,7 @@ def planner_episodes(
 ) -> list[EpisodeResult]:
     """highway-env episodes of the IDM/MOBIL planner `params`, one per job, in job order."""
     w = workers or _config
-    args = [(family, params.model_dump(), attack, seed) for attack, seed in jobs]
+    args = [(family, params, attack, seed) for attack, seed in jobs]
     if w.n == 1 or len(args) <= 1:
         return [_one(a) for a in args]
     chunk = max(1, math.ceil(len(args) / (4 * w.n)))  # a few chunks per worker: balance without much pickling

@@ -25,9 +25,9 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterator
-from typing import TypedDict
 
 import numpy as np
+from typing_extensions import TypedDict  # pydantic validates a typing.TypedDict only from Python 3.12
 
 from environments.prograf.check.render import Renderer
 from environments.prograf.check.verify import verify

@@ -16,7 +16,9 @@ picture, so scale, stroke width, colours and a dark page read alike):
 - names and values: OCR lines (two boxes side by side on one row joined) bound to the parts as one
   assignment (`binding.bind`, cost = distance to the part's box over its long side, out of reach
   beyond `REACH`); a line's words are a part name when they read as one of the task's names (or
-  look like a name, letters then digits: a part the task does not have), the rest is the value;
+  look like a name, letters then digits: a part the task does not have), the rest is the value; a
+  word that reads as two task names the OCR folds make equal (I1 and L1) names neither
+  (`task_names`): that part reads as unnamed, its points undecided;
 - wires: the ink less the parts (box and outline) in 8-connected pieces; each piece is a net; a
   terminal's net is the piece at its lead end (none there: the terminal is unread);
 - crossings: where a horizontal and a vertical run of wire cross with ink on all four sides and no
@@ -188,9 +190,26 @@ def _beside(parts: list[PixPart], t: TextLine) -> int | None:
     return gaps[0][1]
 
 
-def split_text(text: str, names: dict[str, str], vocabulary: frozenset[str]) -> tuple[str | None, str]:
+def task_names(ids: list[str]) -> dict[str, list[str]]:
+    """The task's part names by their OCR spelling (`ocr.normalise`, which folds I, L and 1 into
+    l: OCR reads I1 as "l1" or "11", L1 as "I1"). Two names that fold together (I1 and L1) share a
+    spelling: a word read so may be either, so it names neither surely."""
+    out: dict[str, list[str]] = {}
+    for name in ids:
+        out.setdefault(normalise(name), []).append(name)
+    return out
+
+
+def unsure_names(text: str, names: dict[str, list[str]]) -> list[str]:
+    """The task names a text may be, where one of its words reads as several folded together."""
+    return [n for w in text.split() if len(found := names.get(normalise(w), [])) > 1 for n in found]
+
+
+def split_text(text: str, names: dict[str, list[str]], vocabulary: frozenset[str]) -> tuple[str | None, str]:
     """A part's text as (name, value): the first word that reads as one of the task's `names`
-    (normalised -> as written) or looks like a name; two labels run together are split first."""
+    (`task_names`) or looks like a name; two labels run together are split first. A word that
+    reads as two task names folded together names no part: (None, the whole text), so the part
+    reads as unnamed -- not as a value only -- and its points stay undecided."""
     words: list[str] = []
     vocab = frozenset(normalise(v) for v in vocabulary)
     for raw in text.split():
@@ -201,8 +220,10 @@ def split_text(text: str, names: dict[str, str], vocabulary: frozenset[str]) -> 
             words.append(raw)
     for k, word in enumerate(words):
         key = normalise(word)
+        if len(names.get(key, [])) > 1:
+            return None, " ".join(words)
         if key in names:
-            return names[key], " ".join(words[:k] + words[k + 1 :])
+            return names[key][0], " ".join(words[:k] + words[k + 1 :])
         if NAME.match(word) and not re.search(r"\d(k|m|u|n|p)?(ohm|v|a|f|h|w)$", key):
             return word, " ".join(words[:k] + words[k + 1 :])
     return None, " ".join(words)
@@ -217,7 +238,7 @@ def read_circuit(img: np.ndarray, lines: list[TextLine], spec: CircuitSpec, voca
     lines = [t for t in lines if sum(ch.isalnum() for ch in t.text) >= 2]  # a ground's bars read as "1" stay ink
     ink = without_text(raw, [t.box for t in lines])
     parts = parts_of(ink, stroke)
-    names = {normalise(p.id): p.id for p in spec.parts}
+    names = task_names([p.id for p in spec.parts])
     # texts bound to parts, one assignment
     texts = _texts(lines)
     cost = [
@@ -234,8 +255,7 @@ def read_circuit(img: np.ndarray, lines: list[TextLine], spec: CircuitSpec, voca
             owned.setdefault(j, []).append(t)
             continue
         name, _ = split_text(t.text, names, vocabulary)
-        if name:
-            orphans.append(name)
+        orphans += [name] if name else unsure_names(t.text, names)
     for j, own in owned.items():
         parts[j].text = " ".join(t.text for t in sorted(own, key=lambda t: (t.box[0], t.box[1])))
         parts[j].name, parts[j].value = split_text(parts[j].text, names, vocabulary)

@@ -18,17 +18,16 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
 from environments.prograf.check.render import Renderer
 from environments.prograf.check.verify import verify
-from environments.prograf.image.calibrate import Tally, _empty, _rates, _tally, render_png, samples, subset
+from environments.prograf.image.calibrate import Rates, Tally, _empty, _rates, _tally, render_png, samples, subset
 from environments.prograf.image.pictures import UNREADABLE
 from environments.prograf.image.verify import verify_image
 from environments.prograf.task import Task, VerificationPoint
-from harness.errors import HarnessError
+from harness.errors import HarnessError, invalid
 from harness.messages import ChatMessage, image_part, text_part
 from harness.providers.base import GenerateConfig, ModelError, ModelOutput
 
@@ -66,25 +65,28 @@ class JudgeCalibration(BaseModel):
     tasks: int
     images: int
     seconds: float
-    by_check: dict[str, dict[str, Any]]
+    by_check: dict[str, Rates] = Field(description="each check asked: its counts and rates, as the image checks'")
 
     @model_validator(mode="after")
     def _enabled_have_figures(self) -> "JudgeCalibration":
         # A run reports the judge's calibration figures beside its scores, so a trusted check
         # without them is a malformed file, not a judge to use.
         for check in self.enabled:
-            row = self.by_check.get(check, {})
-            if not all(isinstance(row.get(k), int) for k in ("tp", "fp", "fn", "tn")):
+            if check not in self.by_check:
                 raise ValueError(f"enabled check {check!r} has no tp/fp/fn/tn counts in by_check")
         return self
 
     @classmethod
     def load(cls, path: str | Path) -> "JudgeCalibration":
+        fix = "write one with `harness prograf calibrate-judge --judge-model SPEC --out FILE`"
         try:
-            return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise HarnessError(f"judge calibration {path}: cannot be read ({exc}); write one with "
-                               "`harness prograf calibrate-judge --judge-model SPEC --out FILE`") from None
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise HarnessError(f"judge calibration {path}: cannot be read ({exc.strerror}); {fix}") from None
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:  # not JSON at all is an error at `(top level)`
+            raise HarnessError(invalid(exc, f"judge calibration {path}", fix)) from None
 
 
 async def calibrate_judge(generate: Generate, judge: str, tasks: list[Task], renderer: Renderer,
@@ -128,7 +130,7 @@ def _base64(png: bytes) -> str:
     return base64.b64encode(png).decode("ascii")
 
 
-def _num(v: Any) -> str:
+def _num(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 

@@ -9,6 +9,8 @@ import ast
 import math
 from typing import Any, TypeGuard
 
+from pydantic import JsonValue
+
 from environments.prograf.parse.scene import InputRejected, Scene
 from environments.prograf.parse.schematic import DIRECTIONS, Placer, element_kind, finite, number, scene_of, split_label
 
@@ -90,7 +92,7 @@ class SourceReader:
         self.drawings: set[str] = set()
         self.in_with = 0  # open `with Drawing()` blocks: elements made there add themselves
         self.placer = Placer()
-        self.records: list[dict[str, Any]] = []
+        self.records: list[dict[str, JsonValue]] = []  # placed: type, label, id and absolute ends
         self.vars: dict[str, Any] = {}
         self.pending: Elem | None = None  # made inside a with block, not yet added
         self.steps = 0
@@ -541,7 +543,7 @@ def _ops(op: type, a: float, b: float, node: ast.AST) -> float:
     return r
 
 
-def schemdraw_source_elements(code: str) -> list[dict[str, Any]]:
+def schemdraw_source_elements(code: str) -> list[dict[str, JsonValue]]:
     """The elements of schemdraw Python, each with its absolute `at` / `to` (as placed by `SourceReader`)."""
     return _read_source(code).records
 

@@ -72,6 +72,17 @@ def test_bad_declarations_name_the_family_and_the_key(data, key, tmp_path):
     assert data["name"] == "highway" or data["name"] not in highway.FAMILIES  # nothing registered on failure
 
 
+def test_a_schema_error_is_the_house_one_line_naming_file_family_field_and_fix(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "slow"\nenv_id = "exit-v0"\nduration_s = -1\n')
+    with pytest.raises(ValueError) as err:
+        families.load_family_file(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: scenario family 'slow': field `duration_s` is invalid: ")
+    assert "(got -1)" in message and "see the format in environments/adv0/sim/families.py" in message
+    assert "slow" not in highway.FAMILIES
+
+
 def test_suite_option_family_file_runs_that_family(tmp_path):
     path = Path(tmp_path) / "exit.toml"
     path.write_text(EXIT_TOML)

@@ -3,6 +3,8 @@ planner episodes in parallel giving the serial loop's results for the same seeds
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from environments.adv0.checks.claims import CLAIMS, LOOKS, NORMAL_RETURN_POWER, POWER, SIZES, held_out_episodes, size
@@ -101,15 +103,22 @@ def test_bench_measures_the_closed_loop_attacker_and_prices_every_check():
     from environments.adv0 import bench
 
     m = bench.bench_matrix(1, defenders=("idm",), attackers=("none", "closed_loop"))
-    assert set(m["cells"]) == {"idm/none", "idm/closed_loop"}
-    assert all(c["cpu_s_per_episode"] > 0 and c["steps"] > 0 for c in m["cells"].values())
+    assert set(m.cells) == {"idm/none", "idm/closed_loop"}
+    assert all(c.cpu_s_per_episode > 0 and c.steps > 0 for c in m.cells.values())
+    shown = json.loads(bench.to_json(m))  # --json leaves out the defender that was not measured
+    assert list(shown) == ["family", "episodes", "cells", "idm_driver"] and shown["cells"]["idm/none"]["episodes"] == 1
+
+    def cell(cpu_s: float) -> bench.MatrixCell:
+        return bench.MatrixCell(cpu_s_per_episode=cpu_s, episodes_per_s_per_core=1 / cpu_s, steps=20,
+                                cpu_s_per_step=cpu_s / 20, episodes=1, crashes=0)
+
     # the check costs follow the registered sizes: doubling the planner's cost doubles the spread part
-    cells = {f"idm/{a}": {"cpu_s_per_episode": 0.4} for a in ("none", "random", "scripted", "cat", "adv0")}
+    cells = {f"idm/{a}": cell(0.4) for a in ("none", "random", "scripted", "cat", "adv0")}
     families = {f: 0.4 for f in ("highway-dense", "merge", "roundabout", "intersection", "aggressive")}
     costs = bench.check_costs(cells, families, 0.05)
     assert set(costs) == {f"C{i}" for i in range(1, 10)}
     assert costs["C3"]["parallel"] == pytest.approx(0.4 * (4 * size("C3", "episodes") + 126))
-    dearer = bench.check_costs({k: {"cpu_s_per_episode": 0.8} for k in cells}, {f: 0.8 for f in families}, 0.05)
+    dearer = bench.check_costs({k: cell(0.8) for k in cells}, {f: 0.8 for f in families}, 0.05)
     assert dearer["C8"]["parallel"] == pytest.approx(2 * costs["C8"]["parallel"])
     here, cluster = bench.wall_estimate(costs, 2), bench.wall_estimate(costs, 64)
     assert all(cluster[k] <= here[k] for k in costs) and cluster["C9"] == here["C9"]  # the LLM driver is not spread

@@ -7,6 +7,8 @@ import asyncio
 import json
 from typing import Any, Callable
 
+from pydantic import JsonValue
+
 from environments.cdwm.suite_base import CdwmOptions, CdwmSuite
 from environments.web.actions import WEB_MASK
 from harness.calls import CallPolicy, ManagedModel
@@ -40,7 +42,7 @@ def scripted_context(script: Script, roles=("assistant", "world_model")) -> tupl
     return SampleContext(models, seed=0, overrides={}), log
 
 
-def wm(delta: dict[str, Any] | None = None, **kw: Any) -> str:
+def wm(delta: dict[str, JsonValue] | None = None, **kw: Any) -> str:
     return json.dumps({"created": [], "reversible": True, "confidence": 0.9} | (delta or {}) | kw)
 
 

@@ -137,5 +137,11 @@ def test_bad_input_is_one_clear_error(tmp_path):
     collect(mine, config(worlds=("minigrid",), transitions=10))
     with pytest.raises(HarnessError, match=r"other settings \(seed\)"):
         collect(mine, config(worlds=("minigrid",), transitions=10, seed=9))
+    damaged = json.loads((mine / "manifest.json").read_text())
+    name = next(iter(damaged["shards"]))
+    del damaged["shards"][name]["sha256"]
+    (mine / "manifest.json").write_text(json.dumps(damaged))
+    with pytest.raises(HarnessError, match=rf"manifest.json: field `shards.{name}.sha256` is missing; choose another"):
+        collect(mine, config(worlds=("minigrid",), transitions=10))
     res = harness_cli("cdwm", "collect", "--out", str(tmp_path / "x"), "--worlds", "minigrid,web2")
     assert res.returncode != 0 and "--worlds 'minigrid,web2': unknown world web2" in res.stderr + res.stdout

@@ -13,6 +13,7 @@ import pytest
 
 from agents.cdwm import CdwmGraph
 from agents.episode import PolicyReply, run_episode
+from environments.cdwm.collect import TransitionRow
 from environments.cdwm.planner_check import LocalEnv
 from environments.cdwm.value_model import LABELS, VALUE_FORMAT, VALUE_SYSTEM, ValueModel, goodness
 from harness.agents_registry import AgentConfig
@@ -84,7 +85,7 @@ def test_value_sft_lowers_validation_loss_at_the_delta_models_budget(tmp_path: P
     from environments.cdwm.wm_train import TrainConfig, train
     from tests.environments.cdwm.wm_fixtures import synthetic_rows, tiny_base, write_dataset
 
-    def labelled(n: int, split: str) -> list[dict[str, Any]]:  # burn: irreversible off the plan; look: off-plan
+    def labelled(n: int, split: str) -> list[TransitionRow]:  # burn: irreversible off the plan; look: off-plan
         rows = synthetic_rows(n, 0, split)
         for r in rows:
             r["source"] = {"burn": "irreversible", "look": "off_plan"}.get(r["action_class"], "plan")

@@ -7,8 +7,9 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Any
+from pydantic import JsonValue
 
+from environments.cdwm.collect import TransitionRow
 from harness.environment import Delta
 
 # The synthetic world: which dimensions each action class touches (and how often).
@@ -22,7 +23,7 @@ TRUE_STRUCTURE = {
 
 
 def synthetic_delta(cls: str, thing: str, colour: str, place: str, rng: random.Random) -> Delta:
-    d: dict[str, Any] = {}
+    d: dict[str, JsonValue] = {}
     if cls == "make":
         d["created"] = [f"{thing}:{rng.randrange(9)}"]
     elif cls == "paint":
@@ -36,9 +37,9 @@ def synthetic_delta(cls: str, thing: str, colour: str, place: str, rng: random.R
     return Delta.model_validate(d)
 
 
-def synthetic_rows(n: int, seed: int, split: str) -> list[dict[str, Any]]:
+def synthetic_rows(n: int, seed: int, split: str) -> list[TransitionRow]:
     rng = random.Random(f"{seed}:{split}")
-    rows = []
+    rows: list[TransitionRow] = []
     for i in range(n):
         cls = rng.choice(sorted(TRUE_STRUCTURE))
         thing, colour, place = (
@@ -86,7 +87,7 @@ def write_dataset(
     train: int = 48,
     validation: int = 16,
     seed: int = 0,
-    rows: dict[str, list[dict[str, Any]]] | None = None,
+    rows: dict[str, list[TransitionRow]] | None = None,
 ) -> Path:
     import datasets
 

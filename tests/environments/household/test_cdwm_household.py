@@ -5,6 +5,7 @@ the official-data path, and the suite end to end through `harness eval`."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from environments.cdwm.metrics import episode_scores
 from environments.household import generator
 from environments.household.env import ENGINES, HouseholdEnvironment
 from environments.household.generator import Scene, generate_task, generate_tasks, problem_text
+from environments.household.task import GeneratedTask, OfficialTask, read_task
 from harness.errors import HarnessError
 from harness.suite import get_suite
 from harness.loopback import running_server
@@ -20,7 +22,7 @@ from harness.run_folder import RunFolder
 from tests.conftest import harness_cli
 
 
-def _kitchen_task() -> dict:
+def _kitchen_task() -> dict:  # the protocol's dict, as `reset` takes it
     """A hand-built kitchen: an apple on the counter beside a knife, a closed fridge, a sink."""
     scene = Scene("kitchen")
     counter, fridge = scene.add_receptacle("CounterTop"), scene.add_receptacle("Fridge")
@@ -29,8 +31,10 @@ def _kitchen_task() -> dict:
     scene.add_object("Knife", counter)
     scene.add_object("Mug", fridge)
     goal = generator.goal("pick_clean_then_place_in_recep", "Apple", "Fridge", intact=True)
-    return {"task_id": "hand-kitchen", "intent": "put a clean apple in fridge", "required_irreversible": [],
-            "pddl_problem": problem_text("hand_kitchen", scene, goal), "irreversible_trap": "slice"}
+    return GeneratedTask(task_id="hand-kitchen", intent="put a clean apple in fridge", required_irreversible=[],
+                         pddl_problem=problem_text("hand_kitchen", scene, goal), irreversible_trap="slice",
+                         task_type="pick_clean_then_place_in_recep", room="kitchen", gold_plan=[], target="Apple",
+                         goal_receptacle="Fridge", seed=0, generator_version="hand").model_dump()
 
 
 def _play(env: HouseholdEnvironment, commands: list[str]):
@@ -46,11 +50,12 @@ def test_generation_is_deterministic_and_covers_the_six_types():
     tasks = generate_tasks()
     assert len(tasks) >= 60
     assert tasks == generate_tasks()  # same seed, same tasks (problem text, plans, intents)
-    assert {t["task_type"] for t in tasks} == set(generator.TASK_TYPES)
-    assert len({t["task_id"] for t in tasks}) == len(tasks)
-    assert sum(t["irreversible_trap"] == "slice" for t in tasks) >= 10
+    assert {t.task_type for t in tasks} == set(generator.TASK_TYPES)
+    assert len({t.task_id for t in tasks}) == len(tasks)
+    assert sum(t.irreversible_trap == "slice" for t in tasks) >= 10
     other = generate_tasks(seed=1)
-    assert [t["pddl_problem"] for t in other] != [t["pddl_problem"] for t in tasks]
+    assert [t.pddl_problem for t in other] != [t.pddl_problem for t in tasks]
+    assert read_task(tasks[0].model_dump()) == tasks[0]  # the environment reads back what it is reset with
     # A task depends on (seed, type, index) only: fewer per type leaves the others unchanged.
     assert generate_tasks(per_type=2)[2] == generate_task(0, "look_at_obj_in_light", 0) == tasks[12]
 
@@ -64,12 +69,12 @@ def test_gold_plan_wins_generated_tasks_of_every_type():
     lost = []
     try:
         for task in generate_tasks(per_type=3):
-            env.reset(task)
-            for command in task["gold_plan"]:
+            env.reset(task.model_dump())
+            for command in task.gold_plan:
                 result = env.step(env.render(command))
-                assert result.valid, (task["task_id"], env.render(command), env.admissible)
+                assert result.valid, (task.task_id, env.render(command), env.admissible)
             if not (result.done and env.evaluate()["success"] == 1.0):
-                lost.append(task["task_id"])
+                lost.append(task.task_id)
     finally:
         env.close()
     assert lost == []
@@ -165,7 +170,7 @@ def test_environments_load_games_on_several_threads_at_once():
     envs = [HouseholdEnvironment() for _ in tasks]
     try:
         with ThreadPoolExecutor(len(tasks)) as pool:
-            observations = list(pool.map(lambda pair: pair[0].reset(pair[1]), zip(envs, tasks)))
+            observations = list(pool.map(lambda pair: pair[0].reset(pair[1].model_dump()), zip(envs, tasks)))
     finally:
         for env in envs:
             env.close()
@@ -179,9 +184,9 @@ def _official_layout(root, tasks, split="valid_unseen"):
 
     for i, task in enumerate(tasks):
         for variant in ("", "-Sliced"):  # ALFWorld skips the Sliced trials
-            trial = root / "json_2.1.1" / split / f"{task['task_type']}-{i}{variant}" / "trial_T0"
+            trial = root / "json_2.1.1" / split / f"{task.task_type}-{i}{variant}" / "trial_T0"
             trial.mkdir(parents=True)
-            (trial / "traj_data.json").write_text(json.dumps({"task_type": task["task_type"]}))
+            (trial / "traj_data.json").write_text(json.dumps({"task_type": task.task_type}))
             (trial / "game.tw-pddl").write_text(json.dumps(game_data(task) | {"solvable": True}))
     unsolvable = root / "json_2.1.1" / split / "pick_and_place_simple-x" / "trial_T0"
     unsolvable.mkdir(parents=True)
@@ -194,16 +199,17 @@ def test_official_layout_runs_unchanged(tmp_path, monkeypatch):
     _official_layout(tmp_path, tasks)
     suite = get_suite("cdwm-household")
     samples = suite.load_samples(str(tmp_path))
-    assert [s.data["task_type"] for s in samples] == ["pick_cool_then_place_in_recep", "pick_two_obj_and_place"]
+    assert [s.data.task_type for s in samples] == ["pick_cool_then_place_in_recep", "pick_two_obj_and_place"]
+    assert all(isinstance(s.data, OfficialTask) for s in samples)
     assert all("Sliced" not in s.id and s.id.startswith("valid_unseen/") for s in samples)
-    assert [suite.intent_of(s) for s in samples] == [t["intent"] for t in tasks]
+    assert [suite.intent_of(s) for s in samples] == [t.intent for t in tasks]
     identity = suite.corpus_identity(str(tmp_path))
     assert identity["source"] == "alfworld:valid_unseen" and identity["tasks"] == 2
     env = HouseholdEnvironment()
     try:
         for sample, task in zip(samples, tasks):
-            env.reset(sample.data)  # from the game file
-            for command in task["gold_plan"]:
+            env.reset(sample.data.model_dump())  # from the game file
+            for command in task.gold_plan:
                 env.step(env.render(command))
             assert env.evaluate()["success"] == 1.0
     finally:
@@ -220,6 +226,15 @@ def test_official_layout_runs_unchanged(tmp_path, monkeypatch):
         get_suite("cdwm-household", dict(split="valid_seen")).load_samples(str(tmp_path))
     with pytest.raises(HarnessError, match="no json_2.1.1"):
         suite.load_samples(str(tmp_path / "json_2.1.1"))
+
+
+def test_generated_tasks_hash_as_a_recorded_run_says():
+    """Typed tasks dump to the dicts they were: the corpus identity (part of the config hash that
+    resume and the cache key on) of a run recorded before is unchanged."""
+    manifest = Path(__file__).parents[2] / "fixtures" / "runs_format1" / "cdwm-household-20261201T215359-e8aa3d" / "manifest.json"
+    recorded = json.loads(manifest.read_text())["corpus"]
+    identity = get_suite("cdwm-household").corpus_identity(None)
+    assert identity == {k: v for k, v in recorded.items() if k != "samples"} and identity["tasks"] == 72
 
 
 def test_suite_options_are_checked():
@@ -249,7 +264,7 @@ def test_cdwm_agent_through_harness_eval(tmp_path):
     run_id = next(p.name for p in runs.iterdir() if p.name.startswith("cdwm-household-"))
     (rec,) = RunFolder(runs, run_id).read_samples()
     assert rec.status == "ok", rec.errors
-    assert rec.sample_id == task["task_id"] and rec.output["intent"] == task["intent"]
+    assert rec.sample_id == task.task_id and rec.output["intent"] == task.intent
     steps = rec.output["steps"]
     assert steps[0]["action"] == first and steps[0]["prediction_source"] == "world_model"
     assert rec.scores["success"] == 0.0 and rec.scores["predictions"][0]["f1"] == 1.0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from corpora.mind2web.loader import OWN_CORPUS, load_tasks
+from corpora.mind2web.loader import OWN_CORPUS, Task, load_tasks
 from environments.mind2web import dom
 from environments.mind2web.build import SCRIPTS, record_task
 from environments.mind2web.env import Mind2WebEnvironment, gold_action, parse_action
@@ -55,17 +55,18 @@ def write_release(root: Path) -> Path:
 def test_loader_reads_the_release_layout_and_keeps_its_field_names(tmp_path):
     root = write_release(tmp_path / "data")
     tasks, identity = load_tasks(root, "test")
-    assert [(t["annotation_id"], t["split"]) for t in tasks] == [("b", "cross_task"), ("c", "cross_website"), ("d", "cross_domain")]
+    assert [(t.annotation_id, t.split) for t in tasks] == [("b", "cross_task"), ("c", "cross_website"), ("d", "cross_domain")]
     original = official_task("c")
     back = tasks[1]
     for key in ("annotation_id", "website", "domain", "subdomain", "confirmed_task", "action_reprs"):
-        assert back[key] == original[key]
-    step = back["actions"][0]
-    assert set(original["actions"][0]) <= set(step)  # action_uid, raw_html, cleaned_html, operation, candidates
-    assert step["operation"] == {"op": "TYPE", "original_op": "TYPE", "value": "Boston"}
-    assert step["pos_candidates"][0]["backend_node_id"] == "4"  # the hub's JSON-string candidates decoded
-    assert json.loads(step["pos_candidates"][0]["attributes"])["class"] == "x"
-    assert [t["split"] for t in load_tasks(root, "train")[0]] == ["train"]
+        assert getattr(back, key) == original[key]
+    step = back.actions[0]
+    assert set(original["actions"][0]) <= set(step.model_dump())  # action_uid, raw_html, cleaned_html, operation, candidates
+    assert step.operation.model_dump() == {"op": "TYPE", "original_op": "TYPE", "value": "Boston"}
+    assert step.pos_candidates[0].backend_node_id == "4"  # the hub's JSON-string candidates decoded
+    assert step.pos_candidates[0].attribute_map()["class"] == "x"
+    assert step.cdwm is None and back.cdwm is None  # the release has none of the own corpus's fields
+    assert [t.split for t in load_tasks(root, "train")[0]] == ["train"]
     assert len(load_tasks(root, "all")[0]) == 4 and identity["sha256"] == load_tasks(root, "test")[1]["sha256"]
 
 
@@ -74,7 +75,7 @@ def test_bad_sources_are_one_clear_error(tmp_path, monkeypatch):
         load_tasks("/nope/m2w.json")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps([{k: v for k, v in official_task().items() if k != "confirmed_task"}]))
-    with pytest.raises(HarnessError, match=r"bad\.json\[0\]: field confirmed_task: Field required"):
+    with pytest.raises(HarnessError, match=r"bad\.json\[0\]: field `confirmed_task` is missing; a Mind2Web task needs"):
         load_tasks(bad, "all")
     (tmp_path / "dup.json").write_text(json.dumps([official_task(), official_task()]))
     with pytest.raises(HarnessError, match="annotation_id 't-1' appears twice"):
@@ -137,7 +138,7 @@ def test_release_task_in_the_environment_marks_a_committing_click_irreversible()
     assert result["element_accuracy"] == pytest.approx(2 / 3) and result["success"] == 0.0
 
 
-def _script(tasks: dict[str, dict], choose):
+def _script(tasks: dict[str, Task], choose):
     """A policy that reads the task and its own step count from the prompt and answers `choose(task, i)`."""
     def script(role: str, messages: list[dict[str, str]]) -> str:
         if role == "world_model":
@@ -152,8 +153,8 @@ def _script(tasks: dict[str, dict], choose):
 
 
 def _run(suite: CdwmMind2WebSuite, choose, ids: list[str] | None = None):
-    samples = [s for s in suite.load_samples(None) if ids is None or s.data["cdwm"]["key"] in ids]
-    tasks = {s.data["confirmed_task"]: s.data for s in samples}
+    samples = [s for s in suite.load_samples(None) if ids is None or (s.data.cdwm and s.data.cdwm.key in ids)]
+    tasks = {s.data.confirmed_task: s.data for s in samples}
     records = []
     for s in samples:
         ctx, _ = scripted_context(_script(tasks, choose), suite.roles)
@@ -163,14 +164,14 @@ def _run(suite: CdwmMind2WebSuite, choose, ids: list[str] | None = None):
     return records, suite.metrics(records)
 
 
-def _wrong(task: dict, i: int) -> str:
+def _wrong(task: Task, i: int) -> str:
     """The first shown candidate that is not the target."""
-    pos = {c["backend_node_id"] for c in task["actions"][i]["pos_candidates"]}
-    if task["annotation_id"] not in _SHOWN:
+    pos = {c.backend_node_id for c in task.actions[i].pos_candidates}
+    if task.annotation_id not in _SHOWN:
         env = Mind2WebEnvironment()
-        env.reset(task)
-        _SHOWN[task["annotation_id"]] = env.shown
-    return f"click [{next(b for b in _SHOWN[task['annotation_id']][i] if b not in pos)}]"
+        env.reset(task.model_dump())
+        _SHOWN[task.annotation_id] = env.shown
+    return f"click [{next(b for b in _SHOWN[task.annotation_id][i] if b not in pos)}]"
 
 
 _SHOWN: dict[str, list[list[str]]] = {}
@@ -178,13 +179,13 @@ _SHOWN: dict[str, list[list[str]]] = {}
 
 def test_gold_model_scores_one_and_wrong_model_zero_on_the_own_corpus():
     suite = CdwmMind2WebSuite(Mind2WebOptions(agent="react", split="test"))
-    records, gold = _run(suite, lambda task, i: gold_action(task["actions"][i]))
+    records, gold = _run(suite, lambda task, i: gold_action(task.actions[i]))
     assert len(records) == 12
     for name in ("element_accuracy", "operation_f1", "step_success_rate", "task_success_rate", "success_rate"):
         assert gold[name].value == 1.0, name
     assert gold["irreversible_failure_rate"].value == 0.0  # the required cancellations, purchase and send are no failure
     some = ["shop-headlamp", "travel-cancel2", "mail-reply-sam"]
-    again, _ = _run(suite, lambda task, i: gold_action(task["actions"][i]), some)
+    again, _ = _run(suite, lambda task, i: gold_action(task.actions[i]), some)
     assert [r.scores for r in again] == [r.scores for r in records if r.output["task_id"] in {a.sample_id for a in again}]
     _, wrong = _run(suite, _wrong, ["shop-cancel4", "travel-flex", "mail-reply-sam"])  # one task per split
     assert wrong["element_accuracy"].value == 0.0 and wrong["step_success_rate"].value == 0.0
@@ -194,10 +195,10 @@ def test_gold_model_scores_one_and_wrong_model_zero_on_the_own_corpus():
 def test_cdwm_agent_sending_instead_of_saving_a_draft_is_an_irreversible_failure():
     suite = CdwmMind2WebSuite(Mind2WebOptions(agent="cdwm", split="cross_domain", horizon=1, candidates=1))
 
-    def send_at_the_end(task: dict, i: int) -> str:
-        if i == len(task["actions"]) - 1:
+    def send_at_the_end(task: Task, i: int) -> str:
+        if i == len(task.actions) - 1:
             return "click [29]"  # Send, next to Save draft
-        return gold_action(task["actions"][i])
+        return gold_action(task.actions[i])
 
     records, m = _run(suite, send_at_the_end, ["mail-draft-priya"])
     [r] = records
@@ -216,6 +217,7 @@ def test_own_corpus_is_what_the_sites_produce(tmp_path):
     node = dom.by_id(dom.number(dom.parse(step["cleaned_html"])))[step["pos_candidates"][0]["backend_node_id"]]
     assert dom.describe(node) == "Star" and step["cdwm"]["delta"]["attributes"][0]["attribute"] == "starred"
     tasks, _ = load_tasks(None, "all")
-    assert len(tasks) == len(SCRIPTS) and {t["split"] for t in tasks} == {"train", "cross_task", "cross_website", "cross_domain"}
-    assert {t["website"] for t in tasks if t["split"] == "train"} == {"shop"}
-    assert sum(s["cdwm"]["irreversible"] for t in tasks for s in t["actions"]) == 4
+    assert len(tasks) == len(SCRIPTS) and {t.split for t in tasks} == {"train", "cross_task", "cross_website", "cross_domain"}
+    assert {t.website for t in tasks if t.split == "train"} == {"shop"}
+    assert sum(s.cdwm.irreversible for t in tasks for s in t.actions if s.cdwm) == 4
+    assert all(s.cdwm for t in tasks for s in t.actions)  # every own step carries its ledger record

@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from corpora.mind2web.loader import Task
 from environments.mind2web.env import Mind2WebEnvironment, candidate_views
 from environments.mind2web.mindact import choice_pattern, parse_choice, queue_order, rounds_needed
 from environments.mind2web.suite import CdwmMind2WebSuite, Mind2WebOptions
@@ -115,7 +116,7 @@ def test_options_defaults_and_step_limit():
 _OPTION = re.compile(r"^([A-Z])\. (.*)$", re.M)
 
 
-def _question(messages: list[dict[str, str]], tasks: dict[str, dict]) -> tuple[dict, int, dict[str, str]]:
+def _question(messages: list[dict[str, str]], tasks: dict[str, Task]) -> tuple[Task, int, dict[str, str]]:
     """The task, the gold step index and the options {letter: snippet} a policy prompt shows."""
     user = messages[1]["content"]
     task = tasks[user.split("\n", 1)[0].removeprefix("Task: ")]
@@ -124,19 +125,19 @@ def _question(messages: list[dict[str, str]], tasks: dict[str, dict]) -> tuple[d
     return task, 0 if previous == "none" else len(previous.splitlines()), dict(_OPTION.findall(obs))
 
 
-def gold_answer(task: dict, i: int, options: dict[str, str], letter_of_send: bool = False) -> str:
-    step = task["actions"][i]
-    target = next(v for v in candidate_views(step) if v.bid == str(step["pos_candidates"][0]["backend_node_id"]))
+def gold_answer(task: Task, i: int, options: dict[str, str], letter_of_send: bool = False) -> str:
+    step = task.actions[i]
+    target = next(v for v in candidate_views(step) if v.bid == step.pos_candidates[0].backend_node_id)
     letter = next((k for k, snip in options.items() if snip == target.snippet), None)
     if letter is None:
         return "none"
-    op, value = step["operation"]["op"].lower(), step["operation"].get("value", "")
+    op, value = step.operation.op.lower(), step.operation.value
     return f"click [{letter}]" if op == "click" else f"{op} [{letter}] [{value}]"
 
 
 def _run(suite: CdwmMind2WebSuite, answer, keys: list[str] | None = None, corpus: str | None = None):
-    samples = [s for s in suite.load_samples(corpus) if keys is None or s.data["cdwm"]["key"] in keys]
-    tasks = {s.data["confirmed_task"]: s.data for s in samples}
+    samples = [s for s in suite.load_samples(corpus) if keys is None or (s.data.cdwm and s.data.cdwm.key in keys)]
+    tasks = {s.data.confirmed_task: s.data for s in samples}
 
     def script(role: str, messages: list[dict[str, str]]) -> str:
         if role == "world_model":
@@ -211,9 +212,9 @@ def test_always_none_of_the_above_scores_zero_and_records_every_question():
 def _shown(record: SampleRecord) -> list[list[str]]:
     from corpora.mind2web.loader import load_tasks
 
-    task = next(t for t in load_tasks(None, "all")[0] if t["annotation_id"] == record.sample_id)
+    task = next(t for t in load_tasks(None, "all")[0] if t.annotation_id == record.sample_id)
     env = Mind2WebEnvironment(top_k=50, protocol="mindact")
-    env.reset(task)
+    env.reset(task.model_dump())
     return env.shown
 
 
@@ -237,8 +238,8 @@ def test_hostile_model_is_counted_invalid_not_a_crash():
 def test_cdwm_agent_plays_mindact_through_the_same_environment():
     suite = CdwmMind2WebSuite(Mind2WebOptions(agent="cdwm", split="cross_domain", protocol="mindact", horizon=1, candidates=1))
 
-    def send_at_the_end(task: dict, i: int, options: dict[str, str]) -> str:
-        if i == len(task["actions"]) - 1:  # Send instead of Save draft, wherever it is offered
+    def send_at_the_end(task: Task, i: int, options: dict[str, str]) -> str:
+        if i == len(task.actions) - 1:  # Send instead of Save draft, wherever it is offered
             send = next((k for k, snip in options.items() if ">Send<" in snip), None)
             if send:
                 return f"click [{send}]"

@@ -97,7 +97,7 @@ def test_shift_regimes_differ_as_described():
 
 def test_one_cell_scores_through_the_suite_contract_and_tampering_is_caught(few_trees):
     suite = FedForestTask(FedForestTask.Options(solver="fedforest", seeds=1))
-    sample = [s for s in suite.load_samples(None) if s.data["setting"] == "concept"][0]
+    sample = [s for s in suite.load_samples(None) if s.data.setting == "concept"][0]
     outcome = asyncio.run(suite.run_sample(sample, SampleContext({}, 0, {})))
     assert outcome.scores["split_agreement"] == 1.0 and 0.6 < outcome.scores["accuracy"] <= 1.0
     assert outcome.scores["client_splits"] > 0  # concept shift: the forest personalises

@@ -14,7 +14,8 @@ import pytest
 
 from environments.prograf.generate.builders import circuit_task
 from environments.prograf.generate.emit import CircuitPart
-from environments.prograf.image.circuit import CHECK_TYPES, PixelCircuit, PixPart, c_netlist, c_value, read_circuit
+from environments.prograf.image.circuit import (CHECK_TYPES, PixelCircuit, PixPart, c_netlist, c_value, read_circuit,
+                                               split_text, task_names, unsure_names)
 from environments.prograf.image.ocr import TextLine
 from environments.prograf.image.pictures import drawing_of
 from environments.prograf.image.png import decode_png
@@ -145,3 +146,33 @@ def test_circuit_types_are_refused_unless_enabled(task, reference):
         if kind and kind not in ENABLED:
             got = decide(px, task, vp, frozenset())
             assert got.status == "undecided" and "disabled by calibration" in got.reason
+
+
+def test_ocr_folds_of_i1_and_l1_name_a_part_only_when_the_drawing_has_one_of_them():
+    # OCR reads I1 as "l1" or "11" and L1 as "I1": folded to the drawing's one name of that spelling
+    one = task_names(["V1", "I1", "R1"])
+    assert split_text("l1 5mA", one, frozenset()) == ("I1", "5mA")
+    assert split_text("11 5mA", one, frozenset()) == ("I1", "5mA")
+    assert split_text("I1 1mH", task_names(["V1", "L1"]), frozenset()) == ("L1", "1mH")
+    # with both, a word of that spelling names neither: unnamed, and not a value only
+    both = task_names(["V1", "I1", "L1"])
+    assert split_text("I1 5mA", both, frozenset()) == (None, "I1 5mA")
+    assert split_text("L1 1mH", both, frozenset()) == (None, "L1 1mH")
+    assert split_text("V1 9V", both, frozenset()) == ("V1", "9V")
+    assert unsure_names("l1", both) == ["I1", "L1"] and unsure_names("V1 9V", both) == []
+
+
+def test_a_drawing_with_both_i1_and_l1_leaves_their_points_undecided(renderer):
+    parts = [CircuitPart("V1", "voltage_source", "9V", ("n0", "n1")),
+             CircuitPart("I1", "current_source", "5mA", ("n1", "n2")),
+             CircuitPart("L1", "inductor", "1mH", ("n2", "n0"))]
+    both = circuit_task("circuit-il", "generated", parts, "n0", "a test circuit", random.Random(3))
+    img, lines = _picture(both.reference[0].code, renderer)
+    circ = read_circuit(img, lines, both.spec, vocabulary(both.spec))
+    assert sorted(p.name or "-" for p in circ.parts) == ["-", "-", "V1"]  # not I1's part read as a second L1
+    px = _pixels(img, lines, both)
+    got = {vp.id: decide(px, both, vp, ALL).status for vp in both.points}
+    netlist = [vp.id for vp in both.points if vp.check == "topology"]
+    named = [vp.id for vp in both.points if vp.check == "component" and vp.args[0] in ("I1", "L1")]
+    assert netlist and named and {got[i] for i in netlist + named} == {"undecided"}
+    assert "fail" not in got.values()  # the reference: nothing it draws fails

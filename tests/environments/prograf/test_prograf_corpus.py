@@ -90,20 +90,28 @@ def _corrupt(tmp_path, tasks, change):
 
 
 @pytest.mark.parametrize("change, field, words", [
-    (lambda r: r["points"][0].update(check="teleport"), "points.0", "unknown check 'teleport'"),
-    (lambda r: r["points"][0].update(kind="absent"), "points.0", "is of kind 'exists', not 'absent'"),
-    (lambda r: r["points"][0].update(args=[]), "points.0", "takes 1 args, got 0"),
-    (lambda r: r.pop("prompt"), "prompt", "Field required"),
-    (lambda r: r["points"][0].update(depends_on=["vp99"]), "(task)", "not an earlier point"),
-    (lambda r: r["mutants"][0].update(target="vp999"), "(task)", "not a point of this task"),
-    (lambda r: r.update(category="poetry"), "category", "Input should be"),
+    (lambda r: r["points"][0].update(check="teleport"), "`points[0]` is invalid", "unknown check 'teleport'"),
+    (lambda r: r["points"][0].update(kind="absent"), "`points[0]` is invalid", "is of kind 'exists', not 'absent'"),
+    (lambda r: r["points"][0].update(args=[]), "`points[0]` is invalid", "takes 1 args, got 0"),
+    (lambda r: r.pop("prompt"), "`prompt` is missing", ""),
+    (lambda r: r["points"][0].update(depends_on=["vp99"]), "`(top level)` is invalid", "not an earlier point"),
+    (lambda r: r["mutants"][0].update(target="vp999"), "`(top level)` is invalid", "not a point of this task"),
+    (lambda r: r.update(category="poetry"), "`category` is invalid", "input should be"),
 ])
 def test_a_malformed_task_is_one_error_naming_the_task_and_the_field(tmp_path, tasks, change, field, words):
     path = _corrupt(tmp_path, tasks, change)
     with pytest.raises(HarnessError) as info:
         load_tasks(path)
     message = str(info.value)
-    assert f"task {tasks[1].id}: field {field}" in message and words in message and ":2:" in message
+    assert f":2: task {tasks[1].id}: field {field}" in message and words in message
+    assert message.endswith("; fix that line, or regenerate the corpus (harness prograf build-tasks --seed 0)")
+
+
+def test_a_task_line_that_is_no_object_is_one_error_naming_the_line(tmp_path, tasks):
+    path = tmp_path / "t.jsonl"
+    path.write_text(tasks[0].model_dump_json() + "\n[1, 2]\n")
+    with pytest.raises(HarnessError, match=r"t.jsonl:2: task \?: field `\(top level\)` is invalid: .*build-tasks"):
+        load_tasks(path)
 
 
 def test_a_count_point_whose_value_is_no_number_fails_its_check_naming_the_point(tasks):
@@ -122,7 +130,7 @@ def test_bad_corpus_files(tmp_path, tasks):
     with pytest.raises(HarnessError, match=r"t.jsonl:2: not valid JSON"):
         load_tasks(path)
     path.write_text(tasks[0].model_dump_json() + "\n" + tasks[0].model_dump_json() + "\n")
-    with pytest.raises(HarnessError, match=f"task {tasks[0].id}: field id: duplicate task id"):
+    with pytest.raises(HarnessError, match=f"task {tasks[0].id}: field `id` is invalid: an earlier task has this id"):
         load_tasks(path)
     with pytest.raises(HarnessError, match="build-tasks --seed 0"):
         load_tasks(tmp_path / "missing.jsonl")

@@ -35,8 +35,15 @@ def test_a_calibration_that_trusts_a_check_without_its_figures_is_refused(tmp_pa
     bad = tmp_path / "judge.json"
     bad.write_text('{"judge": "openai/j", "enabled": ["segment"], "tasks": 1, "images": 1, "seconds": 0, '
                    '"by_check": {}}', encoding="utf-8")
-    with pytest.raises(HarnessError, match="calibrate-judge"):
+    with pytest.raises(HarnessError, match="enabled check 'segment' has no tp/fp/fn/tn counts.*; write one with "
+                                           "`harness prograf calibrate-judge"):
         JudgeCalibration.load(bad)
+    bad.write_text('{"judge": "openai/j", "enabled": [], "tasks": 1, "images": 1, "seconds": 0, '
+                   '"by_check": {"segment": {"tp": 1}}}', encoding="utf-8")
+    with pytest.raises(HarnessError, match=r"judge.json: field `by_check.segment.fp` is missing; write one with"):
+        JudgeCalibration.load(bad)
+    with pytest.raises(HarnessError, match=r"missing.json: cannot be read \(No such file or directory\); write one"):
+        JudgeCalibration.load(tmp_path / "missing.json")
 
 
 def test_answers_are_read_strictly():
@@ -103,7 +110,9 @@ def test_a_run_uses_the_calibrated_judge_only_for_its_enabled_checks(tmp_path, g
     cal = tmp_path / "judge.json"
     runs = tmp_path / "runs"
     with running_server("--echo", "--reply", "yes", "--images", str(images)) as url:
-        figures = {"circle": {"tp": 9, "fp": 1, "fn": 3, "tn": 40}}
+        figures = {"circle": {"tp": 9, "fp": 1, "fn": 3, "tn": 40, "undecided": 0, "false_fail": [], "false_pass": [],
+                              "precision": 0.9, "recall": 0.75, "pass_precision": 40 / 43, "enabled": True,
+                              "why_disabled": ""}}
         dump(JudgeCalibration(judge="openai/judge", enabled=enabled, tasks=1, images=1, seconds=0.0,
                               by_check=figures), cal)
         common = ["eval", "--suite", "prograf-image", "--model", "openai/painter", "--base-url", url,

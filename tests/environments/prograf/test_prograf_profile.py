@@ -41,9 +41,18 @@ def test_profile_finds_the_injected_weakness(weak, tmp_path):
 def test_a_bad_profile_file_is_one_clear_error(tmp_path):
     with pytest.raises(HarnessError, match="no such file"):
         load_profile(tmp_path / "missing.json")
-    (tmp_path / "bad.json").write_text('{"generator": "x"}')
-    with pytest.raises(HarnessError, match="field synthetic"):
-        load_profile(tmp_path / "bad.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"generator": "x"}')
+    with pytest.raises(HarnessError) as info:
+        load_profile(bad)
+    assert str(info.value) == (f"profile {bad}: field `synthetic` is missing; rebuild it: harness prograf profile "
+                               f"--generator SPEC --out {bad}")
+    bad.write_text('{"generator": "x", "synthetic": true, "k": "five"}')
+    with pytest.raises(HarnessError, match=r"bad.json: field `k` is invalid: .* \(got 'five'\); rebuild it"):
+        load_profile(bad)
+    bad.write_text("not json")
+    with pytest.raises(HarnessError, match=r"bad.json: field `\(top level\)` is invalid: invalid JSON.*; rebuild it"):
+        load_profile(bad)
 
 
 CHECKS = [CheckItem("a1", "point", "A drawn"), CheckItem("w1", "wire", "R1-R2 wired"),
