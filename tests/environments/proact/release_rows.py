@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import JsonValue
+
 TYPES = ("EMERGENT", "CRITICAL", "RECOVERY")
 GRADES = ("PASS", "PARTIAL", "FAIL")
 
@@ -47,12 +49,12 @@ def _rubric(kind: str, i: int) -> dict[str, str]:
             "fail_criteria": f"fail {kind} {i}"}
 
 
-def _verdict(label: str, i: int) -> dict[str, Any]:
+def _verdict(label: str, i: int) -> dict[str, JsonValue]:
     return {"status": "EVALUATED", "score": label, "rationale": f"graded {label} ({i})", "evidence": f"quote {i}"}
 
 
 def synthetic_release(rng: random.Random, n_rows: int = 24, tracked_assistant: bool = True
-                      ) -> tuple[list[dict[str, Any]], list[Truth]]:
+                      ) -> tuple[list[dict[str, JsonValue]], list[Truth]]:
     rows, truths = [], []
     for r in range(n_rows):
         # Trigger layout: EMERGENT on turn 1, one or two CRITICAL, usually a RECOVERY.
@@ -66,7 +68,7 @@ def synthetic_release(rng: random.Random, n_rows: int = 24, tracked_assistant: b
             if i in drop:
                 continue
             label = rng.choice(GRADES)
-            verdict: dict[str, Any] | None = _verdict(label, i)
+            verdict: dict[str, JsonValue] | None = _verdict(label, i)
             if r == 6 and kind == "CRITICAL" and turn == 4:
                 verdict, label = None, "SKIPPED"
             if r == 7 and kind == "EMERGENT":
@@ -110,12 +112,12 @@ def synthetic_release(rng: random.Random, n_rows: int = 24, tracked_assistant: b
     return rows, truths
 
 
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+def write_jsonl(path: Path, rows: list[dict[str, JsonValue]]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
 
-def expected_metrics(truths: list[Truth]) -> dict[str, Any]:
+def expected_metrics(truths: list[Truth]) -> dict[str, JsonValue]:
     """The metrics file as the reference pipeline writes it, from the truth alone."""
     order: list[str] = []
     counts: dict[str, dict[str, int]] = {}
@@ -125,7 +127,7 @@ def expected_metrics(truths: list[Truth]) -> dict[str, Any]:
                 order.append(kind)
                 counts[kind] = {"PASS": 0, "PARTIAL": 0, "FAIL": 0, "SKIPPED": 0}
             counts[kind][label] += 1
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, JsonValue] = {}
     pooled = {"PASS": 0, "PARTIAL": 0, "FAIL": 0}
     for kind in order:
         c = counts[kind]

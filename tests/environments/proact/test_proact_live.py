@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import JsonValue
 
 from environments.proact.dialogue_loop import (
     MAX_MISSES,
@@ -130,7 +131,7 @@ def run_suite(suite: ProactLiveSuite, corpus: Path, url: str, run_dir: Path, lim
     return sorted(RunFolder(run_dir, plan.folder.run_id).read_samples(), key=lambda r: r.sample_id), summary
 
 
-def assert_official_row(row: dict[str, Any]) -> None:
+def assert_official_row(row: dict[str, JsonValue]) -> None:
     validate_row(row, "live row")
     errors = [p for p in check_row(row, strict=False) if p.severity == "error"]
     assert not errors, errors
@@ -139,7 +140,7 @@ def assert_official_row(row: dict[str, Any]) -> None:
         assert set(tp) == {"turn", "evaluation_rubric", "evaluation_result"}
 
 
-def assert_protocol(row: dict[str, Any]) -> None:
+def assert_protocol(row: dict[str, JsonValue]) -> None:
     """Windows, spacing, RECOVERY after the done acknowledgement, one anchor per message, and
     the force-reveal rule -- checked on what actually happened in the dialogue."""
     turns = sorted(tp["turn"] for tp in row["trigger_points"])
