@@ -32,13 +32,23 @@ KINDS = {
     "zener": "diode", "led": "led", "lamp": "lamp", "lamp2": "lamp", "switch": "switch", "switchspst": "switch",
     "fuse": "fuse", "line": "wire", "wire": "wire", "ground": "ground", "groundsignal": "ground",
     "groundchassis": "ground", "dot": "dot", "label": "text",
+    # schemdraw's Arrow is a Line with heads (a wire); a Gap is two terminals with nothing between (open)
+    "arrow": "wire", "gap": "gap",
 }
+NOT_PARTS = ("wire", "dot", "gap")  # kinds that are no component of the netlist
 DIRECTIONS = {"right": 0.0, "up": 90.0, "left": 180.0, "down": 270.0}
 XY = tuple[float, float]
 
 
 def element_kind(type_name: str) -> str:
-    return KINDS.get(type_name.lower().replace("_", ""), f"unknown:{type_name}")
+    """The kind of a schemdraw element type; one not read is refused, never guessed into a part
+    (an annotation such as LoopCurrent or Tag would otherwise join two nets)."""
+    kind = KINDS.get(type_name.lower().replace("_", ""))
+    if kind is None:
+        raise InputRejected(f"unsupported construct: schemdraw element {type_name!r} is not read (read: Resistor,"
+                            " Capacitor, Inductor, SourceV, SourceI, Battery, Diode, LED, Lamp, Switch, Fuse,"
+                            " Line, Arrow, Gap, Ground, Dot, Label)")
+    return kind
 
 
 def split_label(label: str) -> tuple[str, str]:
@@ -120,7 +130,10 @@ class Placer:
         where = f"element {index + 1}"
         if not isinstance(el, dict) or not isinstance(el.get("type"), str):
             raise InputRejected(f"{where}: an element is an object with a 'type' (e.g. Resistor, Line)")
-        kind = element_kind(el["type"])
+        try:
+            kind = element_kind(el["type"])
+        except InputRejected as exc:
+            raise InputRejected(f"{where}: {exc}") from None
         name, value = split_label(str(el.get("label") or ""))
         value = str(el["value"]) if el.get("value") is not None else value
         at = self.point(el["at"], where) if "at" in el else self.here
@@ -245,7 +258,7 @@ def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
         parent[find(a)] = find(b)
 
     wires = [(_snap(s), _snap(e)) for kind, _, _, s, e in placed if kind == "wire"]
-    ends = [_snap(p) for kind, _, _, s, e in placed if kind not in ("dot", "text") for p in (s, e)]
+    ends = [_snap(p) for kind, _, _, s, e in placed if kind not in ("dot", "text", "gap") for p in (s, e)]
     for a, b in wires:
         union(a, b)
     for p in ends:
@@ -268,7 +281,7 @@ def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
             text = " ".join(t for t in (name, value) if t)
             if text:
                 texts.append((text, start))
-        elif kind not in ("wire", "dot"):
+        elif kind not in NOT_PARTS:
             scene.components.append(Component(label=name, kind=kind, value=value, nets=(net(start), net(end))))
             lines.append((start, end))
     if texts:

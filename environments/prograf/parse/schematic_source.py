@@ -271,6 +271,10 @@ class SourceReader:
             type_name = func.id
         else:
             raise _reject(node, "an element is elm.TYPE(...) from schemdraw.elements")
+        try:
+            element_kind(type_name)
+        except InputRejected as exc:
+            raise _reject(node, str(exc).removeprefix("unsupported construct: ")) from None
         if self.in_with:  # making an element adds the one made before it
             self.flush()
         el: dict[str, Any] = {"type": type_name}

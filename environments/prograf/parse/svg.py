@@ -2,8 +2,8 @@
 
 Sanitising (`svg_sanitise.py`) comes first; path data is `svg_path.py`'s.
 
-Parsing: transforms are composed, styles inherited (attributes, `style=`, and simple `<style>`
-rules by tag, class or id), `<use>` expanded (of a `<symbol>` or nested `<svg>` through its
+Parsing: transforms are composed, styles inherited (attributes, `style=`, and `<style>` rules,
+in CSS's cascade: `svg_css.py`), `<use>` expanded (of a `<symbol>` or nested `<svg>` through its
 viewBox), path curves and arcs followed, tspans joined into lines, and an element counts only if
 it paints something inside the canvas (the viewBox): a line with no stroke, `display:none`, zero
 opacity, a shape wholly outside the canvas, or an unoutlined shape in the page's own colour (a
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from environments.prograf.parse.scene import Box, Circle, InputRejected, Scene, Segment, Shape, Text, box_union
+from environments.prograf.parse.svg_css import Stylesheet, split_declarations
 from environments.prograf.parse.svg_marker import head_way, marker_outline
 from environments.prograf.parse.svg_path import SubPath, curved_family, path_subpaths
 from environments.prograf.parse.svg_sanitise import (DRAWN, MAX_PIECES, NOT_DRAWN, svg_element, href, local,
@@ -30,42 +31,10 @@ INHERITED = ("fill", "stroke", "stroke-width", "visibility", "font-size", "text-
 # ---------------------------------------------------------------------- styles
 
 
-def css_rules(root: ET.Element) -> list[tuple[str, dict[str, str]]]:
-    """Simple `<style>` rules: selectors by tag, .class, tag.class or #id."""
-    rules = []
-    for el in root.iter():
-        if isinstance(el.tag, str) and local(el.tag) == "style":
-            text = re.sub(r"/\*.*?\*/", "", el.text or "", flags=re.S)
-            for selectors, body in re.findall(r"([^{}]+)\{([^}]*)\}", text):
-                decls = declarations(body)
-                rules += [(s.strip(), decls) for s in selectors.split(",") if s.strip()]
-    return rules
-
-
 def declarations(text: str) -> dict[str, str]:
-    out = {}
-    for part in text.split(";"):
-        key, sep, value = part.partition(":")
-        if sep:
-            out[key.strip().lower()] = value.strip()
-    return out
-
-
-SELECTOR = re.compile(r"([a-zA-Z][\w-]*)?(?:([.#])([\w-]+))?")
-
-
-def selector_matches(sel: str, el: ET.Element) -> bool:
-    m = SELECTOR.fullmatch(sel)
-    if not m:
-        return False
-    tag, kind, name = m.groups()
-    if tag and local(el.tag) != tag:
-        return False
-    if kind == ".":
-        return name in (el.get("class") or "").split()
-    if kind == "#":
-        return el.get("id") == name
-    return bool(tag)
+    """A `style=` attribute's declarations, `!important` or not."""
+    normal, important = split_declarations(text)
+    return normal | important
 
 
 @dataclass
@@ -84,20 +53,21 @@ class Style:
 STYLE_ATTRIBUTES = frozenset((*INHERITED, "display", "opacity", "fill-opacity", "stroke-opacity"))
 
 
-def element_style(el: ET.Element, parent: Style, rules: list[tuple[str, dict[str, str]]]) -> tuple[Style, bool]:
-    """This element's style and whether it is displayed at all. An element that sets nothing gets
-    its parent's style object itself (styles are never changed once made): most elements of a
-    drawing set nothing, and this is the reader's most frequent call."""
+def element_style(el: ET.Element, parent: Style, sheet: Stylesheet) -> tuple[Style, bool]:
+    """This element's style and whether it is displayed at all, by CSS's cascade: presentation
+    attributes, then the sheet's rules, then `style=`, then the sheet's `!important`. An element
+    that sets nothing gets its parent's style object itself (styles are never changed once made):
+    most elements of a drawing set nothing, and this is the reader's most frequent call."""
     props: dict[str, str] = {}
-    for sel, decls in rules:
-        if selector_matches(sel, el):
-            props.update(decls)
     for key, value in el.attrib.items():
         if key in STYLE_ATTRIBUTES:
             props[key] = value
-    style = el.get("style")
-    if style:
-        props.update(declarations(style))
+    normal, important = sheet.props(el)
+    props.update(normal)
+    inline, inline_important = split_declarations(el.get("style") or "")
+    props.update(inline)
+    props.update(important)
+    props.update(inline_important)
     if not props:
         return parent, True
     s = Style(**vars(parent))
@@ -219,7 +189,7 @@ def clip(seg: Segment, box: Box) -> Segment | None:
 
 @dataclass
 class _Context:
-    rules: list[tuple[str, dict[str, str]]]
+    sheet: Stylesheet
     scene: Scene
     ids: dict[str, ET.Element]
     viewport: tuple[float, float]
@@ -235,8 +205,8 @@ def parse_svg(code: str) -> Scene:
     canvas = canvas_of(root)
     scene = Scene(format="svg", canvas=canvas, notes=notes, px=units_per_pixel(root, canvas))
     ids = {el.get("id", ""): el for el in root.iter() if el.get("id")}
-    ctx = _Context(css_rules(root), scene, ids, (canvas[2] - canvas[0], canvas[3] - canvas[1]))
-    root_style, _ = element_style(root, Style(), ctx.rules)
+    ctx = _Context(Stylesheet(root), scene, ids, (canvas[2] - canvas[0], canvas[3] - canvas[1]))
+    root_style, _ = element_style(root, Style(), ctx.sheet)
     _walk(root, IDENTITY, root_style, ctx)
     return scene
 
@@ -252,7 +222,7 @@ def _draw(child: ET.Element, m: Matrix, style: Style, ctx: _Context) -> None:
     name = local(child.tag)
     if name in NOT_DRAWN or name not in DRAWN:
         return
-    s, displayed = element_style(child, style, ctx.rules)
+    s, displayed = element_style(child, style, ctx.sheet)
     if not displayed:
         ctx.scene.hidden += 1
         return
@@ -309,7 +279,7 @@ def _use(el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> None:
     if kind in ("symbol", "svg"):
         w = length(el.get("width") or ref.get("width"), vw, vw)
         h = length(el.get("height") or ref.get("height"), vh, vh)
-        rs, displayed = element_style(ref, s, ctx.rules)
+        rs, displayed = element_style(ref, s, ctx.sheet)
         if not displayed:
             ctx.scene.hidden += 1
             return

@@ -18,6 +18,7 @@ from defusedxml.common import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser
 
 from environments.prograf.parse.scene import InputRejected
+from environments.prograf.parse.svg_css import read_sheet
 
 MAX_CHARS = 200_000
 MAX_ELEMENTS = 5_000
@@ -93,6 +94,9 @@ def sanitise(code: str) -> tuple[ET.Element, list[str]]:
     notes: list[str] = []
     _strip(root, notes, lines)
     _check_constructs(root, lines)
+    for el in root.iter():  # every sheet, wherever it sits: a rule the reader cannot match is refused by line
+        if isinstance(el.tag, str) and local(el.tag) == "style":
+            read_sheet(el.text or "", _line(el, lines))
     if builder.uses:
         _check_uses(root, lines)
     return root, notes

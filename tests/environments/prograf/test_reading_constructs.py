@@ -1,4 +1,4 @@
-"""Issue 39, item 1 for DOT, Mermaid and schemdraw: correct diagrams written by hand in the styles
+"""Issue 39, item 1 for DOT, Mermaid, schemdraw and SVG <style> sheets: correct diagrams written by hand in the styles
 code-writing models use are read with each construct's real meaning -- the scene's nodes, edges,
 labels and netlist are asserted -- and a construct the reader does not know is a clear "unsupported
 construct X at line N" error, which the verifier records as a format failure on every point."""
@@ -15,6 +15,10 @@ from environments.prograf.parse.mermaid import parse_mermaid
 from environments.prograf.parse.scene import InputRejected, Scene
 from environments.prograf.parse.schematic import parse_schemdraw_json
 from environments.prograf.parse.schematic_source import parse_schemdraw_source
+from environments.prograf.parse.svg import parse_svg
+
+
+SVG_HEAD = '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 200 200">\n'
 
 
 def parts(scene: Scene) -> dict[str, tuple[str, str, frozenset[int]]]:
@@ -148,6 +152,25 @@ def test_schemdraw_unknown_constructs_are_named_with_their_line(code, words):
     with pytest.raises(InputRejected, match=words) as info:
         parse_schemdraw_source(src)
     assert "at line 4" in str(info.value) or "line 4" in str(info.value)
+
+
+def test_schemdraw_arrow_is_a_wire_gap_joins_nothing_and_annotations_are_refused():
+    head = "import schemdraw\nimport schemdraw.elements as elm\nwith schemdraw.Drawing() as d:\n"
+    scene = parse_schemdraw_source(head + "    V1 = elm.SourceV().up().label('V1 5V')\n"
+                                          "    elm.Arrow().right().label('I1')\n"  # a Line with a head: the top wire
+                                          "    R1 = elm.Resistor().down().label('R1 1k')\n"
+                                          "    elm.Line().left().tox(V1.start)\n"
+                                          "    elm.Gap().at(R1.start).right().label(['+', 'Vout', '-'])\n"
+                                          "    elm.Gap().endpoints(R1.start, R1.end).label('V2')\n")
+    p = parts(scene)
+    # no part "I1", "Vout" or "V2": R1 sits straight across V1, and the gaps join and add nothing
+    assert set(p) == {"V1", "R1"} and p["R1"][2] == p["V1"][2] and len(p["R1"][2]) == 2
+    assert p["V1"][0] == "voltage_source" and p["R1"][1] == "1k"
+    for code in ("elm.LoopCurrent([V1, V1]).label('I1')", "elm.Tag().at(V1.end).label('OUT')"):
+        with pytest.raises(InputRejected, match=r"element '(LoopCurrent|Tag)' is not read.*at line 5"):
+            parse_schemdraw_source(head + "    V1 = elm.SourceV().up().label('V1 5V')\n    " + code + "\n")
+    with pytest.raises(InputRejected, match="element 2: .*element 'Opamp' is not read"):
+        parse_schemdraw_json('{"elements": [{"type": "Resistor", "label": "R1"}, {"type": "Opamp"}]}')
 
 
 def test_schemdraw_drawing_stack_adds_each_element_once():
@@ -314,6 +337,8 @@ def test_an_unsupported_construct_is_a_format_failure_not_a_verdict(corpus):
      "nested deeper"),
     (parse_schemdraw_source, "import schemdraw\nwith schemdraw.Drawing() as d:\n    d.here = (" + "1+" * 9000 + "1, 0)",
      "too deeply"),
+    (parse_svg, SVG_HEAD + "<style>" + "".join(f"g.c{i} g g g g g g line {{ stroke: red }}" for i in range(1900))
+     + "</style>" + "<g>" * 60 + '<line x2="9" y2="9"/>' * 3000 + "</g>" * 60 + "</svg>", "more than 300000 tests"),
 ])
 def test_deeply_nested_or_long_input_is_read_or_refused_in_bounded_time(parse, code, outcome):
     start = time.perf_counter()
@@ -325,3 +350,43 @@ def test_deeply_nested_or_long_input_is_read_or_refused_in_bounded_time(parse, c
             parse(code)
     # Generous for a loaded machine (under 0.1 s idle); unbounded reading would take minutes.
     assert time.perf_counter() - start < 20.0
+
+
+# ---------------------------------------------------------------------- SVG <style> sheets
+
+
+def test_svg_style_sheets_are_read_with_css_selectors_and_cascade():
+    # what models write: descendant and child selectors, a selector list, !important, :hover
+    scene = parse_svg(SVG_HEAD + '''<style>
+  g.edge path { stroke: none }
+  path, line { stroke: black; fill: none }
+  .node > rect { fill: white; stroke: none }
+  .ghost { stroke: none !important }
+  line:hover { stroke: none }
+</style>
+<g class="edge"><path d="M 10 10 L 100 10"/></g>
+<g class="edge"><g><path d="M 10 30 L 100 30"/></g></g>
+<path d="M 10 50 L 100 50"/>
+<g class="node"><rect x="10" y="80" width="50" height="30" stroke="black"/></g>
+<g class="node"><g><rect x="100" y="80" width="50" height="30" stroke="black"/></g></g>
+<line class="ghost" x1="0" y1="150" x2="100" y2="150" style="stroke: red"/>
+<line x1="0" y1="170" x2="100" y2="170"/>
+</svg>''')
+    # `g.edge path` (more specific than `path`, though earlier) hides both edge paths, however deep;
+    # the child rule beats the rect's own stroke attribute and makes the first box a white backdrop,
+    # not the second (a grandchild); !important beats style=; :hover never holds in a picture
+    assert sorted({s.y1 for s in scene.segments}) == [50, 80, 110, 170]
+    assert len(scene.shapes) == 1 and scene.hidden == 4
+
+
+@pytest.mark.parametrize("sheet, words", [
+    ("rect { fill: none }\n  text + rect { fill: white }", "'text \\+ rect' in <style> at line 5"),
+    ("\n  rect:first-child { fill: white }", "'rect:first-child' in <style> at line 5"),
+    ("rect[fill] { stroke: none }", "'rect\\[fill\\]' in <style> at line 4"),
+    ("@media print { rect { fill: white } }", "'@media' in <style> at line 4"),
+    (".a { fill: none; .b { fill: white } }", "'a block nested in .a' in <style> at line 4"),
+])
+def test_svg_style_constructs_not_read_are_named_with_their_line(sheet, words):
+    code = SVG_HEAD + '<rect width="9" height="9"/>\n<style>\n  ' + sheet + '</style>\n</svg>'
+    with pytest.raises(InputRejected, match="unsupported construct " + words):
+        parse_svg(code)
