@@ -19,10 +19,11 @@ about a gain of 1-2 points.
 `python -m environments.adv0.checks.closed_loop_eval --rounds 4 --contexts 8 --k 16 --episodes 200 --workers 2`
 prints the table row and writes the report (and the trained policy) as JSON with `--out`. The
 recipe's options (`--lr`, `--tau`, `--kl-max`, `--dpo-steps`, `--loss-norm`, `--sample-temperature`,
-`--features`) are `ClosedLoopConfig`'s, with its defaults. `--episodes 0` trains only (every round's
-rollout defender-failure share is printed as it ends: the quick screen) and writes the trained
-policy to `--out`; `--policy FILE` then evaluates that file's policy against its own reference on
-the held-out seeds without training again (the training's rounds and CPU time are carried over).
+`--hand-draws`, `--features`) are `ClosedLoopConfig`'s, with its defaults. `--episodes 0` trains
+only (every round's rollout defender-failure share is printed as it ends: the quick screen) and
+writes the trained policy to `--out`; `--policy FILE` then evaluates that file's policy against its
+own reference on the held-out seeds without training again (the training's rounds and CPU time are
+carried over).
 
 May import: numpy, pydantic, `harness.stats`, `environments.adv0` (closed_loop, closed_loop_dpo,
 highway, loop, planner, scenario).
@@ -306,8 +307,10 @@ def row(rep: GainReport) -> str:
             f"J {x.mean_J:.3f})"
         )
 
+    hand = f" + hand {rep.config.hand_draws}" if rep.config.hand_draws else ""  # rows before it had none
     return (
-        f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}), lr {rep.config.lr}, "
+        f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}{hand}), "
+        f"lr {rep.config.lr}, "
         f"loss {rep.config.loss_norm}, T {rep.config.sample_temperature}, features {rep.config.features}, "
         f"slot {rep.config.slot} | {cell(rep.untrained)} | {cell(rep.trained)} | "
         f"{rep.difference:+.3f} [{rep.low:+.3f}, {rep.high:+.3f}] | {rep.wall_s:.0f} s "
@@ -326,6 +329,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kl-max", type=float, default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--loss-norm", choices=["pairs", "groups"], default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--sample-temperature", type=float, default=None, help="default: ClosedLoopConfig's (1)")
+    ap.add_argument("--hand-draws", type=int, default=None, help="default: ClosedLoopConfig's (0)")
     ap.add_argument("--features", choices=list(FEATURE_SETS), default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--slot", type=int, default=0)
     ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per arm (0: train only)")
@@ -343,7 +347,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--rounds, --contexts, --k and --workers must be at least 1, --episodes at least 0")
     if args.episodes == 0 and args.policy is not None:
         ap.error("--episodes 0 trains only; --policy evaluates only: give one of them")
-    options = ("lr", "dpo_steps", "tau", "kl_max", "loss_norm", "sample_temperature", "features")
+    options = ("lr", "dpo_steps", "tau", "kl_max", "loss_norm", "sample_temperature", "hand_draws", "features")
     extra = {key: getattr(args, key) for key in options if getattr(args, key) is not None}
     cfg = ClosedLoopConfig(k=args.k, slot=args.slot, seed=args.seed, **extra)
     if args.episodes == 0:

@@ -33,7 +33,10 @@ samples from the updated policy.
   step no longer shrinks as K grows: a group of 17 has 136 pairs); `sample_temperature` T draws the
   policy's trajectories from pi^(1/T) (`ClosedLoopPolicy.tempered`: DPO needs pairs, not on-policy
   ones; the KL estimate then reads the tempered policy's states); `features` "gaps" gives the
-  policy `closed_loop.gap_features`.
+  policy `closed_loop.gap_features`. `hand_draws` (session 27) adds that many draws of
+  `ClosedLoopPolicy.hand` to each group, a behaviour policy that reaches the "cut in, then brake"
+  band: off-policy like the reference draws (they join the pairs, not the KL estimate; their
+  log-probabilities under q and p0 are exact all the same).
 
 May import: numpy, pydantic, `environments.adv0.sim` (scenario, closed_loop), `environments.adv0.train` (dpo, attacker).
 """
@@ -48,7 +51,7 @@ from pydantic import BaseModel, Field
 
 from environments.adv0.sim.closed_loop import (
     ACTIONS,
-    REFERENCE_TRAJECTORY,
+    OFF_POLICY_TRAJECTORIES,
     FeatureSet,
     ClosedLoopDraw,
     ClosedLoopLimits,
@@ -67,6 +70,7 @@ class ClosedLoopConfig(BaseModel):
     tau: float = Field(0.1, gt=0, description="temperature of the target q ~ p0 exp(u/tau); DPO's beta")
     k: int = Field(8, ge=1, description="policy trajectories per context and round")
     reference_draws: int = Field(1, ge=0, description="reference trajectories added to each group")
+    hand_draws: int = Field(0, ge=0, description="hand-policy trajectories added to each group (off-policy)")
     labels: Literal["soft", "hard"] = "soft"
     margin: float = Field(0.0, ge=0, description="feasible pairs need a utility gap of at least this")
     kl_max: float = Field(6.0, gt=0, description="bound on the trajectory KL(q || p0) estimate, nats")
@@ -270,9 +274,15 @@ class ClosedLoopAdv0:
     def shaping_weight(self) -> float:
         return self.config.shaping * self.config.shaping_decay**self.round
 
-    def _draw(self, policy: ClosedLoopPolicy, rng: np.random.Generator, reference: bool) -> ClosedLoopDraw:
+    def _draw(
+        self, policy: ClosedLoopPolicy, rng: np.random.Generator, reference: bool, hand: bool = False
+    ) -> ClosedLoopDraw:
         seed = (int(rng.integers(2**31 - 1)), 0xC10)
-        return ClosedLoopDraw(policy, self.limits, self.config.slot, seed, reference)
+        return ClosedLoopDraw(policy, self.limits, self.config.slot, seed, reference, hand)
+
+    def hand(self) -> ClosedLoopPolicy:
+        """The hand policy of `hand_draws`, in the learner's shape (its trajectories join one batch)."""
+        return ClosedLoopPolicy.hand(self.reference.k, self.reference.feature_set)
 
     def behaviour(self) -> ClosedLoopPolicy:
         """The policy a round's groups are drawn from: the learner, tempered by `sample_temperature`."""
@@ -280,12 +290,15 @@ class ClosedLoopAdv0:
         return self.policy if t == 1.0 else self.policy.tempered(t)
 
     def propose(self, context: np.ndarray, rng: np.random.Generator) -> list[ClosedLoopDraw]:
-        """K draws of the (tempered) policy plus `reference_draws` of the reference: one group, one
-        seed (the context is unused: the policy observes the state at every decision)."""
-        behaviour = self.behaviour()
-        return [self._draw(behaviour, rng, False) for _ in range(self.config.k)] + [
-            self._draw(self.reference, rng, True) for _ in range(self.config.reference_draws)
-        ]
+        """K draws of the (tempered) policy plus `reference_draws` of the reference plus `hand_draws`
+        of the hand policy: one group, one seed (the context is unused: the policy observes the
+        state at every decision)."""
+        behaviour, hand = self.behaviour(), self.hand()
+        return (  # in this order from `rng`: the policy's and reference's seeds do not depend on hand_draws
+            [self._draw(behaviour, rng, False) for _ in range(self.config.k)]
+            + [self._draw(self.reference, rng, True) for _ in range(self.config.reference_draws)]
+            + [self._draw(hand, rng, False, True) for _ in range(self.config.hand_draws)]
+        )
 
     def draw(self, context: np.ndarray, rng: np.random.Generator, n: int) -> list[ClosedLoopDraw]:
         return [self._draw(self.policy, rng, False) for _ in range(n)]
@@ -333,8 +346,8 @@ class ClosedLoopAdv0:
         self, results: Sequence[EpisodeResult], contexts: Mapping[int, np.ndarray] | None = None
     ) -> ClosedLoopRoundReport:
         """One round from a loop's rollouts, grouped by their shared seed (the contexts are unused:
-        the policy read the state itself). Reference draws (their trajectory says so) join the pairs
-        but not the KL estimate, which is over the policy's own trajectories."""
+        the policy read the state itself). Reference and hand draws (their trajectory says so) join
+        the pairs but not the KL estimate, which is over the policy's own trajectories."""
         groups: dict[int, list[EpisodeResult]] = {}
         for r in results:
             if r.attacker_trajectory is not None:
@@ -350,7 +363,7 @@ class ClosedLoopAdv0:
         ]
         on_policy = np.array(
             [
-                r.attacker_trajectory is not None and r.attacker_trajectory.policy != REFERENCE_TRAJECTORY
+                r.attacker_trajectory is not None and r.attacker_trajectory.policy not in OFF_POLICY_TRAJECTORIES
                 for g in ordered
                 for r in g
             ],

@@ -133,6 +133,47 @@ def test_a_tempered_round_draws_from_pi_to_the_one_over_t_and_reference_draws_st
     assert gaps.policy.feature_set == gaps.reference.feature_set == "gaps"
 
 
+def test_hand_draws_join_the_group_and_its_pairs_but_not_the_kl_and_the_knob_persists():
+    att = ClosedLoopAdv0(ClosedLoopConfig(k=3, hand_draws=2, shaping=0.0, dpo_steps=3, lr=0.5))
+    draws = att.propose(np.zeros(0), np.random.default_rng(0))
+    assert [(d.reference, d.hand) for d in draws] == [(False, False)] * 3 + [(True, False)] + [(False, True)] * 2
+    hand = ClosedLoopPolicy.hand(att.reference.k, att.reference.feature_set)
+    assert all(np.array_equal(d.policy.theta, hand.theta) for d in draws[4:])
+    assert not np.array_equal(hand.theta, att.reference.theta)
+    plain = ClosedLoopAdv0(ClosedLoopConfig(k=3)).propose(np.zeros(0), np.random.default_rng(0))
+    assert [d.seed for d in draws[:4]] == [d.seed for d in plain]  # hand draws leave the others' seeds alone
+    # Played on random states: the policy and reference draws crash by their own fault, the hand ones
+    # make the defender crash, so every pair is won by a hand draw.
+    rng = np.random.default_rng(1)
+    results = []
+    for d in draws:
+        tr = random_trajectory(rng, d.policy, 4)
+        tr.policy = d.attacker().trajectory.policy
+        results.append(crash_result(7, "defender" if d.hand else "attacker", tr))
+    assert [r.attacker_trajectory.policy for r in results if r.attacker_trajectory] == (
+        ["closed_loop"] * 3 + ["closed_loop_reference"] + ["closed_loop_hand"] * 2
+    )
+    trajs = [r.attacker_trajectory for r in results if r.attacker_trajectory]
+    pairs = trajectory_pairs([(trajs, np.array([utility(r, 0.0) for r in results]))])
+    # 2 hand winners x 4 voided losers at target 1, and the two hand draws' tie at 0.5
+    assert len(pairs) == 9 and set(pairs.win[:, 0].tolist()) == {4, 5} and (pairs.target == 1.0).sum() == 8
+    report = att.update(results, {})
+    assert report.episodes == 6 and report.pairs == 9 and report.dpo is not None and report.dpo.steps == 3
+    # The KL estimate reads the learner's three draws only (the hand and reference ones are off-policy).
+    batch = StepBatch(trajs)
+    own = np.array([True] * 3 + [False] * 3)
+    assert report.dpo.kl == pytest.approx(batch.kl(att.policy, att.reference, own))
+    counting_hand = np.array([True] * 3 + [False] + [True] * 2)  # what the estimate would be with them in
+    assert report.dpo.kl != pytest.approx(batch.kl(att.policy, att.reference, counting_hand))
+    # The knob survives a state round trip; a state saved before it existed loads with none.
+    assert ClosedLoopAdv0.from_state(json.loads(json.dumps(att.state()))).config.hand_draws == 2
+    old = att.state()
+    old["config"] = {key: v for key, v in old["config"].items() if key != "hand_draws"}
+    assert ClosedLoopAdv0.from_state(old).config.hand_draws == 0
+    with pytest.raises(ValueError, match="one behaviour policy"):
+        ClosedLoopDraw(hand, att.limits, 0, (1,), reference=True, hand=True)
+
+
 def test_the_fault_gate_ranks_an_attacker_at_fault_crash_below_a_defender_at_fault_one():
     rng = np.random.default_rng(3)
     policy = ClosedLoopPolicy.reference(k=1)

@@ -4,12 +4,14 @@ where the outcome is known: the defender fails exactly when the attacker brakes 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from environments.adv0.sim.scenario import IdmParams
 
+from environments.adv0.checks import closed_loop_eval
 from environments.adv0.checks.closed_loop_eval import Training, compare, evaluate, load_training, main, train
 from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
 from environments.adv0.sim.scenario import Collision, EpisodeResult
@@ -104,3 +106,19 @@ def test_the_group_recipe_with_gap_features_learns_and_a_training_file_reloads(t
         load_training(path)
     with pytest.raises(SystemExit):
         main(["--episodes", "0", "--policy", str(path)])
+
+
+def test_hand_draws_join_every_group_and_reach_the_command_line(monkeypatch):
+    cfg = ClosedLoopConfig(k=2, hand_draws=2, shaping=0.0)
+    _, reports = train(fake_run, cfg, rounds=1, contexts=2)
+    assert reports[0].episodes == 2 * (2 + 1 + 2)  # K policy + 1 reference + 2 hand draws per group
+    seen: list[ClosedLoopConfig] = []
+
+    def fake_train_only(cfg: ClosedLoopConfig, *args: object, **kwargs: object) -> SimpleNamespace:
+        seen.append(cfg)
+        return SimpleNamespace(wall_s=0.0, train_cpu_s=0.0)
+
+    monkeypatch.setattr(closed_loop_eval, "train_only", fake_train_only)
+    main(["--episodes", "0", "--hand-draws", "3"])
+    main(["--episodes", "0"])
+    assert [c.hand_draws for c in seen] == [3, 0]
