@@ -104,9 +104,11 @@ def train(
 
 
 def round_line(r: ClosedLoopRoundReport) -> str:
+    by_draw = "".join(f" {kind} {f}/{n}" for kind, (f, n) in sorted(r.failures_by_draw.items()))
     return (
-        f"round {r.round}: pairs {r.pairs}, defender-failure share {r.defender_failure_share or 0.0:.3f}, "
-        f"attacker-at-fault share {r.infeasible_share:.3f}, mean u {r.mean_utility:+.3f}, "
+        f"round {r.round}: pairs {r.pairs}, defender-failure share {r.defender_failure_share or 0.0:.3f}"
+        + (f" (by draw:{by_draw})" if by_draw else "")
+        + f", attacker-at-fault share {r.infeasible_share:.3f}, mean u {r.mean_utility:+.3f}, "
         f"KL {r.dpo.kl if r.dpo else float('nan'):.2f}, steps {r.dpo.steps if r.dpo else 0}"
     )
 

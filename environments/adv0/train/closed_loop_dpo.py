@@ -51,7 +51,9 @@ from pydantic import BaseModel, Field
 
 from environments.adv0.sim.closed_loop import (
     ACTIONS,
+    HAND_TRAJECTORY,
     OFF_POLICY_TRAJECTORIES,
+    REFERENCE_TRAJECTORY,
     FeatureSet,
     ClosedLoopDraw,
     ClosedLoopLimits,
@@ -233,6 +235,11 @@ def trajectory_dpo(
 
 
 # ---------------------------------------------------------------- the attacker option
+def draw_kind(trajectory_policy: str) -> str:
+    """Which behaviour policy drew a trajectory, from its label: `reference`, `hand` or `policy` (the learner)."""
+    return {REFERENCE_TRAJECTORY: "reference", HAND_TRAJECTORY: "hand"}.get(trajectory_policy, "policy")
+
+
 class ClosedLoopRoundReport(BaseModel):
     round: int
     groups: int
@@ -241,6 +248,8 @@ class ClosedLoopRoundReport(BaseModel):
     infeasible_share: float  # trajectories the fault gate voided (attacker-at-fault crashes)
     mean_utility: float  # over the others
     defender_failure_share: float | None = None  # rollouts the defender failed (at fault or shared); from `update`
+    # the same per kind of draw (policy / reference / hand): (defender failures, episodes); from `update`
+    failures_by_draw: dict[str, tuple[int, int]] = Field(default_factory=dict)
     shaping: float
     dpo: TrajectoryDpoReport | None = None
     frozen: bool = False
@@ -371,6 +380,12 @@ class ClosedLoopAdv0:
         )
         report = self.learn(grouped, on_policy if on_policy.any() else None)
         report.defender_failure_share = float(np.mean([r.defender_failure for g in ordered for r in g]))
+        # Split by who drew the trajectory: the share above mixes the learner's own draws with the
+        # off-policy ones, and only the learner's say what it has learned.
+        for r in (r for g in ordered for r in g):
+            kind = draw_kind(r.attacker_trajectory.policy if r.attacker_trajectory else "")
+            failures, episodes = report.failures_by_draw.get(kind, (0, 0))
+            report.failures_by_draw[kind] = (failures + int(r.defender_failure), episodes + 1)
         return report
 
     # -- persistence: a policy file of its own (suite adv0's `attacker_state` reads it) plus the rest

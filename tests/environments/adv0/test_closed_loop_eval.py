@@ -12,7 +12,9 @@ import pytest
 from environments.adv0.sim.scenario import IdmParams
 
 from environments.adv0.checks import closed_loop_eval
-from environments.adv0.checks.closed_loop_eval import Training, compare, evaluate, load_training, main, train
+from environments.adv0.checks.closed_loop_eval import (
+    Training, compare, evaluate, load_training, main, round_line, train,
+)
 from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
 from environments.adv0.sim.scenario import Collision, EpisodeResult
 from environments.adv0.train.closed_loop_dpo import ClosedLoopConfig
@@ -112,6 +114,12 @@ def test_hand_draws_join_every_group_and_reach_the_command_line(monkeypatch):
     cfg = ClosedLoopConfig(k=2, hand_draws=2, shaping=0.0)
     _, reports = train(fake_run, cfg, rounds=1, contexts=2)
     assert reports[0].episodes == 2 * (2 + 1 + 2)  # K policy + 1 reference + 2 hand draws per group
+    # the round's failure share split by who drew: the learner's own draws apart from the off-policy ones
+    split = reports[0].failures_by_draw
+    assert {kind: n for kind, (_, n) in split.items()} == {"policy": 4, "reference": 2, "hand": 4}
+    assert sum(f for f, _ in split.values()) == round(reports[0].defender_failure_share * reports[0].episodes)
+    line = round_line(reports[0])
+    assert all(f"{kind} {f}/{n}" in line for kind, (f, n) in split.items()), line
     seen: list[ClosedLoopConfig] = []
 
     def fake_train_only(cfg: ClosedLoopConfig, *args: object, **kwargs: object) -> SimpleNamespace:
