@@ -1,11 +1,14 @@
 """A Mermaid flowchart subset into the scene's graph layer.
 
 `flowchart|graph DIR`, node shapes (`[box]`, `(rounded)`, `([stadium])`, `[[subroutine]]`,
-`[(cylinder)]`, `((circle))`, `{diamond}`, `{{hexagon}}`, `[/parallelogram/]`, `>flag]`), links
-(`-->`, `---`, `-.->`, `==>`, `<-->`, `--o`, `--x`, with `|label|` or `-- label -->`), chains and `&`
-groups, `subgraph id [title] ... end`. `click` (callbacks and links) is dropped and noted; style,
-classDef, class and direction lines and a node's `:::class` do not change structure and are skipped;
-`~~~` links are invisible; `%%` comments and a leading `---` front-matter block are skipped. Labels
+`[(cylinder)]`, `((circle))`, `{diamond}`, `{{hexagon}}`, `[/parallelogram/]`, `>flag]`), links as
+Mermaid's lexer reads them (solid, thick `==` and dotted `-.-`, any length, ending in an arrow `>`, a
+circle `o`, a cross `x` or nothing; two-headed `<-->`, `o--o`, `x--x`; `~~~` invisible; labelled
+`|label|` or `-- label -->`; `A --o B` is an arrow A -> B with a circle head, see
+`MermaidParser.link`), chains and `&` groups, `subgraph id [title] ... end`. `click` (callbacks and
+links) is dropped and noted; style, classDef, class and direction lines and a node's `:::class` do
+not change structure and are skipped; `%%` comments and a leading `---` front-matter block are
+skipped. Labels
 read as Mermaid shows them: quotes, HTML tags and markdown marks removed, entities (`&gt;`,
 Mermaid's `#gt;` / `#35;`) decoded. Anything else -- a link to a subgraph, `A@{ ... }` shapes, a
 statement that is not a node or a link -- is an "unsupported construct X at line N" error.
@@ -27,10 +30,17 @@ SHAPES = [  # (opening, closing, family), longest opening first
     ("{", "}", "diamond"), (">", "]", "flag"),
 ]
 NODE_ID = re.compile(r"\s*(\w+)", re.U)
-LINK = re.compile(r"""\s*(?:
-    (?P<inline>(?P<lo><)?(?:--|==|-\.)\s*(?P<itext>[^|>\-=.][^|]*?)\s*(?P<ihead>-->|==>|\.->|---|===|\.-|--x|--o))
-  | (?P<plain><?(?:-{2,}>|={2,}>|-\.+->|-{3,}|={3,}|-\.+-|~~~|--[ox]|<-->))
-)\s*(?:\|(?P<ptext>[^|]*)\|)?""", re.X)
+# Mermaid's own link tokens (its lexer, flow.jison): a whole link -- solid `--+` ending in - x o >, thick `==+`
+# ending in = x o >, dotted `-.+-` with an optional x o > -- each with an optional x o < before it, or `~~~`; and
+# the opening of a link with its text inside (`-- text -->`, `== text ==>`, `-. text .->`)
+WHOLE = re.compile(r"\s*(?P<tok>[xo<]?(?:--+[-xo>]|==+[=xo>]|-?\.+-[xo>]?)|~~~+)\s*")
+OPENING = re.compile(r"\s*(?P<tok>[xo<]?(?:--|==|-\.))\s*")
+CLOSING = {"--": re.compile(r"([xo<]?--+[-xo>])\s*"), "==": re.compile(r"([xo<]?==+[=xo>])\s*"),
+           "-.": re.compile(r"([xo<]?-?\.+-[xo>]?)\s*")}
+INSIDE = {"--": "--", "==": "==", "-.": ".-"}  # what a link's text cannot hold: its closing starts there
+PIPE = re.compile(r"\s*\|(?P<text>[^|]*)\|")
+HEADS = {">": "arrow", "o": "circle", "x": "cross"}  # the mark at a link's end
+TAILS = {"<": ">", "o": "o", "x": "x"}  # the mark before a link that makes it two-headed with that end
 HEADER = re.compile(r"^\s*(flowchart|graph)(?:\s+(TB|TD|BT|RL|LR))?\s*;?\s*$", re.I)
 
 
@@ -138,28 +148,73 @@ class MermaidParser:
             return
         left, pos = self.group(line, 0)
         while pos < len(line):
-            m = LINK.match(line, pos)
-            if not m:
+            link = self.read_link(line, pos)
+            if link is None:
                 if line[pos:].strip():
                     raise self.unsupported(line[pos:])
                 break
-            arrow = m.group("plain") or (m.group("lo") or "") + m.group("ihead")
-            label = clean_label(m.group("ptext") or m.group("itext") or "")
-            right, pos = self.group(line, m.end())
+            kind, label, pos = link
+            right, pos = self.group(line, pos)
             for a in left:
                 for b in right:
-                    self.link(a, b, arrow, label)
+                    self.link(a, b, kind, label)
             left = right
 
-    def link(self, a: str, b: str, arrow: str, label: str) -> None:
-        if arrow == "~~~":
+    def read_link(self, line: str, pos: int) -> tuple[str, str, int] | None:
+        """The link at `pos` as Mermaid's lexer reads it: (kind, label, where the next node starts), kind one of
+        open, head (one mark at the target: arrow, circle or cross), both (the same mark at both ends) or
+        hidden; None when no link starts there. Mermaid draws only the end mark of a link whose marks differ
+        (`o-->` is an arrow): read so, with a note; a text link whose two ends disagree (`x-- t -->`) is an error."""
+        m = WHOLE.match(line, pos)
+        if m:
+            tok = m.group("tok")
+            if tok.startswith("~"):
+                kind = "hidden"
+            else:
+                kind = self.link_kind(tok)
+            p = PIPE.match(line, m.end())
+            return kind, clean_label(p.group("text")) if p else "", p.end() if p else m.end()
+        m = OPENING.match(line, pos)
+        if not m:
+            return None
+        opening = m.group("tok")
+        stroke = opening[1:] if opening[0] in TAILS else opening
+        start = m.end()
+        i = line.find(INSIDE[stroke], start)  # the first place the text cannot go on: its closing starts there
+        while stroke == "-." and i > start and line[i - 1] == ".":
+            i -= 1
+        i -= int(stroke == "-." and i > start and line[i - 1] == "-")
+        i -= int(i > start and line[i - 1] in TAILS)
+        end = CLOSING[stroke].match(line, i) if i >= 0 else None
+        if end is None:
+            raise self.unsupported(line[pos:])
+        text = line[start:i]
+        kind = self.link_kind(end.group(1))
+        if opening[0] in TAILS:  # `<-- text -->`: the opening's mark must be the closing's (Mermaid: else INVALID)
+            if kind != "head" or TAILS[opening[0]] != end.group(1)[-1]:
+                raise self.unsupported(line[pos:end.end()])
+            kind = "both"
+        return kind, clean_label(text), end.end()
+
+    def link_kind(self, tok: str) -> str:
+        head = tok[-1] if tok[-1] in HEADS else None
+        tail = tok[0] if tok[0] in TAILS else None
+        if tail is not None and head is not None and TAILS[tail] == head:
+            return "both"
+        if tail is not None:
+            self.notes.append(f"Mermaid draws only the end mark of {tok!r} at line {self.line}: read as {tok[1:]!r}")
+        return "open" if head is None else "head"
+
+    def link(self, a: str, b: str, kind: str, label: str) -> None:
+        """One link as the relation it draws. A circle or cross head is a head: Mermaid's docs list `--o` and
+        `--x` among its arrow types and `o--o`, `x--x` with `<-->` as multi-directional arrows, and it draws
+        each mark at the end it is written at, so `A --o B` is an arrow A -> B and `A x--x B` one each way."""
+        if kind == "hidden":
             self.hidden += 1
-            return
-        head = arrow.endswith(">")
-        if arrow.startswith("<") and head:
+        elif kind == "both":
             self.edges += [Edge(a, b, label), Edge(b, a, label)]
         else:
-            self.edges.append(Edge(a, b, label, directed=head))
+            self.edges.append(Edge(a, b, label, directed=kind == "head"))
 
 
 ENTITY_END = re.compile(r"[#&]#?\w+$")
