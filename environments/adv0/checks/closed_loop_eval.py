@@ -19,13 +19,13 @@ about a gain of 1-2 points.
 `python -m environments.adv0.checks.closed_loop_eval --rounds 4 --contexts 8 --k 16 --episodes 200 --workers 2`
 prints the table row and writes the report (and the trained policy) as JSON with `--out`. The
 recipe's options (`--lr`, `--tau`, `--kl-max`, `--dpo-steps`, `--loss-norm`, `--sample-temperature`,
-`--hand-draws`, `--features`) are `ClosedLoopConfig`'s, with its defaults. `--episodes 0` trains
+`--hand-draws`, `--hand-policy`, `--hand-pairs`, `--features`) are `ClosedLoopConfig`'s, with its defaults. `--episodes 0` trains
 only (every round's rollout defender-failure share is printed as it ends: the quick screen) and
 writes the trained policy to `--out`; `--policy FILE` then evaluates that file's policy against its
 own reference on the held-out seeds without training again (the training's rounds and CPU time are
 carried over).
 
-May import: numpy, pydantic, `harness.stats`, `environments.adv0` (closed_loop, closed_loop_dpo,
+May import: numpy, pydantic, `harness.stats`, `environments.adv0` (closed_loop, hand_policies, closed_loop_dpo,
 highway, loop, planner, scenario).
 """
 
@@ -43,6 +43,7 @@ from pydantic import BaseModel
 from environments.adv0.sim.closed_loop import (
     FEATURE_SETS, ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy, PolicyState,
 )
+from environments.adv0.sim.hand_policies import HAND_POLICIES
 from environments.adv0.sim.scenario import EpisodeResult, IdmParams
 from environments.adv0.train.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, ClosedLoopRoundReport
 from harness.stats import newcombe_paired_difference, wilson_interval
@@ -309,7 +310,8 @@ def row(rep: GainReport) -> str:
             f"J {x.mean_J:.3f})"
         )
 
-    hand = f" + hand {rep.config.hand_draws}" if rep.config.hand_draws else ""  # rows before it had none
+    cfg = rep.config  # rows before the hand draws had none; before session 28 every hand policy was steer-brake
+    hand = f" + hand {cfg.hand_draws} {cfg.hand_policy}, pairs {cfg.hand_pairs}" if cfg.hand_draws else ""
     return (
         f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}{hand}), "
         f"lr {rep.config.lr}, "
@@ -332,6 +334,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--loss-norm", choices=["pairs", "groups"], default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--sample-temperature", type=float, default=None, help="default: ClosedLoopConfig's (1)")
     ap.add_argument("--hand-draws", type=int, default=None, help="default: ClosedLoopConfig's (0)")
+    ap.add_argument("--hand-policy", choices=list(HAND_POLICIES), default=None, help="default: ClosedLoopConfig's")
+    ap.add_argument("--hand-pairs", choices=["mixed", "apart"], default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--features", choices=list(FEATURE_SETS), default=None, help="default: ClosedLoopConfig's")
     ap.add_argument("--slot", type=int, default=0)
     ap.add_argument("--episodes", type=int, default=200, help="evaluation episodes per arm (0: train only)")
@@ -349,9 +353,15 @@ def main(argv: list[str] | None = None) -> None:
         ap.error("--rounds, --contexts, --k and --workers must be at least 1, --episodes at least 0")
     if args.episodes == 0 and args.policy is not None:
         ap.error("--episodes 0 trains only; --policy evaluates only: give one of them")
-    options = ("lr", "dpo_steps", "tau", "kl_max", "loss_norm", "sample_temperature", "hand_draws", "features")
+    options = (
+        "lr", "dpo_steps", "tau", "kl_max", "loss_norm", "sample_temperature", "hand_draws", "hand_policy",
+        "hand_pairs", "features",
+    )
     extra = {key: getattr(args, key) for key in options if getattr(args, key) is not None}
-    cfg = ClosedLoopConfig(k=args.k, slot=args.slot, seed=args.seed, **extra)
+    try:
+        cfg = ClosedLoopConfig(k=args.k, slot=args.slot, seed=args.seed, **extra)
+    except ValueError as exc:  # e.g. --hand-policy cut-in without --features gaps: say which, not a traceback
+        ap.error(str(exc))
     if args.episodes == 0:
         training = train_only(cfg, args.rounds, args.contexts, args.workers, seed=args.seed, progress=True)
         print(f"trained: wall {training.wall_s:.0f} s, {training.train_cpu_s:.0f} CPU-s")

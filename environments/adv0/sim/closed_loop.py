@@ -24,8 +24,8 @@ vehicle's next action. It is the Markov-game attacker of issue 41; the one-shot 
   logits removed before the normaliser, so a feasible action's log-probability is exact and an
   infeasible one has probability 0. `log_prob(trajectory)` sums over steps; `grad_log_prob` is its
   analytic gradient (onehot(a) - pi) outer phi, what preference learning (DPO) needs.
-  `reference` is the untrained prior; `hand` a hand-set attacker in the same class (steer to the
-  ego's lane, brake when it is behind), a behaviour policy for off-policy draws.
+  `reference` is the untrained prior; the hand-set behaviour policies for off-policy draws, in the
+  same class, are in `hand_policies.py`.
 
 `highway.start_episode(..., closed_loop=ClosedLoopAttacker(...))` plays it: the episode asks
 `decide` before every policy step and records the step (features, mask, action) in
@@ -75,7 +75,7 @@ VEHICLE_LENGTH_M = 5.0  # highway-env's; centre distance minus it is the bumper 
 SAFE_HEADWAY_S, SAFE_DECEL = 1.0, 4.0  # as geometry.py (not imported: it would make a cycle)
 GAP_FEATURES = len(EGO_LANES) + len(MARGIN_BINS_S) * len(EGO_LANES) + 2  # lanes, margin x lane, closing, s*d
 REFERENCE_TRAJECTORY = "closed_loop_reference"  # AttackerTrajectory.policy of a reference draw
-HAND_TRAJECTORY = "closed_loop_hand"  # ... of a hand-policy draw (`ClosedLoopPolicy.hand`)
+HAND_TRAJECTORY = "closed_loop_hand"  # ... of a hand-policy draw (`hand_policies.py`)
 OFF_POLICY_TRAJECTORIES = (REFERENCE_TRAJECTORY, HAND_TRAJECTORY)  # not the learner's: left out of its KL
 
 
@@ -282,41 +282,6 @@ class ClosedLoopPolicy:
         )
         return cls(np.zeros((len(ACTIONS), n_features(k, feature_set))), bias, k, feature_set)
 
-    @classmethod
-    def hand(
-        cls,
-        k: int = K_NEAREST,
-        feature_set: FeatureSet = "base",
-        steer: float = 3.0,
-        brake: float = 4.0,
-        accelerate: float = 2.0,
-        keep_bias: float = 2.0,
-        hold_bias: float = 1.0,
-    ) -> ClosedLoopPolicy:
-        """A hand-set attacker in the same softmax-linear class (issue 41): a behaviour policy that
-        visits the "cut in, then brake" band the reference rarely reaches, so its draws can seed the
-        groups preference learning pairs (an off-policy draw: its log-probabilities under the learner
-        and the reference are as exact as any other trajectory's). It reads only the ego's block of
-        the base features (s = ego.s / S_SCALE, d = ego.d / D_SCALE; 0 when no ego is observed), so
-        it is the same policy whatever the feature set, and with no ego in range it is the reference:
-
-        - `steer` * d on "right" and -`steer` * d on "left" (every longitudinal action): d > 0 is an
-          ego to the right (a higher lane index), so it moves towards the ego's lane, and the pull
-          fades as it gets there (keep's `keep_bias` then wins);
-        - -`brake` * s on "brake": an ego behind (s < 0) makes it brake, the more the farther behind
-          it is (the brake check: the follower must close the gap by braking in turn);
-        - `accelerate` * s on "accelerate": an ego ahead makes it speed up to get back in front;
-        - the reference's biases (`keep_bias` on "keep", `hold_bias` on "hold"), so it keeps its lane
-          and speed when the ego's pull is weak.
-        """
-        ref = cls.reference(k, keep_bias, hold_bias, feature_set)
-        weights = ref.weights.copy()
-        ego_s, ego_d = OWN_FEATURES + 1, OWN_FEATURES + 2  # the ego's block: present, s, d, dv
-        for i, (lat, lon) in enumerate(a.split(":") for a in ACTIONS):
-            weights[i, ego_d] = steer * ((lat == "right") - (lat == "left"))
-            weights[i, ego_s] = accelerate * (lon == "accelerate") - brake * (lon == "brake")
-        return cls(weights, ref.bias, k, feature_set)
-
     def features(self, state: JointState) -> np.ndarray:
         return features(state, self.k, self.feature_set)
 
@@ -429,7 +394,7 @@ class ClosedLoopDraw:
     slot: int
     seed: tuple[int, ...]
     reference: bool = False  # drawn from the reference policy (the group's anchor), not the learner
-    hand: bool = False  # drawn from the hand policy (`ClosedLoopPolicy.hand`), not the learner
+    hand: bool = False  # drawn from a hand policy (`hand_policies.py`), not the learner
 
     def __post_init__(self) -> None:
         if self.reference and self.hand:

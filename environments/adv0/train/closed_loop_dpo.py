@@ -34,11 +34,17 @@ samples from the updated policy.
   policy's trajectories from pi^(1/T) (`ClosedLoopPolicy.tempered`: DPO needs pairs, not on-policy
   ones; the KL estimate then reads the tempered policy's states); `features` "gaps" gives the
   policy `closed_loop.gap_features`. `hand_draws` (session 27) adds that many draws of
-  `ClosedLoopPolicy.hand` to each group, a behaviour policy that reaches the "cut in, then brake"
+  a hand policy (`hand_policies.py`) to each group, a behaviour policy that reaches the "cut in, then brake"
   band: off-policy like the reference draws (they join the pairs, not the KL estimate; their
-  log-probabilities under q and p0 are exact all the same).
+  log-probabilities under q and p0 are exact all the same). Session 28: `hand_policy` picks which
+  (`hand_policies.HAND_POLICIES`: "steer-brake", the session-27 one and the default, or "cut-in",
+  which cuts in only at a safe gap and then brakes: it needs `features` "gaps"), and `hand_pairs`
+  "apart" pairs the hand draws only with each other and the learner's and reference draws only
+  with each other (each part a group of its own for `loss_norm` "groups"), so the hand draws'
+  self-inflicted crashes do not outrank a group's own draws, and what the pairs say about the hand
+  draws is which of them the utility prefers.
 
-May import: numpy, pydantic, `environments.adv0.sim` (scenario, closed_loop), `environments.adv0.train` (dpo, attacker).
+May import: numpy, pydantic, `environments.adv0.sim` (scenario, closed_loop, hand_policies), `environments.adv0.train` (dpo, attacker).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from environments.adv0.sim.closed_loop import (
     ACTIONS,
@@ -61,6 +67,7 @@ from environments.adv0.sim.closed_loop import (
     _batch_log_softmax,
     step_kl,
 )
+from environments.adv0.sim.hand_policies import HandPolicy, hand_policy
 from environments.adv0.sim.scenario import AttackerTrajectory, EpisodeResult
 from environments.adv0.train.attacker import utility
 from environments.adv0.train.dpo import Pairs, build_pairs, concat_pairs, preference_loss
@@ -73,6 +80,13 @@ class ClosedLoopConfig(BaseModel):
     k: int = Field(8, ge=1, description="policy trajectories per context and round")
     reference_draws: int = Field(1, ge=0, description="reference trajectories added to each group")
     hand_draws: int = Field(0, ge=0, description="hand-policy trajectories added to each group (off-policy)")
+    hand_policy: HandPolicy = Field(
+        "steer-brake", description="which hand policy the hand draws come from (hand_policies.HAND_POLICIES)"
+    )
+    hand_pairs: Literal["mixed", "apart"] = Field(
+        "mixed",
+        description="'mixed': hand draws pair with every draw of their group; 'apart': only with each other",
+    )
     labels: Literal["soft", "hard"] = "soft"
     margin: float = Field(0.0, ge=0, description="feasible pairs need a utility gap of at least this")
     kl_max: float = Field(6.0, gt=0, description="bound on the trajectory KL(q || p0) estimate, nats")
@@ -91,6 +105,15 @@ class ClosedLoopConfig(BaseModel):
     freeze_after: int | None = Field(None, ge=1, description="stop learning after this many rounds")
     slot: int = Field(0, ge=0, description="the vehicle taken over: this rank by distance to the ego at t0")
     seed: int = 0
+
+    @model_validator(mode="after")
+    def _hand_policy_fits(self) -> "ClosedLoopConfig":
+        if self.hand_policy == "cut-in" and self.features != "gaps":
+            raise ValueError(
+                f"closed-loop config: hand_policy='cut-in' reads the 'gaps' features, but features={self.features!r} "
+                "(set features='gaps', or hand_policy='steer-brake')"
+            )
+        return self
 
 
 # ---------------------------------------------------------------- a round's trajectories as steps
@@ -147,18 +170,27 @@ def trajectory_pairs(
     groups: Sequence[tuple[Sequence[AttackerTrajectory], np.ndarray]],
     margin: float = 0.0,
     labels: Literal["soft", "hard"] = "soft",
+    hand_apart: bool = False,
 ) -> Pairs:
     """Pairs inside each group (trajectories on one shared seed, with their utilities; -inf where the
     fault gate voids a trajectory), by `dpo.build_pairs`. `win`/`lose` index the groups' trajectories
     concatenated. Trajectories with the same actions on the same seed are the same trajectory (the
-    world and the defender are deterministic given the seed), so they make no pair."""
-    parts, offset = [], 0
-    for g, (trajectories, u) in enumerate(groups):
+    world and the defender are deterministic given the seed), so they make no pair. `hand_apart`:
+    a group's hand draws (`HAND_TRAJECTORY`) pair only with each other and its other draws only with
+    each other; each part is a group of its own in `Pairs.ctx` (which `pair_weights` reads)."""
+    parts, offset, ctx = [], 0, 0
+    for trajectories, u in groups:
         first: dict[tuple[str, ...], int] = {}
         ids = np.array(
             [[offset + first.setdefault(tuple(tr.actions), i)] for i, tr in enumerate(trajectories)], dtype=np.int64
         ).reshape(len(trajectories), 1)
-        parts.append(build_pairs(ids, np.asarray(u, dtype=float), g, margin, labels))
+        u = np.asarray(u, dtype=float)
+        hand = np.array([tr.policy == HAND_TRAJECTORY for tr in trajectories], dtype=bool)
+        for part in [~hand, hand] if hand_apart else [np.ones(len(trajectories), dtype=bool)]:
+            if hand_apart and not part.any():
+                continue
+            parts.append(build_pairs(ids[part], u[part], ctx, margin, labels))
+            ctx += 1
         offset += len(trajectories)
     return concat_pairs(parts) if any(len(p) for p in parts) else Pairs.empty(1)
 
@@ -290,8 +322,8 @@ class ClosedLoopAdv0:
         return ClosedLoopDraw(policy, self.limits, self.config.slot, seed, reference, hand)
 
     def hand(self) -> ClosedLoopPolicy:
-        """The hand policy of `hand_draws`, in the learner's shape (its trajectories join one batch)."""
-        return ClosedLoopPolicy.hand(self.reference.k, self.reference.feature_set)
+        """The hand policy of `hand_draws` (`hand_policy`), in the learner's shape (its trajectories join one batch)."""
+        return hand_policy(self.config.hand_policy, self.reference.k, self.reference.feature_set)
 
     def behaviour(self) -> ClosedLoopPolicy:
         """The policy a round's groups are drawn from: the learner, tempered by `sample_temperature`."""
@@ -330,7 +362,7 @@ class ClosedLoopAdv0:
         )
         if self.frozen:
             return report
-        pairs = trajectory_pairs(groups, cfg.margin, cfg.labels)
+        pairs = trajectory_pairs(groups, cfg.margin, cfg.labels, cfg.hand_pairs == "apart")
         batch = StepBatch([tr for trajectories, _ in groups for tr in trajectories])
         report.pairs = len(pairs)
         self.policy, report.dpo = trajectory_dpo(

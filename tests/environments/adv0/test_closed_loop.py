@@ -183,61 +183,6 @@ def test_a_tempered_policy_is_pi_to_the_one_over_t_and_the_feature_set_persists(
         policy.tempered(0)
 
 
-def _hand_logits(s: float, d: float) -> np.ndarray:
-    """`ClosedLoopPolicy.hand`'s default logits written out from its docstring (s, d: the ego's
-    offsets in the base block's scales)."""
-    out = []
-    for name in ACTIONS:
-        lat, lon = name.split(":")
-        steer = 3.0 * d * ((lat == "right") - (lat == "left"))
-        longitudinal = 2.0 * s * (lon == "accelerate") - 4.0 * s * (lon == "brake")
-        out.append(2.0 * (lat == "keep") + 1.0 * (lon == "hold") + steer + longitudinal)
-    return np.array(out)
-
-
-@pytest.mark.parametrize("feature_set", ["base", "gaps"])
-def test_the_hand_policy_steers_to_the_ego_brakes_when_it_is_behind_and_its_log_probs_are_exact(feature_set):
-    hand = ClosedLoopPolicy.hand(2, feature_set)
-    ref = ClosedLoopPolicy.reference(2, feature_set=feature_set)
-    no_right = np.array([not a.startswith("right") for a in ACTIONS])
-    # The ego 50 m behind in the lane to the right (s = -1, d = 1), then 25 m ahead in the lane to the left.
-    for state, (s, d) in ((_with_ego(-50.0, 4.0, 5.0), (-1.0, 1.0)), (_with_ego(25.0, -4.0, 0.0), (0.5, -1.0))):
-        phi, logits = hand.features(state), _hand_logits(s, d)
-        for mask in (np.ones(len(ACTIONS), dtype=bool), no_right):
-            z = logits[mask]
-            direct = np.full(len(ACTIONS), -np.inf)
-            direct[mask] = z - np.log(np.exp(z).sum())
-            got = hand.log_probs(phi, mask)
-            assert np.array_equal(np.isneginf(got), ~mask) and got[mask] == pytest.approx(direct[mask], abs=1e-12)
-    # Behind and to the right: it brakes and moves right far more often than the reference does.
-    phi = hand.features(_with_ego(-50.0, 4.0, 5.0))
-    everything = np.ones(len(ACTIONS), dtype=bool)
-    p_hand, p_ref = np.exp(hand.log_probs(phi, everything)), np.exp(ref.log_probs(phi, everything))
-    brake = np.array([a.endswith(":brake") for a in ACTIONS])
-    right = np.array([a.startswith("right") for a in ACTIONS])
-    assert p_hand[brake].sum() > 0.9 and p_ref[brake].sum() < 0.25
-    assert p_hand[right].sum() > 0.5 > p_ref[right].sum()
-    # Ahead and to the left: it speeds up and moves left; with no ego in range it is the reference.
-    p_ahead = np.exp(hand.log_probs(hand.features(_with_ego(25.0, -4.0, 0.0)), everything))
-    accelerate = np.array([a.endswith(":accelerate") for a in ACTIONS])
-    left = np.array([a.startswith("left") for a in ACTIONS])
-    assert p_ahead[accelerate].sum() > p_ahead[brake].sum() and p_ahead[left].sum() > p_ahead[right].sum()
-    alone = hand.features(JointState(speed=20.0, offset=0.0, lane_id=1, lanes=3, changing=False, ego=None))
-    assert hand.log_probs(alone, everything) == pytest.approx(ref.log_probs(alone, everything))
-    # A trajectory's log-probability is the sum of its steps', as for any policy.
-    traj = AttackerTrajectory(
-        policy="closed_loop_hand",
-        t=[0.0, 1.0],
-        features=[phi.tolist(), phi.tolist()],
-        feasible=[everything.tolist(), no_right.tolist()],
-        actions=["right:brake", "keep:brake"],
-    )
-    first = hand.log_probs(phi, everything)[ACTIONS.index("right:brake")]
-    second = hand.log_probs(phi, no_right)[ACTIONS.index("keep:brake")]
-    assert hand.log_prob(traj) == pytest.approx(first + second)
-    assert second > hand.log_probs(phi, everything)[ACTIONS.index("keep:brake")]  # the mask renormalises
-
-
 def test_the_mask_keeps_the_road_the_lane_change_and_the_speed_band():
     limits = ClosedLoopLimits(max_accel=3.0, max_brake=6.0, speed_min=10.0, speed_max=30.0)
 

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from environments.adv0.checks import toy_game
 from environments.adv0.commands import adv0_app
 from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopPolicy, ClosedLoopDraw, n_features, step_kl
+from environments.adv0.sim.hand_policies import cut_in, steer_brake
 from environments.adv0.sim.scenario import AttackerTrajectory, Collision, EpisodeResult
 from environments.adv0.train import loop
 from environments.adv0.train.attacker import utility
@@ -34,7 +35,7 @@ def random_policy(rng: np.random.Generator, k: int = 1) -> ClosedLoopPolicy:
 def random_trajectory(rng: np.random.Generator, policy: ClosedLoopPolicy, steps: int) -> AttackerTrajectory:
     tr = AttackerTrajectory(policy="closed_loop")
     for t in range(steps):
-        phi = rng.normal(size=n_features(policy.k))
+        phi = rng.normal(size=n_features(policy.k, policy.feature_set))
         mask = rng.random(len(ACTIONS)) < 0.6
         mask[4] = True
         tr.t.append(float(t))
@@ -137,7 +138,7 @@ def test_hand_draws_join_the_group_and_its_pairs_but_not_the_kl_and_the_knob_per
     att = ClosedLoopAdv0(ClosedLoopConfig(k=3, hand_draws=2, shaping=0.0, dpo_steps=3, lr=0.5))
     draws = att.propose(np.zeros(0), np.random.default_rng(0))
     assert [(d.reference, d.hand) for d in draws] == [(False, False)] * 3 + [(True, False)] + [(False, True)] * 2
-    hand = ClosedLoopPolicy.hand(att.reference.k, att.reference.feature_set)
+    hand = steer_brake(att.reference.k, att.reference.feature_set)  # the default hand policy
     assert all(np.array_equal(d.policy.theta, hand.theta) for d in draws[4:])
     assert not np.array_equal(hand.theta, att.reference.theta)
     plain = ClosedLoopAdv0(ClosedLoopConfig(k=3)).propose(np.zeros(0), np.random.default_rng(0))
@@ -170,6 +171,12 @@ def test_hand_draws_join_the_group_and_its_pairs_but_not_the_kl_and_the_knob_per
     old = att.state()
     old["config"] = {key: v for key, v in old["config"].items() if key != "hand_draws"}
     assert ClosedLoopAdv0.from_state(old).config.hand_draws == 0
+    # A state saved before session 28 (no hand policy, no hand pairs) loads with today's defaults.
+    old["config"] = {key: v for key, v in old["config"].items() if key not in ("hand_policy", "hand_pairs")}
+    assert (ClosedLoopAdv0.from_state(old).config.hand_policy, ClosedLoopAdv0.from_state(old).config.hand_pairs) == (
+        "steer-brake",
+        "mixed",
+    )
     with pytest.raises(ValueError, match="one behaviour policy"):
         ClosedLoopDraw(hand, att.limits, 0, (1,), reference=True, hand=True)
 
@@ -306,3 +313,49 @@ def test_one_min_max_round_with_the_closed_loop_attacker_against_the_dqn(tmp_pat
     check_round(cfg, folder)
     state = loop.load_round(folder, 1)
     assert state.defender_report["steps"] == 40 and (folder / "rounds" / "0001" / "dqn.zip").is_file()
+
+
+NO_CRASH = {"crashed": False, "collision": None, "reward": 0.5}  # an episode nobody crashed in: J 0.5
+
+
+def test_cut_in_hand_draws_with_pairs_apart_never_pair_across_and_the_kl_stays_the_learners():
+    cfg = ClosedLoopConfig(
+        k=3, hand_draws=2, hand_policy="cut-in", hand_pairs="apart", features="gaps", shaping=0.0, dpo_steps=3, lr=0.5
+    )
+    att = ClosedLoopAdv0(cfg)
+    draws = att.propose(np.zeros(0), np.random.default_rng(0))
+    assert all(np.array_equal(d.policy.theta, cut_in(att.reference.k).theta) for d in draws if d.hand)
+    # Two groups; in each the hand draws crash by their own fault or make the defender crash, the
+    # learner's and reference draws do not crash (utility = progress 0.5) except one voided draw.
+    rng = np.random.default_rng(2)
+    results = []
+    for seed in (7, 8):
+        for i, d in enumerate(draws):
+            tr = random_trajectory(rng, d.policy, 4)
+            tr.policy = d.attacker().trajectory.policy
+            if d.hand:
+                results.append(crash_result(seed, "defender" if i == 4 else "attacker", tr))
+            elif i == 0:
+                results.append(crash_result(seed, "attacker", tr))
+            else:
+                results.append(crash_result(seed, "defender", tr).model_copy(update=NO_CRASH))
+    trajs = [r.attacker_trajectory for r in results if r.attacker_trajectory]
+    groups = [(trajs[g * 6 : g * 6 + 6], np.array([utility(r, 0.0) for r in results[g * 6 : g * 6 + 6]])) for g in (0, 1)]
+    mixed, apart = trajectory_pairs(groups), trajectory_pairs(groups, hand_apart=True)
+    hand = np.array([tr.policy == "closed_loop_hand" for tr in trajs])
+    # Mixed: the voided hand draw loses to all 4 feasible others, the defender-failure hand draw wins 4 pairs.
+    assert (hand[mixed.win[:, 0]] != hand[mixed.lose[:, 0]]).any()
+    # Apart: no pair crosses; in each group the hand part is one pair (failure over voided) and the
+    # learner part pairs the voided draw 0 with 1-3 (3 pairs) and 1-3 among themselves (3 ties at 0.5).
+    assert not (hand[apart.win[:, 0]] != hand[apart.lose[:, 0]]).any()
+    assert len(apart) == 2 * (1 + 3 + 3) and sorted(set(apart.ctx.tolist())) == [0, 1, 2, 3]
+    assert np.bincount(apart.ctx).tolist() == [6, 1, 6, 1]  # each part its own group for loss_norm "groups"
+    weights = pair_weights(apart, "groups")
+    assert np.bincount(apart.ctx, weights=weights) == pytest.approx([1.0] * 4)
+    # The round: the pairs apart, and the KL estimate over the learner's own draws (3 of 6 per group) only.
+    report = att.update(results, {})
+    assert report.pairs == len(apart) and report.dpo is not None and report.dpo.steps == 3
+    own = np.array(([True] * 3 + [False] * 3) * 2)
+    assert report.dpo.kl == pytest.approx(StepBatch(trajs).kl(att.policy, att.reference, own))
+    back = ClosedLoopAdv0.from_state(json.loads(json.dumps(att.state())))
+    assert (back.config.hand_policy, back.config.hand_pairs) == ("cut-in", "apart")

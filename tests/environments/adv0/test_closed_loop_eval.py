@@ -129,4 +129,12 @@ def test_hand_draws_join_every_group_and_reach_the_command_line(monkeypatch):
     monkeypatch.setattr(closed_loop_eval, "train_only", fake_train_only)
     main(["--episodes", "0", "--hand-draws", "3"])
     main(["--episodes", "0"])
-    assert [c.hand_draws for c in seen] == [3, 0]
+    main(["--episodes", "0", "--hand-draws", "2", "--hand-policy", "cut-in", "--hand-pairs", "apart", "--features", "gaps"])
+    assert [(c.hand_draws, c.hand_policy, c.hand_pairs) for c in seen] == [
+        (3, "steer-brake", "mixed"),
+        (0, "steer-brake", "mixed"),
+        (2, "cut-in", "apart"),
+    ]
+    with pytest.raises(SystemExit):  # the cut-in policy reads the gaps features: a usage error, not a traceback
+        main(["--episodes", "0", "--hand-draws", "2", "--hand-policy", "cut-in"])
+    assert len(seen) == 3
