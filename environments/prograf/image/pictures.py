@@ -139,8 +139,11 @@ def circuit_svg(placed: list[tuple[str, str, str, tuple[float, float], tuple[flo
             lines += [f'<line x1="{_fmt(ax - w)}" y1="{_fmt(ay + 12 + k * 5)}" x2="{_fmt(ax + w)}" y2="{_fmt(ay + 12 + k * 5)}"/>'
                       for k, w in enumerate((12.0, 8.0, 4.0))]
             continue
-        if kind == "text":  # a Label standing free
-            texts.append(f'<text x="{_fmt(ax)}" y="{_fmt(ay + 5)}">{escape(" ".join(t for t in (name, value) if t))}</text>')
+        if kind in ("text", "annotation"):  # a Label standing free; an Annotate's text at its tail (its end)
+            x, y = (ax, ay) if kind == "text" else (bx, by)
+            texts.append(f'<text x="{_fmt(x)}" y="{_fmt(y + 5)}">{escape(" ".join(t for t in (name, value) if t))}</text>')
+            continue
+        if kind == "mark":  # current arrows, tags, outlines: drawn over the circuit, not drawn here
             continue
         if kind == "dot":
             bodies.append(f'<circle cx="{_fmt(ax)}" cy="{_fmt(ay)}" r="4" fill="black"/>')

@@ -5,8 +5,11 @@ Placement follows schemdraw's drawing cursor: an element starts where the previo
 (or `at` a point or another element's `start`/`end`), goes `d` (right, left, up, down or an angle)
 for `l` units (3, schemdraw's unit), or ends exactly `to` a point or anchor. Nets: every element
 end is snapped to a 1e-3 grid; `Line` elements join their ends, an end lying on a line's interior
-joins it (a T junction; crossing lines do not connect), a `Ground` marks its net as ground.
-A `Label` is text standing free at a point: the texts of a drawing are bound to the parts as one
+joins it (a T junction; crossing lines do not connect), a `Ground` marks its net as ground. A
+`Wire` is drawn as its shape's legs (`-|`, `|-`, `z`, `N`, `n`, `c`) and turns the heading as schemdraw
+does. A `Label` is text standing free at a point, an `Annotate` text about the point its arrow's head
+points at; marks drawn over a circuit (current and voltage arrows, loop currents, tags, outlines) join
+nothing, name nothing and leave the cursor where it was. The texts of a drawing are bound to the parts as one
 assignment (`bind_texts`), a name to an unnamed part, a value to a part without one.
 """
 
@@ -34,8 +37,16 @@ KINDS = {
     "groundchassis": "ground", "dot": "dot", "label": "text",
     # schemdraw's Arrow is a Line with heads (a wire); a Gap is two terminals with nothing between (open)
     "arrow": "wire", "gap": "gap",
+    # Annotate: a curved arrow whose text (at its tail) says what it points at (its head, `at`)
+    "annotate": "annotation",
+    # drawn over the circuit, joining nothing and naming no part: current and voltage arrows, loop currents,
+    # impedance marks, signal tags, outlines around parts; none moves the drawing's cursor (schemdraw: no drop)
+    "currentlabel": "mark", "currentlabelinline": "mark", "voltagelabelarc": "mark", "zlabel": "mark",
+    "looparrow": "mark", "loopcurrent": "mark", "tag": "mark", "encircle": "mark", "encirclebox": "mark",
+    "rect": "mark",
 }
-NOT_PARTS = ("wire", "dot", "gap")  # kinds that are no component of the netlist
+NOT_PARTS = ("wire", "dot", "gap", "annotation", "mark")  # kinds that are no component of the netlist
+FREE = ("text", "annotation", "mark")  # kinds whose text names no element of their own: keyed by id, not label
 DIRECTIONS = {"right": 0.0, "up": 90.0, "left": 180.0, "down": 270.0}
 XY = tuple[float, float]
 
@@ -47,7 +58,9 @@ def element_kind(type_name: str) -> str:
     if kind is None:
         raise InputRejected(f"unsupported construct: schemdraw element {type_name!r} is not read (read: Resistor,"
                             " Capacitor, Inductor, SourceV, SourceI, Battery, Diode, LED, Lamp, Switch, Fuse,"
-                            " Line, Arrow, Gap, Ground, Dot, Label)")
+                            " Line, Arrow, Wire, Gap, Ground, Dot, Label, Annotate and the marks CurrentLabel,"
+                            " CurrentLabelInline, VoltageLabelArc, ZLabel, LoopCurrent, LoopArrow, Tag, Encircle,"
+                            " EncircleBox, Rect)")
     return kind
 
 
@@ -99,6 +112,7 @@ class Placer:
         self.stack: list[tuple[XY, float]] = []
         self.anchors: dict[str, dict[str, XY]] = {}
         self.out: list[tuple[str, str, str, XY, XY]] = []
+        self.added = 0
 
     def point(self, value: Any, where: str) -> XY:
         if isinstance(value, (list, tuple)) and len(value) == 2 and all(
@@ -125,7 +139,8 @@ class Placer:
 
     def add(self, el: dict[str, Any], index: int) -> tuple[str, str, str, XY, XY]:
         """Place one element as schemdraw's `Drawing.add` does and move `here` / `theta` as it does."""
-        if len(self.out) >= MAX_ELEMENTS:
+        self.added += 1  # elements, not drawn pieces (a Wire draws up to three)
+        if self.added > MAX_ELEMENTS:
             raise InputRejected(f"more than {MAX_ELEMENTS} elements")
         where = f"element {index + 1}"
         if not isinstance(el, dict) or not isinstance(el.get("type"), str):
@@ -137,12 +152,15 @@ class Placer:
         name, value = split_label(str(el.get("label") or ""))
         value = str(el["value"]) if el.get("value") is not None else value
         at = self.point(el["at"], where) if "at" in el else self.here
-        if kind == "text":
-            # schemdraw's Label: text at a point; the cursor and the heading stay where they were. Its
-            # anchors go by its id or place in the list, never by its text (that names a part)
+        if kind in ("text", "mark"):
+            # schemdraw's Label: text at a point; a mark (a current arrow, a tag) is drawn over the circuit.
+            # Neither moves the cursor or the heading. Their anchors go by id or place in the list, never by
+            # their text (that names a part)
             self.anchors[str(el.get("id") or f"#{index + 1}")] = {"start": at, "end": at, "center": at}
             self.out.append((kind, name, value, at, at))
             return self.out[-1]
+        if kind == "annotation" or (kind == "wire" and el["type"].lower() == "wire"):
+            return self._between(el, kind, name, value, at, index)
         if kind in ("ground", "dot"):
             # one-terminal: all anchors at its position; it leaves the heading alone and, unless held,
             # moves `here` to where it was put
@@ -202,8 +220,72 @@ class Placer:
         self.out.append((kind, name, value, start, end))
         return self.out[-1]
 
+    def _between(self, el: dict[str, Any], kind: str, name: str, value: str, at: XY, index: int) -> tuple[str, str, str, XY, XY]:
+        """schemdraw's Wire and Annotate, drawn from `at` to `to` (or `at` + `delta`; with neither, to a fixed
+        drawing point: (3, -2) for a Wire, (1, 1) for an Annotate). A Wire is drawn as its shape's legs; an
+        Annotate joins nothing. After either the cursor stands at its end, the heading unchanged except
+        where a Wire's last leg turns it (schemdraw's droptheta); held, neither moves; `drop` names the
+        anchor to stand at (the heading then 0, as schemdraw leaves it)."""
+        where = f"element {index + 1}"
+        if "delta" in el:
+            d = self.point(el["delta"], where)
+            end = finite((at[0] + d[0], at[1] + d[1]), where)
+        elif "to" in el:
+            end = self.point(el["to"], where)
+        else:
+            end = (3.0, -2.0) if kind == "wire" else (1.0, 1.0)
+        anchors = {"start": at, "end": end, "center": ((at[0] + end[0]) / 2, (at[1] + end[1]) / 2)}
+        theta: float | None = None
+        if kind == "wire":
+            legs, anchors["mid"], theta = wire_path(at, end, el.get("shape", "-"), el.get("k", 1), where)
+            self.out.extend(("wire", "", "", a, b) for a, b in zip(legs, legs[1:]))
+            self._record(el, name, index, at, end, anchors)
+        else:  # its text says what its head points at: keyed by id, never by that text
+            self.anchors[str(el.get("id") or f"#{index + 1}")] = anchors
+            self.out.append((kind, name, value, at, end))
+        drop = el.get("drop")
+        if drop is not None:
+            if drop not in anchors:
+                raise InputRejected(f"{where}: drop {drop!r} (use {', '.join(anchors)}): unsupported construct")
+            self.here, self.theta = anchors[drop], 0.0
+        elif not el.get("hold"):
+            self.here = end
+            self.theta = self.theta if theta is None else theta
+        return (kind, name, value, at, end)
+
     def _record(self, el: dict[str, Any], name: str, index: int, start: XY, end: XY, anchors: dict[str, XY]) -> None:
         self.anchors[str(el.get("id") or name or f"#{index + 1}")] = anchors
+
+
+WIRE_SHAPES = "- -| |- z Z -/- N |/| n |-| c -|-".split()
+
+
+def wire_path(a: XY, b: XY, shape: Any, k_value: Any, where: str) -> tuple[list[XY], XY, float | None]:
+    """The corners of schemdraw's `Wire(shape, k)` from a to b, its `mid` anchor and the heading its last
+    leg leaves (None: a straight wire leaves the heading as it was), as schemdraw's `Wire._place` draws it."""
+    if shape not in WIRE_SHAPES:
+        raise InputRejected(f"{where}: Wire shape {shape!r} (schemdraw's: {' '.join(WIRE_SHAPES)}): unsupported construct")
+    k = number(k_value, where, "k")
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    turn: float | None
+    if shape == "-":
+        pts, mid, turn = [(0.0, 0.0), (dx, dy)], (dx / 2, dy / 2), None
+    elif shape == "-|":
+        pts, mid, turn = [(0.0, 0.0), (dx, 0.0), (dx, dy)], (dx, dy / 2), 90.0 if dy > 0 else -90.0
+    elif shape == "|-":
+        pts, mid, turn = [(0.0, 0.0), (0.0, dy), (dx, dy)], (dx / 2, dy), 0.0 if dx > 0 else 180.0
+    elif shape in ("z", "Z", "-/-"):
+        k = abs(k) if dx > 0 else -abs(k)
+        pts, mid, turn = [(0.0, 0.0), (k, 0.0), (dx - k, dy), (dx, dy)], (dx / 2, dy / 2), 0.0 if dx > 0 else 180.0
+    elif shape in ("N", "|/|"):
+        k = abs(k) if dy > 0 else -abs(k)
+        pts, mid, turn = [(0.0, 0.0), (0.0, k), (dx, dy - k), (dx, dy)], (dx / 2, dy / 2), 90.0 if dy > 0 else -90.0
+    elif shape in ("n", "|-|"):
+        pts, mid, turn = [(0.0, 0.0), (0.0, k), (dx, k), (dx, dy)], (dx / 2, k), 90.0 if dy > k else -90.0
+    else:  # c, -|-
+        pts, mid, turn = [(0.0, 0.0), (k, 0.0), (k, dy), (dx, dy)], (k, dy / 2), 0.0 if dx > k else 180.0
+    corners = [finite((a[0] + x, a[1] + y), where) for x, y in pts]
+    return corners, finite((a[0] + mid[0], a[1] + mid[1]), where), turn
 
 
 def _step(p: XY, theta: float, length: float) -> XY:
@@ -258,7 +340,7 @@ def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
         parent[find(a)] = find(b)
 
     wires = [(_snap(s), _snap(e)) for kind, _, _, s, e in placed if kind == "wire"]
-    ends = [_snap(p) for kind, _, _, s, e in placed if kind not in ("dot", "text", "gap") for p in (s, e)]
+    ends = [_snap(p) for kind, _, _, s, e in placed if kind not in ("dot", "gap", *FREE) for p in (s, e)]
     for a, b in wires:
         union(a, b)
     for p in ends:
@@ -277,7 +359,7 @@ def scene_of(placed: list[tuple[str, str, str, XY, XY]], fmt: str) -> Scene:
     for kind, name, value, start, end in placed:
         if kind == "ground":
             scene.ground_nets.add(net(start))
-        elif kind == "text":
+        elif kind in ("text", "annotation"):  # an Annotate's text is about what its head (start) points at
             text = " ".join(t for t in (name, value) if t)
             if text:
                 texts.append((text, start))

@@ -12,13 +12,14 @@ from typing import Any, TypeGuard
 from pydantic import JsonValue
 
 from environments.prograf.parse.scene import InputRejected, Scene
-from environments.prograf.parse.schematic import DIRECTIONS, Placer, element_kind, finite, number, scene_of, split_label
+from environments.prograf.parse.schematic import DIRECTIONS, FREE, Placer, element_kind, finite, number
+from environments.prograf.parse.schematic import scene_of, split_label
 
 # ---------------------------------------------------------------------- Python source, allow-listed
 # Element methods and what they set on our element record; the rest of METHODS change only the look.
 METHODS = {"right", "left", "up", "down", "length", "at", "to", "tox", "toy", "endpoints", "label", "theta",
            "anchor", "hold", "drop", "reverse", "flip", "color", "fill", "dot", "idot", "scale", "scalex", "scaley",
-           "linewidth", "linestyle", "zorder", "style", "shift"}
+           "linewidth", "linestyle", "zorder", "style", "shift", "delta"}
 LABEL_KWARGS = ("label", "toplabel", "botlabel", "lftlabel", "rgtlabel", "clabel")
 DRAWING_NOOPS = {"draw", "save", "show", "interactive", "add_svgdef"}
 MAX_STEPS = 100_000  # statements and expression nodes read (linear in the source, which is capped anyway)
@@ -112,15 +113,20 @@ class SourceReader:
                           " adds an element by itself as soon as the next one is made)")
         record = dict(elem.record)
         self.anon += 1
-        text = element_kind(str(record.get("type"))) == "text"  # a Label's text names no element
+        text = element_kind(str(record.get("type"))) in FREE  # a Label's (a mark's) text names no element
         key = str(record.get("id") or (not text and split_label(str(record.get("label") or ""))[0]) or f"#src{self.anon}")
         record["id"] = key
-        kind, _, _, start, end = self.placer.add(record, len(self.records))
+        try:
+            kind, _, _, start, end = self.placer.add(record, len(self.records))
+        except InputRejected as exc:  # the placer names the element by its place in the list: name its line
+            why = str(exc).removeprefix(f"element {len(self.records) + 1}: ").removesuffix(": unsupported construct")
+            raise SourceRejected(f"schemdraw source line {elem.line}: {why}: unsupported construct"
+                                 f" {record.get('type')!r} at line {elem.line}") from None
         elem.key = key
         # pictures re-place these records with `place`: they carry absolute ends, so they land where they did here
-        out = {k: v for k, v in record.items() if k in ("type", "label", "value", "id")}
+        out = {k: v for k, v in record.items() if k in ("type", "label", "value", "id", "shape", "k")}
         out["at"] = list(start)
-        if kind not in ("ground", "dot", "text"):
+        if kind not in ("ground", "dot", "text", "mark"):
             out["to"] = list(end)
         self.records.append(out)
 
@@ -272,29 +278,40 @@ class SourceReader:
         else:
             raise _reject(node, "an element is elm.TYPE(...) from schemdraw.elements")
         try:
-            element_kind(type_name)
+            kind = element_kind(type_name)
         except InputRejected as exc:
             raise _reject(node, str(exc).removeprefix("unsupported construct: ")) from None
         if self.in_with:  # making an element adds the one made before it
             self.flush()
         el: dict[str, Any] = {"type": type_name}
         labels: list[str] = []
+        unit: Any = None
         for k, a in enumerate(node.args):  # positional arguments change the look only, but a Label's text
-            v = self.value(a)
-            if k == 0 and element_kind(type_name) == "text" and isinstance(v, (str, list)):
+            v = self.value(a)  # and a Wire's shape and k
+            if k == 0 and kind == "text" and isinstance(v, (str, list)):
                 labels.append(_label_text(v))
+            elif k < 2 and type_name.lower() == "wire":
+                el[("shape", "k")[k]] = v
         for kw in node.keywords:
             if kw.arg is None:
                 raise _reject(node, "** arguments are not read")
             v = self.value(kw.value)
             if kw.arg in LABEL_KWARGS and v is not None:
                 labels.append(_label_text(v))
-            elif kw.arg in ("d", "l", "theta", "to", "tox", "toy", "anchor"):
+            elif kw.arg in ("d", "l", "theta", "to", "tox", "toy", "anchor", "shape", "k", "delta", "drop"):
                 el[kw.arg] = v
             elif kw.arg in ("at", "xy"):
                 el["at"] = v
             elif kw.arg == "endpts":
                 el["endpoints"] = v
+            elif kw.arg == "unit":  # a two-terminal's length falls back to its own unit (schemdraw's params)
+                unit = v
+            elif kw.arg == "move_cur" and v is not True:  # what .hold() sets (a `hold=True` argument sets nothing)
+                if v is not False:
+                    raise _reject(node, f"move_cur={v!r}")
+                el["hold"] = True
+            elif kw.arg == "extend" and v is not True:
+                raise _reject(node, f"extend={v!r} (a part's length without its leads is not read)")
         for call, method in reversed(chain):
             args = [self.value(a) for a in call.args]
             kwargs = {kw.arg: self.value(kw.value) for kw in call.keywords if kw.arg is not None}
@@ -313,6 +330,8 @@ class SourceReader:
                 point = args[0] if args else kwargs.get("xy")
                 if isinstance(point, list) and len(point) == 2 and isinstance(point[0], Elem):  # (R1, 'end')
                     point = self.elem_anchor(point[0], str(point[1]), call)
+                elif isinstance(point, Elem) and method == "at" and kind == "mark":  # a current arrow over R1
+                    point = self.elem_anchor(point, "center", call)
                 where = f"line {call.lineno}"
                 dx = number(kwargs.get("dx", args[1] if len(args) > 1 else 0), where, "dx")
                 dy = number(kwargs.get("dy", args[2] if len(args) > 2 else 0), where, "dy")
@@ -330,10 +349,18 @@ class SourceReader:
                 el["endpoints"] = [list(args[0]), list(args[1])]
             elif method == "anchor" and args:
                 el["anchor"] = args[0]
+            elif method == "delta":  # Wire, Annotate: the end relative to the start
+                where = f"line {call.lineno}"
+                el["delta"] = [number(kwargs.get("dx", args[0] if args else 0), where, "dx"),
+                               number(kwargs.get("dy", args[1] if len(args) > 1 else 0), where, "dy")]
+            elif method == "drop" and args:  # read where schemdraw reads it (Wire, Annotate); a part's end wins
+                el["drop"] = args[0]
             elif method == "hold":
                 el["hold"] = True
             elif method == "label" and args:
                 labels.append(_label_text(args[0]))
+        if unit is not None and "l" not in el:
+            el["l"] = unit
         if labels:
             el["label"] = " ".join(t for t in labels if t.strip())
         return Elem(el, getattr(node, "lineno", 0))

@@ -11,6 +11,8 @@ import pytest
 from environments.prograf.check.verify import verify
 from environments.prograf.parse.mermaid import parse_mermaid
 from environments.prograf.parse.scene import InputRejected
+from environments.prograf.parse.schematic import place, wire_path
+from environments.prograf.parse.schematic_source import parse_schemdraw_source, schemdraw_source_elements
 
 
 def links(code: str) -> list[tuple[str, str, str, bool]]:
@@ -91,3 +93,84 @@ def test_a_flowchart_drawn_with_circle_heads_passes_and_one_drawn_with_lines_fai
     unheaded = [p for p in lines.points if not p.passed and "without an arrowhead" in p.reason]
     assert not lines.passed and unheaded and all(p.pattern == "wrong_relation" for p in unheaded)
 
+
+
+# ---------------------------------------------------------------------- schemdraw: Annotate, Wire, marks
+HEAD = "import schemdraw\nimport schemdraw.elements as elm\nwith schemdraw.Drawing() as d:\n"
+
+
+def source(*lines: str) -> str:
+    return HEAD + "".join(f"    {ln}\n" for ln in lines)
+
+
+def parts(code: str) -> dict[str, tuple[str, frozenset[int]]]:
+    return {c.label: (c.value, frozenset(c.nets)) for c in parse_schemdraw_source(code).components}
+
+
+def test_an_annotate_names_what_its_head_points_at_and_moves_the_cursor_to_its_tail_unless_held():
+    held = parts(source("V1 = elm.SourceV().up().label('V1 5V')", "R = elm.Resistor().right()",
+                        "elm.Annotate().at(R.center).delta(1, 1).label('R1 1k').hold()",  # held: R's end stays `here`
+                        "elm.Line().down()", "elm.Line().left().tox(V1.start)"))
+    assert held["R1"] == ("1k", held["V1"][1])  # named by the arrow pointing at it, and wired across V1
+    # not held, schemdraw leaves the cursor at the Annotate's tail: the next line starts there
+    records = schemdraw_source_elements(source("R = elm.Resistor().right().label('R1')",
+                                                "elm.Annotate().at(R.center).delta(1, 1).label('load')", "elm.Line().down()"))
+    assert records[1]["at"] == [1.5, 0.0] and records[1]["to"] == [2.5, 1.0] and records[2]["at"] == [2.5, 1.0]
+
+
+@pytest.mark.parametrize("shape, corners, turn", [
+    ("-", [(0, 0), (4, -2)], None), ("-|", [(0, 0), (4, 0), (4, -2)], -90), ("|-", [(0, 0), (0, -2), (4, -2)], 0),
+    ("z", [(0, 0), (1, 0), (3, -2), (4, -2)], 0), ("N", [(0, 0), (0, -1), (4, -1), (4, -2)], -90),
+    ("n", [(0, 0), (0, 1), (4, 1), (4, -2)], -90), ("c", [(0, 0), (1, 0), (1, -2), (4, -2)], 0),
+])
+def test_a_wire_is_drawn_as_its_shapes_legs_as_schemdraw_draws_it(shape, corners, turn):
+    got, _, heading = wire_path((0.0, 0.0), (4.0, -2.0), shape, 1, "element 1")
+    assert got == [(float(x), float(y)) for x, y in corners] and heading == turn
+
+
+def test_a_wires_bend_joins_what_meets_it_and_turns_the_heading():
+    # R1 hangs from the middle of the wire's first leg: read straight (corner to corner) it would meet nothing
+    p = parts(source("V1 = elm.SourceV().up().label('V1 5V')", "elm.Wire('-|').to((4, 0))",
+                     "elm.Capacitor().left().tox(V1.start).label('C1')", "elm.Resistor().at((2, 3)).down().label('R1')"))
+    assert len(p["R1"][1] & p["V1"][1]) == 1 and len(p["C1"][1] & p["V1"][1]) == 2
+    # after a '-|' wire going down, an element given no direction goes down (schemdraw's droptheta)
+    records = schemdraw_source_elements(source("elm.Line().right()", "elm.Wire('-|').to((6, -3))", "elm.Resistor().label('R1')"))
+    assert records[2]["at"] == [6.0, -3.0] and [round(v, 9) for v in records[2]["to"]] == [6.0, -6.0]
+    # the pictures re-place the records: the bend is drawn where it was read
+    assert [(k, s, e) for k, _, _, s, e in place(records) if k == "wire"][1:] == [
+        ("wire", (3.0, 0.0), (6.0, 0.0)), ("wire", (6.0, 0.0), (6.0, -3.0))]
+
+
+def test_marks_over_a_circuit_join_nothing_name_nothing_and_leave_the_cursor():
+    plain = ["V1 = elm.SourceV().up().label('V1 5V')", "R = elm.Resistor().right()", "elm.Line().down()",
+             "C1 = elm.Capacitor().left().label('C1 1uF')"]
+    marks = ["elm.CurrentLabel(top=False).at(R).label('I1')", "elm.CurrentLabelInline(direction='in').at(V1).label('I2')",
+             "elm.VoltageLabelArc().at(C1).label('V')", "elm.ZLabel().at(R).label('Z')", "elm.Tag().at(V1.end).label('OUT')",
+             "elm.LoopCurrent([R, R, C1, V1], direction='cw').label('I3')", "elm.Encircle([R, C1])", "elm.Rect((0, 0), (1, 1))"]
+    with_marks = plain[:2] + marks[:2] + plain[2:] + marks[2:]
+    assert parts(source(*plain)) == parts(source(*with_marks))
+    assert "" in parts(source(*with_marks))  # the resistor stays unnamed: a current's name is not the part's
+
+
+def test_schemdraw_keyword_arguments_that_move_the_cursor_are_read_or_refused():
+    records = schemdraw_source_elements(source("elm.Resistor(unit=2).right().label('R1')",
+                                               "elm.Resistor(move_cur=False).down().label('R2')",  # what .hold() sets
+                                               "elm.Resistor(hold=True).down().label('R3')",  # sets nothing in schemdraw
+                                               "elm.Resistor().drop('start').right().label('R4')",  # a part's end wins
+                                               "elm.Resistor().label('R5')"))
+    at = {r["label"]: ([round(v, 9) for v in r["at"]], [round(v, 9) for v in r["to"]]) for r in records}
+    assert at["R1"] == ([0.0, 0.0], [2.0, 0.0]) and at["R2"][0] == [2.0, 0.0] and at["R3"][0] == [2.0, 0.0]
+    assert at["R4"][0] == [2.0, -3.0] and at["R5"][0] == at["R4"][1]
+    with pytest.raises(InputRejected, match=r"extend=False.*at line 5"):
+        parse_schemdraw_source(source("elm.Line()", "elm.Resistor(extend=False).label('R1')"))
+    with pytest.raises(InputRejected, match=r"Wire shape 'L'.*unsupported construct 'Wire' at line 5"):
+        parse_schemdraw_source(source("elm.Line()", "elm.Wire('L').to((1, 1))"))
+
+
+def test_a_circuit_reference_with_marks_and_a_held_annotate_still_passes(corpus):
+    task = next(t for t in corpus.values() if t.category == "circuit"
+                and any(r.format == "schemdraw-py" and "with schemdraw.Drawing() as d:" in r.code for r in t.reference))
+    ref = next(r.code for r in task.reference if r.format == "schemdraw-py").rstrip("\n") + "\n"
+    marked = ref + "".join(f"    {ln}\n" for ln in ("d += elm.Tag().at(d.here).label('OUT')", "d += elm.LoopArrow().label('I')",
+                                                    "d += elm.Annotate().at(d.here).delta(1, 1).label('node').hold()"))
+    assert verify(task, "schemdraw-py", ref).passed and verify(task, "schemdraw-py", marked).passed
