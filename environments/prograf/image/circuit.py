@@ -29,7 +29,9 @@ picture, so scale, stroke width, colours and a dark page read alike):
 
 Checks from pixels (`CHECKS_FROM_PIXELS`; `Undecidable` whenever the reading does not decide):
 `component` (type `ocr_part_name`): passes when the name is read by a drawn part, fails only when
-the name is read nowhere and every drawn part's text is read and is another name or a value only;
+the name is read nowhere and every drawn part's text is read and is another name or a value only
+(a value alone counts only where its label stands clear of the part's outline: an outline running
+through a label -- a vertical part's label beside it -- loses the name to OCR and keeps the value);
 `value` (`ocr_part_value`): the part bound to its name, its value read by it passes, a different
 value read there (similarity < `VALUE_UNLIKE`) fails; `connected`, `series`, `parallel_parts`
 (`cv_wiring`: one type because they share one way of failing, the nets read at two parts'
@@ -91,6 +93,7 @@ class PixPart:
     # name-like word the task does not have
     value: str = ""  # the text less the name
     nets: tuple[int | None, int | None] = (None, None)
+    crossed: bool = False  # a text bound to it overlaps its box: the outline runs through its label
 
 
 @dataclass
@@ -257,6 +260,7 @@ def read_circuit(img: np.ndarray, lines: list[TextLine], spec: CircuitSpec, voca
         name, _ = split_text(t.text, names, vocabulary)
         orphans += [name] if name else unsure_names(t.text, names)
     for j, own in owned.items():
+        parts[j].crossed = any(_gap(parts[j].box, t) == 0 for t in own)
         parts[j].text = " ".join(t.text for t in sorted(own, key=lambda t: (t.box[0], t.box[1])))
         parts[j].name, parts[j].value = split_text(parts[j].text, names, vocabulary)
     # wires: the ink less the part boxes (outline included)
@@ -437,7 +441,9 @@ def c_component(circ: PixelCircuit, vp: VerificationPoint, spec: CircuitSpec) ->
         return ok(name, f"{name} is written by a drawn part (read {hits[0].text!r}); its symbol's kind is not read")
     if name in circ.orphans:
         raise Undecidable(f"{name} is written, but by no part read")
-    unsure = [p for p in circ.parts if not p.text or (p.name is None and not _value_only(p.value))]
+    # a value alone is "named otherwise" only where its label stands clear of the part: where the outline runs
+    # through the label (a vertical part's label beside it), OCR loses the name there and keeps the value
+    unsure = [p for p in circ.parts if not p.text or (p.name is None and (p.crossed or not _value_only(p.value)))]
     unsure += [p for p in circ.parts if p.name in doubtful(circ, spec)]
     if unsure or not circ.parts:
         raise Undecidable(f"{name} is not read, but {len(unsure)} drawn part(s) have no name or value read")
