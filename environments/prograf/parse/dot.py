@@ -300,11 +300,17 @@ def parse_dot(code: str) -> Scene:
             scene.hidden += 1
             continue
         label = edge_text(attrs)
-        way = attrs.get("dir", "forward" if parser.directed else "none").lower()
-        if way == "both":
+        default = "forward" if parser.directed else "none"
+        way = attrs.get("dir", default).lower()
+        way = way if way in ("forward", "back", "both", "none") else default  # Graphviz ignores another value
+        # the marks Graphviz draws: one at each end `dir` sends one to, unless that end's arrow is "none"
+        # (a head of another shape -- dot, tee, inv -- is still a head)
+        head = way in ("forward", "both") and attrs.get("arrowhead", "").strip().lower() != "none"
+        tail = way in ("back", "both") and attrs.get("arrowtail", "").strip().lower() != "none"
+        if head and tail:
             scene.edges += [Edge(a, b, label), Edge(b, a, label)]
         else:
-            scene.edges.append(Edge(b, a, label) if way == "back" else Edge(a, b, label, directed=way != "none"))
+            scene.edges.append(Edge(b, a, label) if tail else Edge(a, b, label, directed=head))
     for name, graph_attrs, members in parser.clusters:
         if "invis" in graph_attrs.get("style", "").lower():
             scene.hidden += 1

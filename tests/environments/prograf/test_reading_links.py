@@ -9,6 +9,7 @@ import re
 import pytest
 
 from environments.prograf.check.verify import verify
+from environments.prograf.parse.dot import parse_dot
 from environments.prograf.parse.mermaid import parse_mermaid
 from environments.prograf.parse.scene import InputRejected
 from environments.prograf.parse.schematic import place, wire_path
@@ -93,6 +94,18 @@ def test_a_flowchart_drawn_with_circle_heads_passes_and_one_drawn_with_lines_fai
     unheaded = [p for p in lines.points if not p.passed and "without an arrowhead" in p.reason]
     assert not lines.passed and unheaded and all(p.pattern == "wrong_relation" for p in unheaded)
 
+
+
+@pytest.mark.parametrize("body, want", [
+    ("a -> b [arrowhead=none]", [("a", "b", False)]),  # Graphviz draws no head: a line, as in Mermaid's ---
+    ("edge [arrowhead=none]; a -> b", [("a", "b", False)]),
+    ("a -> b [arrowhead=dot]", [("a", "b", True)]),  # a head of another shape is a head, as Mermaid's --o
+    ("a -> b [dir=both, arrowtail=none]", [("a", "b", True)]),
+    ("a -> b [dir=back]", [("b", "a", True)]), ("a -> b [dir=back, arrowtail=none]", [("a", "b", False)]),
+    ("a -> b [dir=both]", [("a", "b", True), ("b", "a", True)]),
+])
+def test_dot_edges_carry_the_heads_graphviz_draws(body, want):
+    assert [(e.src, e.dst, e.directed) for e in parse_dot("digraph { " + body + " }").edges] == want
 
 
 # ---------------------------------------------------------------------- schemdraw: Annotate, Wire, marks
