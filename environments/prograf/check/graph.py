@@ -146,7 +146,8 @@ def n_no_edge(view: GraphView, vp: VerificationPoint, spec: GraphSpec) -> Findin
     n = _nodes(view, vp.args)
     if isinstance(n, Finding):
         return ok(None, "vacuous: a node is missing")
-    if view.edges(*n):
+    # in an undirected diagram the pair must not be joined either way: an arrow drawn b -> a joins a and b too
+    if view.edges(*n) or (not spec.directed and view.edges(n[1], n[0])):
         return fail("extra_element", True, f"an arrow {_label(view, vp.args[0])} → {_label(view, vp.args[1])} is drawn, though it must not be")
     return ok(False, f"no arrow {_label(view, vp.args[0])} → {_label(view, vp.args[1])}")
 

@@ -187,3 +187,14 @@ def test_a_circuit_reference_with_marks_and_a_held_annotate_still_passes(corpus)
     marked = ref + "".join(f"    {ln}\n" for ln in ("d += elm.Tag().at(d.here).label('OUT')", "d += elm.LoopArrow().label('I')",
                                                     "d += elm.Annotate().at(d.here).delta(1, 1).label('node').hold()"))
     assert verify(task, "schemdraw-py", ref).passed and verify(task, "schemdraw-py", marked).passed
+
+
+def test_an_arrow_either_way_joins_a_pair_an_undirected_diagram_rules_out(corpus):
+    task = next(t for t in corpus.values() if t.spec.type == "graph" and not t.spec.directed and t.spec.forbidden
+                and any(r.format == "mermaid" for r in t.reference))
+    ref = next(r.code for r in task.reference if r.format == "mermaid").rstrip("\n")
+    a, b = task.spec.forbidden[0]
+    target = next(vp.id for vp in task.points if vp.check == "no_edge" and vp.args == [a, b])
+    for extra in (f"{a} --- {b}", f"{a} --> {b}", f"{b} --> {a}", f"{b} --o {a}"):  # the last two passed before
+        point = next(p for p in verify(task, "mermaid", f"{ref}\n  {extra}\n").points if p.id == target)
+        assert not point.passed and point.pattern == "extra_element", extra
