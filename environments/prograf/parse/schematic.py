@@ -161,6 +161,8 @@ class Placer:
             return self.out[-1]
         if kind == "annotation" or (kind == "wire" and el["type"].lower() == "wire"):
             return self._between(el, kind, name, value, at, index)
+        if "delta" in el:  # schemdraw has no delta() on other elements: it would fail there
+            raise InputRejected(f"{where}: delta is read on Wire and Annotate only: unsupported construct")
         if kind in ("ground", "dot"):
             # one-terminal: all anchors at its position; it leaves the heading alone and, unless held,
             # moves `here` to where it was put
