@@ -229,6 +229,9 @@ class Placer:
         where a Wire's last leg turns it (schemdraw's droptheta); held, neither moves; `drop` names the
         anchor to stand at (the heading then 0, as schemdraw leaves it)."""
         where = f"element {index + 1}"
+        if el.get("d", el.get("direction")) is not None:  # schemdraw turns the whole drawing about `at` then
+            raise InputRejected(f"{where}: a direction on a {el['type']} (give its end with to or delta):"
+                                " unsupported construct")
         if "delta" in el:
             d = self.point(el["delta"], where)
             end = finite((at[0] + d[0], at[1] + d[1]), where)

@@ -180,6 +180,8 @@ def test_schemdraw_keyword_arguments_that_move_the_cursor_are_read_or_refused():
         parse_schemdraw_source(source("elm.Line()", "elm.Wire('L').to((1, 1))"))
     with pytest.raises(InputRejected, match=r"delta is read on Wire and Annotate only.*'Resistor' at line 5"):
         parse_schemdraw_source(source("elm.Line()", "elm.Resistor().delta(1, 1)"))
+    with pytest.raises(InputRejected, match=r"a direction on a Wire.*'Wire' at line 5"):
+        parse_schemdraw_source(source("elm.Line()", "elm.Wire('-|').to((1, 1)).down()"))
 
 
 def test_a_circuit_reference_with_marks_and_a_held_annotate_still_passes(corpus):
