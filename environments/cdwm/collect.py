@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import JsonValue, TypeAdapter, ValidationError
-from typing_extensions import TypedDict  # pydantic validates the manifest's TypedDicts only from here before 3.12
+from typing_extensions import NotRequired, TypedDict  # pydantic validates the manifest's TypedDicts only from here before 3.12
 
 from environments.cdwm.deltas import Delta
 from harness.errors import HarnessError, invalid
@@ -56,6 +56,9 @@ COLUMNS = ("world", "split", "task_type", "task", "perturbation", "episode", "st
            "admissible", "action", "action_class", "source", "valid", "delta", "facts", "reversible",
            "irreversible_cost", "done", "won")
 SOURCES = ("plan", "off_plan", "irreversible")
+# The observation after the action (the generative baseline's target, generative_model.py). Not in
+# COLUMNS: a folder collected before it existed still loads, and the column absent means "not collected".
+NEXT = "next_observation"
 
 
 class EpisodeColumns(TypedDict):
@@ -87,6 +90,7 @@ class TransitionRow(EpisodeColumns):
     irreversible_cost: float
     done: bool
     won: bool
+    next_observation: NotRequired[str]  # NEXT: absent in rows collected before it was written
 
 
 class ConfigJson(TypedDict):
@@ -120,7 +124,8 @@ class Manifest(TypedDict):
 MANIFEST = TypeAdapter(Manifest)
 
 
-def features() -> Any:
+def features(next_observation: bool = False) -> Any:
+    """The dataset's schema; with `next_observation`, the NEXT column too."""
     import datasets
 
     text = datasets.Value("string")
@@ -130,6 +135,7 @@ def features() -> Any:
         "step": datasets.Value("int64"), "admissible": datasets.Sequence(text), "valid": datasets.Value("bool"),
         "facts": datasets.Sequence(text), "reversible": datasets.Value("bool"),
         "irreversible_cost": datasets.Value("float64"), "done": datasets.Value("bool"), "won": datasets.Value("bool"),
+        **({NEXT: text} if next_observation else {}),
     })
 
 
@@ -287,7 +293,8 @@ def play_episode(config: CollectConfig, world: Any, spec: dict[str, JsonValue], 
                          "valid": bool(result.valid), "delta": delta.model_dump_json(),
                          "facts": sorted(" | ".join(str(x) for x in f) for f in delta.facts()),
                          "reversible": bool(delta.reversible), "irreversible_cost": float(delta.irreversible_cost),
-                         "done": bool(result.done), "won": won(ep, bool(result.done))})
+                         "done": bool(result.done), "won": won(ep, bool(result.done)),
+                         "next_observation": result.observation.text})
             obs = result.observation
             if result.done:
                 break
@@ -390,7 +397,7 @@ def read_shard(path: Path) -> list[TransitionRow]:
     rows: list[TransitionRow] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         row = json.loads(line)
-        if set(row) != set(COLUMNS):
+        if set(row) - {NEXT} != set(COLUMNS):
             raise HarnessError(f"{path}:{n}: columns {sorted(row)} are not this schema's ({SCHEMA})")
         try:
             Delta.model_validate_json(row["delta"])
@@ -414,8 +421,11 @@ def assemble(out: Path, shards: list[Shard]) -> dict[str, dict[str, int]]:
         by_split[shard.split] += rows
         counts.setdefault(shard.split, {}).setdefault(shard.world, 0)
         counts[shard.split][shard.world] += len(rows)
-    dd = datasets.DatasetDict({s: datasets.Dataset.from_list([{c: p[c] for c in COLUMNS} for p in map(dict, rows)],
-                                                                  features=features())
+    # The next observation is a column only when every row has it (shards of an older collection lack it).
+    has_next = all(NEXT in r for rows in by_split.values() for r in rows)
+    names = COLUMNS + ((NEXT,) if has_next else ())
+    dd = datasets.DatasetDict({s: datasets.Dataset.from_list([{c: p[c] for c in names} for p in map(dict, rows)],
+                                                                  features=features(has_next))
                                for s, rows in by_split.items() if rows})
     tmp = out / "dataset.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

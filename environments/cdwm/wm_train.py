@@ -5,7 +5,8 @@ jointly with the learned causal sparsity mask (`causal_mask.py`) by one optimise
 Data: a `harness cdwm collect` folder (its `dataset/`, or a `datasets.save_to_disk` folder with the
 same columns). The loss is the mean token cross-entropy of the reply (`wm_format.target_parts`;
 not the confidence value) plus `mask_weight` x the mask's loss on the hidden state at the prompt's
-last token.
+last token. `--target value / generative` trains a baseline on the same rows and budget instead
+(its prompt and reply from wm_targets.py; no mask).
 
 Checkpoints (`OUT/checkpoints/step-NNNNNN/`: the adapter in peft's format and `state.pt` with the
 optimiser, the gates, the step and the configuration) are written whole and renamed into place;
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from environments.cdwm import value_model, wm_format
+from environments.cdwm import wm_format, wm_targets
 from environments.cdwm.causal_mask import CausalGates, LearnedMask, touched_vector
 from environments.cdwm.collect import TransitionRow
 from environments.cdwm.deltas import Delta
@@ -50,7 +51,7 @@ TRAIN_FILE = "cdwm_train.json"
 # Settings that may change between a run and its resumption (they do not change what is learned).
 RESUMABLE = ("steps", "checkpoint_every", "eval_every", "max_minutes", "device", "keep_checkpoints")
 NEEDED_COLUMNS = ("world", "intent", "observation", "action", "action_class", "delta")
-TARGETS = ("delta", "value")
+TARGETS = ("delta", *wm_targets.BASELINES)  # the baselines at equal budget: wm_targets.py
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class TrainConfig:
     keep_checkpoints: int = 2
     max_minutes: float = 0.0  # > 0: stop (with a checkpoint) after this much training time
     seed: int = 0
-    # delta: the delta world model; value: the value-model baseline (value_model.py), same budget
+    # delta: the delta world model; value / generative: a baseline at the same budget (wm_targets.py)
     target: str = "delta"
 
     def learning_settings(self) -> dict[str, Any]:
@@ -145,12 +146,12 @@ def load_splits(data: Path, target: str = "delta") -> Any:
     if "train" not in dd:
         raise HarnessError(f"{folder}: no train split (splits: {', '.join(dd)}); collect with `harness cdwm collect`")
     for name, split in dd.items():
-        needed = NEEDED_COLUMNS + (value_model.NEEDED_COLUMNS if target == "value" else ())
-        missing = [c for c in needed if c not in split.column_names]
+        missing = [c for c in NEEDED_COLUMNS if c not in split.column_names]
         if missing:
             raise HarnessError(
                 f"{folder / name}: columns {', '.join(missing)} missing; not a `harness cdwm collect` dataset"
             )
+        wm_targets.check_split(target, folder, name, split.column_names)
     return dd
 
 
@@ -175,9 +176,10 @@ def encode(
     from harness.providers.base import GenerateConfig
     from harness.providers.embedded import chat_prompt_ids
 
-    if cfg.target == "value":  # the same prompt's user message, a one-word label, no mask target
-        prompt = chat_prompt_ids(tokenizer, value_model.row_messages(row, cfg.obs_chars), GenerateConfig())
-        label = tokenizer(value_model.goodness(row), add_special_tokens=False)["input_ids"] + [end_id]
+    if cfg.target in wm_targets.BASELINES:  # the same user message, the baseline's reply, no mask target
+        baseline = wm_targets.BASELINES[cfg.target]
+        prompt = chat_prompt_ids(tokenizer, baseline.messages(row, cfg.obs_chars), GenerateConfig())
+        label = tokenizer(baseline.reply(row, cfg.obs_chars), add_special_tokens=False)["input_ids"] + [end_id]
         if len(prompt) + len(label) > cfg.max_tokens:
             return None
         return Example(prompt + label, [-100] * len(prompt) + label, len(prompt), cls, [0.0] * len(DIMENSIONS))
@@ -436,7 +438,7 @@ def train(
     meta = TrainMeta(
         base=base_fingerprint(model),
         base_name=base_name,
-        format=value_model.VALUE_FORMAT if cfg.target == "value" else wm_format.PROMPT_FORMAT,
+        format=wm_targets.BASELINES[cfg.target].format if cfg.target != "delta" else wm_format.PROMPT_FORMAT,
         settings=cfg.learning_settings(),
         classes=classes,
     )
@@ -510,7 +512,7 @@ def train(
     elapsed0 = log[-1].get("seconds", 0.0) if log else 0.0
     session_start, session_steps = time.perf_counter(), 0
     peft_model.train()
-    mask_weight = cfg.mask_weight if cfg.target == "delta" else 0.0  # a value model learns no mask
+    mask_weight = cfg.mask_weight if cfg.target == "delta" else 0.0  # a baseline learns no mask
     while step < cfg.steps:
         if cfg.max_minutes > 0 and elapsed0 + time.perf_counter() - session_start > cfg.max_minutes * 60:
             break

@@ -1,0 +1,139 @@
+"""The generative world-model baseline (issue 40 item 6): the same base model, LoRA, transitions and
+SFT budget as the delta world model, trained (`harness cdwm train --target generative`) to write the
+observation that follows an action; its delta is the diff of the world's facts read from the
+current observation and from the predicted one.
+
+The target is the next observation's text as the world writes it (`collect.NEXT`), cut at the
+prompt's `obs_chars` as the prompt's observation is -- no compact form: a MiniGrid observation is at
+most ~370 characters, and what the baseline is, is a model of the next observation. It learns no
+mask and is never shown a delta. Only worlds with an observation -> facts reader can be played
+(`READERS`, by string: the world folders import `cdwm`, never the reverse): MiniGrid
+(`environments/procgen/facts.py`). The household world has none: its observation is the engine's
+answer to the last action ("You arrive at countertop 1. On the countertop 1, you see ..."), not its
+state, so two observations' diff is not the delta.
+
+In the planner (arm `generative`): per candidate the model is asked for the next observation, the
+world's reader diffs it with the current one, and the delta is irreversible where the ledger's would
+be (the reader builds it with the ledger's own function: MiniGrid's level end), so it is pruned as a
+delta arm's prediction is. An unreadable reply is an invalid prediction. The model writes no
+confidence; a readable prediction has confidence 1 (as the value arm's). In the lookahead the
+imagined observation is the model's own predicted one (kept per imagined text), so its second step
+rolls its own prediction forward.
+
+May import: `harness`, `agents`, `environments.cdwm`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from agents.cdwm import WorldModel
+from agents.episode import Generate
+from agents.trained_world_model import trained_messages
+from agents.world_model import Prediction, imagined_observation
+from environments.cdwm.collect import NEXT, TransitionRow
+from harness.environment import Delta, Observation
+from harness.errors import HarnessError
+from harness.messages import ChatMessage
+from harness.providers.base import GenerateConfig
+
+GENERATIVE_FORMAT = "cdwm-generative-v1"
+NEEDED_COLUMNS = (NEXT,)
+GENERATIVE_SYSTEM = ("You are a world model. Given the current observation and one action, write the observation "
+                     "the world shows after the action, in the same format.")
+# world -> "module:function" (before text, after text) -> Delta | None (None: not readable)
+READERS = {"minigrid": "environments.procgen.facts:observation_delta"}
+MAX_TOKENS = 384  # a MiniGrid observation is ~150 tokens of the embedded tokenizer
+TRAIN_FILE = "cdwm_train.json"  # as wm_train.TRAIN_FILE (not imported: that module needs torch's helpers)
+
+Reader = Callable[[str, str], Delta | None]
+
+
+def reader(world: str) -> Reader:
+    """The world's observation -> facts diff; refused for a world without one."""
+    ref = READERS.get(world)
+    if ref is None:
+        raise HarnessError(f"world {world!r} has no observation reader, so the generative arm cannot turn a predicted "
+                           f"observation into a delta there; it plays {', '.join(READERS)}")
+    module, _, name = ref.partition(":")
+    found: Reader = getattr(importlib.import_module(module), name)
+    return found
+
+
+def check_columns(folder: Path, split: str, columns: list[str]) -> None:
+    """A split without the next observation is from a collection that predates it: refused, naming the fix."""
+    if NEXT not in columns:
+        raise HarnessError(f"{folder / split}: no {NEXT} column -- collected before `harness cdwm collect` wrote the "
+                           f"next observation; collect the data again (the same options, a new --out) to train "
+                           f"--target generative")
+
+
+def generative_messages(world: str, intent: str, observation: str, action: str, action_class: str,
+                        obs_chars: int = 700) -> list[ChatMessage]:
+    """The delta model's question about one transition, under the generative model's system text."""
+    user = trained_messages(world, intent, observation, action, action_class, obs_chars)[1]
+    return [{"role": "system", "content": GENERATIVE_SYSTEM}, user]
+
+
+def row_messages(row: TransitionRow, obs_chars: int = 700) -> list[ChatMessage]:
+    return generative_messages(str(row["world"]), str(row["intent"]), str(row["observation"]), str(row["action"]),
+                               str(row["action_class"]), obs_chars)
+
+
+def target(row: TransitionRow, obs_chars: int = 700) -> str:
+    """The reply it is trained to write: the next observation, cut as the prompt's observation is."""
+    text = str(row.get(NEXT, ""))
+    return text if len(text) <= obs_chars else text[:obs_chars] + " ..."
+
+
+def as_prediction(current: str, predicted: str, read: Reader) -> Prediction:
+    """A predicted observation in the planner's terms: the diff of its facts with the current one's."""
+    delta = read(current, predicted)
+    if delta is None:
+        return Prediction(None, "invalid", invalid_outputs=1, error="the predicted observation is not readable")
+    return Prediction(delta.model_copy(update={"confidence": 1.0}), "world_model")
+
+
+class GenerativeModel:
+    """A `harness cdwm train --target generative` adapter, asked through `generate` (served as
+    local/smollm2-135m@DIR#all-token, as a delta adapter is)."""
+
+    def __init__(self, world: str, obs_chars: int):
+        self.world = world
+        self.obs_chars = obs_chars
+        self.read = reader(world)
+
+    @classmethod
+    def load(cls, directory: str | Path, world: str) -> GenerativeModel:
+        path = Path(directory) / TRAIN_FILE
+        try:
+            meta = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise HarnessError(f"{path}: not readable ({exc}); pass a `harness cdwm train --target generative` "
+                               f"adapter folder (OUT/adapter)") from None
+        if meta.get("format") != GENERATIVE_FORMAT:
+            raise HarnessError(f"{path}: format {meta.get('format')!r}, not a generative model ({GENERATIVE_FORMAT}); "
+                               f"train one with `harness cdwm train --target generative`")
+        if not any(str(c).startswith(f"{world}/") for c in meta.get("classes", [])):
+            raise HarnessError(f"{path}: trained on no {world} transition (classes {meta.get('classes')}); train it "
+                               f"on a collection with --worlds {world}")
+        return cls(world, int(meta.get("settings", {}).get("obs_chars", 700)))
+
+    def world_model(self, generate: Generate) -> WorldModel:
+        """The planner's world-model callable (agents/cdwm.py's WorldModel) for this generative model."""
+        imagined: dict[str, str] = {}  # the planner's imagined text -> the observation the model predicted
+
+        async def predict(intent: str, obs: Observation, obs_text: str, action: str, action_class: str) -> Prediction:
+            current = imagined.get(obs_text, obs_text)
+            messages = generative_messages(self.world, intent, current, action, action_class, self.obs_chars)
+            out = await generate("world_model", messages, GenerateConfig(temperature=0.0, max_tokens=MAX_TOKENS))
+            predicted = str(out.text or "")
+            pred = as_prediction(current, predicted, self.read)
+            if pred.delta is not None:  # the lookahead's imagined state is this predicted observation
+                imagined[imagined_observation(obs_text, action, pred.delta)] = predicted
+            return pred
+
+        return predict
