@@ -72,6 +72,9 @@ ARMS = (METHOD, *BASELINES, "oracle")  # the oracle is the ceiling: run and repo
 SETTINGS = ("validation", "heldout_website", "heldout_rule", "heldout_task_type")
 BINARY = ("success", "irreversible_failure")  # judged by Newcombe's paired interval
 TOKENS = "tokens_per_success"  # the episode's tokens where it succeeded, None where it did not
+# The proposer's charge in TOKENS (planner_suite.py, proposer_tokens.py). Records written before
+# session 28 lack it and their TOKENS is the world model's alone: not the registered protocol.
+PROPOSER_TOKENS = "proposer_tokens"
 
 # The power calculation's inputs (see the module docstring), part of the protocol.
 SMALLEST_SUCCESS_GAIN = 0.06
@@ -232,6 +235,22 @@ def token_ratios(claim: Claim, table: CellTable, episodes: range, level: float) 
     return "tokens per success, Fieller: " + "; ".join(parts)
 
 
+def refuse_uncharged_tokens(claim: Claim, table: CellTable) -> None:
+    """A tokens condition is judged only on records that charge the proposer (protocol `tokens`):
+    an episode without `proposer_tokens` counted the world model's tokens alone, and judging those
+    would compare arms under another protocol than the registered one."""
+    read = {(c.setting, a) for c in claim.conditions if c.metric == TOKENS for a in (c.arm, str(c.versus))}
+    old: dict[tuple[str, str], int] = {}
+    for (arm, setting, _), cell in table.items():
+        if (setting, arm) in read and cell.get(PROPOSER_TOKENS) is None:
+            old[(arm, setting)] = old.get((arm, setting), 0) + 1
+    if old:
+        which = ", ".join(f"arm {a} at {s} ({n} episodes)" for (a, s), n in sorted(old.items()))
+        raise HarnessError(f"claim {claim.id}: {which} recorded no {PROPOSER_TOKENS}: written before the proposer's "
+                           f"token charge was computed, their {TOKENS} is the world model's tokens alone, not the "
+                           f"registered protocol; run those arms again (suite cdwm-planner version 2, a new --run-dir)")
+
+
 def verdict_from_table(claim: Claim, table: CellTable, registered: str | None = None) -> ClaimVerdict:
     """The verdict as a pure function of the episodes: (arm, setting, episode) -> {success,
     irreversible_failure, tokens_per_success}. The looks are replayed in order and the first that
@@ -241,6 +260,7 @@ def verdict_from_table(claim: Claim, table: CellTable, registered: str | None = 
             if not any(key[0] == arm and key[1] == cond.setting for key in table):
                 raise HarnessError(f"claim {claim.id}: no episode of arm {arm!r} at setting {cond.setting!r}; "
                                    f"run that arm on that split")
+    refuse_uncharged_tokens(claim, table)
     covered = [n for n in claim.plan.looks
                if all((a, c.setting, e) in table for c in claim.conditions for a in (c.arm, str(c.versus))
                       for e in range(n))]

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from environments.cdwm.claims import (BASELINES, CLAIMS, METHOD, PLAN, TOKENS, claim_family, paired_proportions_n,
-                                      verdict_from_table)
+from environments.cdwm.claims import (BASELINES, CLAIMS, METHOD, PLAN, PROPOSER_TOKENS, TOKENS, claim_family,
+                                      paired_proportions_n, verdict_from_table)
 from harness.claims.decide import CellTable
 from harness.claims.prereg import load_log, unregistered
 from harness.errors import HarnessError
@@ -46,7 +46,8 @@ def table(method_success: float, seed: int = 0, tokens: tuple[float, float] = (1
                 won = u < p
                 cost = tokens[0] if arm == METHOD else tokens[1]
                 out[(arm, setting, e)] = {"success": float(won), "irreversible_failure": float(not won),
-                                          TOKENS: cost * (1 + 0.1 * rng.random()) if won else None}
+                                          TOKENS: cost * (1 + 0.1 * rng.random()) if won else None,
+                                          PROPOSER_TOKENS: 40.0}
     return out
 
 
@@ -69,6 +70,18 @@ def test_tokens_are_paired_on_both_solved_episodes_with_a_fieller_ratio():
     assert 0.3 * N < tokens.conditions[0].n < 0.5 * N
     assert "ratio 0.6" in tokens.note and "vs value" in tokens.note
     assert verdict_from_table(CLAIMS[2], table(0.6, tokens=(140.0, 100.0))).verdict == "not reproduced"
+
+
+def test_tokens_are_not_judged_on_records_without_the_proposers_charge():
+    # Records written before session 28 have no proposer_tokens (their tokens are the world model's
+    # alone): the tokens claim is refused, naming the arm and setting; the other claims still read them.
+    cells = {k: dict(v) for k, v in table(0.6, tokens=(60.0, 100.0)).items()}
+    for key, cell in cells.items():
+        if key[0] == "prompted":
+            del cell[PROPOSER_TOKENS]
+    with pytest.raises(HarnessError, match="arm prompted at validation .* recorded no proposer_tokens"):
+        verdict_from_table(CLAIMS[2], cells)
+    assert verdict_from_table(CLAIMS[0], cells).verdict == "reproduced"
 
 
 def test_missing_arms_and_short_looks_are_named():
