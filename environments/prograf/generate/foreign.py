@@ -28,7 +28,8 @@ from environments.prograf.generate import foreign_circuit
 from environments.prograf.generate import foreign_geometry
 from environments.prograf.generate import foreign_graph
 from environments.prograf.generate import foreign_graph_svg
-from environments.prograf.task import CircuitSpec, GeometrySpec, Task
+from environments.prograf.generate import foreign_links
+from environments.prograf.task import CircuitSpec, GeometrySpec, GraphSpec, Task
 from harness.errors import HarnessError
 
 FAULT_KINDS = ("missing_object", "wrong_relation", "broken_connection", "extra_element")
@@ -132,6 +133,57 @@ def generated(tasks: list[Task]) -> list[Output]:
     return out
 
 
+def _links_wanted(task: Task, i: int) -> bool:
+    """The tasks the link writer draws: a spread over each category, and in a diagram category every
+    undirected one and some with arrows both ways (where `<-->` and `dir=both` belong)."""
+    if task.category == "circuit":
+        return i % 4 == 1
+    if task.category == "geometry" or not isinstance(task.spec, GraphSpec):
+        return False
+    two_way = bool(foreign_links._pairs(foreign_graph.graph_of(task.spec)))
+    return i % 5 == 2 or not task.spec.directed or (two_way and i % 3 == 0)
+
+
+def links(tasks: list[Task]) -> list[Output]:
+    """A correct and a one-fault output per chosen task and format from the link writer (`foreign_links.py`):
+    Mermaid and DOT link kinds, schemdraw Wire bends, Annotate names and marks. Added beside the second
+    writer's outputs, so the second writer's rotation (and its outputs) stay as they were."""
+    out: list[Output] = []
+    index: dict[str, int] = {}
+    for task in tasks:
+        i = index[task.category] = index.get(task.category, -1) + 1
+        if not _links_wanted(task, i):
+            continue
+        for j, fmt in enumerate(f for f in task.formats if f in ("mermaid", "dot", "schemdraw-py")):
+            rng = random.Random(f"{task.id}/{fmt}/links")
+            made: list[tuple[str, str | None, str | None, str, str]] = []  # kind, fault, target, what, code
+            if isinstance(task.spec, CircuitSpec):
+                made.append(("correct", None, None, "correct", foreign_links.write_py(foreign_circuit.circuit_of(task.spec), rng)))
+                ckinds = foreign_links.CIRCUIT_FAULTS
+                first = (i // 4) % len(ckinds)  # i // 4: the chosen circuits are every fourth
+                for kind in ckinds[first:] + ckinds[:first]:
+                    c = foreign_circuit.faults(task, kind, random.Random(f"{task.id}/{fmt}/links/{kind}"))
+                    if c is not None:
+                        made.append((kind, kind, c[1], c[2], foreign_links.write_py(c[0], random.Random(f"{task.id}/{fmt}/links"))))
+                        break
+            else:
+                assert isinstance(task.spec, GraphSpec)
+                write = foreign_links.write_mermaid if fmt == "mermaid" else foreign_links.write_dot
+                made.append(("correct", None, None, "correct", write(foreign_graph.graph_of(task.spec), {}, rng)))
+                gkinds = foreign_links.GRAPH_FAULTS
+                first = (i + j) % len(gkinds)
+                for kind in gkinds[first:] + gkinds[:first]:
+                    g = foreign_links.graph_faults(task, kind, random.Random(f"{task.id}/{fmt}/links/{kind}"))
+                    if g is not None:
+                        named = foreign_links.NAMED.get(kind, kind)
+                        made.append((named, named, g[1], g[2], write(g[0], g[3], random.Random(f"{task.id}/{fmt}/links"))))
+                        break
+            for kind, fault, target, what, code in made:
+                out.append(Output(f"{task.id}/{fmt}/links/{kind}", task.id, task.category, fmt, "link writer",
+                                  fault, target, what, code))
+    return out
+
+
 def handwritten(tasks: list[Task], folder: Path = HANDWRITTEN) -> list[Output]:
     """The hand-written outputs listed in `folder/manifest.toml`; a bad entry is one error naming it."""
     manifest = folder / "manifest.toml"
@@ -177,7 +229,7 @@ def handwritten(tasks: list[Task], folder: Path = HANDWRITTEN) -> list[Output]:
 
 
 def corpus(tasks: list[Task]) -> list[Output]:
-    return generated(tasks) + handwritten(tasks)
+    return generated(tasks) + links(tasks) + handwritten(tasks)
 
 
 def corpus_digest(outputs: list[Output]) -> str:

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from environments.prograf.check.audit import ORDER, TARGET, Outcome, judge, run_audit
 from environments.prograf.generate import foreign_geometry
 from environments.prograf.generate.build import CORPUS
-from environments.prograf.generate.foreign import FAULT_KINDS, Output, corpus, corpus_digest, generated, handwritten
+from environments.prograf.generate.foreign import FAULT_KINDS, Output, corpus, corpus_digest, generated, handwritten, links
 from environments.prograf.task import GEOMETRY_RELATIONS
 from environments.prograf.task import load_tasks
 from harness.errors import HarnessError
@@ -54,6 +54,35 @@ def test_corpus_covers_every_category_and_format_with_pairs(outputs, tasks):
     assert sum(o.source == "hand-written" for o in outputs) >= 20
 
 
+# the constructs the readers learned in session 28, and the cells where real writers use them
+CONSTRUCTS = {
+    "mermaid": ["--o", "--x", "==>", "-.->", "---->", "===", "-.-", '-- "', '== "', "--o|"],
+    "dot": ["dir=back", "dir=both, arrowtail=none", "edge [arrowhead=none]", "edge [dir=none]", "xlabel="],
+    "schemdraw-py": ["elm.Wire('-|')", ".delta(", "elm.Annotate()", "elm.LoopCurrent(", "elm.CurrentLabel(",
+                     "elm.Tag()", "d.push()", ".hold()"],
+}
+
+
+def test_the_corpus_draws_links_and_wires_with_every_construct_the_readers_know(outputs):
+    for fmt, marks in CONSTRUCTS.items():
+        for faulty in (False, True):  # in correct outputs and in their faulty twins alike
+            codes = [o.code for o in outputs if o.format == fmt and (o.fault is not None) == faulty]
+            assert [m for m in marks if not any(m in c for c in codes)] == [], (fmt, faulty)
+    # no task has an unlabelled pair of arrows each way: two-headed links are faults (an extra arrow), headless
+    # arrows in a directed drawing too (the arrow lost)
+    faulty = [o.code for o in outputs if o.fault is not None]
+    assert all(any(m in c for c in faulty) for m in ("dir=both]", "arrowhead=none]"))
+    assert sum(any(m in c for c in faulty) for m in ("<-->", "o--o", "x--x", "<==>")) >= 2  # few such faults
+    linked = [o for o in outputs if o.source in ("link writer", "hand-written") and any(
+        m in o.code for m in CONSTRUCTS.get(o.format, []))]
+    assert sum(o.fault is None for o in linked) >= 40
+    # the hard faults are in: a circle head at the wrong end, an arrow without its head, a head at each end
+    whats = " | ".join(o.what for o in outputs if o.fault and o.source in ("link writer", "hand-written"))
+    assert "drawn the other way" in whats and "without its head" in whats and "a head at each end" in whats
+    assert "circle head" in whats
+    assert "'|-' instead of '-|'" in whats and "Annotate not held" in whats
+
+
 def test_second_writer_is_not_the_reference_writer(outputs, tasks):
     refs = {(t.id, s.format): s.code for t in tasks for s in t.reference}
     generated_correct = [o for o in outputs if o.fault is None and o.source != "hand-written"]
@@ -65,6 +94,7 @@ def test_second_writer_is_not_the_reference_writer(outputs, tasks):
 def test_generation_is_deterministic(tasks):
     few = tasks[:8] + tasks[80:88] + tasks[160:168] + tasks[240:248]
     assert corpus_digest(generated(few)) == corpus_digest(generated(few))
+    assert corpus_digest(links(tasks)) == corpus_digest(links(tasks))
 
 
 def test_a_moved_point_breaks_its_relation_by_our_own_arithmetic(tasks):
@@ -147,21 +177,16 @@ def test_a_bad_manifest_entry_is_one_clear_error(tmp_path: Path, tasks):
 def test_command_prints_the_table(tmp_path: Path, tasks):
     from environments.prograf.commands import prograf_app
 
-    named = {
-        "geometry-hw00",
-        "geometry-hw03",
-        "circuit-hw00",
-        "circuit-hw02",
-        "flowchart-hw00",
-        "flowchart-hw08",
-        "diagram-hw00",
-        "diagram-hw03",
-    }
+    # the tasks the hand-written outputs are for (the manifest names them), so the small corpus reads it
+    named = {o.task_id for o in handwritten(tasks)}
     small = tmp_path / "tasks.jsonl"
     small.write_text(
         "\n".join(json.dumps(t.model_dump(mode="json"), ensure_ascii=False) for t in tasks if t.id in named)
     )
     result = CliRunner().invoke(prograf_app, ["verifier-audit", "--corpus", str(small), "--markdown"])
     assert result.exit_code == 0, result.output
-    assert "| flowchart | mermaid | 3 | 0 = 0.0%" in result.output
+    mermaid = sum(o.category == "flowchart" and o.format == "mermaid" and o.fault is None
+                  for o in corpus([t for t in tasks if t.id in named]))
+    assert mermaid >= 6  # second writer, link writer and by hand
+    assert f"| flowchart | mermaid | {mermaid} | 0 = 0.0%" in result.output
     assert "| all | all |" in result.output and "outputs (corpus sha256" in result.output
