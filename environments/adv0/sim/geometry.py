@@ -37,6 +37,14 @@ Fault (responsibility-sensitive, symmetric: the rules never ask which vehicle is
    lane with the lower priority yields; at equal priority the vehicle behind yields. "Moving
    laterally" is measured against each vehicle's own lane (`own_lateral_speed`), so following a
    curve is not a lateral move.
+
+Rule versions (`FaultRule`; `FAULT_RULE` is the one the worlds use). "v1" is the rule as the checks
+were registered with. "v2" (session 28 amendment, docs/adv0.md) reads one more case: where neither
+vehicle *steered* towards the other (rule 2's speeds) and the lanes are of equal priority, it
+measures the lateral *displacement* in the shared frame over the same window, so a vehicle shoved
+sideways by highway-env's collision impulse -- a wreck of an earlier crash, its heading unchanged --
+is the one that entered, and rules 2a-2d apply to it. "v1" called that "unclear lateral entry", a
+shared fault.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ import numpy as np
 from environments.adv0.sim.scenario import NEAR_MISS_TTC_S, TTC_HORIZON_S, Fault, VehicleState
 
 Party = Literal["ego", "other", "both"]
+FaultRule = Literal["v1", "v2"]
+FAULT_RULES: tuple[FaultRule, ...] = ("v1", "v2")
 
 HISTORY_S = 3.0  # the audit window before contact; in path for all of it = an established follower
 LATERAL_WINDOW_S = 1.0  # lateral displacement towards the other is compared over this long before entry
@@ -59,6 +69,7 @@ SAFE_DECEL = 4.0  # m/s^2: braking a follower may be expected to use to match a 
 SEPARATED_M = 0.5  # bumper gap above which two vehicles were not side by side at entry
 CROSSING_DEG = 30.0  # headings further apart than this: crossing paths, not parallel lanes
 LEFT_LANE_M = 1.5  # where paths cross, only a lateral move this large (leaving the lane) overrides right of way
+FAULT_RULE: FaultRule = "v1"  # the registered checks' rule; "v2" waits on its amendment being registered
 
 
 # ---------------------------------------------------------------- time-to-collision
@@ -121,7 +132,8 @@ def is_near_miss(min_ttc_s: float, crashed: bool) -> bool:
 def attribute_fault(ego: Sequence[VehicleState], other: Sequence[VehicleState], dt: float, *,
                     own_lateral_speed: tuple[Sequence[float], Sequence[float]] | None = None,
                     priority: tuple[Sequence[float], Sequence[float]] | None = None,
-                    path_heading: tuple[Sequence[float], Sequence[float]] | None = None) -> tuple[Party, str]:
+                    path_heading: tuple[Sequence[float], Sequence[float]] | None = None,
+                    rule: FaultRule | None = None) -> tuple[Party, str]:
     """Who caused the contact at the last state of `ego` and `other` (equal-length histories in one
     lane frame, `dt` seconds apart): ("ego" | "other" | "both", the rule with its numbers).
 
@@ -130,7 +142,11 @@ def attribute_fault(ego: Sequence[VehicleState], other: Sequence[VehicleState], 
     lane does not "move laterally" however it crosses the ego's frame. priority: each lane's right
     of way at each step (default: equal), used when paths cross or merge and nobody left its lane.
     path_heading: the heading of each vehicle's lane at each step, in any one frame (default: the
-    vehicles' own headings); paths cross when these differ by more than `CROSSING_DEG`."""
+    vehicles' own headings); paths cross when these differ by more than `CROSSING_DEG`. rule: the
+    version (default `FAULT_RULE`; see the module docstring)."""
+    rule = FAULT_RULE if rule is None else rule
+    if rule not in FAULT_RULES:
+        raise ValueError(f"fault attribution: rule={rule!r} is not one of {FAULT_RULES}")
     n_steps = len(ego)
     if n_steps != len(other) or not n_steps:
         raise ValueError(f"fault attribution needs two histories of equal, non-zero length; got {len(ego)} and {len(other)}")
@@ -163,9 +179,14 @@ def attribute_fault(ego: Sequence[VehicleState], other: Sequence[VehicleState], 
         if p_e != p_o:
             return _right_of_way(e, o, k_in, p_e, p_o, f"paths merged at {angle:.0f} deg; {moves}")
         vel_e, vel_o = float(lat_e[k_in] * side), float(-lat_o[k_in] * side)
-        if max(vel_e, vel_o) <= 0 or abs(vel_e - vel_o) < 0.1:
+        shifted = _shifted(e, o, k0, k_in, side) if rule == "v2" else None
+        if shifted is not None:
+            intruder: Party = shifted[0]
+            moves += f"; {shifted[1]}"
+        elif max(vel_e, vel_o) <= 0 or abs(vel_e - vel_o) < 0.1:
             return "both", f"unclear lateral entry: {moves}; neither moved laterally"
-        intruder: Party = "ego" if vel_e > vel_o else "other"
+        else:
+            intruder = "ego" if vel_e > vel_o else "other"
     elif moved_e >= DOMINANCE * moved_o:
         intruder = "ego"
     elif moved_o >= DOMINANCE * moved_e:
@@ -188,6 +209,21 @@ def attribute_fault(ego: Sequence[VehicleState], other: Sequence[VehicleState], 
                           f"(safe gap {safe:.1f} m at {v_f:.1f} vs {v_l:.1f} m/s); {moves}")
     return _rear_end(e, o, n_steps - 1,
                      f"after a safe cut-in ({intruder} entered {gap_in:.1f} m ahead, safe gap {safe:.1f} m)")
+
+
+def _shifted(e: dict[str, np.ndarray], o: dict[str, np.ndarray], k0: int, k_in: int,
+             side: float) -> tuple[Party, str] | None:
+    """Rule v2: the vehicle displaced sideways towards the other in the shared frame over [k0, k_in]
+    while neither steered (highway-env's collision impulse moves a wreck without turning it), when
+    one displacement is at least `MOVED_M` and `DOMINANCE` times the other's; else None."""
+    shift_e = max(0.0, float(e["d"][k_in] - e["d"][k0]) * side)
+    shift_o = max(0.0, float(o["d"][k0] - o["d"][k_in]) * side)
+    why = f"displaced without steering: ego {shift_e:.2f} m, other {shift_o:.2f} m towards each other"
+    if shift_e >= MOVED_M and shift_e >= DOMINANCE * shift_o:
+        return "ego", why
+    if shift_o >= MOVED_M and shift_o >= DOMINANCE * shift_e:
+        return "other", why
+    return None
 
 
 def _wrap(a: np.ndarray | float) -> np.ndarray:

@@ -191,3 +191,50 @@ def test_bad_histories_are_one_clear_error() -> None:
         attribute_fault([car("ego", 0.0)], [], DT)
     with pytest.raises(ValueError, match="dt=0"):
         attribute_fault([car("ego", 0.0)], [car("x", 5.0)], 0.0)
+
+
+# ---------------------------------------------------------------- rule v2: a wreck shoved into the path
+# Highway seed 900004, slot 0, the "cut-in" hand policy vs the default IDM ego (session 28), frames
+# 4.0-6.6 s: the attacker's lane change hit bg:1 in the next lane at 4.4 s; highway-env's collision
+# impulse then pushed bg:1 sideways into the ego's lane (d 4.00 -> 1.93) while its heading stayed 0
+# and it braked as a wreck (19.8 -> 1.7 m/s); the braking ego hit it at 6.6 s.
+WRECK_EGO_S = [250.87, 255.68, 260.46, 265.22, 269.95, 274.66, 279.35, 283.79, 288.00, 291.96, 295.69, 299.17,
+               302.42, 305.42]
+WRECK_EGO_V = [24.04, 23.92, 23.80, 23.67, 23.55, 23.42, 22.22, 21.02, 19.82, 18.62, 17.42, 16.22, 15.02, 13.82]
+WRECK_S = [284.49, 288.44, 292.34, 296.21, 299.30, 301.77, 303.75, 305.33, 306.60, 307.61, 308.42, 309.06, 309.58,
+           310.00]
+WRECK_D = [4.00, 4.00, 3.79, 3.43, 3.10, 2.83, 2.61, 2.44, 2.30, 2.19, 2.11, 2.03, 1.98, 1.93]
+WRECK_V = [19.77, 19.77, 19.77, 15.81, 12.65, 10.12, 8.10, 6.48, 5.18, 4.15, 3.32, 2.65, 2.12, 1.70]
+
+
+def wreck_case() -> tuple[list[VehicleState], list[VehicleState]]:
+    ego = [car("ego", s, -0.01 if k == len(WRECK_EGO_S) - 1 else 0.0, v) for k, (s, v) in enumerate(zip(WRECK_EGO_S, WRECK_EGO_V))]
+    wreck = [car("bg:1", s, d, v) for s, d, v in zip(WRECK_S, WRECK_D, WRECK_V)]  # vd = 0, heading 0: not steered
+    return ego, wreck
+
+
+def test_v1_reads_a_wreck_shoved_into_the_ego_lane_as_unclear_shared_fault() -> None:
+    party, rule = attribute_fault(*wreck_case(), DT, rule="v1")
+    assert party == "both" and rule.startswith("unclear lateral entry")
+
+
+def test_v2_reads_the_shoved_wreck_as_entering_ahead_of_the_ego_at_an_unsafe_gap() -> None:
+    party, rule = attribute_fault(*wreck_case(), DT, rule="v2")
+    assert party == "other", rule
+    assert rule.startswith("unsafe cut-in: other entered 2.2 m ahead") and "other 0.46 m" in rule
+    assert fault_label(party, "bg:1") == "background"
+
+
+def test_v2_leaves_a_steered_entry_and_a_still_pair_as_v1_does() -> None:
+    ego, other = until_contact(track("ego", 0.0, 0.0, 25.0, 0.0, 25), track("x", 20.0, 4.0, 20.0, -1.0, 25))
+    assert attribute_fault(ego, other, DT, rule="v2") == attribute_fault(ego, other, DT, rule="v1")
+    # both shoved the same small way: no dominant displacement, still unclear under v2
+    ego = [car("ego", 100.0 + 4.0 * k, 0.05 * k, 20.0) for k in range(8)]
+    other = [car("x", 108.0 + 4.0 * k, 2.3 - 0.05 * k, 20.0) for k in range(8)]
+    party, rule = attribute_fault(ego, other, DT, rule="v2")
+    assert party == "both" and rule.startswith("unclear lateral entry")
+
+
+def test_an_unknown_fault_rule_is_one_clear_error() -> None:
+    with pytest.raises(ValueError, match="rule='v9' is not one of"):
+        attribute_fault(*wreck_case(), DT, rule="v9")  # type: ignore[arg-type]
