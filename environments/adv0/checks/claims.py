@@ -16,7 +16,8 @@ ADV-0's checks are ordinary runs of the suite `adv0-check`, one per arm, a cell 
 SETTING/seedNNN means (most conditions are rates over the pooled episodes), so the family names its
 own check and verdict commands.
 
-May import: `harness`, `environments.adv0.checks.paper`, `environments.adv0.checks.power`, `environments.adv0.sim.scenario`.
+May import: `harness`, `environments.adv0.checks.paper`, `environments.adv0.checks.power`, `environments.adv0.sim.scenario`,
+`environments.adv0.sim.geometry` (the fault rule's version, part of every highway check's protocol).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from environments.adv0.checks.paper import departures_for, sentence_for
 from environments.adv0.checks.power import PowerPlan
+from environments.adv0.sim.geometry import FAULT_RULE
 from environments.adv0.sim.scenario import HELD_OUT_FAMILIES
 from harness.claims import Claim, Condition, SeedPlan
 from harness.claims.model import Scalar
@@ -153,12 +155,16 @@ def held_out_episodes(per_condition: int, seeds: int) -> int:
 
 
 def power_protocol(check: str) -> dict[str, Scalar]:
-    """The power calculation behind a check's size, as its protocol records it."""
+    """The power calculation behind a check's size, as its protocol records it; a highway check's
+    protocol also names the fault rule that decides who was at fault (`geometry.FAULT_RULE`), so a
+    change of the rule moves its hash and needs an amendment (session 28: "v1" -> "v2")."""
     if check == "C4":  # a count of distinct clusters has no closed-form power: C4 runs at C3's size
-        return {"power_size_from": "C3"}
+        return {"power_size_from": "C3", "fault_rule": FAULT_RULE}
     out: dict[str, Scalar] = dict(POWER[check].protocol())
     if check in ("C6", "C7"):
         out |= {f"normal_{k}": v for k, v in NORMAL_RETURN_POWER.protocol().items()}
+    if check not in TOY_CHECKS:
+        out["fault_rule"] = FAULT_RULE
     return out
 
 
@@ -251,6 +257,7 @@ UNITS = {
     "C7": "held-out episodes per arm",
 }
 SETTINGS = {"C1": "the toy world, exact q*", "C2": "the toy world, exact V_tau"}
+TOY_CHECKS = ("C1", "C2")  # the toy world has no vehicles, so no fault rule
 
 
 def registered_claim(check: str) -> Claim:

@@ -38,8 +38,8 @@ Fault (responsibility-sensitive, symmetric: the rules never ask which vehicle is
    laterally" is measured against each vehicle's own lane (`own_lateral_speed`), so following a
    curve is not a lateral move.
 
-Rule versions (`FaultRule`; `FAULT_RULE` is the one the worlds use). "v1" is the rule as the checks
-were registered with. "v2" (session 28 amendment, docs/adv0.md) reads one more case: where neither
+Rule versions (`FaultRule`; `FAULT_RULE` is the one the worlds use and the highway checks' protocol
+names). "v1" is the rule the checks were first registered with. "v2" (session 28 amendment, docs/adv0.md) reads one more case: where neither
 vehicle *steered* towards the other (rule 2's speeds) and the lanes are of equal priority, it
 measures the lateral *displacement* in the shared frame over the same window, so a vehicle shoved
 sideways by highway-env's collision impulse -- a wreck of an earlier crash, its heading unchanged --
@@ -69,7 +69,7 @@ SAFE_DECEL = 4.0  # m/s^2: braking a follower may be expected to use to match a 
 SEPARATED_M = 0.5  # bumper gap above which two vehicles were not side by side at entry
 CROSSING_DEG = 30.0  # headings further apart than this: crossing paths, not parallel lanes
 LEFT_LANE_M = 1.5  # where paths cross, only a lateral move this large (leaving the lane) overrides right of way
-FAULT_RULE: FaultRule = "v1"  # the registered checks' rule; "v2" waits on its amendment being registered
+FAULT_RULE: FaultRule = "v2"  # the registered checks' rule (in their protocol: the session-28 amendment)
 
 
 # ---------------------------------------------------------------- time-to-collision
