@@ -155,10 +155,12 @@ def train_cmd(
     seed: int = typer.Option(0, "--seed"),
     target: str = typer.Option("delta", "--target", help="delta: the delta world model (with its learned mask); "
                                "value: the value-model baseline at the same budget (a good / neutral / bad label "
-                               "per transition, no delta, no mask; environments/cdwm/value_model.py)."),
+                               "per transition, no delta, no mask; environments/cdwm/value_model.py); generative: "
+                               "the generative baseline at the same budget (the next observation's text, no mask; "
+                               "environments/cdwm/generative_model.py; needs data collected with its next_observation)."),
 ) -> None:
     """SFT of a delta world model (LoRA, peft) with a learned causal sparsity mask, trained jointly;
-    or, with --target value, of the value-model baseline on the same rows."""
+    or, with --target value / generative, of the value-model / generative baseline on the same rows."""
     from environments.cdwm.wm_train import TrainConfig, train
 
     cfg = TrainConfig(
@@ -326,10 +328,12 @@ def planner_cmd(
         "none,oracle",
         "--arms",
         help="Comma-separated world models: none (ReAct on the proposer), oracle (the environment's ledger), a model "
-        "spec (prompted, e.g. local/smollm2-135m), trained:ADAPTER_DIR (a `harness cdwm train` adapter).",
+        "spec (prompted, e.g. local/smollm2-135m), trained:ADAPTER_DIR (a `harness cdwm train` adapter), "
+        "value:ADAPTER_DIR / generative:ADAPTER_DIR (`harness cdwm train --target value / generative`).",
     ),
     world: str = typer.Option("minigrid", "--world", help="A `harness cdwm collect` world: minigrid or household."),
-    task_types: str = typer.Option("lavagap", "--task-types", help="Comma-separated task types of the world."),
+    task_types: str = typer.Option("", "--task-types", help="Comma-separated task types of the world (default: "
+                                   "lavagap on minigrid; household: its task types less the held-out cool)."),
     episodes: int = typer.Option(6, "--episodes", min=1),
     seed: int = typer.Option(0, "--seed"),
     off_plan: float = typer.Option(0.2, "--off-plan", min=0.0, max=1.0, help="The expert's off-plan proposal rate."),
@@ -345,11 +349,16 @@ def planner_cmd(
     """The CDWM planner with a noisy-expert proposer: irreversible failures and success per world model."""
     import json as _json
 
-    from environments.cdwm.planner_check import CheckConfig, run_check
+    from environments.cdwm.planner_check import CheckConfig, default_task_types, run_check
+    from environments.cdwm.planner_worlds import refuse_world
 
+    try:
+        refuse_world(world)
+    except HarnessError as exc:
+        _fail(str(exc))
     cfg = CheckConfig(
         world=world,
-        task_types=tuple(t.strip() for t in task_types.split(",") if t.strip()),
+        task_types=tuple(t.strip() for t in task_types.split(",") if t.strip()) or default_task_types(world),
         episodes=episodes,
         seed=seed,
         off_plan=off_plan,
@@ -373,6 +382,8 @@ def planner_cmd(
         "steps",
         "wm_calls",
         "abstained",
+        "proposer_tokens",
+        "world_model_tokens",
         "seconds",
     )
     out.print("| " + " | ".join(head) + " |\n|" + "---|" * len(head), highlight=False)
@@ -397,6 +408,9 @@ def claim_check_cmd(
     claim_id: str = typer.Argument(..., help="cdwm.success, cdwm.irreversible, cdwm.tokens or cdwm.generalisation"),
     run_dir: Path = RUN_DIR,
     trained: str = typer.Option("", "--trained", help="ADAPTER_DIR of the trained delta world model (arm trained)."),
+    value: str = typer.Option("", "--value", help="ADAPTER_DIR of `cdwm train --target value` (arm value)."),
+    generative: str = typer.Option("", "--generative", help="ADAPTER_DIR of `cdwm train --target generative` "
+                                   "(arm generative)."),
     prompted_model: str = typer.Option("local/smollm2-135m", "--prompted-model", help="The prompted arm's model."),
     worlds: str = typer.Option("minigrid,household,web", "--worlds", help="The registered worlds; another list is "
                                "an exploratory check."),
@@ -420,7 +434,8 @@ def claim_check_cmd(
             claim = claim.model_copy(update={"plan": SeedPlan(looks=(seeds,), level=claim.plan.level)})
         if exploratory:
             out.print(f"[yellow]{claim.id}: an exploratory check (not the registered seed plan or worlds)[/]")
-        options = {"worlds": worlds, "trained_adapter": trained, "prompted_model": prompted_model}
+        options = {"worlds": worlds, "trained_adapter": trained, "value_adapter": value,
+                   "generative_adapter": generative, "prompted_model": prompted_model}
         verdict = run_claim(claim, run_dir, options, lambda: make_executor("asyncio"),
                             registered=None if exploratory else family.registered(claim), progress=progress,
                             log=lambda line: out.print(line, highlight=False))

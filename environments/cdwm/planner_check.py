@@ -10,25 +10,28 @@ fall back on. Only the world model changes between arms:
 
 - `none`: no world model -- ReAct on the same proposer (its first candidate is played);
 - `oracle`: a perfect world model -- the environment's own ledger: a deep copy of the live
-  environment plays the action (after the imagined one, in a lookahead) and its delta is the
-  prediction, confidence 1;
+  environment (MiniGrid) or a twin replaying its actions (household; planner_worlds.py) plays the
+  action (after the imagined one, in a lookahead) and its delta is the prediction, confidence 1;
 - any model spec (`local/smollm2-135m`, `openai/...`): the prompted world model of
   `agents/world_model.py` under the world's hand-written mask;
 - `trained:DIR`: a `harness cdwm train` adapter (`agents/trained_world_model.py`), served as
   `local/smollm2-135m@DIR#all-token`, asked in its training prompt under its learned mask;
 - `value:DIR`: the value-model baseline (`harness cdwm train --target value`, value_model.py): a
-  `bad` label prunes the candidate as an irreversible change would; it never predicts a delta.
+  `bad` label prunes the candidate as an irreversible change would; it never predicts a delta;
+- `generative:DIR`: the generative baseline (`harness cdwm train --target generative`,
+  generative_model.py): the predicted next observation's facts diffed with the current ones.
 
 Per arm: irreversible failures (episodes with a ground-truth irreversible change the task did not
 require), the irreversible actions the expert proposed first (checked against the ledger), task
-success, steps and world-model calls. Every arm plays the same (task, seed) episodes and its
-proposer draws the same random numbers.
+success, steps, world-model calls, and the tokens of the registered `tokens` protocol per episode:
+the world model's (prompt + completion of its calls) and the proposer's charge (proposer_tokens.py:
+the prompt the embedded proposer would be sent per step, and a nominal reply). Every arm plays the
+same (task, seed) episodes and its proposer draws the same random numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import copy
 import importlib
 import random
 import re
@@ -44,7 +47,10 @@ from agents.episode import PolicyReply, run_episode
 from agents.trained_world_model import TrainedWorldModel
 from agents.world_model import Prediction
 from environments.cdwm.collect import load_world
+from environments.cdwm.generative_model import GenerativeModel
 from environments.cdwm.metrics import unrequired_irreversible
+from environments.cdwm.planner_worlds import Ledger, ledger_for, refuse_world
+from environments.cdwm.proposer_tokens import proposal_charge
 from environments.cdwm.value_model import ValueModel
 from harness.agents_registry import AgentConfig, StepRecord
 from harness.environment import Delta, Environment, Observation, StepResult
@@ -81,29 +87,13 @@ class LocalEnv:
         pass  # the episode object closes it
 
 
-def ledger_delta(env: Environment, actions: list[str]) -> Delta:
-    """The environment's own delta of the last of `actions`, played on a deep copy (the live
-    environment is untouched)."""
-    try:
-        twin = copy.deepcopy(env)
-    except (TypeError, ValueError) as exc:  # e.g. the household engine's ctypes handles
-        raise HarnessError(
-            f"--world: the ledger check plays each first candidate on a copy of the environment, and "
-            f"{type(env).__name__} cannot be copied ({exc}); use --world minigrid"
-        ) from exc
-    result = None
-    for action in actions:
-        result = twin.step(action)
-    return result.delta if result is not None else Delta()
-
-
-def oracle_world_model(env: Environment) -> WorldModel:
-    """A perfect world model: the ledger's delta, confidence 1. In an imagined state (the
-    lookahead) it first plays the imagined action, so its second step is exact too."""
+def oracle_world_model(ledger: Ledger) -> WorldModel:
+    """A perfect world model: the ledger's delta (planner_worlds.py), confidence 1. In an imagined
+    state (the lookahead) it first plays the imagined action, so its second step is exact too."""
 
     async def predict(intent: str, obs: Observation, obs_text: str, action: str, action_class: str) -> Prediction:
         m = _IMAGINED.search(obs_text)
-        delta = ledger_delta(env, [m.group(1), action] if m else [action])
+        delta = ledger([m.group(1), action] if m else [action])
         return Prediction(delta.model_copy(update={"confidence": 1.0}), "oracle")
 
     return predict
@@ -161,6 +151,8 @@ class EpisodeOutcome(TypedDict):
     proposed_irreversible: int
     steps: int
     proposals: list[str]  # why the expert proposed each first candidate: plan, off_plan, irreversible
+    proposer_tokens: int  # the proposer's charge (proposer_tokens.py), every step
+    world_model_tokens: int  # prompt + completion tokens of the world model's calls
 
 
 @dataclass
@@ -174,6 +166,8 @@ class ArmResult:
     steps: int = 0
     wm_calls: int = 0
     abstained: int = 0
+    proposer_tokens: int = 0
+    world_model_tokens: int = 0
     seconds: float = 0.0
     per_episode: list[EpisodeOutcome] = field(default_factory=list)
 
@@ -190,14 +184,16 @@ class ArmResult:
             "steps": self.steps,
             "wm_calls": self.wm_calls,
             "abstained": self.abstained,
+            "proposer_tokens": self.proposer_tokens,
+            "world_model_tokens": self.world_model_tokens,
             "seconds": round(self.seconds, 2),
         }
 
 
 @dataclass(frozen=True)
 class CheckConfig:
-    world: str = "minigrid"
-    task_types: tuple[str, ...] = ("lavagap",)
+    world: str = "minigrid"  # one of planner_worlds.PLANNER_WORLDS
+    task_types: tuple[str, ...] = ("lavagap",)  # `default_task_types(world)` for another world
     episodes: int = 6
     seed: int = 0
     off_plan: float = 0.2
@@ -206,6 +202,15 @@ class CheckConfig:
     max_steps: int = 30
     confidence_threshold: float = 0.5
     horizon: int = 2
+
+
+def default_task_types(world: str) -> tuple[str, ...]:
+    """MiniGrid's lava level (where irreversible proposals bite); another world's training types
+    (its task types less the held-out ones)."""
+    if world == "minigrid":
+        return ("lavagap",)
+    w = load_world(world)
+    return tuple(t for t in w.task_types if t not in w.default_heldout)
 
 
 def hand_mask(world: str) -> Any:
@@ -229,6 +234,17 @@ def model_generate(spec: str) -> tuple[Callable[..., Any], Callable[[], Any]]:
     return generate, model.aclose
 
 
+def _metered(generate: Callable[..., Any], tokens: list[int]) -> Callable[..., Any]:
+    """`generate`, adding each call's prompt + completion tokens to tokens[0]."""
+
+    async def counted(role: str, messages: list[ChatMessage], config: Any) -> Any:
+        out = await generate(role, messages, config)
+        tokens[0] += out.usage.prompt_tokens + out.usage.completion_tokens
+        return out
+
+    return counted
+
+
 async def _no_model(role: str, messages: list[ChatMessage], config: Any) -> Any:
     raise HarnessError(f"role {role!r}: this check's proposer is the noisy expert; nothing may ask a model here")
 
@@ -238,16 +254,21 @@ async def play(
     arm: str,
     spec: dict[str, JsonValue],
     generate: Callable[..., Any],
-    trained: TrainedWorldModel | ValueModel | None,
+    trained: TrainedWorldModel | ValueModel | GenerativeModel | None,
     result: ArmResult,
 ) -> None:
+    refuse_world(cfg.world)
     world = load_world(cfg.world)
     ep = world.open(spec)
     calls = 0
+    wm_tokens, proposer_tokens = [0], 0
+    generate = _metered(generate, wm_tokens)  # every world model asks through it
+    ledger: Ledger | None = None
     try:
         rng = random.Random(f"{cfg.seed}:{spec}")
         expert = NoisyExpert(ep, rng, cfg.off_plan, cfg.irreversible)
         env = ep.env
+        ledger = ledger_for(env)
         agent_cfg = AgentConfig(
             max_steps=cfg.max_steps,
             candidates=cfg.candidates,
@@ -260,8 +281,8 @@ async def play(
         if arm == "none":
             wm = None
         elif arm == "oracle":
-            wm = oracle_world_model(env)
-        elif isinstance(trained, ValueModel):  # the value baseline: a goodness label, never a delta
+            wm = oracle_world_model(ledger)
+        elif isinstance(trained, (ValueModel, GenerativeModel)):  # a baseline: a label, or a predicted observation
             wm = trained.world_model(generate)
         elif trained is not None:
             wm = trained_world_model(trained, generate, agent_cfg)
@@ -286,8 +307,11 @@ async def play(
 
         class Watching:
             async def propose(self, intent: str, obs: Observation, steps: list[StepRecord], k: int) -> PolicyReply:
+                nonlocal proposer_tokens
                 reply = await expert.propose(intent, obs, steps, k)
-                proposal_flags.append(unrequired_irreversible(ledger_delta(env, reply.actions[:1]), required))
+                assert ledger is not None
+                proposal_flags.append(unrequired_irreversible(ledger(reply.actions[:1]), required))
+                proposer_tokens += proposal_charge(intent, obs, steps, agent_cfg, k, reply.actions)
                 return reply
 
             async def follow_up(
@@ -325,6 +349,8 @@ async def play(
         result.steps += len(steps)
         result.wm_calls += calls
         result.abstained += int(any(s.abstained for s in steps))
+        result.proposer_tokens += proposer_tokens
+        result.world_model_tokens += wm_tokens[0]
         result.per_episode.append(
             EpisodeOutcome(
                 spec=spec,
@@ -333,9 +359,13 @@ async def play(
                 proposed_irreversible=proposed,
                 steps=len(steps),
                 proposals=[why for _, why, _ in expert.proposed],
+                proposer_tokens=proposer_tokens,
+                world_model_tokens=wm_tokens[0],
             )
         )
     finally:
+        if ledger is not None:
+            ledger.close()
         ep.close()
 
 
@@ -364,6 +394,7 @@ async def _react(env: LocalEnv, intent: str, obs: Observation, proposer: Any, cf
 
 
 def episode_specs(cfg: CheckConfig) -> list[dict[str, JsonValue]]:
+    refuse_world(cfg.world)
     world = load_world(cfg.world)
     unknown = [t for t in cfg.task_types if t not in world.task_types]
     if unknown:
@@ -383,7 +414,7 @@ async def _all_episodes(
     arm: str,
     specs: list[dict[str, JsonValue]],
     generate: Callable[..., Any],
-    trained: TrainedWorldModel | ValueModel | None,
+    trained: TrainedWorldModel | ValueModel | GenerativeModel | None,
     result: ArmResult,
     close: Callable[[], Any] | None,
     on_episode: Callable[[str], None] | None,
@@ -400,17 +431,19 @@ async def _all_episodes(
 
 def run_check(cfg: CheckConfig, arms: list[str], on_episode: Callable[[str], None] | None = None) -> list[ArmResult]:
     """Every arm on the same episodes. An arm is `none`, `oracle`, a model spec (prompted),
-    `trained:DIR` or `value:DIR` (each served as local/smollm2-135m@DIR#all-token)."""
+    `trained:DIR`, `value:DIR` or `generative:DIR` (each served as local/smollm2-135m@DIR#all-token)."""
     specs = episode_specs(cfg)
     out = []
     for arm in arms:
         result = ArmResult(arm)
-        trained: TrainedWorldModel | ValueModel | None = None
+        trained: TrainedWorldModel | ValueModel | GenerativeModel | None = None
         generate: Callable[..., Any] = _no_model
         close = None
-        if arm.startswith(("trained:", "value:")):
-            directory = arm.partition(":")[2]
-            trained = (TrainedWorldModel if arm.startswith("trained:") else ValueModel).load(directory, cfg.world)
+        if arm.startswith(("trained:", "value:", "generative:")):
+            kind, _, directory = arm.partition(":")
+            trained = (TrainedWorldModel.load(directory, cfg.world) if kind == "trained"
+                       else ValueModel.load(directory, cfg.world) if kind == "value"
+                       else GenerativeModel.load(directory, cfg.world))
             generate, close = model_generate(f"local/smollm2-135m@{directory}#all-token")
         elif arm not in ("none", "oracle"):
             generate, close = model_generate(arm)

@@ -7,15 +7,22 @@ on; `heldout_task_type`; `heldout_rule`: a world's rule perturbation; `heldout_w
 world's held-out site), and episode i of a setting plays world `worlds[i % len(worlds)]` among those
 that offer it. The option `world_model` is the arm: `none` (ReAct on the same proposer), `oracle`
 (the ledger), `prompted` (agents/world_model.py on `prompted_model`), `trained` (the adapter in
-`trained_adapter`), `value` (the value-model baseline in `value_adapter`, value_model.py). The proposer is the noisy expert, seeded by the episode, so every arm plays the
+`trained_adapter`), `value` (the value-model baseline in `value_adapter`, value_model.py), `generative` (the generative
+baseline in `generative_adapter`, generative_model.py: MiniGrid only). The proposer is the noisy expert, seeded by the episode, so every arm plays the
 same episodes with the same random numbers. The suite serves its own world model (it has no roles):
 the arm is an option, not a model, and a claim check's runs differ only in it.
 
 Scores per episode: success, irreversible_failure (an unrequired irreversible change happened),
-steps, wm_calls, world_model_tokens (prompt + completion of the world model's calls) and, where the
-episode succeeded, tokens_per_success. The registered token count (claims.PROTOCOL `tokens`) also
-charges the proposer prompt the embedded proposer would be sent; that charge is not computed yet, so
-tokens_per_success is the world model's tokens only until it is (docs/cdwm.md).
+steps, wm_calls, world_model_tokens (prompt + completion of the world model's calls),
+proposer_tokens (the registered `tokens` protocol's charge for the proposer: the prompt the embedded
+proposer would be sent per step, and a nominal reply; proposer_tokens.py) and, where the episode
+succeeded, tokens_per_success = proposer_tokens + world_model_tokens. Records written before session
+28 lack proposer_tokens (read as None) and their tokens_per_success is the world model's alone:
+claims.py refuses to judge `cdwm.tokens` on them.
+
+Worlds: planner_worlds.PLANNER_WORLDS (minigrid, household; web is not wired yet and is refused,
+naming why). Household offers no `heldout_rule` (its rules are ALFWorld's PDDL domain, shared by
+every task) and no `heldout_website`; asking only worlds that lack a setting is an error naming it.
 
 May import: `harness`, `agents`, `environments.cdwm`.
 """
@@ -30,7 +37,9 @@ from pydantic import BaseModel, Field, JsonValue
 
 from agents.trained_world_model import TrainedWorldModel
 from environments.cdwm.collect import WORLDS, load_world, split_types
+from environments.cdwm.generative_model import GenerativeModel
 from environments.cdwm.planner_check import ArmResult, CheckConfig, model_generate, play
+from environments.cdwm.planner_worlds import refuse_world
 from environments.cdwm.value_model import ValueModel
 from harness.claims.model import cell_id
 from harness.errors import HarnessError
@@ -39,20 +48,22 @@ from harness.records import Metric, MetricSpec, SampleRecord
 from harness.stats import mean_metric
 from harness.suite import FunctionScorer, Sample, SampleContext, Score, Scorer, Suite, SuiteOptions, Transcript
 
-Arm = Literal["none", "oracle", "prompted", "trained", "value"]
-ADAPTER_ARMS = ("trained", "value")  # served as local/smollm2-135m@DIR#all-token from the option ARM_adapter
+Arm = Literal["none", "oracle", "prompted", "trained", "value", "generative"]
+ADAPTER_ARMS = ("trained", "value", "generative")  # served as local/smollm2-135m@DIR#all-token from the option ARM_adapter
 SETTINGS = ("validation", "heldout_task_type", "heldout_rule", "heldout_website")
 WEB = "web"  # the world whose task types are websites
 
 
 class PlannerOptions(SuiteOptions):
     world_model: Arm = Field("none", description="the arm: none (ReAct), oracle (the ledger), prompted, trained, "
-                             "value")
+                             "value, generative")
     trained_adapter: str = Field("", description="DIR of a `harness cdwm train` adapter (arm trained)")
     value_adapter: str = Field("", description="DIR of a `harness cdwm train --target value` adapter (arm value)")
+    generative_adapter: str = Field("", description="DIR of a `harness cdwm train --target generative` adapter "
+                                    "(arm generative)")
     prompted_model: str = Field("local/smollm2-135m", description="the model spec the prompted arm asks")
-    worlds: str = Field("minigrid", description="comma list; episode i plays worlds[i % n] of those "
-                        "offering its setting")
+    worlds: str = Field("minigrid", description="comma list of minigrid, household (web: not wired yet); episode i "
+                        "plays worlds[i % n] of those offering its setting (household offers no heldout_rule)")
     settings: str = Field("validation", description="comma list of " + ", ".join(SETTINGS))
     seeds: int = Field(5, ge=1, description="episodes per setting")
     first_seed: int = Field(0, ge=0, description="the first episode index (a claim check's later looks)")
@@ -79,6 +90,7 @@ class PlannerTranscript(BaseModel):
     world_model_tokens: int
     abstained: bool
     proposals: list[str]
+    proposer_tokens: int | None = None  # None: written before session 28, when the charge was not computed
 
 
 class PlannerScores(BaseModel):
@@ -88,6 +100,7 @@ class PlannerScores(BaseModel):
     steps: float
     wm_calls: float
     world_model_tokens: float
+    proposer_tokens: float | None = None  # None: written before session 28 (tokens_per_success = world model's only)
 
 
 def _names(option: str, raw: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
@@ -124,7 +137,7 @@ def worlds_for(setting: str, worlds: tuple[str, ...]) -> list[str]:
 
 class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
     name: ClassVar[str] = "cdwm-planner"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"  # 2: tokens_per_success charges the proposer (session 28): runs of 1 are not reused
     headline_metric: ClassVar[str] = "success"
     description: ClassVar[str] = ("The CDWM planner with a noisy-expert proposer, one arm (world model) per run; "
                                   "samples are SETTING/seedNNN episodes (environments/cdwm/planner_suite.py)")
@@ -137,8 +150,10 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
         "irreversible_failure": MetricSpec(direction="lower", unit="fraction",
                                            description="episodes with an irreversible change the task did not require"),
         "tokens_per_success": MetricSpec(direction="lower", unit="tokens",
-                                         description="world-model tokens of a successful episode"),
+                                         description="proposer charge + world-model tokens of a successful episode"),
         "world_model_tokens": MetricSpec(direction="lower", unit="tokens"),
+        "proposer_tokens": MetricSpec(direction="lower", unit="tokens", description="the prompt (and a nominal "
+                                      "reply) the embedded proposer would be sent, per step"),
         "steps": MetricSpec(direction="lower"),
         "wm_calls": MetricSpec(direction="lower"),
     }
@@ -146,7 +161,7 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
     def __init__(self, options: SuiteOptions | None = None) -> None:
         super().__init__(options)
         self._generate: Any = None  # the arm's model, served on first use
-        self._readers: dict[str, TrainedWorldModel | ValueModel] = {}  # world -> the adapter's reader
+        self._readers: dict[str, TrainedWorldModel | ValueModel | GenerativeModel] = {}  # world -> the adapter's reader
 
     @property
     def opts(self) -> PlannerOptions:
@@ -160,11 +175,15 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
     def load_samples(self, corpus: str | None) -> list[Sample]:
         o = self.opts
         worlds = _names("worlds", o.worlds, tuple(WORLDS))
+        for w in worlds:
+            refuse_world(w, "--suite-option worlds")
         samples: list[Sample] = []
         for setting in _names("settings", o.settings, SETTINGS):
             offering = worlds_for(setting, worlds)
             if not offering:
-                raise HarnessError(f"--suite-option settings: no world of {','.join(worlds)} offers {setting}")
+                raise HarnessError(f"--suite-option settings: no world of {','.join(worlds)} offers {setting}"
+                                   + ("; household has no rule perturbation (its rules are ALFWorld's PDDL domain): "
+                                      "add minigrid to --suite-option worlds" if setting == "heldout_rule" else ""))
             for e in range(o.first_seed, o.first_seed + o.seeds):
                 world = offering[e % len(offering)]
                 samples.append(Sample(cell_id(setting, e), PlannerEpisode(setting=setting, world=world,
@@ -175,9 +194,9 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
         arm = self.opts.world_model
         if arm in ADAPTER_ARMS and not getattr(self.opts, f"{arm}_adapter"):
             raise HarnessError(f"--suite-option world_model={arm} needs --suite-option {arm}_adapter=DIR "
-                               f"(OUT/adapter of `harness cdwm train{' --target value' if arm == 'value' else ''}`)")
+                               f"(OUT/adapter of `harness cdwm train{'' if arm == 'trained' else ' --target ' + arm}`)")
 
-    def _serve(self, world: str) -> tuple[Any, TrainedWorldModel | ValueModel | None]:
+    def _serve(self, world: str) -> tuple[Any, TrainedWorldModel | ValueModel | GenerativeModel | None]:
         """(generate, the adapter's reader for this world): the model is loaded once per run, the
         reader once per world (an adapter is refused for a world it was not trained on)."""
         o = self.opts
@@ -188,23 +207,21 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
             spec = f"local/smollm2-135m@{directory}#all-token" if directory else o.prompted_model
             self._generate = model_generate(spec)[0]
         if o.world_model in ADAPTER_ARMS and world not in self._readers:
-            kind = TrainedWorldModel if o.world_model == "trained" else ValueModel
-            self._readers[world] = kind.load(directory, world)
+            arm = o.world_model
+            self._readers[world] = (TrainedWorldModel.load(directory, world) if arm == "trained"
+                                    else ValueModel.load(directory, world) if arm == "value"
+                                    else GenerativeModel.load(directory, world))
         return self._generate, self._readers.get(world)
 
     async def solve(self, sample: Sample, ctx: SampleContext) -> Transcript:
         o, data = self.opts, sample.data
         assert isinstance(data, PlannerEpisode)
         inner, trained = self._serve(data.world)
-        tokens = 0
 
         async def generate(role: str, messages: list[ChatMessage], config: Any) -> Any:
-            nonlocal tokens
             if inner is None:
                 raise HarnessError(f"arm {o.world_model}: nothing may ask a model here (role {role!r})")
-            out = await inner(role, messages, config)
-            tokens += out.usage.prompt_tokens + out.usage.completion_tokens
-            return out
+            return await inner(role, messages, config)
 
         cfg = CheckConfig(world=data.world, seed=o.seed, off_plan=o.off_plan, irreversible=o.irreversible,
                           candidates=o.candidates, max_steps=o.max_steps,
@@ -214,18 +231,24 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
         episode = result.per_episode[0]
         return Transcript(PlannerTranscript(
             success=bool(episode["success"]), unrequired_irreversible=list(episode["unrequired_irreversible"]),
-            steps=int(episode["steps"]), wm_calls=result.wm_calls, world_model_tokens=tokens,
-            abstained=bool(result.abstained), proposals=list(episode["proposals"])))
+            steps=int(episode["steps"]), wm_calls=result.wm_calls, world_model_tokens=episode["world_model_tokens"],
+            abstained=bool(result.abstained), proposals=list(episode["proposals"]),
+            proposer_tokens=episode["proposer_tokens"]))
 
     def scorers(self) -> dict[str, Scorer[PlannerTranscript]]:
         return {"episode": FunctionScorer("episode", self._score, description="success, irreversible failure, "
                                           "tokens per success, steps, world-model calls")}
 
     async def _score(self, sample: Sample[Any], t: PlannerTranscript, ctx: SampleContext) -> Score:
+        # The registered `tokens` protocol: the proposer's charge + the world model's tokens. A
+        # transcript from before the charge existed keeps its world-model-only count, marked by
+        # proposer_tokens None (claims.py refuses to judge cdwm.tokens on it).
+        tokens = t.world_model_tokens + (t.proposer_tokens or 0)
         return Score(PlannerScores(
             success=float(t.success), irreversible_failure=float(bool(t.unrequired_irreversible)),
-            tokens_per_success=float(t.world_model_tokens) if t.success else None, steps=float(t.steps),
-            wm_calls=float(t.wm_calls), world_model_tokens=float(t.world_model_tokens)))
+            tokens_per_success=float(tokens) if t.success else None, steps=float(t.steps),
+            wm_calls=float(t.wm_calls), world_model_tokens=float(t.world_model_tokens),
+            proposer_tokens=None if t.proposer_tokens is None else float(t.proposer_tokens)))
 
     def metrics(self, records: list[SampleRecord], seed: int = 0) -> dict[str, Metric]:
         scored = [self.read_scores(r.scores) for r in records if r.status == "ok" and r.scores]

@@ -51,6 +51,23 @@ def test_the_oracle_arm_avoids_the_irreversible_failures_react_makes_on_the_same
     assert sum(s.success for s in oracle) > sum(s.success for s in none)
     assert all(s.world_model_tokens == 0 and (s.tokens_per_success is None) == (s.success == 0) for s in none)
     assert sum(s.wm_calls for s in oracle) > 0 and sum(s.wm_calls for s in none) == 0
+    # The registered tokens protocol: the proposer's charge every episode, plus the world model's.
+    for s in none + oracle:
+        assert s.proposer_tokens is not None and s.proposer_tokens > 100 * s.steps
+        assert s.tokens_per_success is None or s.tokens_per_success == s.proposer_tokens + s.world_model_tokens
+
+
+def test_household_plays_in_the_suite_and_has_no_heldout_rule() -> None:
+    s = suite("oracle", worlds="household", settings="validation", seeds=1, max_steps=3)
+    (sample,) = s.load_samples(None)
+    assert sample.data.world == "household"
+    outcome = asyncio.run(s.run_sample(sample, SampleContext({}, 0, {})))
+    scores = PlannerScores.model_validate(outcome.scores)
+    assert scores.steps == 3 and scores.wm_calls > 0 and scores.proposer_tokens
+    with pytest.raises(HarnessError, match="household has no rule perturbation"):
+        suite("none", worlds="household", settings="heldout_rule").load_samples(None)
+    with pytest.raises(HarnessError, match="worlds web: the web world's state"):
+        suite("none", worlds="minigrid,web").load_samples(None)
 
 
 def test_a_claim_check_is_runs_of_the_suite_resumable_and_its_verdict_comes_from_their_records(tmp_path, monkeypatch):
