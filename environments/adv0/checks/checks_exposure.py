@@ -34,7 +34,7 @@ from environments.adv0.checks.verdicts import (
     stat_higher,
 )
 from environments.adv0.metrics import entropy, failure_cluster
-from environments.adv0.sim.scenario import EpisodeResult
+from environments.adv0.sim.scenario import EpisodeResult, failures_by_party, party_text
 from environments.adv0.train.loop import Contexts, IdmDefender, LoopConfig, make_attacker, round_rng, seeds_for
 from environments.adv0.train.parallel import defender_episodes, rollout_for
 from harness.stats import mean_metric, wilson_interval
@@ -63,6 +63,18 @@ class Arm(BaseModel):
 
     def clusters(self) -> list[str | None]:
         return [failure_cluster(r) for r in self.results]
+
+
+def failure_rate_text(results: Sequence[EpisodeResult]) -> str:
+    """The defender-failure rate with its failures by the other vehicle of the contact beside it."""
+    k = sum(r.defender_failure for r in results)
+    return f"{fmt_rate(k, len(results))}; {party_text(failures_by_party(results))}"
+
+
+def with_parties(part: Part, arms: Sequence[Arm]) -> Part:
+    """`part` with each arm's defender failures by the other vehicle beside its verdict (not judged)."""
+    text = "; ".join(f"{a.name}: {party_text(failures_by_party(a.results))}" for a in arms)
+    return part.model_copy(update={"by_party": text})
 
 
 def distinct_clusters(clusters: np.ndarray) -> float:
@@ -116,7 +128,7 @@ def exposure(
 def arm_numbers(arms: Sequence[Arm]) -> dict[str, str]:
     nums = {}
     for a in arms:
-        nums[f"{a.name}: defender-failure rate"] = fmt_rate(*a.count("defender_failure"))
+        nums[f"{a.name}: defender-failure rate"] = failure_rate_text(a.results)
         nums[f"{a.name}: crash rate"] = fmt_rate(*a.count("crash"))
         nums[f"{a.name}: attacker-at-fault share of crashes"] = fmt_rate(*a.count("attacker_fault_of_crashes"))
         cl = np.array(a.clusters(), dtype=object)
@@ -191,14 +203,17 @@ def judge_c3(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
     arms, n, c, fam, rounds, k = exposure_sizes("C3", cells, **flags)
     adv = arms[0]
     parts = [
-        rate_higher(
-            f"defender-failure rate: adv0 - {b.name}",
-            *adv.count("defender_failure"),
-            *b.count("defender_failure"),
-            MIN_RATE_EFFECT,
-            metric="defender-failure rate",
-            arm="adv0",
-            versus=b.name,
+        with_parties(
+            rate_higher(
+                f"defender-failure rate: adv0 - {b.name}",
+                *adv.count("defender_failure"),
+                *b.count("defender_failure"),
+                MIN_RATE_EFFECT,
+                metric="defender-failure rate",
+                arm="adv0",
+                versus=b.name,
+            ),
+            [adv, b],
         )
         for b in arms[1:]
     ]
@@ -301,14 +316,17 @@ def judge_c4(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
 def judge_c5(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
     arms, n, c, fam, rounds, k = exposure_sizes("C5", cells, **flags)
     parts = [
-        rate_higher(
-            "defender-failure rate: adv0 (aligned utility) - sage (open-loop surrogate)",
-            *arms[0].count("defender_failure"),
-            *arms[1].count("defender_failure"),
-            MIN_RATE_EFFECT,
-            metric="defender-failure rate",
-            arm="adv0",
-            versus="sage",
+        with_parties(
+            rate_higher(
+                "defender-failure rate: adv0 (aligned utility) - sage (open-loop surrogate)",
+                *arms[0].count("defender_failure"),
+                *arms[1].count("defender_failure"),
+                MIN_RATE_EFFECT,
+                metric="defender-failure rate",
+                arm="adv0",
+                versus="sage",
+            ),
+            arms,
         )
     ]
     return Finding.judge(

@@ -19,7 +19,14 @@ import numpy as np
 from pydantic import BaseModel
 
 from environments.adv0.checks.cells import Cell, arm_cells, pooled_count, pooled_episodes
-from environments.adv0.checks.checks_exposure import Arm, arm_numbers, check_sizes, pooled_arm
+from environments.adv0.checks.checks_exposure import (
+    Arm,
+    arm_numbers,
+    check_sizes,
+    failure_rate_text,
+    pooled_arm,
+    with_parties,
+)
 from environments.adv0.checks.claims import MIN_RATE_EFFECT, NORMAL_RETURN_LOSS, size
 from environments.adv0.checks.verdicts import LEVEL, Finding, Part, fmt_metric, fmt_rate, rate_higher, relative_not_below
 from environments.adv0.sim.scenario import HELD_OUT_FAMILIES, EpisodeResult, ScenarioParams
@@ -163,16 +170,19 @@ def generalisation(
     k_none, n_none = sum(r.defender_failure for r in held["normally-trained"]), len(held["normally-trained"])
     k_adv, n_adv = sum(r.defender_failure for r in held["adv0-trained"]), len(held["adv0-trained"])
     parts = [
-        rate_higher(
-            "held-out defender-failure rate: normally trained - adv0-trained",
-            k_none,
-            n_none,
-            k_adv,
-            n_adv,
-            MIN_RATE_EFFECT,
-            metric="held-out defender-failure rate",
-            arm="normally-trained",
-            versus="adv0-trained",
+        with_parties(
+            rate_higher(
+                "held-out defender-failure rate: normally trained - adv0-trained",
+                k_none,
+                n_none,
+                k_adv,
+                n_adv,
+                MIN_RATE_EFFECT,
+                metric="held-out defender-failure rate",
+                arm="normally-trained",
+                versus="adv0-trained",
+            ),
+            [Arm(name=a, results=held[a]) for a in ("normally-trained", "adv0-trained")],
         ),
         relative_not_below(
             "normal-traffic return: adv0-trained relative to normally trained",
@@ -187,9 +197,7 @@ def generalisation(
     numbers = {}
     for arm, name in (("adv0-trained", "adv0"), ("normally-trained", "none")):
         hr, nr = held[arm], normal[arm]
-        numbers[f"{name}-trained: held-out defender-failure rate"] = fmt_rate(
-            sum(r.defender_failure for r in hr), len(hr)
-        )
+        numbers[f"{name}-trained: held-out defender-failure rate"] = failure_rate_text(hr)
         numbers[f"{name}-trained: held-out crash rate"] = fmt_rate(sum(r.crashed for r in hr), len(hr))
         numbers[f"{name}-trained: normal-traffic crash rate"] = fmt_rate(sum(r.crashed for r in nr), len(nr))
         numbers[f"{name}-trained: normal-traffic return"] = fmt_metric(mean_metric([r.reward for r in nr], LEVEL))
@@ -309,14 +317,17 @@ def judge_c8(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
     arms: list[Arm] = [pooled_arm(a, cs) for a, cs in arm_cells("C8", cells).items()]
     n = len(arms[0].results)
     parts = [
-        rate_higher(
-            "defender-failure rate against its own final defender: iterated - frozen",
-            *arms[0].count("defender_failure"),
-            *arms[1].count("defender_failure"),
-            MIN_RATE_EFFECT,
-            metric="defender-failure rate against its own final defender",
-            arm="iterated",
-            versus="frozen",
+        with_parties(
+            rate_higher(
+                "defender-failure rate against its own final defender: iterated - frozen",
+                *arms[0].count("defender_failure"),
+                *arms[1].count("defender_failure"),
+                MIN_RATE_EFFECT,
+                metric="defender-failure rate against its own final defender",
+                arm="iterated",
+                versus="frozen",
+            ),
+            arms,
         )
     ]
     return Finding.judge(
@@ -421,8 +432,8 @@ def judge_c9(cells: Mapping[str, Sequence[Cell]], **flags: Any) -> Finding:
     numbers = {
         "with reflections: crash rate": fmt_rate(k_w, n),
         "without: crash rate": fmt_rate(k_wo, n),
-        "with reflections: defender-failure rate": fmt_rate(sum(x.defender_failure for x in with_memory), n),
-        "without: defender-failure rate": fmt_rate(sum(x.defender_failure for x in without), n),
+        "with reflections: defender-failure rate": failure_rate_text(with_memory),
+        "without: defender-failure rate": failure_rate_text(without),
         "evaluation episodes whose crash outcome differs between the arms": str(
             sum(a.crashed != b.crashed for a, b in zip(with_memory, without))
         ),

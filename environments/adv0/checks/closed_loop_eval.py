@@ -38,13 +38,13 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from environments.adv0.sim.closed_loop import (
     FEATURE_SETS, ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy, PolicyState,
 )
 from environments.adv0.sim.hand_policies import HAND_POLICIES
-from environments.adv0.sim.scenario import EpisodeResult, IdmParams
+from environments.adv0.sim.scenario import EpisodeResult, IdmParams, failures_by_party, party_text
 from environments.adv0.train.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, ClosedLoopRoundReport
 from harness.stats import newcombe_paired_difference, wilson_interval
 
@@ -105,7 +105,10 @@ def train(
 
 
 def round_line(r: ClosedLoopRoundReport) -> str:
-    by_draw = "".join(f" {kind} {f}/{n}" for kind, (f, n) in sorted(r.failures_by_draw.items()))
+    by_draw = "".join(
+        f" {kind} {f}/{n} ({party_text(r.parties_by_draw.get(kind, {}), f)})"
+        for kind, (f, n) in sorted(r.failures_by_draw.items())
+    )
     return (
         f"round {r.round}: pairs {r.pairs}, defender-failure share {r.defender_failure_share or 0.0:.3f}"
         + (f" (by draw:{by_draw})" if by_draw else "")
@@ -118,6 +121,8 @@ class Arm(BaseModel):
     name: str
     episodes: int
     defender_failures: int
+    # those by the other vehicle of the contact; a row saved before it has none: all "unknown"
+    by_party: dict[str, int] = Field(default_factory=dict)
     rate: float
     low: float
     high: float
@@ -134,6 +139,7 @@ def arm(name: str, results: list[EpisodeResult]) -> Arm:
         name=name,
         episodes=n,
         defender_failures=k,
+        by_party=failures_by_party(results),
         rate=k / n,
         low=lo,
         high=hi,
@@ -302,21 +308,23 @@ def compare(
     return arm("untrained", untrained), arm("trained", trained), diff
 
 
-def row(rep: GainReport) -> str:
-    def cell(x: Arm) -> str:
-        return (
-            f"{x.defender_failures}/{x.episodes} = {x.rate:.3f} [{x.low:.3f}, {x.high:.3f}] "
-            f"(crashes {x.crashes}, attacker-at-fault {x.attacker_fault}, near misses {x.near_misses}, "
-            f"J {x.mean_J:.3f})"
-        )
+def arm_text(x: Arm) -> str:
+    """An arm's cell of the gain table: its defender-failure rate, the failures by the other vehicle."""
+    return (
+        f"{x.defender_failures}/{x.episodes} = {x.rate:.3f} [{x.low:.3f}, {x.high:.3f}] "
+        f"({party_text(x.by_party, x.defender_failures)}; crashes {x.crashes}, attacker-at-fault {x.attacker_fault}, "
+        f"near misses {x.near_misses}, J {x.mean_J:.3f})"
+    )
 
+
+def row(rep: GainReport) -> str:
     cfg = rep.config  # rows before the hand draws had none; before session 28 every hand policy was steer-brake
     hand = f" + hand {cfg.hand_draws} {cfg.hand_policy}, pairs {cfg.hand_pairs}" if cfg.hand_draws else ""
     return (
         f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}{hand}), "
         f"lr {rep.config.lr}, "
         f"loss {rep.config.loss_norm}, T {rep.config.sample_temperature}, features {rep.config.features}, "
-        f"slot {rep.config.slot} | {cell(rep.untrained)} | {cell(rep.trained)} | "
+        f"slot {rep.config.slot} | {arm_text(rep.untrained)} | {arm_text(rep.trained)} | "
         f"{rep.difference:+.3f} [{rep.low:+.3f}, {rep.high:+.3f}] | {rep.wall_s:.0f} s "
         f"({rep.train_cpu_s:.0f} + {rep.eval_cpu_s:.0f} CPU-s) |"
     )

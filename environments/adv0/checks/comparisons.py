@@ -93,6 +93,9 @@ class Part(BaseModel):
     needed_n: int | None = None  # when inconclusive: `unit`s that would decide it
     unit: str = "episodes per arm"
     note: str = ""  # a gate or caveat, printed with the rule
+    # each arm's defender failures by the other vehicle of the contact, printed beside the verdict
+    # (`scenario.party_text`): a reading aid, never judged and in no condition
+    by_party: str = ""
 
     @property
     def upward(self) -> bool:

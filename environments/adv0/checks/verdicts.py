@@ -267,6 +267,8 @@ def render(f: Finding) -> str:
         need = f"; deciding it needs ~{p.needed_n} {p.unit}" if p.needed_n and p.outcome == "undecided" else ""
         lines.append(f"  {p.what}: {fmt_part(p)} ({p.n}) -> {p.verdict}{need}")
         lines.append(f"    rule: {p.rule}")
+        if p.by_party:
+            lines.append(f"    defender failures by the other vehicle: {p.by_party}")
     lines += [f"note: {n}" for n in f.notes]
     for i, d in enumerate(f.departures, 1):
         lines.append(f"departure {i}: the paper: {d.paper} | ours: {d.ours} | why: {d.why} | effect: {d.effect}")

@@ -16,7 +16,7 @@ May import: the standard library, numpy, pydantic and `harness`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal, Protocol
 
 import numpy as np
@@ -138,6 +138,10 @@ META_ACTIONS = ("LANE_LEFT", "IDLE", "LANE_RIGHT", "FASTER", "SLOWER")
 
 # ---------------------------------------------------------------- what an episode yields
 Fault = Literal["defender", "attacker", "background", "shared"]
+# The other vehicle of a defender failure's contact: the attacker, background traffic (a static
+# obstacle included), or "unknown" (a record that does not name it).
+ContactParty = Literal["attacker", "background", "unknown"]
+CONTACT_PARTIES: tuple[ContactParty, ...] = ("attacker", "background", "unknown")
 
 
 class VehicleState(BaseModel):
@@ -162,7 +166,9 @@ class VehicleState(BaseModel):
 
 class Collision(BaseModel):
     t: float  # seconds from the start
-    other: str  # the vehicle the ego hit ("attacker", "bg:3")
+    # the vehicle the ego hit ("attacker", "bg:3", "obstacle"); "" only in a record written without
+    # it, which `failure_party` reads as "unknown", never as either side
+    other: str = ""
     fault: Fault
     rule: str  # which geometric rule decided the fault, e.g. "rear-end: ego behind, closing"
     geometry: list[VehicleState]  # ego and other over the last steps before contact (audit trail)
@@ -210,6 +216,38 @@ class EpisodeResult(BaseModel):
     def defender_failure(self) -> bool:
         """A crash that counts against the defender: attacker-at-fault crashes never do."""
         return self.crashed and self.collision is not None and self.collision.fault in ("defender", "shared")
+
+    @property
+    def failure_party(self) -> ContactParty | None:
+        """The other vehicle of a defender failure's contact (None: no defender failure). A reading aid
+        beside the failure rates (session 28: failures with background traffic are not ones the
+        attacker provoked), not part of any judged condition."""
+        if not self.defender_failure or self.collision is None:
+            return None
+        other = self.collision.other
+        if other == "attacker":
+            return "attacker"
+        return "background" if other.startswith("bg:") or other == "obstacle" else "unknown"
+
+
+
+def failures_by_party(results: Iterable[EpisodeResult]) -> dict[str, int]:
+    """Defender failures counted by the other vehicle of the contact, every party present (0 if none)."""
+    counts: dict[str, int] = dict.fromkeys(CONTACT_PARTIES, 0)
+    for r in results:
+        if (party := r.failure_party) is not None:
+            counts[party] += 1
+    return counts
+
+
+def party_text(counts: Mapping[str, int], failures: int | None = None) -> str:
+    """"with the attacker F1 / with background F2", and " / unknown F3" when any is unknown. Given the
+    total `failures`, those `counts` do not account for are unknown: a record saved before the split
+    was (an empty `counts`) reads as all unknown, never as either side."""
+    attacker, background, unknown = (counts.get(p, 0) for p in CONTACT_PARTIES)
+    if failures is not None:
+        unknown += max(failures - attacker - background - unknown, 0)
+    return f"with the attacker {attacker} / with background {background}" + (f" / unknown {unknown}" if unknown else "")
 
 
 def defender_return(crashed_at_fault: bool, mean_speed: float, distance_m: float, duration_s: float, *,

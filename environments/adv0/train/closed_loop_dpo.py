@@ -282,6 +282,9 @@ class ClosedLoopRoundReport(BaseModel):
     defender_failure_share: float | None = None  # rollouts the defender failed (at fault or shared); from `update`
     # the same per kind of draw (policy / reference / hand): (defender failures, episodes); from `update`
     failures_by_draw: dict[str, tuple[int, int]] = Field(default_factory=dict)
+    # those failures per kind of draw by the other vehicle of the contact (`scenario.failures_by_party`);
+    # a report saved before it has none, and its failures read as "unknown"
+    parties_by_draw: dict[str, dict[str, int]] = Field(default_factory=dict)
     shaping: float
     dpo: TrajectoryDpoReport | None = None
     frozen: bool = False
@@ -418,6 +421,9 @@ class ClosedLoopAdv0:
             kind = draw_kind(r.attacker_trajectory.policy if r.attacker_trajectory else "")
             failures, episodes = report.failures_by_draw.get(kind, (0, 0))
             report.failures_by_draw[kind] = (failures + int(r.defender_failure), episodes + 1)
+            if (party := r.failure_party) is not None:
+                parties = report.parties_by_draw.setdefault(kind, {})
+                parties[party] = parties.get(party, 0) + 1
         return report
 
     # -- persistence: a policy file of its own (suite adv0's `attacker_state` reads it) plus the rest

@@ -13,11 +13,11 @@ from environments.adv0.sim.scenario import IdmParams
 
 from environments.adv0.checks import closed_loop_eval
 from environments.adv0.checks.closed_loop_eval import (
-    Training, compare, evaluate, load_training, main, round_line, train,
+    Arm, Training, arm, arm_text, compare, evaluate, load_training, main, round_line, train,
 )
-from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, n_features
+from environments.adv0.sim.closed_loop import ACTIONS, ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy, n_features
 from environments.adv0.sim.scenario import Collision, EpisodeResult
-from environments.adv0.train.closed_loop_dpo import ClosedLoopConfig
+from environments.adv0.train.closed_loop_dpo import ClosedLoopConfig, ClosedLoopRoundReport
 
 BRAKE = ACTIONS.index("keep:brake")
 
@@ -138,3 +138,40 @@ def test_hand_draws_join_every_group_and_reach_the_command_line(monkeypatch):
     with pytest.raises(SystemExit):  # the cut-in policy reads the gaps features: a usage error, not a traceback
         main(["--episodes", "0", "--hand-draws", "2", "--hand-policy", "cut-in"])
     assert len(seen) == 3
+
+
+def background_on_odd_seeds(jobs: list[tuple[ClosedLoopDraw, int]]) -> list[EpisodeResult]:
+    """`fake_run`, but a failure on an odd seed is a shared contact with background traffic."""
+    out = fake_run(jobs)
+    for r in out:
+        if r.collision is not None and r.seed % 2:
+            r.collision = r.collision.model_copy(update={"other": "bg:2", "fault": "shared"})
+    return out
+
+
+def test_the_round_line_and_the_gain_row_split_failures_by_the_other_vehicle_and_old_records_read_unknown():
+    cfg = ClosedLoopConfig(k=4, hand_draws=2, shaping=0.0)
+    _, reports = train(background_on_odd_seeds, cfg, rounds=1, contexts=4)  # seeds 0..3: two odd
+    rep = reports[0]
+    for kind, (f, _) in rep.failures_by_draw.items():
+        parties = rep.parties_by_draw.get(kind, {})
+        assert sum(parties.values()) == f and set(parties) <= {"attacker", "background"}
+    assert sum(p.get("background", 0) for p in rep.parties_by_draw.values()) > 0
+    assert sum(p.get("attacker", 0) for p in rep.parties_by_draw.values()) > 0
+    line = round_line(rep)
+    for kind, (f, n) in rep.failures_by_draw.items():
+        p = rep.parties_by_draw.get(kind, {})
+        assert (f"{kind} {f}/{n} (with the attacker {p.get('attacker', 0)} / "
+                f"with background {p.get('background', 0)})") in line, line
+    # a round report saved before the split: its failures are all unknown, never either side
+    old = ClosedLoopRoundReport.model_validate(rep.model_dump(exclude={"parties_by_draw"}))
+    f, n = old.failures_by_draw["policy"]
+    assert f > 0 and f"policy {f}/{n} (with the attacker 0 / with background 0 / unknown {f})" in round_line(old)
+
+    results = evaluate(background_on_odd_seeds, {"x": ClosedLoopPolicy.reference()}, 40, ClosedLoopLimits(), 0)["x"]
+    a = arm("x", results)
+    bg = sum(r.defender_failure and r.seed % 2 == 1 for r in results)
+    assert a.by_party == {"attacker": a.defender_failures - bg, "background": bg, "unknown": 0} and 0 < bg
+    assert "/ unknown" not in arm_text(a)
+    old_arm = Arm.model_validate(a.model_dump(exclude={"by_party"}))
+    assert f"(with the attacker 0 / with background 0 / unknown {a.defender_failures}; crashes" in arm_text(old_arm)
