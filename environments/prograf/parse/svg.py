@@ -20,7 +20,7 @@ from functools import lru_cache
 
 from environments.prograf.parse.scene import Box, Circle, InputRejected, Scene, Segment, Shape, Text, box_union
 from environments.prograf.parse.svg_css import Stylesheet, split_declarations
-from environments.prograf.parse.svg_marker import head_way, marker_outline
+from environments.prograf.parse.svg_marker import head_way, is_cardinality, marker_outline
 from environments.prograf.parse.svg_path import SubPath, curved_family, path_subpaths
 from environments.prograf.parse.svg_sanitise import (DRAWN, MAX_PIECES, NOT_DRAWN, svg_element, href, local,
                                               sanitise)
@@ -387,6 +387,8 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
     elif name in ("polyline", "polygon"):
         v = numbers(g("points"))
         local_pts = list(zip(v[0::2], v[1::2]))
+        if name == "polygon" and len(local_pts) > 3 and local_pts[-1] == local_pts[0]:
+            local_pts.pop()  # Graphviz writes a polygon's first point again at its end: one vertex, not two
         segs = list(zip(local_pts, local_pts[1:]))
         if name == "polygon" and len(local_pts) >= 3:
             segs.append((local_pts[-1], local_pts[0]))
@@ -510,14 +512,15 @@ MARKER_REF = re.compile(r"url\(\s*['\"]?#([^)'\"]+)")
 
 
 def _heads(s: Style, ctx: _Context, first: tuple[Point, Point], last: tuple[Point, Point]) -> tuple[bool, bool]:
-    """Whether the drawn path points into its start and into its end: each marker that exists and is
-    an arrowhead counts for the end its tip faces (svg_marker.py), given the path's first and last
-    pieces in its own coordinates. A dot, a square, a diamond or a reference to no marker: no head."""
+    """Whether the drawn path points into its start and into its end: each marker that exists counts
+    for the end its tip faces, or, with no tip (a circle, a cross, a diamond), for the end it sits on
+    (svg_marker.py), given the path's first and last pieces in its own coordinates. A reference to no
+    marker, an empty one or one of Mermaid's ER cardinality marks: no head."""
     heads = [False, False]
     for value, piece, at_start in ((s.marker_start, first, True), (s.marker_end, last, False)):
         m = MARKER_REF.match(value) if value != "none" else None
         marker = ctx.ids.get(m.group(1).strip()) if m else None
-        if marker is None or local(str(marker.tag)) != "marker":
+        if marker is None or local(str(marker.tag)) != "marker" or is_cardinality(marker.get("id") or ""):
             continue
         way = head_way(marker_outline(marker), marker.get("orient"), piece, at_start)
         if way:

@@ -4,10 +4,10 @@ A closed shape that holds other shapes is a cluster, any other (not a dot, not a
 a node; a text belongs to the smallest node its centre lies in, else to the nearest edge (its
 label), else to the smallest cluster around it (the cluster's title). Connected line pieces are
 chained; a chain whose two ends touch two nodes' boxes is an edge (VFig's rule: an arrow belongs
-to the nearest shape), directed by its markers or by a small triangle drawn at one end. A filled
-patch with no outline that a line runs through is a label's backdrop, not a node. Every slack in
-pixels is multiplied by the scene's units per pixel, so a drawing in a unit-scale viewBox reads
-as the same drawing at 400 pixels.
+to the nearest shape), directed by its markers or by a small mark drawn at one end (a triangle, or
+a dot, bar, box or diamond as Graphviz draws its heads). A filled patch with no outline that a line
+runs through is a label's backdrop, not a node. Every slack in pixels is multiplied by the scene's
+units per pixel, so a drawing in a unit-scale viewBox reads as the same drawing at 400 pixels.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from environments.prograf.parse.scene import Box, Cluster, Edge, Node, Scene, Se
 from environments.prograf.parse.svg import clip
 
 Point = tuple[float, float]
+HEAD_MARK = 14.0  # pixels: a mark no larger than this drawn at a line's end is a head (split_shapes)
 
 
 def tolerance(scene: Scene) -> float:
@@ -41,9 +42,14 @@ def _inside(inner: Box, outer: Box, u: float = 1.0) -> bool:
 
 
 def split_shapes(scene: Scene) -> tuple[list[Shape], list[Shape], list[Shape]]:
-    """(nodes, clusters, arrowheads) among the scene's closed shapes."""
+    """(nodes, clusters, arrowheads) among the scene's closed shapes. A head drawn as its own shape is a
+    triangle of at most 24 pixels, or any mark of at most HEAD_MARK: Graphviz draws an edge's head in
+    the edge's group as a polygon or an ellipse (`arrowhead=dot` a filled circle of radius 4, `odot` an
+    open one, `box`, `diamond`, `tee`, `vee`, `inv` polygons of 2 to 12 points across), and a head of
+    another shape is a head, as the DOT reader reads it. No node is that small: it could hold no label."""
     u = scene.px
-    heads = [s for s in scene.shapes if s.family == "triangle" and max(_size(s.box)) <= 24 * u]
+    heads = [s for s in scene.shapes
+             if max(_size(s.box)) <= (24 if s.family == "triangle" else HEAD_MARK) * u]
     shape_elements = {s.element for s in scene.shapes}
     lines = [g for g in scene.segments if g.element not in shape_elements]
     candidates = [s for s in scene.shapes if s not in heads and min(_size(s.box)) >= 8 * u

@@ -4,9 +4,20 @@ A marker is drawn in its own coordinates, then turned: with `orient="auto"` its 
 path at that vertex, with `auto-start-reverse` the same but turned round at the path's start, with an
 angle (or no `orient`, which means 0) it is fixed in the drawing's axes. An arrowhead's tip is the
 narrow end of its outline along one of the marker's axes (a triangle or chevron: one vertex at one
-extreme, two at the other); a diamond (UML aggregation), a square, a bar or a dot has no narrow end,
-so it gives no direction and is no arrowhead. The head then points at the node its tip faces: a
-marker-end drawn backwards points at the path's start, whatever end it sits on.
+extreme, two at the other). The head then points at the node its tip faces: a marker-end drawn
+backwards points at the path's start, whatever end it sits on.
+
+A mark with no narrow end -- a circle, a cross, a diamond, a square, a bar -- is a head at the end it
+sits on (session 28, issue 39 item 1). That is what the writers that draw such marks mean by them:
+Mermaid draws `A --o B` / `A --x B` with its `...-circleEnd` / `...-crossEnd` marker on the path's end
+(its flowDb gives the link `arrowTypeEnd: arrow_circle`, an edge A -> B), and Graphviz's `arrowhead=dot`,
+`odot`, `tee`, `box`, `diamond` are heads of other shapes; the Mermaid and DOT readers read them so, and
+the SVG of a drawing must read as its source does. Until then a tipless mark was no head (it "gives no
+direction"), a rule written from geometry alone, not for any output in the corpus or the references:
+none draws a tipless marker. One family is kept out, by the marker's id: Mermaid's ER cardinality marks
+(`ONLY_ONE_START`, `ZERO_OR_MORE_END`, `MD_PARENT_START`... in erMarkers), which it draws at both ends of
+every relationship as counts, not as a direction; read as heads they would turn each relationship into
+two arrows. A tipped mark that points sideways to its piece still gives no head.
 
 `marker_outline` collects a marker's vertices in its own coordinates; svg.py asks `head_way` which
 way each of a path's markers points.
@@ -25,6 +36,9 @@ from environments.prograf.parse.svg_transform import IDENTITY, Matrix, Point, ap
 NARROW = 0.2  # the tip side's spread, as a share of the base side's, at most
 NEAR = 0.05  # vertices within this share of the outline's extent of an extreme belong to it
 FACING = 0.5  # |cos| between the head and the path piece: below it the head points sideways, no direction
+# Mermaid's ER cardinality markers (erMarkers: ONLY_ONE, ZERO_OR_ONE, ONE_OR_MORE, ZERO_OR_MORE, MD_PARENT),
+# by id, however the renderer prefixes it: counts drawn at both ends of a relationship, not heads
+CARDINALITY = re.compile(r"(only_?one|zero_?or_?(one|more)|one_?or_?more|md_?parent)", re.IGNORECASE)
 
 ANGLE = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(deg|rad|grad|turn)?\s*$")
 TO_DEGREES = {"deg": 1.0, "rad": 180 / math.pi, "grad": 0.9, "turn": 360.0}
@@ -65,12 +79,16 @@ def orient_angle(orient: str | None) -> float | None:
 
 def head_way(outline: list[Point], orient: str | None, piece: tuple[Point, Point], at_start: bool) -> int:
     """+1 when the marker on `piece` (the path's first piece if `at_start`, else its last, in the
-    path's own coordinates, drawn start to end) points towards the path's end, -1 towards its start,
-    0 when it is no arrowhead or points sideways."""
+    path's own coordinates, drawn start to end) heads the path's end, -1 its start, 0 when it draws
+    nothing or its tip points sideways. A mark with no tip heads the end it sits on."""
+    if len(set(outline)) < 2:
+        return 0
     tip = tip_direction(outline)
+    if tip is None:
+        return -1 if at_start else 1
     (x0, y0), (x1, y1) = piece
     length = math.hypot(x1 - x0, y1 - y0)
-    if tip is None or length <= 1e-12:
+    if length <= 1e-12:
         return 0
     dx, dy = (x1 - x0) / length, (y1 - y0) / length
     angle = orient_angle(orient)
@@ -84,8 +102,14 @@ def head_way(outline: list[Point], orient: str | None, piece: tuple[Point, Point
     return 1 if facing > FACING else -1 if facing < -FACING else 0
 
 
+def is_cardinality(marker_id: str) -> bool:
+    """Whether a marker is one of Mermaid's ER cardinality marks (see the module's docstring)."""
+    return CARDINALITY.search(marker_id) is not None
+
+
 def marker_outline(marker: ET.Element) -> list[Point]:
-    """The vertices a marker draws (paths, polygons, polylines, lines, rects), in its own coordinates."""
+    """The vertices a marker draws (paths, polygons, polylines, lines, rects; a circle or an ellipse as
+    its bounding box's corners, a shape with no tip), in its own coordinates."""
     pts: list[Point] = []
 
     def visit(el: ET.Element, m: Matrix) -> None:
@@ -104,6 +128,12 @@ def marker_outline(marker: ET.Element) -> list[Point]:
             elif name == "rect":
                 x, y, w, h = num(g("x")), num(g("y")), num(g("width")), num(g("height"))
                 pts.extend(apply(cm, *p) for p in ((x, y), (x + w, y), (x + w, y + h), (x, y + h)))
+            elif name in ("circle", "ellipse"):
+                cx, cy = num(g("cx")), num(g("cy"))
+                rx = num(g("r") if name == "circle" else g("rx"))
+                ry = num(g("r") if name == "circle" else g("ry"))
+                if rx > 0 and ry > 0:
+                    pts.extend(apply(cm, *p) for p in ((cx - rx, cy - ry), (cx + rx, cy - ry), (cx + rx, cy + ry), (cx - rx, cy + ry)))
             elif name == "g":
                 visit(child, cm)
 

@@ -335,7 +335,7 @@ def test_editor_metadata_and_empty_foreign_objects_are_no_error():
     assert len(scene.segments) == 1 and "stripped <foreignObject>" in scene.notes
 
 
-def test_only_a_pointed_marker_that_exists_is_an_arrowhead():
+def test_only_a_marker_that_exists_is_a_head():
     scene = graph(f'''<svg {NS} viewBox="0 0 600 300">
   <defs><marker id="tip" orient="auto" markerWidth="8" markerHeight="8" refX="8" refY="4"><path d="M0 0 L8 4 L0 8 Z"/></marker>
     <marker id="dot" markerWidth="6" markerHeight="6" refX="3" refY="3"><circle cx="3" cy="3" r="3"/></marker></defs>
@@ -351,7 +351,8 @@ def test_only_a_pointed_marker_that_exists_is_an_arrowhead():
 </svg>''')
     edges = edges_by_label(scene)
     assert edges[("Ask", "Answer")].directed
-    assert not edges[("Log", "Store")].directed  # a dot at the end is no head
+    assert edges[("Log", "Store")].directed  # a dot at the end heads that end (Mermaid's --o, DOT's arrowhead=dot)
+    assert ("Store", "Log") not in edges
     assert not edges[("Ask", "Log")].directed  # a marker that does not exist draws nothing
 
 
@@ -396,9 +397,10 @@ def test_a_marker_points_where_its_tip_faces():
     assert ("A", "E") in edges and edges[("A", "E")].directed
     # orient 180deg turns a group already turned by 180: a head pointing +x in the drawing, on a downward line: sideways
     assert not [e for k, e in edges.items() if set(k) == {"B", "F"} and e.directed]
-    # a diamond (UML aggregation) and a square have no tip: no direction
-    assert not [e for k, e in edges.items() if set(k) == {"E", "F"} and e.directed]
-    assert not [e for k, e in edges.items() if set(k) in ({"F", "G"}, {"C", "G"}) and e.directed]
+    # a diamond and a square have no tip: each heads the end it sits on (DOT's arrowhead=diamond / box)
+    assert edges[("E", "F")].directed and ("F", "E") not in edges
+    assert edges[("C", "G")].directed and ("G", "C") not in edges  # the path's last subpath only
+    assert not [e for k, e in edges.items() if set(k) == {"F", "G"} and e.directed]
 
 
 def test_a_paths_markers_sit_on_its_first_and_last_vertex_only():
