@@ -26,7 +26,6 @@ May import: `harness`, `agents`, `environments.cdwm`.
 from __future__ import annotations
 
 import importlib
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from agents.cdwm import WorldModel
 from agents.episode import Generate
 from agents.trained_world_model import trained_messages
 from agents.world_model import Prediction, imagined_observation
+from environments.cdwm.baseline_adapter import baseline_obs_chars
 from environments.cdwm.collect import NEXT, TransitionRow
 from harness.environment import Delta, Observation
 from harness.errors import HarnessError
@@ -47,7 +47,6 @@ GENERATIVE_SYSTEM = ("You are a world model. Given the current observation and o
 # world -> "module:function" (before text, after text) -> Delta | None (None: not readable)
 READERS = {"minigrid": "environments.procgen.facts:observation_delta"}
 MAX_TOKENS = 384  # a MiniGrid observation is ~150 tokens of the embedded tokenizer
-TRAIN_FILE = "cdwm_train.json"  # as wm_train.TRAIN_FILE (not imported: that module needs torch's helpers)
 
 Reader = Callable[[str, str], Delta | None]
 
@@ -108,19 +107,7 @@ class GenerativeModel:
 
     @classmethod
     def load(cls, directory: str | Path, world: str) -> GenerativeModel:
-        path = Path(directory) / TRAIN_FILE
-        try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise HarnessError(f"{path}: not readable ({exc}); pass a `harness cdwm train --target generative` "
-                               f"adapter folder (OUT/adapter)") from None
-        if meta.get("format") != GENERATIVE_FORMAT:
-            raise HarnessError(f"{path}: format {meta.get('format')!r}, not a generative model ({GENERATIVE_FORMAT}); "
-                               f"train one with `harness cdwm train --target generative`")
-        if not any(str(c).startswith(f"{world}/") for c in meta.get("classes", [])):
-            raise HarnessError(f"{path}: trained on no {world} transition (classes {meta.get('classes')}); train it "
-                               f"on a collection with --worlds {world}")
-        return cls(world, int(meta.get("settings", {}).get("obs_chars", 700)))
+        return cls(world, baseline_obs_chars(directory, world, GENERATIVE_FORMAT, "generative"))
 
     def world_model(self, generate: Generate) -> WorldModel:
         """The planner's world-model callable (agents/cdwm.py's WorldModel) for this generative model."""

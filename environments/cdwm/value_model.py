@@ -22,13 +22,13 @@ May import: `harness`, `agents`, `environments.cdwm`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from agents.cdwm import WorldModel
 from agents.episode import Generate
 from agents.trained_world_model import trained_messages
 from agents.world_model import Prediction
+from environments.cdwm.baseline_adapter import baseline_obs_chars
 from environments.cdwm.collect import TransitionRow
 from harness.environment import Delta, Observation
 from harness.errors import HarnessError
@@ -41,7 +41,6 @@ NEEDED_COLUMNS = ("source", "reversible", "won")
 VALUE_SYSTEM = ("You judge one action of an agent in a world. Reply with one word: good (it advances the task), "
                 "neutral (it does not, but changes nothing that cannot be undone) or bad (it makes an irreversible "
                 "change the task did not ask for).")
-TRAIN_FILE = "cdwm_train.json"  # as wm_train.TRAIN_FILE (not imported: that module needs torch's helpers)
 
 
 def goodness(row: TransitionRow) -> str:
@@ -91,19 +90,7 @@ class ValueModel:
 
     @classmethod
     def load(cls, directory: str | Path, world: str) -> ValueModel:
-        path = Path(directory) / TRAIN_FILE
-        try:
-            meta = json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise HarnessError(f"{path}: not readable ({exc}); pass a `harness cdwm train --target value` adapter "
-                               f"folder (OUT/adapter)") from None
-        if meta.get("format") != VALUE_FORMAT:
-            raise HarnessError(f"{path}: format {meta.get('format')!r}, not a value model ({VALUE_FORMAT}); train one "
-                               f"with `harness cdwm train --target value`")
-        if not any(str(c).startswith(f"{world}/") for c in meta.get("classes", [])):
-            raise HarnessError(f"{path}: trained on no {world} transition (classes {meta.get('classes')}); train it "
-                               f"on a collection with --worlds {world}")
-        return cls(world, int(meta.get("settings", {}).get("obs_chars", 700)))
+        return cls(world, baseline_obs_chars(directory, world, VALUE_FORMAT, "value"))
 
     def world_model(self, generate: Generate) -> WorldModel:
         """The planner's world-model callable (agents/cdwm.py's WorldModel) for this value model."""
