@@ -2,7 +2,8 @@
 closed-loop attack)
 
 `attack_gain` isolates the attacker's learning from the min-max loop: the defender is held FIXED (the
-IDM/MOBIL planner with the given parameters, by default the untrained defender), the attacker trains
+IDM/MOBIL planner with the given parameters, by default the untrained defender, or with `--defender
+dqn` a learned DQN checkpoint: `closed_loop_defender.py`), the attacker trains
 by `closed_loop_dpo.ClosedLoopAdv0` for `rounds` x `contexts` groups of K policy + reference
 trajectories against it, and then the reference policy (the untrained attacker) and the trained
 policy play the same held-out seeds with the same attacker generator seeds. The outcome is the
@@ -23,10 +24,13 @@ recipe's options (`--lr`, `--tau`, `--kl-max`, `--dpo-steps`, `--loss-norm`, `--
 only (every round's rollout defender-failure share is printed as it ends: the quick screen) and
 writes the trained policy to `--out`; `--policy FILE` then evaluates that file's policy against its
 own reference on the held-out seeds without training again (the training's rounds and CPU time are
-carried over).
+carried over). `--hand-eval cut-in steer-brake` trains nothing: it plays the reference and the named
+hand policies on `--episodes` seeds from `--first-seed` (default the held-out 900000; development
+looks use 700000-) against the fixed defender, and prints each one's row and its paired difference
+from the reference (`hand_eval`).
 
-May import: numpy, pydantic, `harness.stats`, `environments.adv0` (closed_loop, hand_policies, closed_loop_dpo,
-highway, loop, planner, scenario).
+May import: numpy, pydantic, `harness.stats`, `harness.errors`, `environments.adv0` (closed_loop_defender,
+closed_loop, hand_policies, closed_loop_dpo, scenario).
 """
 
 from __future__ import annotations
@@ -35,51 +39,28 @@ import argparse
 import json
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Annotated
+
 import numpy as np
 from pydantic import BaseModel, Field
 
+from environments.adv0.checks.closed_loop_defender import (
+    DqnCheckpoint, FixedDefender, Runner, defender_name, dqn_checkpoint,
+)
 from environments.adv0.sim.closed_loop import (
     FEATURE_SETS, ClosedLoopDraw, ClosedLoopLimits, ClosedLoopPolicy, PolicyState,
 )
-from environments.adv0.sim.hand_policies import HAND_POLICIES
+from environments.adv0.sim.hand_policies import HAND_POLICIES, hand_policy
 from environments.adv0.sim.scenario import EpisodeResult, IdmParams, failures_by_party, party_text
 from environments.adv0.train.closed_loop_dpo import ClosedLoopAdv0, ClosedLoopConfig, ClosedLoopRoundReport
+from harness.errors import HarnessError
 from harness.stats import newcombe_paired_difference, wilson_interval
 
 EVAL_SEED0 = 900_000  # held-out evaluation seeds start here; training seeds are below 100 * 100_000
 ATTACKER_STREAM = 0xE7A1  # the attacker's generator on an evaluation seed: the same for both arms
-
-Job = tuple[str, IdmParams, ClosedLoopDraw, int]  # pickled to a worker process as it is
-
-
-def _episode(job: Job) -> EpisodeResult:
-    from environments.adv0.sim import highway
-    from environments.adv0.train.loop import ClosedLoopWorld
-    from environments.adv0.train.planner import planner_episode
-
-    family, params, draw, seed = job
-    return planner_episode(ClosedLoopWorld(highway), family, params, draw, seed)
-
-
-class Runner:
-    """Planner episodes with closed-loop draws, in job order, over `workers` processes (1: in-process)."""
-
-    def __init__(self, family: str, params: IdmParams, workers: int):
-        self.family, self.params, self.workers = family, params, workers
-        self._pool = ProcessPoolExecutor(workers) if workers > 1 else None
-
-    def __call__(self, draws: list[tuple[ClosedLoopDraw, int]]) -> list[EpisodeResult]:
-        jobs: list[Job] = [(self.family, self.params, d, s) for d, s in draws]
-        if self._pool is None:
-            return [_episode(j) for j in jobs]
-        return list(self._pool.map(_episode, jobs, chunksize=max(1, len(jobs) // (4 * self.workers))))
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown()
-
+# a report's defender: a DQN checkpoint, else the planner (a file saved before the DQN holds IdmParams)
+Defended = Annotated[DqnCheckpoint | IdmParams, Field(union_mode="left_to_right")]
 
 def train(
     run: Runner,
@@ -152,7 +133,7 @@ def arm(name: str, results: list[EpisodeResult]) -> Arm:
 
 class GainReport(BaseModel):
     family: str
-    defender: IdmParams
+    defender: Defended
     config: ClosedLoopConfig
     rounds: int
     contexts: int
@@ -173,7 +154,7 @@ class Training(BaseModel):
     """A training run on its own (`--episodes 0`): what `--policy FILE` evaluates later."""
 
     family: str
-    defender: IdmParams
+    defender: Defended
     config: ClosedLoopConfig
     rounds: int
     contexts: int
@@ -184,9 +165,14 @@ class Training(BaseModel):
 
 
 def evaluate(
-    run: Runner, policies: dict[str, ClosedLoopPolicy], episodes: int, limits: ClosedLoopLimits, slot: int
+    run: Runner,
+    policies: dict[str, ClosedLoopPolicy],
+    episodes: int,
+    limits: ClosedLoopLimits,
+    slot: int,
+    first_seed: int = EVAL_SEED0,
 ) -> dict[str, list[EpisodeResult]]:
-    seeds = [EVAL_SEED0 + i for i in range(episodes)]
+    seeds = [first_seed + i for i in range(episodes)]
     return {
         name: run([(ClosedLoopDraw(p, limits, slot, (s, ATTACKER_STREAM)), s) for s in seeds])
         for name, p in policies.items()
@@ -205,7 +191,7 @@ def attack_gain(
     episodes: int,
     workers: int = 2,
     family: str = "highway",
-    defender: IdmParams | None = None,
+    defender: FixedDefender | None = None,
     seed: int = 0,
     progress: bool = False,
     training: Training | None = None,
@@ -223,7 +209,8 @@ def attack_gain(
     elif training.defender != params or training.family != family:
         raise ValueError(
             f"closed-loop attack gain: {trained_in} was trained against {training.family}/"
-            f"{training.defender}, not {family}/{params}"
+            f"{defender_name(training.defender)}, not {family}/{defender_name(params)}: give the same "
+            f"--defender (and --dqn-checkpoint) it was trained with"
         )
     c1 = _cpu()
     policy = ClosedLoopPolicy.from_state(training.policy)
@@ -259,7 +246,7 @@ def train_only(
     contexts: int,
     workers: int = 2,
     family: str = "highway",
-    defender: IdmParams | None = None,
+    defender: FixedDefender | None = None,
     seed: int = 0,
     progress: bool = False,
 ) -> Training:
@@ -293,19 +280,100 @@ def load_training(path: Path) -> Training:
         raise ValueError(f"--policy {path}: not the --out file of a closed_loop_eval run ({exc})") from exc
 
 
+def paired_difference(base: list[EpisodeResult], other: list[EpisodeResult]) -> tuple[float, float, float]:
+    """other - base defender-failure rate and its 95% interval, paired episode by episode (same seeds)."""
+    if [r.seed for r in base] != [r.seed for r in other]:
+        raise ValueError("closed-loop attack gain: the two arms must play the same seeds in the same order")
+    a = [r.defender_failure for r in other]
+    b = [r.defender_failure for r in base]
+    both = sum(x and y for x, y in zip(a, b))
+    first = sum(x and not y for x, y in zip(a, b))
+    second = sum(y and not x for x, y in zip(a, b))
+    return newcombe_paired_difference(both, first, second, len(a) - both - first - second)
+
+
 def compare(
     untrained: list[EpisodeResult], trained: list[EpisodeResult]
 ) -> tuple[Arm, Arm, tuple[float, float, float]]:
     """Both arms and trained - untrained defender-failure rate, paired episode by episode (same seeds)."""
-    if [r.seed for r in untrained] != [r.seed for r in trained]:
-        raise ValueError("closed-loop attack gain: the two arms must play the same seeds in the same order")
-    a = [r.defender_failure for r in trained]
-    b = [r.defender_failure for r in untrained]
-    both = sum(x and y for x, y in zip(a, b))
-    first = sum(x and not y for x, y in zip(a, b))
-    second = sum(y and not x for x, y in zip(a, b))
-    diff = newcombe_paired_difference(both, first, second, len(a) - both - first - second)
+    diff = paired_difference(untrained, trained)
     return arm("untrained", untrained), arm("trained", trained), diff
+
+
+class Crash(BaseModel):
+    """One crash of a hand-policy comparison, enough to pick episodes to replay."""
+
+    policy: str
+    seed: int
+    t: float
+    other: str
+    fault: str
+    rule: str
+    min_ttc: float
+
+
+class HandEval(BaseModel):
+    """`hand_eval`'s report: each policy's arm and its paired difference from the reference."""
+
+    family: str
+    defender: Defended
+    slot: int
+    first_seed: int
+    arms: list[Arm]
+    differences: dict[str, tuple[float, float, float]]  # policy - reference, paired on seeds
+    crashes: list[Crash]
+    cpu_s: float
+    wall_s: float
+
+
+def hand_eval(
+    names: list[str],
+    episodes: int,
+    slot: int,
+    defender: FixedDefender | None = None,
+    workers: int = 2,
+    family: str = "highway",
+    first_seed: int = EVAL_SEED0,
+) -> HandEval:
+    """The reference and the named hand policies (none trained) against the fixed defender on the same
+    seeds with the same attacker generator seeds, on the "gaps" features (the cut-in policy reads
+    them; the reference and steer-brake draw the same actions on either feature set)."""
+    params = defender or IdmParams()
+    t0, c0 = time.perf_counter(), _cpu()
+    policies = {"reference": ClosedLoopPolicy.reference(feature_set="gaps")}
+    policies |= {name: hand_policy(name, feature_set="gaps") for name in names}
+    run = Runner(family, params, workers)
+    res = evaluate(run, policies, episodes, ClosedLoopLimits(), slot, first_seed)
+    run.close()
+    crashes = [
+        Crash(policy=name, seed=r.seed, t=r.collision.t, other=r.collision.other, fault=r.collision.fault,
+              rule=r.collision.rule, min_ttc=r.min_ttc)
+        for name, results in res.items() for r in results if r.crashed and r.collision is not None
+    ]
+    return HandEval(
+        family=family,
+        defender=params,
+        slot=slot,
+        first_seed=first_seed,
+        arms=[arm(name, results) for name, results in res.items()],
+        differences={name: paired_difference(res["reference"], res[name]) for name in names},
+        crashes=crashes,
+        cpu_s=round(_cpu() - c0, 1),
+        wall_s=round(time.perf_counter() - t0, 1),
+    )
+
+
+def hand_rows(rep: HandEval) -> str:
+    """The comparison as table rows: slot, policy, its arm, its paired difference from the reference."""
+    lines = []
+    for x in rep.arms:
+        d, lo, hi = rep.differences.get(x.name, (0.0, 0.0, 0.0))
+        diff = "" if x.name == "reference" else f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        lines.append(f"| {rep.slot} | {x.name} | {arm_text(x)} | {diff} |")
+    seeds = f"seeds {rep.first_seed}-{rep.first_seed + rep.arms[0].episodes - 1}"
+    return "\n".join(lines) + (
+        f"\n{defender_name(rep.defender)}, {rep.family}, {seeds}: wall {rep.wall_s:.0f} s, {rep.cpu_s:.0f} CPU-s"
+    )
 
 
 def arm_text(x: Arm) -> str:
@@ -320,11 +388,12 @@ def arm_text(x: Arm) -> str:
 def row(rep: GainReport) -> str:
     cfg = rep.config  # rows before the hand draws had none; before session 28 every hand policy was steer-brake
     hand = f" + hand {cfg.hand_draws} {cfg.hand_policy}, pairs {cfg.hand_pairs}" if cfg.hand_draws else ""
+    dqn = f", defender {defender_name(rep.defender)}" if isinstance(rep.defender, DqnCheckpoint) else ""
     return (
         f"| {rep.rounds} x {rep.contexts} x (K {rep.config.k} + {rep.config.reference_draws}{hand}), "
         f"lr {rep.config.lr}, "
         f"loss {rep.config.loss_norm}, T {rep.config.sample_temperature}, features {rep.config.features}, "
-        f"slot {rep.config.slot} | {arm_text(rep.untrained)} | {arm_text(rep.trained)} | "
+        f"slot {rep.config.slot}{dqn} | {arm_text(rep.untrained)} | {arm_text(rep.trained)} | "
         f"{rep.difference:+.3f} [{rep.low:+.3f}, {rep.high:+.3f}] | {rep.wall_s:.0f} s "
         f"({rep.train_cpu_s:.0f} + {rep.eval_cpu_s:.0f} CPU-s) |"
     )
@@ -353,6 +422,21 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="evaluate the policy of an earlier run's --out file instead of training",
     )
+    ap.add_argument("--defender", choices=["idm", "dqn"], default="idm", help="the fixed defender (idm: default IdmParams)")
+    ap.add_argument(
+        "--dqn-checkpoint",
+        type=Path,
+        default=None,
+        help="with --defender dqn: the DQN's file (default: `harness adv0 pretrain-dqn`'s cached 20k-step one)",
+    )
+    ap.add_argument(
+        "--hand-eval",
+        nargs="+",
+        choices=list(HAND_POLICIES),
+        default=None,
+        help="no training: the reference and these hand policies on the evaluation seeds",
+    )
+    ap.add_argument("--first-seed", type=int, default=EVAL_SEED0, help="--hand-eval's first seed (held out: 900000)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
@@ -365,13 +449,30 @@ def main(argv: list[str] | None = None) -> None:
         "lr", "dpo_steps", "tau", "kl_max", "loss_norm", "sample_temperature", "hand_draws", "hand_policy",
         "hand_pairs", "features",
     )
+    if args.dqn_checkpoint is not None and args.defender != "dqn":
+        ap.error("--dqn-checkpoint names the DQN defender: give --defender dqn with it")
+    defender: FixedDefender = IdmParams()
+    if args.defender == "dqn":
+        try:
+            defender = dqn_checkpoint(args.dqn_checkpoint)
+        except HarnessError as exc:
+            ap.error(str(exc))
+    if args.hand_eval is not None:
+        if args.episodes < 1:
+            ap.error("--hand-eval plays --episodes per policy: give at least 1")
+        hands = hand_eval(args.hand_eval, args.episodes, args.slot, defender, args.workers, first_seed=args.first_seed)
+        print(hand_rows(hands))
+        if args.out is not None:
+            args.out.write_text(json.dumps(hands.model_dump(), indent=1), encoding="utf-8")
+        return
     extra = {key: getattr(args, key) for key in options if getattr(args, key) is not None}
     try:
         cfg = ClosedLoopConfig(k=args.k, slot=args.slot, seed=args.seed, **extra)
     except ValueError as exc:  # e.g. --hand-policy cut-in without --features gaps: say which, not a traceback
         ap.error(str(exc))
     if args.episodes == 0:
-        training = train_only(cfg, args.rounds, args.contexts, args.workers, seed=args.seed, progress=True)
+        training = train_only(cfg, args.rounds, args.contexts, args.workers, defender=defender, seed=args.seed,
+                              progress=True)
         print(f"trained: wall {training.wall_s:.0f} s, {training.train_cpu_s:.0f} CPU-s")
         if args.out is not None:
             args.out.write_text(json.dumps(training.model_dump(), indent=1), encoding="utf-8")
@@ -386,6 +487,7 @@ def main(argv: list[str] | None = None) -> None:
         args.contexts,
         args.episodes,
         args.workers,
+        defender=defender,
         seed=args.seed,
         progress=True,
         training=earlier,
