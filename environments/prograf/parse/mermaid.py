@@ -5,12 +5,16 @@
 Mermaid's lexer reads them (solid, thick `==` and dotted `-.-`, any length, ending in an arrow `>`, a
 circle `o`, a cross `x` or nothing; two-headed `<-->`, `o--o`, `x--x`; `~~~` invisible; labelled
 `|label|` or `-- label -->`; `A --o B` is an arrow A -> B with a circle head, see
-`MermaidParser.link`), chains and `&` groups, `subgraph id [title] ... end`. `click` (callbacks and
+`MermaidParser.link`; Mermaid 11's edge ids, `A e1@--> B`), chains and `&` groups, `subgraph id [title] ...
+end`, and Mermaid 11.3's shape data, `A@{ shape: NAME, label: "..." }` (one line or several, after a
+bracket shape or alone, in links and `&` groups; each documented shape name read as its outline's family,
+any other refused: `mermaid_shapes.py`; an `icon:` or `img:` node refused). `e1@{ animate: true }` on an
+edge id sets how the edge moves, no structure, and is skipped. `click` (callbacks and
 links) is dropped and noted; style, classDef, class and direction lines and a node's `:::class` do
 not change structure and are skipped; `%%` comments and a leading `---` front-matter block are
 skipped. Labels
 read as Mermaid shows them: quotes, HTML tags and markdown marks removed, entities (`&gt;`,
-Mermaid's `#gt;` / `#35;`) decoded. Anything else -- a link to a subgraph, `A@{ ... }` shapes, a
+Mermaid's `#gt;` / `#35;`) decoded. Anything else -- a link to a subgraph, an edge id used as a node, a
 statement that is not a node or a link -- is an "unsupported construct X at line N" error.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 import html
 import re
 
+from environments.prograf.parse.mermaid_shapes import SHAPE_FAMILY, ShapeDataError, closing_brace, shape_data
 from environments.prograf.parse.scene import Cluster, Edge, InputRejected, Node, Scene
 
 MAX_CHARS = 50_000
@@ -38,6 +43,9 @@ OPENING = re.compile(r"\s*(?P<tok>[xo<]?(?:--|==|-\.))\s*")
 CLOSING = {"--": re.compile(r"([xo<]?--+[-xo>])\s*"), "==": re.compile(r"([xo<]?==+[=xo>])\s*"),
            "-.": re.compile(r"([xo<]?-?\.+-[xo>]?)\s*")}
 INSIDE = {"--": "--", "==": "==", "-.": ".-"}  # what a link's text cannot hold: its closing starts there
+# Mermaid 11's edge id before a link (its lexer's LINK_ID: anything but space or a quote, then `@` not
+# opening shape data or a string)
+LINK_ID = re.compile(r'\s*(?P<id>[^\s"@]+)@(?=[^{"])')
 PIPE = re.compile(r"\s*\|(?P<text>[^|]*)\|")
 HEADS = {">": "arrow", "o": "circle", "x": "cross"}  # the mark at a link's end
 TAILS = {"<": ">", "o": "o", "x": "x"}  # the mark before a link that makes it two-headed with that end
@@ -74,9 +82,11 @@ class MermaidParser:
         self.hidden = 0
         self.line = 0  # the source line being read, for errors
         self.node_lines: dict[str, int] = {}  # where each node was first named
+        self.edge_ids: set[str] = set()  # Mermaid 11's `A e1@--> B`
 
-    def unsupported(self, what: str) -> InputRejected:
-        return InputRejected(f"Mermaid: unsupported construct {what.strip()[:40]!r} at line {self.line}")
+    def unsupported(self, what: str, why: str = "") -> InputRejected:
+        return InputRejected(f"Mermaid: unsupported construct {what.strip()[:40]!r} at line {self.line}"
+                             + (f" ({why})" if why else ""))
 
     def node_ref(self, text: str, pos: int) -> tuple[str, int]:
         m = NODE_ID.match(text, pos)
@@ -97,16 +107,42 @@ class MermaidParser:
                     continue
                 label, family, pos = clean_label(text[start:end]), fam, end + len(closing)
                 break
-        if text.startswith("@{", pos):  # Mermaid 11's shape objects are not read
-            raise self.unsupported(text[m.start():])
         if (cm := CLASS_SUFFIX.match(text, pos)) is not None:  # A:::hot only styles the node
             pos = cm.end()
+        data: dict[str, str] = {}
+        if text.startswith("@{", pos):  # Mermaid's grammar: the data after the bracket shape and the class
+            end = closing_brace(text, pos + 2)
+            if end < 0:
+                raise self.unsupported(text[pos:])
+            try:
+                data = shape_data(text[pos + 2:end])
+            except ShapeDataError as exc:
+                raise self.unsupported(f"{key}@{{ {exc} }}", "shape data is key: value pairs,"
+                                       " values plain or quoted") from None
+            pos = end + 1
+            if key in self.edge_ids:  # an edge's data (animate, animation, curve): how it is drawn, not what
+                self.notes.append(f"skipped the data of edge {key!r} at line {self.line}")
+                return key, pos
+        if key in self.edge_ids:
+            raise self.unsupported(key, "an edge id used as a node")
+        if "icon" in data or "img" in data:
+            raise self.unsupported(f"{key}@{{ {'icon' if 'icon' in data else 'img'}: ... }}",
+                                   "an icon or image node is not read")
+        if "shape" in data:
+            if data["shape"] not in SHAPE_FAMILY:
+                raise self.unsupported(f"shape: {data['shape']}", "not a shape name Mermaid documents; see its"
+                                       " flowchart syntax, expanded node shapes")
+            family = SHAPE_FAMILY[data["shape"]]
+        if data.get("label"):
+            label = clean_label(data["label"])
         node = self.nodes.get(key)
         if node is None:
             node = self.nodes[key] = Node(key=key, label=key, shape="box")
             self.node_lines[key] = self.line
-        if label is not None and family is not None:
-            node.label, node.shape = label, family
+        if label is not None:
+            node.label = label
+        if family is not None:
+            node.shape = family
         for c in self.stack:
             c.members.add(key)
         if self.stack and node.cluster is None:
@@ -165,6 +201,14 @@ class MermaidParser:
         open, head (one mark at the target: arrow, circle or cross), both (the same mark at both ends) or
         hidden; None when no link starts there. Mermaid draws only the end mark of a link whose marks differ
         (`o-->` is an arrow): read so, with a note; a text link whose two ends disagree (`x-- t -->`) is an error."""
+        if (lid := LINK_ID.match(line, pos)) is not None:
+            link_id = lid.group("id")
+            if link_id in self.nodes:
+                raise self.unsupported(f"{link_id}@", "an edge id that is a node's id")
+            self.edge_ids.add(link_id)
+            pos = lid.end()
+            if not (WHOLE.match(line, pos) or OPENING.match(line, pos)):
+                raise self.unsupported(line[lid.start():])
         m = WHOLE.match(line, pos)
         if m:
             tok = m.group("tok")
@@ -209,6 +253,9 @@ class MermaidParser:
         """One link as the relation it draws. A circle or cross head is a head: Mermaid's docs list `--o` and
         `--x` among its arrow types and `o--o`, `x--x` with `<-->` as multi-directional arrows, and it draws
         each mark at the end it is written at, so `A --o B` is an arrow A -> B and `A x--x B` one each way."""
+        for key in (a, b):
+            if key in self.edge_ids:  # Mermaid would link a node it never draws
+                raise self.unsupported(key, "an edge id used as a node")
         if kind == "hidden":
             self.hidden += 1
         elif kind == "both":
@@ -235,6 +282,32 @@ def split_statements(line: str) -> list[str]:
     return out
 
 
+def join_shape_data(lines: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Shape data written over several lines (`A@{` ... `}`) joined to the line that opens it, numbered by
+    that line; each character looked at once."""
+    out: list[tuple[int, str]] = []
+    held: tuple[int, str] | None = None
+    inside = quoted = False
+    for number, line in lines:
+        held = (number, line) if held is None else (held[0], held[1] + "\n" + line)
+        prev = ""
+        for ch in line:
+            if inside:
+                if ch == '"':
+                    quoted = not quoted
+                elif ch == "}" and not quoted:
+                    inside = False
+            elif prev == "@" and ch == "{":
+                inside, quoted = True, False
+            prev = ch
+        if not inside:
+            out.append(held)
+            held = None
+    if held is not None:  # never closed: the node's reader names its line
+        out.append(held)
+    return out
+
+
 def parse_mermaid(code: str) -> Scene:
     if len(code) > MAX_CHARS:
         raise InputRejected(f"Mermaid of {len(code)} characters (at most {MAX_CHARS})")
@@ -248,7 +321,7 @@ def parse_mermaid(code: str) -> Scene:
     if not lines or not HEADER.match(lines[0][1]):
         raise InputRejected("Mermaid: the first line must be 'flowchart TD' (or graph, with TB/TD/BT/RL/LR)")
     parser = MermaidParser()
-    for number, line in lines[1:]:
+    for number, line in join_shape_data(lines[1:]):
         parser.line = number
         for stmt in split_statements(line):
             if stmt.strip():

@@ -20,14 +20,15 @@ from functools import lru_cache
 
 from environments.prograf.parse.scene import Box, Circle, InputRejected, Scene, Segment, Shape, Text, box_union
 from environments.prograf.parse.svg_css import Stylesheet, split_declarations
-from environments.prograf.parse.svg_marker import head_way, is_cardinality, marker_outline
+from environments.prograf.parse.svg_marker import path_heads
 from environments.prograf.parse.svg_path import SubPath, curved_family, path_subpaths
 from environments.prograf.parse.svg_sanitise import (DRAWN, MAX_PIECES, NOT_DRAWN, svg_element, href, local,
                                               sanitise)
 from environments.prograf.parse.svg_transform import (IDENTITY, Matrix, Point, apply, multiply, num, number_or_none, numbers,
                                                parse_transform, scale_of)
 
-INHERITED = ("fill", "stroke", "stroke-width", "visibility", "font-size", "text-anchor", "marker-start", "marker-end")
+INHERITED = ("fill", "stroke", "stroke-width", "visibility", "font-size", "text-anchor", "marker-start", "marker-mid",
+             "marker-end", "marker")
 # ---------------------------------------------------------------------- styles
 
 
@@ -46,6 +47,7 @@ class Style:
     font_size: float = 16.0
     text_anchor: str = "start"
     marker_start: str = "none"
+    marker_mid: str = "none"
     marker_end: str = "none"
     opacity: float = 1.0
 
@@ -77,8 +79,10 @@ def element_style(el: ET.Element, parent: Style, sheet: Stylesheet) -> tuple[Sty
     s.visibility = props.get("visibility", s.visibility).strip()
     s.font_size = num(props.get("font-size"), s.font_size)
     s.text_anchor = props.get("text-anchor", s.text_anchor).strip()
-    s.marker_start = props.get("marker-start", s.marker_start).strip()
-    s.marker_end = props.get("marker-end", s.marker_end).strip()
+    # `marker` is CSS's shorthand for all three (a longhand set beside it wins here)
+    s.marker_start = props.get("marker-start", props.get("marker", s.marker_start)).strip()
+    s.marker_mid = props.get("marker-mid", props.get("marker", s.marker_mid)).strip()
+    s.marker_end = props.get("marker-end", props.get("marker", s.marker_end)).strip()
     s.opacity = parent.opacity * num(props.get("opacity"), 1.0)
     if num(props.get("fill-opacity"), 1.0) == 0:
         s.fill = "none"
@@ -432,7 +436,8 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
             ctx.paths[d] = path_subpaths(d)
         drawn = [sp for sp in ctx.paths[d] if len(sp.pts) >= 2]
         # markers sit on the path's first and last vertices, not on every subpath's
-        heads = _heads(s, ctx, (drawn[0].pts[0], drawn[0].pts[1]), (drawn[-1].pts[-2], drawn[-1].pts[-1])) \
+        heads = _heads(s, ctx, (drawn[0].pts[0], drawn[0].pts[1]), (drawn[-1].pts[-2], drawn[-1].pts[-1]),
+                       [p for sp in drawn for p in sp.pts], [a for sp in drawn for a in sp.anchors]) \
             if drawn else (False, False)
         for sp in ctx.paths[d]:
             ctx.pieces += len(sp.pts)
@@ -471,7 +476,9 @@ def _shape(name: str, el: ET.Element, m: Matrix, s: Style, ctx: _Context) -> Non
     if family and (stroke or fill):
         _add_shape(scene, family, [apply(m, *p) for p in local_pts], index, _outlined(s))
     if stroke:
-        _add_segments(scene, wsegs, _heads(s, ctx, segs[0], segs[-1]) if segs else (False, False), index)
+        verts = [segs[0][0], *(b for _, b in segs)] if segs else []
+        _add_segments(scene, wsegs, _heads(s, ctx, segs[0], segs[-1], verts, [True] * len(verts))
+                      if segs else (False, False), index)
     elif not family or not fill:
         scene.hidden += 1
 
@@ -508,24 +515,10 @@ def _add_shape(scene: Scene, family: str, pts: list[tuple[float, float]], index:
     scene.shapes.append(Shape(family, box, index, outlined))
 
 
-MARKER_REF = re.compile(r"url\(\s*['\"]?#([^)'\"]+)")
-
-
-def _heads(s: Style, ctx: _Context, first: tuple[Point, Point], last: tuple[Point, Point]) -> tuple[bool, bool]:
-    """Whether the drawn path points into its start and into its end: each marker that exists counts
-    for the end its tip faces, or, with no tip (a circle, a cross, a diamond), for the end it sits on
-    (svg_marker.py), given the path's first and last pieces in its own coordinates. A reference to no
-    marker, an empty one or one of Mermaid's ER cardinality marks: no head."""
-    heads = [False, False]
-    for value, piece, at_start in ((s.marker_start, first, True), (s.marker_end, last, False)):
-        m = MARKER_REF.match(value) if value != "none" else None
-        marker = ctx.ids.get(m.group(1).strip()) if m else None
-        if marker is None or local(str(marker.tag)) != "marker" or is_cardinality(marker.get("id") or ""):
-            continue
-        way = head_way(marker_outline(marker), marker.get("orient"), piece, at_start)
-        if way:
-            heads[0 if way < 0 else 1] = True
-    return heads[0], heads[1]
+def _heads(s: Style, ctx: _Context, first: tuple[Point, Point], last: tuple[Point, Point],
+           pts: list[Point], anchors: list[bool]) -> tuple[bool, bool]:
+    """Whether the drawn path points into its start and into its end, by its markers (svg_marker.py)."""
+    return path_heads((s.marker_start, s.marker_mid, s.marker_end), ctx.ids, first, last, pts, anchors)
 
 
 def _add_segments(scene: Scene, pairs: list[tuple[tuple[float, float], tuple[float, float]]], heads: tuple[bool, bool], index: int,

@@ -19,8 +19,18 @@ none draws a tipless marker. One family is kept out, by the marker's id: Mermaid
 every relationship as counts, not as a direction; read as heads they would turn each relationship into
 two arrows. A tipped mark that points sideways to its piece still gives no head.
 
-`marker_outline` collects a marker's vertices in its own coordinates; svg.py asks `head_way` which
-way each of a path's markers points.
+A `marker-mid` is drawn at every vertex of the path but its first and last, turned (with `orient="auto"`)
+along the path there, halfway between the directions in and out: it heads neither end. An arrow drawn
+there says which way the path runs, and that is how a reader sees it -- D3 and hand-written SVG put
+arrows mid-line that way, so `A -> B` drawn with a mid arrow is an edge A -> B. So a tipped mid marker
+that points along the path at every vertex it sits on, all the same way, heads the end it points to
+(`mid_way`); one that points sideways, or some vertices one way and some the other, gives no direction,
+and a tipless mid mark (a dot at each bend) is decoration, no head. A two-point line has no mid vertex,
+so its mid marker draws nothing.
+
+`marker_outline` collects a marker's vertices in its own coordinates; `head_way` says which way one of a
+path's end markers points, `mid_way` which way its mid markers point, and `path_heads` puts them together
+for svg.py.
 """
 
 from __future__ import annotations
@@ -28,6 +38,7 @@ from __future__ import annotations
 import math
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 
 from environments.prograf.parse.svg_path import path_subpaths
 from environments.prograf.parse.svg_sanitise import local
@@ -102,6 +113,41 @@ def head_way(outline: list[Point], orient: str | None, piece: tuple[Point, Point
     return 1 if facing > FACING else -1 if facing < -FACING else 0
 
 
+def _unit(dx: float, dy: float) -> Point | None:
+    length = math.hypot(dx, dy)
+    return (dx / length, dy / length) if length > 1e-12 else None
+
+
+def mid_way(outline: list[Point], orient: str | None, pts: list[Point], anchors: list[bool]) -> int:
+    """+1 when the marker drawn at the path's inner vertices (`pts` the path's points in its own
+    coordinates, `anchors` which of them are vertices rather than points inside a flattened curve)
+    points along the path towards its end at every one, -1 towards its start, 0 otherwise (see the
+    module's docstring)."""
+    if len(pts) < 3 or len(set(outline)) < 2:
+        return 0
+    tip = tip_direction(outline)
+    if tip is None:
+        return 0
+    angle = orient_angle(orient)
+    ways = set()
+    for k in range(1, len(pts) - 1):
+        if not anchors[k]:
+            continue
+        into = _unit(pts[k][0] - pts[k - 1][0], pts[k][1] - pts[k - 1][1])
+        out = _unit(pts[k + 1][0] - pts[k][0], pts[k + 1][1] - pts[k][1])
+        if into is None or out is None:
+            along = into or out
+        else:  # SVG's auto orientation at an inner vertex: the bisector of the directions in and out
+            along = _unit(into[0] + out[0], into[1] + out[1]) or into
+        if along is None:
+            continue
+        ax, ay = along if angle is None else (math.cos(math.radians(angle)), math.sin(math.radians(angle)))
+        hx, hy = tip[0] * ax - tip[1] * ay, tip[0] * ay + tip[1] * ax
+        facing = hx * along[0] + hy * along[1]
+        ways.add(1 if facing > FACING else -1 if facing < -FACING else 0)
+    return ways.pop() if len(ways) == 1 else 0
+
+
 def is_cardinality(marker_id: str) -> bool:
     """Whether a marker is one of Mermaid's ER cardinality marks (see the module's docstring)."""
     return CARDINALITY.search(marker_id) is not None
@@ -139,3 +185,36 @@ def marker_outline(marker: ET.Element) -> list[Point]:
 
     visit(marker, IDENTITY)
     return pts
+
+
+MARKER_REF = re.compile(r"url\(\s*['\"]?#([^)'\"]+)")
+
+
+def _marker(value: str, ids: Mapping[str, ET.Element]) -> ET.Element | None:
+    """The marker a `marker-*` value names; None for none, a reference to nothing or to something that is
+    not a marker, or one of Mermaid's ER cardinality marks."""
+    m = MARKER_REF.match(value) if value != "none" else None
+    marker = ids.get(m.group(1).strip()) if m else None
+    if marker is None or local(str(marker.tag)) != "marker" or is_cardinality(marker.get("id") or ""):
+        return None
+    return marker
+
+
+def path_heads(refs: tuple[str, str, str], ids: Mapping[str, ET.Element], first: tuple[Point, Point],
+               last: tuple[Point, Point], pts: list[Point], anchors: list[bool]) -> tuple[bool, bool]:
+    """Whether a drawn path points into its start and into its end, given its `marker-start`, `marker-mid`
+    and `marker-end` values, its first and last pieces and its points in its own coordinates: each end
+    marker counts for the end its tip faces or, with no tip, the end it sits on; the mid marker for the end
+    it points to along the path, if it points one way."""
+    heads = [False, False]
+    start, mid, end = (_marker(v, ids) for v in refs)
+    for marker, piece, at_start in ((start, first, True), (end, last, False)):
+        if marker is not None:
+            way = head_way(marker_outline(marker), marker.get("orient"), piece, at_start)
+            if way:
+                heads[0 if way < 0 else 1] = True
+    if mid is not None:
+        way = mid_way(marker_outline(mid), mid.get("orient"), pts, anchors)
+        if way:
+            heads[0 if way < 0 else 1] = True
+    return heads[0], heads[1]

@@ -15,7 +15,7 @@ from environments.prograf.parse.mermaid import parse_mermaid
 from environments.prograf.parse.scene import Scene
 from environments.prograf.parse.svg import parse_svg
 from environments.prograf.parse.svg_graph import extract_graph
-from environments.prograf.parse.svg_marker import head_way, is_cardinality
+from environments.prograf.parse.svg_marker import head_way, is_cardinality, mid_way
 
 
 def edges(scene: Scene) -> set[tuple[str, str, bool]]:
@@ -132,3 +132,53 @@ def test_graphviz_polygons_closed_by_their_first_point_keep_their_shape():
     extract_graph(scene)
     assert sorted(n.shape for n in scene.nodes) == ["box", "box"]
     assert math.isclose(scene.nodes[0].box[2] - scene.nodes[0].box[0], 60)  # type: ignore[index]
+
+
+# ---------------------------------------------------------------------- marker-mid (issue 39 item 1, session 29)
+ARROW = '<marker id="mid" viewBox="0 0 10 10" refX="5" refY="5" markerWidth="8" markerHeight="8" orient="{orient}">' \
+        '<path d="{d}"/></marker>'
+TRIANGLE, BACKWARDS, DOT = "M0,0 L10,5 L0,10 z", "M10,0 L0,5 L10,10 z", "M2,5 A3,3 0 1 1 8,5 A3,3 0 1 1 2,5 z"
+
+
+def mid_svg(points: str, marks: str, d: str = TRIANGLE, orient: str = "auto", element: str = "polyline") -> str:
+    """A and B in a row, joined by a line through `points` that carries the marker `marks` (a style)."""
+    line = (f'<polyline points="{points}"' if element == "polyline"
+            else f'<path d="M{points.replace(" ", " L")}"') + f' fill="none" stroke="black" style="{marks}"/>'
+    return f'''<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 400 100"><defs>{ARROW.format(orient=orient, d=d)}</defs>
+<rect x="10" y="30" width="100" height="40" fill="none" stroke="black"/><text x="60" y="55" text-anchor="middle">A</text>
+<rect x="290" y="30" width="100" height="40" fill="none" stroke="black"/><text x="340" y="55" text-anchor="middle">B</text>
+{line}</svg>'''
+
+
+@pytest.mark.parametrize("points, want", [
+    ("110,50 200,50 290,50", {("A", "B", True)}),  # the arrow at the middle vertex points from A to B
+    ("290,50 200,50 110,50", {("B", "A", True)}),  # drawn from B's side
+    ("110,50 160,40 240,60 290,50", {("A", "B", True)}),  # at every bend, along the bisector
+    ("110,50 290,50", {("A", "B", False)}),  # two points: no inner vertex, nothing drawn
+])
+def test_an_arrow_drawn_mid_line_heads_the_end_it_points_to(points, want):
+    for element in ("polyline", "path"):
+        assert svg_edges(mid_svg(points, "marker-mid: url(#mid)", element=element)) == want
+
+
+def test_a_mid_mark_that_gives_no_direction_is_no_head():
+    points = "110,50 200,50 290,50"
+    assert svg_edges(mid_svg(points, "marker-mid: url(#mid)", d=DOT)) == {("A", "B", False)}  # a dot at the bend
+    assert svg_edges(mid_svg(points, "marker-mid: url(#mid)", orient="90")) == {("A", "B", False)}  # sideways
+    assert svg_edges(mid_svg(points, "marker-mid: url(#mid)", d=BACKWARDS)) == {("B", "A", True)}  # tip at its left
+
+
+def test_mid_arrows_pointing_both_ways_give_no_direction():
+    # a fixed orient: the arrow points right at both bends, but the line doubles back between them
+    assert mid_way([(0, 0), (10, 5), (0, 10)], "0", [(0, 0), (10, 0), (5, 0), (20, 0)], [True] * 4) == 0
+    assert mid_way([(0, 0), (10, 5), (0, 10)], "0", [(0, 0), (10, 0), (20, 0)], [True] * 3) == 1
+    assert mid_way([(0, 0), (10, 5), (0, 10)], "auto", [(0, 0), (5, 0), (10, 0)], [True, False, True]) == 0  # no vertex
+
+
+def test_the_marker_shorthand_puts_the_marker_at_every_vertex():
+    # `marker:` sets start, mid and end; a longhand set beside it wins for its own position
+    assert svg_edges(mid_svg("110,50 200,50 290,50", "marker: url(#mid)", d=BACKWARDS)) == {("B", "A", True)}
+    assert svg_edges(mid_svg("110,50 200,50 290,50", "marker: url(#mid); marker-start: none; marker-end: none",
+                             d=BACKWARDS)) == {("B", "A", True)}  # the mid arrow alone
+    assert svg_edges(mid_svg("110,50 200,50 290,50", "marker: url(#mid); marker-start: none; marker-mid: none;"
+                             " marker-end: none")) == {("A", "B", False)}
