@@ -130,3 +130,21 @@ def test_over_several_lines_a_comma_is_part_of_the_value_as_in_yaml():
     with pytest.raises(InputRejected, match=r"'shape: rect,' at line 2"):
         parse_mermaid('flowchart TD\n  A@{ shape: rect,\n    label: "x" }')
     assert nodes(parse_mermaid('flowchart TD\n  A@{ shape: rect, label: "x", }'))["A"] == ("x", "box")
+
+
+def test_the_corpus_pairs_in_these_constructs_pass_when_correct_and_fail_at_their_target():
+    # the hand-written pairs of session 29: shape data and edge ids in Mermaid, mid-line arrows in SVG;
+    # before these readers, every correct one was a false alarm
+    from environments.prograf.check.audit import judge
+    from environments.prograf.generate.build import CORPUS
+    from environments.prograf.generate.foreign import handwritten
+    from environments.prograf.task import load_tasks
+
+    tasks = load_tasks(CORPUS)
+    by_id = {t.id: t for t in tasks}
+    mine = [o for o in handwritten(tasks) if ".mermaid11." in o.key or ".mid-arrows." in o.key
+            or any(s in o.code for s in ("@{", "marker-mid"))]
+    assert len(mine) == 8 and sum(o.fault is None for o in mine) == 4
+    assert {o.fault for o in mine} == {None, "wrong_relation", "extra_element", "missing_object"}
+    for o in mine:
+        assert judge(by_id[o.task_id], o).result == ("pass" if o.fault is None else "caught"), o.key
