@@ -197,3 +197,79 @@ def test_a_name_lost_where_a_vertical_parts_outline_crosses_its_label_is_undecid
     lost = [TextLine("10µF", (t.box[0] + 0.45 * (t.box[2] - t.box[0]), *t.box[1:]), t.score) if t.text == "C1 10µF"
             else t for t in lines]
     assert decide(_pixels(img, lost, task), task, c1, ALL).status == "undecided"
+
+
+def _rail(thick: int, merged_bars: bool) -> tuple[np.ndarray, list[TextLine]]:
+    """R1 and C1 on one row, a wire from C1 down to a ground symbol: three bars, or (thick strokes,
+    a blurred render) one blob they run into."""
+    img = np.full((320, 560, 3), 255, np.uint8)
+    black = (0, 0, 0)
+    for x0 in (60, 300):
+        cv2.rectangle(img, (x0, 85), (x0 + 100, 115), black, thick)
+    for a, b in (((20, 100), (60, 100)), ((160, 100), (300, 100)), ((400, 100), (450, 100)), ((450, 100), (450, 200))):
+        cv2.line(img, a, b, black, thick)
+    if merged_bars:
+        cv2.fillPoly(img, [np.array([(428, 197), (472, 197), (458, 218), (442, 218)], np.int32)], black)
+    else:
+        for k, half in enumerate((20, 13, 6)):
+            cv2.line(img, (450 - half, 200 + 7 * k), (450 + half, 200 + 7 * k), black, thick)
+    lines = [TextLine("R1 1kΩ", (80, 125, 140, 142), 0.9), TextLine("C1 10µF", (320, 125, 385, 142), 0.9)]
+    return img, lines
+
+
+@pytest.mark.parametrize(("thick", "merged"), [(2, False), (2, True), (5, True)])
+def test_a_ground_symbol_is_read_whether_its_bars_stand_apart_or_run_together(task, thick, merged):
+    circ = read_circuit(*_rail(thick, merged), task.spec, vocabulary(task.spec))
+    by = {p.name: p for p in circ.parts}
+    assert sorted(by) == ["C1", "R1"] and circ.grounds == 1 and not circ.stray  # the lower bars are no more grounds
+    assert circ.ground_nets == {by["C1"].nets[1]} and by["C1"].nets[1] not in by["R1"].nets
+
+
+def test_a_wire_corner_or_a_loose_end_is_no_ground(task):
+    img, lines = _rail(2, False)
+    img[190:260, 400:520] = 255  # the symbol taken away: a wire turning down, ending in nothing
+    circ = read_circuit(img, lines, task.spec, vocabulary(task.spec))
+    assert circ.grounds == 0 and not circ.ground_nets
+
+
+def test_a_value_within_a_names_room_of_a_vertical_part_leaves_the_name_undecided(task, renderer):
+    img, lines = _picture(VERTICAL, renderer)
+    c1 = next(p for p in read_circuit(img, lines, task.spec, vocabulary(task.spec)).parts if p.name == "C1")
+    x, y, w, h = c1.box
+    point = next(vp for vp in task.points if vp.check == "component" and vp.args[0] == "C1")
+
+    def with_c1_text(x0: float) -> str:  # C1's label read as its value alone, starting at x0, across C1's row
+        given = [t for t in lines if not t.text.startswith("C1")]
+        given.append(TextLine("10µF", (x0, y + 0.75 * h - 9, x0 + 45, y + 0.75 * h + 9), 0.9))  # off L1's row
+        return decide(_pixels(img, given, task), task, point, ALL).status
+
+    assert with_c1_text(x + w + 12) == "undecided"  # clear of the outline, but room for "C1" between
+    assert with_c1_text(x + w + 60) == "fail"  # too far for a name lost under the outline: named otherwise
+
+
+def test_a_label_left_by_no_part_leaves_the_name_and_the_count_undecided(task, renderer):
+    shorted = next(m for m in task.mutants if "C1 shorted" in (m.fault or ""))
+    img, lines = _picture(shorted.code, renderer, shorted.format)
+    circ = read_circuit(img, lines, task.spec, vocabulary(task.spec))
+    assert "C1" not in {p.name for p in circ.parts}  # its box is drawn too short to read as a part
+    points = [vp for vp in task.points if vp.check == "component_count" or vp.args == ["C1"] and vp.check == "component"]
+    misread = [TextLine("cl10]", t.box, t.score) if t.text.startswith("C1") else t for t in lines]
+    assert {decide(_pixels(img, misread, task), task, vp, ALL).status for vp in points} == {"undecided"}
+    gone = [t for t in lines if not t.text.startswith("C1")]  # no text there at all: the name is missing
+    assert decide(_pixels(img, gone, task), task, points[0], ALL).status == "fail"
+
+
+def test_a_value_read_from_two_labels_run_together_is_undecided(task):
+    img = np.full((320, 420, 3), 255, np.uint8)
+    black = (0, 0, 0)
+    for x0 in (60, 300):  # two vertical parts, their labels written between them
+        cv2.rectangle(img, (x0, 110), (x0 + 30, 210), black, 2)
+        cv2.line(img, (x0 + 15, 40), (x0 + 15, 110), black, 2)
+        cv2.line(img, (x0 + 15, 210), (x0 + 15, 280), black, 2)
+    cv2.line(img, (75, 40), (315, 40), black, 2)
+    cv2.line(img, (75, 280), (315, 280), black, 2)
+    value = next(vp for vp in task.points if vp.check == "value" and vp.args == ["R1"])
+    apart = [TextLine("R1 47Ω", (100, 150, 170, 170), 0.9), TextLine("C1 10µF", (230, 150, 290, 170), 0.9)]
+    assert decide(_pixels(img, apart, task), task, value, ALL).status == "fail"  # 47Ω is not 1kΩ
+    run = [TextLine("R1 47ΩC1 10µF", (92, 150, 298, 170), 0.9)]  # one line across both
+    assert decide(_pixels(img, run, task), task, value, ALL).status == "undecided"
