@@ -59,6 +59,11 @@ SOURCES = ("plan", "off_plan", "irreversible")
 # The observation after the action (the generative baseline's target, generative_model.py). Not in
 # COLUMNS: a folder collected before it existed still loads, and the column absent means "not collected".
 NEXT = "next_observation"
+# What a world keeps beside its observation text for the generative baseline, before and after the
+# action (`Observation.info["status"]`: the household world's place and carried object,
+# environments/household/reader.py; "" for a world that keeps none). Optional as NEXT is.
+STATUS, NEXT_STATUS = "status", "next_status"
+OPTIONAL = (NEXT, STATUS, NEXT_STATUS)
 
 
 class EpisodeColumns(TypedDict):
@@ -91,6 +96,8 @@ class TransitionRow(EpisodeColumns):
     done: bool
     won: bool
     next_observation: NotRequired[str]  # NEXT: absent in rows collected before it was written
+    status: NotRequired[str]  # STATUS, NEXT_STATUS: absent in rows collected before they were written
+    next_status: NotRequired[str]
 
 
 class ConfigJson(TypedDict):
@@ -124,8 +131,9 @@ class Manifest(TypedDict):
 MANIFEST = TypeAdapter(Manifest)
 
 
-def features(next_observation: bool = False) -> Any:
-    """The dataset's schema; with `next_observation`, the NEXT column too."""
+def features(next_observation: bool = False, status: bool = False) -> Any:
+    """The dataset's schema; with `next_observation`, the NEXT column too; with `status`, STATUS and
+    NEXT_STATUS."""
     import datasets
 
     text = datasets.Value("string")
@@ -136,6 +144,7 @@ def features(next_observation: bool = False) -> Any:
         "facts": datasets.Sequence(text), "reversible": datasets.Value("bool"),
         "irreversible_cost": datasets.Value("float64"), "done": datasets.Value("bool"), "won": datasets.Value("bool"),
         **({NEXT: text} if next_observation else {}),
+        **({STATUS: text, NEXT_STATUS: text} if status else {}),
     })
 
 
@@ -294,7 +303,8 @@ def play_episode(config: CollectConfig, world: Any, spec: dict[str, JsonValue], 
                          "facts": sorted(" | ".join(str(x) for x in f) for f in delta.facts()),
                          "reversible": bool(delta.reversible), "irreversible_cost": float(delta.irreversible_cost),
                          "done": bool(result.done), "won": won(ep, bool(result.done)),
-                         "next_observation": result.observation.text})
+                         "next_observation": result.observation.text, "status": str(obs.info.get("status", "")),
+                         "next_status": str(result.observation.info.get("status", ""))})
             obs = result.observation
             if result.done:
                 break
@@ -397,7 +407,7 @@ def read_shard(path: Path) -> list[TransitionRow]:
     rows: list[TransitionRow] = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         row = json.loads(line)
-        if set(row) - {NEXT} != set(COLUMNS):
+        if set(row) - set(OPTIONAL) != set(COLUMNS):
             raise HarnessError(f"{path}:{n}: columns {sorted(row)} are not this schema's ({SCHEMA})")
         try:
             Delta.model_validate_json(row["delta"])
@@ -421,11 +431,11 @@ def assemble(out: Path, shards: list[Shard]) -> dict[str, dict[str, int]]:
         by_split[shard.split] += rows
         counts.setdefault(shard.split, {}).setdefault(shard.world, 0)
         counts[shard.split][shard.world] += len(rows)
-    # The next observation is a column only when every row has it (shards of an older collection lack it).
-    has_next = all(NEXT in r for rows in by_split.values() for r in rows)
-    names = COLUMNS + ((NEXT,) if has_next else ())
+    # An optional column is in the dataset only when every row has it (shards of an older collection lack it).
+    has_next, has_status = (all(c in r for rows in by_split.values() for r in rows) for c in (NEXT, STATUS))
+    names = COLUMNS + ((NEXT,) if has_next else ()) + ((STATUS, NEXT_STATUS) if has_status else ())
     dd = datasets.DatasetDict({s: datasets.Dataset.from_list([{c: p[c] for c in names} for p in map(dict, rows)],
-                                                                  features=features(has_next))
+                                                                  features=features(has_next, has_status))
                                for s, rows in by_split.items() if rows})
     tmp = out / "dataset.tmp"
     shutil.rmtree(tmp, ignore_errors=True)

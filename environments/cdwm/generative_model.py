@@ -3,14 +3,17 @@ SFT budget as the delta world model, trained (`harness cdwm train --target gener
 observation that follows an action; its delta is the diff of the world's facts read from the
 current observation and from the predicted one.
 
-The target is the next observation's text as the world writes it (`collect.NEXT`), cut at the
-prompt's `obs_chars` as the prompt's observation is -- no compact form: a MiniGrid observation is at
-most ~370 characters, and what the baseline is, is a model of the next observation. It learns no
-mask and is never shown a delta. Only worlds with an observation -> facts reader can be played
+The target is the next observation as the world writes it (`collect.NEXT`), cut at the prompt's
+`obs_chars` as the prompt's observation is -- no compact form: a MiniGrid observation is at most
+~370 characters, and what the baseline is, is a model of the next observation. It learns no mask
+and is never shown a delta. Only worlds with an observation -> facts reader can be played
 (`READERS`, by string: the world folders import `cdwm`, never the reverse): MiniGrid
-(`environments/procgen/facts.py`). The household world has none: its observation is the engine's
-answer to the last action ("You arrive at countertop 1. On the countertop 1, you see ..."), not its
-state, so two observations' diff is not the delta.
+(`environments/procgen/facts.py`) and the household world (`environments/household/reader.py`).
+A household reply alone is not a state ("You arrive at fridge 1. ..." does not say where the agent
+was), so that world keeps a status line beside it (`Observation.info["status"]`: the agent's place
+and what it carries; collected as `collect.STATUS` / `NEXT_STATUS`), and the observation this model
+reads and writes is `observe(text, status)`: the status line, then the reply. A world that keeps no
+status (MiniGrid) is read and written as its text alone.
 
 In the planner (arm `generative`): per candidate the model is asked for the next observation, the
 world's reader diffs it with the current one, and the delta is irreversible where the ledger's would
@@ -34,7 +37,7 @@ from agents.episode import Generate
 from agents.trained_world_model import trained_messages
 from agents.world_model import Prediction, imagined_observation
 from environments.cdwm.baseline_adapter import baseline_obs_chars
-from environments.cdwm.collect import NEXT, TransitionRow
+from environments.cdwm.collect import NEXT, NEXT_STATUS, STATUS, TransitionRow
 from harness.environment import Delta, Observation
 from harness.errors import HarnessError
 from harness.messages import ChatMessage
@@ -45,8 +48,11 @@ NEEDED_COLUMNS = (NEXT,)
 GENERATIVE_SYSTEM = ("You are a world model. Given the current observation and one action, write the observation "
                      "the world shows after the action, in the same format.")
 # world -> "module:function" (before text, after text) -> Delta | None (None: not readable)
-READERS = {"minigrid": "environments.procgen.facts:observation_delta"}
-MAX_TOKENS = 384  # a MiniGrid observation is ~150 tokens of the embedded tokenizer
+READERS = {"minigrid": "environments.procgen.facts:observation_delta",
+           "household": "environments.household.reader:observation_delta"}
+# Worlds whose observation is read with the status kept beside it (`observe`): their rows need STATUS.
+STATUS_WORLDS = ("household",)
+MAX_TOKENS = 384  # a MiniGrid observation is ~150 tokens of the embedded tokenizer; a household step's ~30-60
 
 Reader = Callable[[str, str], Delta | None]
 
@@ -70,6 +76,24 @@ def check_columns(folder: Path, split: str, columns: list[str]) -> None:
                            f"--target generative")
 
 
+def observe(text: str, status: str) -> str:
+    """The observation the model reads and writes: the world's status line (if it keeps one) first,
+    then its text -- first, so that cutting a long observation at `obs_chars` never cuts the state
+    (household/reader.py's `view`, the format the reader parses)."""
+    return f"{status}\n{text}" if status else text
+
+
+def _status(row: TransitionRow, column: str) -> str:
+    """A row's status (`collect.STATUS` / `NEXT_STATUS`); a household row collected before the status
+    was written is refused, naming the fix (its reply alone cannot be read into a delta)."""
+    world = str(row["world"])
+    if world in STATUS_WORLDS and column not in row:
+        raise HarnessError(f"a {world} row ({row['episode']}) has no {column} column -- collected before `harness cdwm "
+                           f"collect` wrote the {world} status; collect the data again (the same options, a new --out) "
+                           f"to train --target generative")
+    return str(row.get(column, ""))
+
+
 def generative_messages(world: str, intent: str, observation: str, action: str, action_class: str,
                         obs_chars: int = 700) -> list[ChatMessage]:
     """The delta model's question about one transition, under the generative model's system text."""
@@ -78,13 +102,13 @@ def generative_messages(world: str, intent: str, observation: str, action: str, 
 
 
 def row_messages(row: TransitionRow, obs_chars: int = 700) -> list[ChatMessage]:
-    return generative_messages(str(row["world"]), str(row["intent"]), str(row["observation"]), str(row["action"]),
-                               str(row["action_class"]), obs_chars)
+    return generative_messages(str(row["world"]), str(row["intent"]), observe(str(row["observation"]),
+                               _status(row, STATUS)), str(row["action"]), str(row["action_class"]), obs_chars)
 
 
 def target(row: TransitionRow, obs_chars: int = 700) -> str:
     """The reply it is trained to write: the next observation, cut as the prompt's observation is."""
-    text = str(row.get(NEXT, ""))
+    text = observe(str(row.get(NEXT, "")), _status(row, NEXT_STATUS))
     return text if len(text) <= obs_chars else text[:obs_chars] + " ..."
 
 
@@ -114,7 +138,8 @@ class GenerativeModel:
         imagined: dict[str, str] = {}  # the planner's imagined text -> the observation the model predicted
 
         async def predict(intent: str, obs: Observation, obs_text: str, action: str, action_class: str) -> Prediction:
-            current = imagined.get(obs_text, obs_text)
+            # the model's own prediction in the lookahead, else the world's observation (with its status)
+            current = imagined.get(obs_text) or observe(obs_text, str(obs.info.get("status", "")))
             messages = generative_messages(self.world, intent, current, action, action_class, self.obs_chars)
             out = await generate("world_model", messages, GenerateConfig(temperature=0.0, max_tokens=MAX_TOKENS))
             predicted = str(out.text or "")

@@ -23,6 +23,7 @@ from pydantic import JsonValue
 
 from environments.cdwm.deltas import Delta
 from environments.household import facts as hf
+from environments.household.reader import status_text
 from environments.household.task import GeneratedTask, HouseholdTask, OfficialTask, read_task
 from harness.environment import STOP, EnvironmentClosed, Observation, StepResult
 
@@ -239,5 +240,8 @@ class HouseholdEnvironment:
 
     def _observe(self, feedback: str) -> Observation:
         admissible = [c for c in self._state["admissible_commands"] if c != "help"] if self._state else []
+        # `status`: where the agent is and what it carries (reader.py), kept beside the reply for the
+        # generative world model; the policy reads the reply only, as ALFWorld's agent does.
         return Observation(text=str(feedback).strip(), action_classes=ACTION_CLASSES, admissible=admissible,
-                           info={"action_help": ACTION_HELP, "steps": self._steps})
+                           info={"action_help": ACTION_HELP, "steps": self._steps,
+                                 "status": status_text(self._facts, self._static)})

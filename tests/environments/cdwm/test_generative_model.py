@@ -14,8 +14,15 @@ from typing import Any
 
 import pytest
 
-from environments.cdwm.collect import NEXT, CollectConfig, Shard, collect, parse_heldout, play_shard
-from environments.cdwm.generative_model import GENERATIVE_FORMAT, GENERATIVE_SYSTEM, MAX_TOKENS, GenerativeModel
+from environments.cdwm.collect import NEXT, NEXT_STATUS, STATUS, CollectConfig, Shard, collect, parse_heldout, play_shard
+from environments.cdwm.generative_model import (
+    GENERATIVE_FORMAT,
+    GENERATIVE_SYSTEM,
+    MAX_TOKENS,
+    GenerativeModel,
+    row_messages,
+    target,
+)
 from environments.procgen.facts import observation_delta, read_observation
 from harness.environment import Delta
 from harness.errors import HarnessError
@@ -53,7 +60,8 @@ def test_a_new_collection_has_the_column_an_older_one_loads_without_it_and_is_re
     new = tmp_path / "new"
     collect(new, CollectConfig(worlds=MINIGRID, transitions=20, seed=0, shard_size=10,
                                heldout=parse_heldout(None, MINIGRID)))
-    assert NEXT in load_splits(new, "generative")["train"].column_names
+    train = load_splits(new, "generative")["train"]
+    assert {NEXT, STATUS, NEXT_STATUS} <= set(train.column_names) and set(train[STATUS]) == {""}  # MiniGrid keeps none
     old = write_dataset(tmp_path / "old")  # the columns a collection made before the next observation has
     assert NEXT not in load_splits(old, "delta")["train"].column_names
     with pytest.raises(HarnessError, match=r"old/dataset/train: no next_observation column.*collect the data again"):
@@ -74,8 +82,9 @@ def test_a_generative_adapter_is_refused_in_another_format_or_a_world_without_a_
         GenerativeModel.load(_adapter(tmp_path, fmt="harness-cdwm-wm/1"), "minigrid")
     with pytest.raises(HarnessError, match="no minigrid transition"):
         GenerativeModel.load(_adapter(tmp_path, "household"), "minigrid")
-    with pytest.raises(HarnessError, match="'household' has no observation reader"):
-        GenerativeModel.load(_adapter(tmp_path, "household"), "household")
+    assert GenerativeModel.load(_adapter(tmp_path, "household"), "household").world == "household"
+    with pytest.raises(HarnessError, match="'web' has no observation reader"):
+        GenerativeModel.load(_adapter(tmp_path, "web"), "web")
 
 
 def _on_lava(obs: str) -> str:
@@ -168,3 +177,56 @@ def test_generative_sft_writes_the_next_observation_as_the_reply(tmp_path: Path)
     assert example is not None and sum(example.touched) == 0  # no mask target
     reply = [t for t in example.labels if t != -100]
     assert tokenizer.decode(reply[:-1], clean_up_tokenization_spaces=False) == rows["train"][0][NEXT] and reply[-1] == end
+
+
+def _household_row(**extra: Any) -> dict[str, Any]:
+    return {"world": "household", "intent": "put a clean apple on the table", "episode": "household-train-0000/0",
+            "observation": "You arrive at countertop 1.", "action": "take apple 1 from countertop 1",
+            "action_class": "take", NEXT: "You pick up the apple 1 from the countertop 1.", **extra}
+
+
+def test_a_household_observation_is_its_status_then_its_reply_and_a_row_without_one_is_refused():
+    row = _household_row(status="Status: at countertop 1; carrying nothing",
+                         next_status="Status: at countertop 1; carrying apple 1")
+    assert target(row) == "Status: at countertop 1; carrying apple 1\nYou pick up the apple 1 from the countertop 1."
+    user = row_messages(row)[1]["content"]
+    assert "Observation:\nStatus: at countertop 1; carrying nothing\nYou arrive at countertop 1." in user
+    with pytest.raises(HarnessError, match=r"household row \(household-train-0000/0\) has no status column.*collect the data"):
+        row_messages(_household_row())
+    assert target({**_household_row(), "world": "minigrid"}) == row[NEXT]  # a world that keeps no status: its text
+
+
+def _sliced_prediction(obs: str, action: str) -> str:
+    """A scripted household model: a slice is predicted right (the object joins the sliced list, which
+    holds at most it here); anything else as no change."""
+    status, _, _reply = obs.partition("\n")
+    m = re.fullmatch(r"slice (.+?) with (.+)", action)
+    if m is None:
+        return obs
+    status += "" if "; sliced " in status else f"; sliced {m.group(1)}"
+    return f"{status}\nYou sliced the {m.group(1)} with the {m.group(2)}."
+
+
+def test_a_household_prediction_is_read_from_the_worlds_status_and_its_own_in_the_lookahead(tmp_path: Path):
+    from agents.world_model import imagined_observation
+    from harness.environment import Observation
+
+    obs = Observation(text="You pick up the knife 1 from the countertop 1.",
+                      info={"status": "Status: at countertop 1; carrying knife 1"})
+    asked: list[str] = []
+
+    async def generate(role: str, messages: list[dict[str, str]], config: Any) -> ModelOutput:
+        user = messages[1]["content"]
+        asked.append(user.split("Observation:\n", 1)[1].rsplit("\nAction: ", 1)[0])
+        return ModelOutput(text=_sliced_prediction(asked[-1], user.rsplit("Action: ", 1)[1].split("\n")[0]))
+
+    predict = GenerativeModel.load(_adapter(tmp_path, "household"), "household").world_model(generate)
+    sliced = asyncio.run(predict("put a bread on the table", obs, obs.text, "slice bread 1 with knife 1", "slice"))
+    assert asked[0] == "Status: at countertop 1; carrying knife 1\nYou pick up the knife 1 from the countertop 1."
+    assert sliced.delta is not None and not sliced.delta.reversible  # what the planner prunes
+    assert sliced.delta.facts() == {("attr", "bread 1", "sliced", "true")}
+    # the lookahead asks from the observation the model predicted, and its own slice again changes nothing
+    imagined = imagined_observation(obs.text, "slice bread 1 with knife 1", sliced.delta)
+    again = asyncio.run(predict("put a bread on the table", obs, imagined, "slice bread 1 with knife 1", "slice"))
+    assert asked[1].startswith("Status: at countertop 1; carrying knife 1; sliced bread 1\nYou sliced")
+    assert again.delta is not None and again.delta.is_empty()
