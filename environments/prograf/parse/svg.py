@@ -28,7 +28,7 @@ from environments.prograf.parse.svg_transform import (IDENTITY, Matrix, Point, a
                                                parse_transform, scale_of)
 
 INHERITED = ("fill", "stroke", "stroke-width", "visibility", "font-size", "text-anchor", "marker-start", "marker-mid",
-             "marker-end", "marker")
+             "marker-end")
 # ---------------------------------------------------------------------- styles
 
 
@@ -79,7 +79,8 @@ def element_style(el: ET.Element, parent: Style, sheet: Stylesheet) -> tuple[Sty
     s.visibility = props.get("visibility", s.visibility).strip()
     s.font_size = num(props.get("font-size"), s.font_size)
     s.text_anchor = props.get("text-anchor", s.text_anchor).strip()
-    # `marker` is CSS's shorthand for all three (a longhand set beside it wins here)
+    # `marker` is CSS's shorthand for all three, in a style only: a shorthand is no presentation attribute, so
+    # `marker="..."` draws nothing (a longhand set beside the shorthand wins here)
     s.marker_start = props.get("marker-start", props.get("marker", s.marker_start)).strip()
     s.marker_mid = props.get("marker-mid", props.get("marker", s.marker_mid)).strip()
     s.marker_end = props.get("marker-end", props.get("marker", s.marker_end)).strip()

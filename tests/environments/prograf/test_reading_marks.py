@@ -182,3 +182,6 @@ def test_the_marker_shorthand_puts_the_marker_at_every_vertex():
                              d=BACKWARDS)) == {("B", "A", True)}  # the mid arrow alone
     assert svg_edges(mid_svg("110,50 200,50 290,50", "marker: url(#mid); marker-start: none; marker-mid: none;"
                              " marker-end: none")) == {("A", "B", False)}
+    # as an attribute it is nothing: a shorthand is no presentation attribute (SVG; browsers draw no marker)
+    svg = mid_svg("110,50 200,50 290,50", "").replace('style=""', 'marker="url(#mid)"')
+    assert 'marker="url(#mid)"' in svg and svg_edges(svg) == {("A", "B", False)}
