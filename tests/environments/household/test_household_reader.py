@@ -82,6 +82,8 @@ def test_irreversible_changes_are_judged_by_the_ledgers_rule():
     # a lamp turned on is no change, as in the ledger (the engine never records one as on)
     lamp = _obs("at sidetable 1; carrying book 1", "You turn on the desklamp 1.")
     assert _facts(observation_delta(lamp, lamp)) == set()
+    nothing = _obs("at sidetable 1; carrying book 1", "Nothing happens.")  # an inadmissible command
+    assert _facts(observation_delta(lamp, nothing)) == set()
 
 
 def test_what_cannot_be_read_is_none():
