@@ -7,7 +7,11 @@ finished arm is reused (`harness.claims.runs.run_arm`). The core's own `run_chec
 decides with the t interval, and CDWM's binary conditions are registered under Newcombe's paired
 interval (claims.py).
 
-May import: `harness`, `environments.cdwm`.
+Before any run, every adapter arm's reader is loaded for every world of the check (`check_adapters`):
+an adapter trained for another world's action classes, or a world the generative baseline cannot read
+(one without an observation reader), is named then, not after the other arms' runs.
+
+May import: `harness`, `agents`, `environments.cdwm`.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agents.trained_world_model import TrainedWorldModel
 from environments.cdwm.claims import verdict_from_table
+from environments.cdwm.generative_model import GenerativeModel
 from environments.cdwm.planner_suite import CdwmPlannerSuite, PlannerOptions
+from environments.cdwm.value_model import ValueModel
 from harness.claims import Claim, ClaimVerdict
 from harness.claims.runs import cell_table, claim_of_runs, load_runs, run_arm
 from harness.errors import HarnessError, invalid
@@ -29,6 +36,19 @@ from harness.runner import Executor
 
 SUITE = CdwmPlannerSuite.name
 ARM_OPTION = "world_model"
+ADAPTER_READERS: dict[str, Callable[[str, str], object]] = {
+    "trained": TrainedWorldModel.load, "value": ValueModel.load, "generative": GenerativeModel.load}
+
+
+def check_adapters(options: Mapping[str, Any], arms: Sequence[str]) -> None:
+    """Each adapter arm's reader for each world of `options` (raises the reader's error naming the
+    adapter file or the world); an arm without its adapter is left to the suite's own check."""
+    worlds = [w.strip() for w in str(options.get("worlds", "minigrid")).split(",") if w.strip()]
+    for arm in arms:
+        directory = str(options.get(f"{arm}_adapter") or "")
+        if arm in ADAPTER_READERS and directory:
+            for world in worlds:
+                ADAPTER_READERS[arm](directory, world)
 
 
 def settings_read(claim: Claim) -> tuple[str, ...]:
@@ -74,6 +94,7 @@ def run_claim(claim: Claim, run_dir: Path, options: Mapping[str, Any], executor:
               arms: Sequence[str] | None = None, registered: str | None = None, progress: bool = False,
               log: Callable[[str], None] = print) -> ClaimVerdict:
     """Every arm, look by look, until a look decides (or the last look is run)."""
+    check_adapters(options, arms or claim.arms)
     t0 = time.perf_counter()
     run_ids: list[str] = []
     previous = 0

@@ -331,9 +331,9 @@ def planner_cmd(
         "spec (prompted, e.g. local/smollm2-135m), trained:ADAPTER_DIR (a `harness cdwm train` adapter), "
         "value:ADAPTER_DIR / generative:ADAPTER_DIR (`harness cdwm train --target value / generative`).",
     ),
-    world: str = typer.Option("minigrid", "--world", help="A `harness cdwm collect` world: minigrid or household."),
+    world: str = typer.Option("minigrid", "--world", help="A `harness cdwm collect` world: minigrid, household or web."),
     task_types: str = typer.Option("", "--task-types", help="Comma-separated task types of the world (default: "
-                                   "lavagap on minigrid; household: its task types less the held-out cool)."),
+                                   "lavagap on minigrid; household, web: its task types less the held-out cool, mail)."),
     episodes: int = typer.Option(6, "--episodes", min=1),
     seed: int = typer.Option(0, "--seed"),
     off_plan: float = typer.Option(0.2, "--off-plan", min=0.0, max=1.0, help="The expert's off-plan proposal rate."),

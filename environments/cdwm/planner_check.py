@@ -1,16 +1,17 @@
 """The CDWM planner measured apart from its proposer (issue 40 item 5): `harness cdwm planner`.
 
 The proposer is a **noisy expert** -- the world's own gold plan (`collect.py`'s exploring policies:
-MiniGrid's breadth-first planner, the household task's plan), seeded, that with probability
-`off_plan` puts a uniformly drawn admissible action first and with probability `irreversible`
-turns towards the nearest irreversible action (MiniGrid: into lava; household: fetch a knife and
-slice) until that action has been proposed and either taken or declined. Its other candidates are
+MiniGrid's breadth-first planner, the household task's plan, the web task's `reference_actions`
+restarted from its start page after a detour), seeded, that with probability `off_plan` puts a
+uniformly drawn admissible action first and with probability `irreversible` turns towards the
+nearest irreversible action (MiniGrid: into lava; household: fetch a knife and slice; web: the
+site's irreversible trap's script, e.g. place a final-sale order) until that action has been proposed and either taken or declined. Its other candidates are
 the gold action and random admissible ones, so a planner that declines the first has the plan to
 fall back on. Only the world model changes between arms:
 
 - `none`: no world model -- ReAct on the same proposer (its first candidate is played);
 - `oracle`: a perfect world model -- the environment's own ledger: a deep copy of the live
-  environment (MiniGrid) or a twin replaying its actions (household; planner_worlds.py) plays the
+  environment (MiniGrid) or a twin replaying its actions (household, web; planner_worlds.py) plays the
   action (after the imagined one, in a lookahead) and its delta is the prediction, confidence 1;
 - any model spec (`local/smollm2-135m`, `openai/...`): the prompted world model of
   `agents/world_model.py` under the world's hand-written mask;
@@ -49,7 +50,7 @@ from agents.world_model import Prediction
 from environments.cdwm.collect import load_world
 from environments.cdwm.generative_model import GenerativeModel
 from environments.cdwm.metrics import unrequired_irreversible
-from environments.cdwm.planner_worlds import Ledger, ledger_for, refuse_world
+from environments.cdwm.planner_worlds import Ledger, WorldCalls, ledger_for, refuse_world
 from environments.cdwm.proposer_tokens import proposal_charge
 from environments.cdwm.value_model import ValueModel
 from harness.agents_registry import AgentConfig, StepRecord
@@ -61,39 +62,41 @@ from harness.messages import ChatMessage
 HAND_MASKS = {
     "minigrid": "environments.procgen.suite:GRID_MASK",
     "household": "environments.household.mask:HOUSEHOLD_MASK",
+    "web": "environments.web.actions:WEB_MASK",
 }
 _IMAGINED = re.compile(r"\n\[Imagined after `(.+?)`: ")
 
 
 class LocalEnv:
-    """A synchronous environment awaited in place (the check runs one episode at a time)."""
+    """A synchronous environment awaited in place, or on its world's thread (the check runs one
+    episode at a time)."""
 
-    def __init__(self, env: Environment):
-        self.env = env
+    def __init__(self, env: Environment, call: WorldCalls):
+        self.env, self.call = env, call
 
     async def reset(self, task: dict[str, Any]) -> Observation:
-        return self.env.reset(task)
+        return await self.call(self.env.reset, task)
 
     async def step(self, action: str) -> StepResult:
-        return self.env.step(action)
+        return await self.call(self.env.step, action)
 
     async def action_class(self, action: str) -> str:
         return self.env.action_class(action)
 
     async def evaluate(self) -> dict[str, Any]:
-        return self.env.evaluate()
+        return await self.call(self.env.evaluate)
 
     async def close(self) -> None:
         pass  # the episode object closes it
 
 
-def oracle_world_model(ledger: Ledger) -> WorldModel:
+def oracle_world_model(ledger: Ledger, call: WorldCalls) -> WorldModel:
     """A perfect world model: the ledger's delta (planner_worlds.py), confidence 1. In an imagined
     state (the lookahead) it first plays the imagined action, so its second step is exact too."""
 
     async def predict(intent: str, obs: Observation, obs_text: str, action: str, action_class: str) -> Prediction:
         m = _IMAGINED.search(obs_text)
-        delta = ledger([m.group(1), action] if m else [action])
+        delta = await call(ledger, [m.group(1), action] if m else [action])
         return Prediction(delta.model_copy(update={"confidence": 1.0}), "oracle")
 
     return predict
@@ -257,9 +260,25 @@ async def play(
     trained: TrainedWorldModel | ValueModel | GenerativeModel | None,
     result: ArmResult,
 ) -> None:
+    """One episode of an arm, added to `result` (a world with one shared environment, the web's,
+    plays one episode at a time)."""
     refuse_world(cfg.world)
+    call = WorldCalls(cfg.world)
+    async with call.turn():
+        await _play(cfg, arm, spec, generate, trained, result, call)
+
+
+async def _play(
+    cfg: CheckConfig,
+    arm: str,
+    spec: dict[str, JsonValue],
+    generate: Callable[..., Any],
+    trained: TrainedWorldModel | ValueModel | GenerativeModel | None,
+    result: ArmResult,
+    call: WorldCalls,
+) -> None:
     world = load_world(cfg.world)
-    ep = world.open(spec)
+    ep = await call(world.open, spec)
     calls = 0
     wm_tokens, proposer_tokens = [0], 0
     generate = _metered(generate, wm_tokens)  # every world model asks through it
@@ -281,7 +300,7 @@ async def play(
         if arm == "none":
             wm = None
         elif arm == "oracle":
-            wm = oracle_world_model(ledger)
+            wm = oracle_world_model(ledger, call)
         elif isinstance(trained, (ValueModel, GenerativeModel)):  # a baseline: a label, or a predicted observation
             wm = trained.world_model(generate)
         elif trained is not None:
@@ -302,7 +321,10 @@ async def play(
             return predict
 
         # A first candidate's ledger delta, before it is played: was it an unrequired irreversible change?
-        required = env.evaluate().get("required_irreversible") or []
+        # (An episode that says what its task requires is read, not evaluated: the web's evaluation navigates.)
+        required: list[Any] = getattr(ep, "required_irreversible", None) or []
+        if not hasattr(ep, "required_irreversible"):
+            required = (await call(env.evaluate)).get("required_irreversible") or []
         proposal_flags: list[bool] = []
 
         class Watching:
@@ -310,7 +332,7 @@ async def play(
                 nonlocal proposer_tokens
                 reply = await expert.propose(intent, obs, steps, k)
                 assert ledger is not None
-                proposal_flags.append(unrequired_irreversible(ledger(reply.actions[:1]), required))
+                proposal_flags.append(unrequired_irreversible(await call(ledger, reply.actions[:1]), required))
                 proposer_tokens += proposal_charge(intent, obs, steps, agent_cfg, k, reply.actions)
                 return reply
 
@@ -319,7 +341,7 @@ async def play(
             ) -> str | None:
                 return await expert.follow_up(intent, imagined, steps, action)
 
-        local = LocalEnv(env)
+        local = LocalEnv(env, call)
         if arm == "none":
             steps = await _react(local, ep.intent, ep.observation, Watching(), cfg)
         else:
@@ -330,7 +352,7 @@ async def play(
             steps = state["steps"]
             if wm is None:  # the prompted model: every candidate not settled by the mask asked it
                 calls = sum(1 for s in steps for c in s.candidates if c.get("source") != "mask")
-        evaluation = env.evaluate()
+        evaluation = await call(env.evaluate)
         required = evaluation.get("required_irreversible") or []
         bad = [s.action for s in steps if unrequired_irreversible(Delta.model_validate(s.delta), required)]
         proposed = sum(proposal_flags)
@@ -365,8 +387,8 @@ async def play(
         )
     finally:
         if ledger is not None:
-            ledger.close()
-        ep.close()
+            await call(ledger.close)
+        await call(ep.close)
 
 
 async def _react(env: LocalEnv, intent: str, obs: Observation, proposer: Any, cfg: CheckConfig) -> list[StepRecord]:
@@ -433,7 +455,18 @@ def run_check(cfg: CheckConfig, arms: list[str], on_episode: Callable[[str], Non
     """Every arm on the same episodes. An arm is `none`, `oracle`, a model spec (prompted),
     `trained:DIR`, `value:DIR` or `generative:DIR` (each served as local/smollm2-135m@DIR#all-token)."""
     specs = episode_specs(cfg)
-    out = []
+    out: list[ArmResult] = []
+    try:
+        _run_arms(cfg, arms, specs, out, on_episode)
+    finally:  # the browser and server of the web world (its thread's), which every arm reused
+        shutdown = getattr(load_world(cfg.world), "shutdown", None)
+        if shutdown is not None:
+            WorldCalls(cfg.world).now(shutdown)
+    return out
+
+
+def _run_arms(cfg: CheckConfig, arms: list[str], specs: list[dict[str, JsonValue]], out: list[ArmResult],
+              on_episode: Callable[[str], None] | None) -> None:
     for arm in arms:
         result = ArmResult(arm)
         trained: TrainedWorldModel | ValueModel | GenerativeModel | None = None
@@ -452,4 +485,3 @@ def run_check(cfg: CheckConfig, arms: list[str], on_episode: Callable[[str], Non
         asyncio.run(_all_episodes(cfg, arm, specs, generate, trained, result, close, on_episode))
         result.seconds = time.perf_counter() - t0
         out.append(result)
-    return out

@@ -20,8 +20,8 @@ succeeded, tokens_per_success = proposer_tokens + world_model_tokens. Records wr
 28 lack proposer_tokens (read as None) and their tokens_per_success is the world model's alone:
 claims.py refuses to judge `cdwm.tokens` on them.
 
-Worlds: planner_worlds.PLANNER_WORLDS (minigrid, household; web is not wired yet and is refused,
-naming why). Household offers no `heldout_rule` (its rules are ALFWorld's PDDL domain, shared by
+Worlds: planner_worlds.PLANNER_WORLDS (minigrid, household, web; the web world since session 29,
+through a replay twin of its server and browser). Household offers no `heldout_rule` (its rules are ALFWorld's PDDL domain, shared by
 every task) and no `heldout_website`; asking only worlds that lack a setting is an error naming it.
 
 May import: `harness`, `agents`, `environments.cdwm`.
@@ -62,7 +62,7 @@ class PlannerOptions(SuiteOptions):
     generative_adapter: str = Field("", description="DIR of a `harness cdwm train --target generative` adapter "
                                     "(arm generative)")
     prompted_model: str = Field("local/smollm2-135m", description="the model spec the prompted arm asks")
-    worlds: str = Field("minigrid", description="comma list of minigrid, household (web: not wired yet); episode i "
+    worlds: str = Field("minigrid", description="comma list of minigrid, household, web; episode i "
                         "plays worlds[i % n] of those offering its setting (household offers no heldout_rule)")
     settings: str = Field("validation", description="comma list of " + ", ".join(SETTINGS))
     seeds: int = Field(5, ge=1, description="episodes per setting")

@@ -3,33 +3,76 @@ live state without touching it (the oracle world model and the check of the expe
 
 Two ways, both exact:
 - a deep copy of the live environment plays the actions (MiniGrid: plain Python state);
-- a **replay twin** (the household world: its engine's state lives in fast-downward's C library,
-  which can be neither copied nor saved and restored): a second environment on the same task
-  replays the live one's actions (`env.played`) and then the asked ones. The engine is deterministic
-  given the task (tests/environments/household checks a twin's state against the live one's), so the
-  twin's delta is the live world's. The twin moves forward while the asked sequences extend what it
-  has played (ReAct checking the plan's next step) and restarts (an engine reset on the loaded game,
-  0.3 s) only when they branch; a sequence asked twice is answered from memory.
+- a **replay twin** (household, web): a second environment on the same task replays the live one's
+  actions (`env.played`) and then the asked ones. Household: its engine's state lives in
+  fast-downward's C library, which can be neither copied nor saved and restored
+  (`HouseholdEnvironment.twin()`). Web: its state is a Flask + SQLite server behind Chromium; the
+  twin has a server, database and browser of its own, on the same task and rule perturbation
+  (`WebEnvironment.twin()`, seen through `explore.StableWeb`'s page-order ids so the shown actions
+  replay unchanged). Both worlds are deterministic given the task and the actions (tests in
+  tests/environments/household and tests/environments/web check a twin's state and deltas against
+  the live one's), so the twin's delta is the live world's. The twin moves forward while the asked
+  sequences extend what it has played (ReAct checking the plan's next step) and restarts (a reset
+  of the twin it keeps: household 0.3 s, web ~0.1 s) only when they branch; a sequence asked twice
+  is answered from memory.
 
-The web world is not wired: its environment drives Chromium against a local server whose state is a
-process of its own, so neither a copy nor a cheap twin exists yet (`refuse_world` says so).
+The web world's environment is driven from a thread of its own (`WorldCalls`): Playwright's sync API
+is bound to the thread that started the browser and refuses to run inside an event loop, while the
+planner runs on one. Its browser, server and twin live as long as the process, reused by every
+episode (`WebWorld.open`), so the thread does too.
 
 May import: `harness`, `environments.cdwm`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
-from typing import Any, Protocol
+import weakref
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol, TypeVar
 
 from harness.environment import Delta, Environment
 from harness.errors import HarnessError
 
-PLANNER_WORLDS = ("minigrid", "household")
-NOT_WIRED = {
-    "web": "the web world's state is a server process behind Chromium, which the oracle and the proposal check "
-           "can neither copy nor replay cheaply yet",
-}
+PLANNER_WORLDS = ("minigrid", "household", "web")
+# A world the collector offers but the planner cannot play yet -> why (the error says it).
+NOT_WIRED: dict[str, str] = {}
+# Worlds whose environment every call must reach on one thread of its own, outside any event loop.
+OWN_THREAD = ("web",)
+_THREADS: dict[str, ThreadPoolExecutor] = {}
+# Per event loop and world: the turn of the one episode its shared environment plays.
+_TURNS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Lock]] = weakref.WeakKeyDictionary()
+T = TypeVar("T")
+
+
+class WorldCalls:
+    """Calls into a world's environment from the planner's event loop: in place, or on the world's
+    own thread (OWN_THREAD; one per world and process)."""
+
+    def __init__(self, world: str) -> None:
+        self.world = world
+        self.pool = (_THREADS.setdefault(world, ThreadPoolExecutor(1, thread_name_prefix=f"cdwm-{world}"))
+                     if world in OWN_THREAD else None)
+
+    async def __call__(self, fn: Callable[..., T], *args: Any) -> T:
+        if self.pool is None:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, fn, *args)
+
+    def turn(self) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Held for a whole episode: a world on a thread of its own has one environment, reused by
+        every episode (the web's browser), so its episodes take turns (`harness eval` may run
+        several samples at once)."""
+        if self.pool is None:
+            return contextlib.nullcontext()
+        return _TURNS.setdefault(asyncio.get_running_loop(), {}).setdefault(self.world, asyncio.Lock())
+
+    def now(self, fn: Callable[..., T], *args: Any) -> T:
+        """`fn(*args)` on the world's thread, from code outside the event loop."""
+        return fn(*args) if self.pool is None else self.pool.submit(fn, *args).result()
 
 
 def refuse_world(world: str, option: str = "--world") -> None:

@@ -5,6 +5,15 @@ WebArena deployment named by $SHOPPING, $REDDIT, ...), background networking off
 browser call has a timeout, and a watchdog kills the browser if a step still hangs. `close()`
 stops the browser, the Playwright driver and the server (whole process trees), also after an
 error or Ctrl-C; use the environment as a context manager.
+
+`played` and `twin()` make a **replay twin** (environments/cdwm/planner_worlds.py): a second
+environment with its own server, database and browser context, reset to this one's task and rule
+perturbation, on which the planner check replays this episode's actions and then asks "what would
+this action change" without touching this episode. The world is deterministic given the task and
+the actions (a fresh database from the seed template, cookies cleared at reset, pages without
+scripts), so the twin's ledger delta is this one's (tests/environments/web/test_web_twin.py).
+Element ids are Chromium's and differ between the two browsers: replay through
+`explore.StableWeb`, whose page-order ids are the same in both.
 """
 
 from __future__ import annotations
@@ -92,6 +101,11 @@ class WebEnvironment:
         self._task: dict[str, Any] | None = None
         self._ids: dict[int, str] = {}
         self._tag = 0
+        self._played: list[str] = []  # every action since reset, as given (`played`, `twin`)
+        self._given: tuple[dict[str, Any], str | None] | None = None  # (task as given, rule) of the episode
+        self._twin: WebEnvironment | None = None  # the one twin, kept between `twin()` calls
+        self._host: WebEnvironment | None = None  # a twin's live environment, whose browser it shares
+        self._thread = threading.get_ident()  # the thread that started (or will start) the browser
         atexit.register(self.close)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -104,24 +118,32 @@ class WebEnvironment:
     def start(self) -> None:
         if self._closed:
             raise EnvironmentClosed("this WebEnvironment was closed; create a new one")
-        if self._browser is not None:
+        if self._context is not None:
             return
         problem = browser_missing(self.chromium)
         if problem:
             raise RuntimeError(problem)
         from playwright.sync_api import sync_playwright
 
+        self._thread = threading.get_ident()
         try:
             if self.world is not None:
                 self.world.start()
             # (A URL without a host, which _blocked_urls could not sort, adds nothing.)
             self._hosts = LOOPBACK | {h for u in taskmod.webarena_urls().values() if (h := urlparse(u).hostname)}
-            before = _descendants()
-            pw = self._pw = sync_playwright().start()
-            browser = self._browser = pw.chromium.launch(executable_path=str(self.chromium), headless=True,
-                                                         args=CHROMIUM_ARGS, timeout=self.timeout_ms * 3)
-            self._browser_procs = [p for pid, p in _descendants().items() if pid not in before]
-            self._profile = _profile_dir(self._browser_procs)
+            if self._host is not None:  # a twin: a context of its own in its live environment's browser
+                browser = self._host._browser
+                if browser is None:
+                    raise EnvironmentClosed("the twin's live environment has no browser running")
+                # Its watchdog kills the shared browser (there is nothing else to kill of a hung context).
+                self._browser_procs, self._profile = self._host._browser_procs, self._host._profile
+            else:
+                before = _descendants()
+                pw = self._pw = sync_playwright().start()
+                browser = self._browser = pw.chromium.launch(executable_path=str(self.chromium), headless=True,
+                                                             args=CHROMIUM_ARGS, timeout=self.timeout_ms * 3)
+                self._browser_procs = [p for pid, p in _descendants().items() if pid not in before]
+                self._profile = _profile_dir(self._browser_procs)
             context = self._context = browser.new_context(viewport={"width": self.viewport[0], "height": self.viewport[1]})
             context.set_default_timeout(self.timeout_ms)
             context.set_default_navigation_timeout(self.timeout_ms)
@@ -141,12 +163,20 @@ class WebEnvironment:
         steps: list[Callable[[], None]] = [x.close for x in (self._context, self._browser) if x is not None]
         if self._pw is not None:
             steps.append(self._pw.stop)
+        if threading.get_ident() != self._thread:
+            # Playwright's sync API answers only the thread that started it (a call from another one
+            # can leave that thread looking as if it ran an event loop): kill, do not ask.
+            steps = []
+        if self._twin is not None:  # first: its context lives in this browser
+            self._twin.close()
+            self._twin = None
         for step in steps:
             try:
                 step()
             except BaseException:  # a dead browser cannot be closed politely; it is killed below
                 pass
-        _kill(self._browser_procs, self._profile)
+        if self._host is None:  # a twin's browser is its live environment's, which kills it
+            _kill(self._browser_procs, self._profile)
         if self.world is not None:
             self.world.stop()
         self._pw = self._browser = self._context = self._page = None
@@ -185,6 +215,10 @@ class WebEnvironment:
             context = self._live_context
             for extra in context.pages[1:]:
                 extra.close()
+            if taskmod.uses_world(task):
+                # A pending flash message or session of the previous episode must not show in this one:
+                # every episode of a task starts from the same state (what a replay twin relies on).
+                context.clear_cookies()
             page = self._page = context.pages[0] if context.pages else context.new_page()
             urls = [u.strip() for u in self._task["start_url"].split(" |AND| ")]
             for i, url in enumerate(urls):  # WebArena: several start URLs open several tabs
@@ -195,11 +229,13 @@ class WebEnvironment:
         self._entries: list[LedgerEntry] = []
         self._answer: str | None = None
         self._steps, self._done = 0, False
+        self._played, self._given = [], (task, self.rule)
         return self._observe()
 
     def step(self, action: str) -> StepResult:
         if self._task is None:
             raise RuntimeError("call reset(task) before step(action)")
+        self._played.append(action)
         if self._done:
             return self._result(Delta(), valid=False, error="the episode is over; call reset(task) for a new one")
         self._steps += 1
@@ -232,6 +268,42 @@ class WebEnvironment:
         with self._watchdog("evaluate"):
             return evaluate(self._task, answer=self._answer, last_url=self._live_page.url, page=self._page,
                             entries=self._entries, judge=self.judge, timeout_ms=self.timeout_ms)
+
+    def observe(self) -> Observation:
+        """The current page as the last step showed it (read again from the browser)."""
+        if self._task is None:
+            raise RuntimeError("call reset(task) before observe()")
+        return self._observe()
+
+    @property
+    def played(self) -> tuple[str, ...]:
+        """The actions stepped since reset, as given (valid or not): replaying them on `twin()`
+        reaches this episode's state."""
+        return tuple(self._played)
+
+    def twin(self) -> WebEnvironment:
+        """A second environment (its own server and database, its own browser context -- cookies,
+        tabs -- in this one's browser, the same settings) reset to this episode's task and rule
+        perturbation. The browser is shared because Playwright's sync API drives one driver per
+        thread. There is one twin per environment: its server starts on the first call (~1 s) and
+        every later call resets it again (~0.1 s), so a twin asked before is back at the start; it
+        closes with this environment, and is driven from the same thread."""
+        if self._given is None or self._closed:
+            raise RuntimeError("call reset(task) on an open WebEnvironment before twin()")
+        if self.world is None or not taskmod.uses_world(self._given[0]):
+            raise RuntimeError(f"twin(): task {self._given[0].get('task_id')} runs on a site this environment does not "
+                               "own (a WebArena deployment), whose state a twin would share; only the local web "
+                               "world's tasks have twins")
+        if self._twin is None or self._twin._closed:
+            self._twin = WebEnvironment(judge=self.judge, timeout_s=self.timeout_ms / 1000,
+                                        step_timeout_s=self.step_timeout_s, max_steps=self.max_steps,
+                                        screenshot=self.screenshot, world=self.world is not None,
+                                        chromium=self.chromium, viewport=self.viewport)
+            self._twin._host = self
+        task, rule = self._given
+        self._twin.rule = rule
+        self._twin.reset(task)
+        return self._twin
 
     @property
     def ledger(self) -> list[LedgerEntry]:

@@ -18,7 +18,10 @@ Element ids in the browser's observation are Chromium's DOM node ids, which depe
 browser's whole history, and URLs carry the server's free port; a collection must not depend on
 either (same seed, same rows; a resumed run equals an uninterrupted one). `StableWeb` shows the
 same observation with ids renumbered in page order and the host written `PUBLIC`, and maps actions
-back before the browser sees them.
+back before the browser sees them. The same ids make the planner check's replay twin
+(environments/cdwm/planner_worlds.py) exact: `StableWeb.played` are the shown actions since reset,
+and `StableWeb.twin()` shows `WebEnvironment.twin()` (its own server, database and browser, on the
+same task and rule perturbation) the same way, so the shown actions replay there unchanged.
 
 It lives here, not in `cdwm/`, because the CDWM environment folders import `cdwm`, never the
 reverse (the acyclic import contract); `cdwm/collect.py` names this module by string.
@@ -27,6 +30,7 @@ reverse (the acyclic import contract); `cdwm/collect.py` names this module by st
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import replace
 from typing import Any, TypedDict
 
@@ -35,7 +39,7 @@ from environments.web.browser_env import WebEnvironment
 from environments.web.replay import ReplayError, resolve
 from environments.web.tasks import load_tasks, substitute
 from environments.web.world import PLACEHOLDERS
-from harness.environment import StepResult
+from harness.environment import Observation, StepResult
 from harness.errors import HarnessError
 
 PUBLIC = "http://web.cdwm"  # the host every URL is shown with (the real one has a random port)
@@ -59,6 +63,7 @@ class StableWeb:
         self.env = env
         self._ids: dict[int, int] = {}  # shown id -> Chromium's id, for the current observation
         self.text = ""
+        self._played: list[str] = []  # the shown actions since reset
 
     @property
     def base(self) -> str:
@@ -81,14 +86,34 @@ class StableWeb:
             action = f"{m[1]} [{self._ids[int(m[2])]}]" + action[m.end() :]
         return action.replace(PUBLIC, self.base) if self.base else action
 
-    def reset(self, task: dict[str, Any], rule: str | None = None) -> str:
+    def _shown(self, obs: Observation) -> Observation:
+        return replace(obs, text=self.show(obs.text))
+
+    def reset(self, task: dict[str, Any], rule: str | None = None) -> Observation:
         self.env.rule = rule  # every reset sets it: a rule never leaks into the next episode
-        return self.show(self.env.reset(task).text)
+        self._played = []
+        return self._shown(self.env.reset(task))
 
     def step(self, action: str) -> StepResult:
+        self._played.append(action)
         result = self.env.step(self.real(action))
-        shown = replace(result.observation, text=self.show(result.observation.text))
-        return replace(result, observation=shown)
+        return replace(result, observation=self._shown(result.observation))
+
+    @property
+    def played(self) -> tuple[str, ...]:
+        """The shown actions since reset (page-order ids, the fixed host): what a twin replays."""
+        return tuple(self._played)
+
+    def twin(self) -> StableWeb:
+        """This episode's replay twin, seen the same way (`WebEnvironment.twin`: one per
+        environment, reset again on every call)."""
+        env = self.env.twin()
+        other = StableWeb(env)
+        other.show(env.observe().text)
+        return other
+
+    def close(self) -> None:
+        pass  # a view: the browser and the server are its environment's (a twin's, its live one's)
 
     def action_class(self, action: str) -> str:
         return self.env.action_class(action)
@@ -105,11 +130,6 @@ class WebSpec(TypedDict):
     perturbation: str | None
 
 
-class WebObservation:
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-
 class WebEpisode:
     def __init__(
         self, spec: WebSpec, web: StableWeb, tasks: dict[str, dict[str, Any]], traps: dict[str, dict[str, Any]]
@@ -117,7 +137,9 @@ class WebEpisode:
         self.task = tasks[spec["task_id"]]
         self.env = web
         self.intent = str(self.task["intent"])
-        self.observation = WebObservation(web.reset(self.task, rules.check(spec.get("perturbation"))))
+        self.observation = web.reset(self.task, rules.check(spec.get("perturbation")))
+        # What the task requires to be irreversible, read without `evaluate()` (which may navigate).
+        self.required_irreversible: list[dict[str, Any]] = list(self.task["cdwm"].get("required_irreversible", []))
         own = self.task["cdwm"].get("trap_kind") == "irreversible"
         self._trap = self.task if own else traps[self.task["cdwm"]["site"]]
         self._plan = self._script(self.task, self.task["cdwm"]["reference_actions"], restart=False)
@@ -189,7 +211,9 @@ class WebWorld:
     max_steps = 15
 
     def __init__(self) -> None:
-        self._web: StableWeb | None = None
+        # Per thread: a browser answers only the thread that started it (Playwright's sync API), so a
+        # collection on the main thread and the planner on its world thread each have their own.
+        self._webs: dict[int, StableWeb] = {}
         self._tasks: dict[str, dict[str, Any]] | None = None
 
     @property
@@ -223,16 +247,22 @@ class WebWorld:
         half = pool[index % 2 :: 2] or pool
         return {"task_id": half[(index // 2 + seed) % len(half)], "perturbation": None}
 
+    @property
+    def _web(self) -> StableWeb | None:
+        """This thread's browser and server, kept for its next episode."""
+        return self._webs.get(threading.get_ident())
+
     def open(self, spec: WebSpec) -> WebEpisode:
-        if self._web is None or self._web.env._closed:
-            self._web = StableWeb(WebEnvironment(max_steps=self.max_steps + 10))
-        return WebEpisode(spec, self._web, self.tasks, self.traps())
+        web = self._web
+        if web is None or web.env._closed:
+            web = self._webs[threading.get_ident()] = StableWeb(WebEnvironment(max_steps=self.max_steps + 10))
+        return WebEpisode(spec, web, self.tasks, self.traps())
 
     def shutdown(self) -> None:
-        """Stop the browser and the server (they also stop at exit)."""
-        if self._web is not None:
-            self._web.env.close()
-            self._web = None
+        """Stop this thread's browser and server (they also stop at exit)."""
+        web = self._webs.pop(threading.get_ident(), None)
+        if web is not None:
+            web.env.close()
 
 
 WORLD = WebWorld()
