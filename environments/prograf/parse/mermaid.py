@@ -43,9 +43,10 @@ OPENING = re.compile(r"\s*(?P<tok>[xo<]?(?:--|==|-\.))\s*")
 CLOSING = {"--": re.compile(r"([xo<]?--+[-xo>])\s*"), "==": re.compile(r"([xo<]?==+[=xo>])\s*"),
            "-.": re.compile(r"([xo<]?-?\.+-[xo>]?)\s*")}
 INSIDE = {"--": "--", "==": "==", "-.": ".-"}  # what a link's text cannot hold: its closing starts there
-# Mermaid 11's edge id before a link (its lexer's LINK_ID: anything but space or a quote, then `@` not
-# opening shape data or a string)
-LINK_ID = re.compile(r'\s*(?P<id>[^\s"@]+)@(?=[^{"])')
+# Mermaid 11's edge id before a link: a name, then `@` not opening shape data or a string (its lexer's LINK_ID
+# takes any run of characters but space and quotes; a name is what ids are, and it keeps an `@` inside a
+# link's text, `A -->|me@x| B`, the text it is)
+LINK_ID = re.compile(r'\s*(?P<id>\w[\w.-]*)@(?=[^{"])')
 PIPE = re.compile(r"\s*\|(?P<text>[^|]*)\|")
 HEADS = {">": "arrow", "o": "circle", "x": "cross"}  # the mark at a link's end
 TAILS = {"<": ">", "o": "o", "x": "x"}  # the mark before a link that makes it two-headed with that end

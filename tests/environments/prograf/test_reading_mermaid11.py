@@ -99,6 +99,9 @@ def test_edge_ids_are_read_and_an_edges_data_carries_no_structure():
     assert edges(scene) == [("A", "B", "", True), ("B", "C", "go on", True), ("C", "D", "done", True),
                             ("D", "A", "", False)]
     assert any("edge 'e1'" in n for n in scene.notes)
+    # an `@` inside a link's text is text, not an edge id
+    scene = parse_mermaid("flowchart LR\n  A -->|me@x.org| B\n  B -- to ops@x.org --> C\n  C e-5@--> A")
+    assert edges(scene) == [("A", "B", "me@x.org", True), ("B", "C", "to ops@x.org", True), ("C", "A", "", True)]
 
 
 @pytest.mark.parametrize("code, what", [
