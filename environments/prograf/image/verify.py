@@ -278,7 +278,37 @@ def i_edge_label(px: Pixels, vp: VerificationPoint, spec: GraphSpec) -> Finding:
             f"{want!r} is written {seen} times but {needed} arrows carry it; which arrow lacks it "
             "is not read from pixels"
         )
+    why = _misread(px, spec, want)
+    if why:
+        raise Undecidable(f"{want!r} is read nowhere, but {why}")
     return fail("wrong_label", seen, f"{want!r} is written nowhere, but {needed} arrows carry it")
+
+
+MISREAD = 0.5  # difflib similarity at or over which a text read as no label may be this one misread
+
+
+def _misread(px: Pixels, spec: GraphSpec, label: str) -> str | None:
+    """Why a label OCR read nowhere may still be drawn: a free text that is no label of the task is
+    like this one (a label drawn over a line or another label is misread: "resunheßtop"); another
+    label is read, but fewer times than its arrows carry it (labels are lost in this picture); or
+    some node's text is not read surely while OCR read text (the picture's text is not read well).
+    A picture where OCR reads no text at all has no label written: that fails."""
+    g = px.graph
+    for t in g.free:
+        if all(similarity(other, t.text) < SURE for other in px.labels) and similarity(label, t.text) >= MISREAD:
+            return f"OCR read {t.text!r}, no label of the task, which may be it misread"
+    carried: dict[str, int] = {}
+    for e in spec.edges:
+        if e.label and normalise(e.label) != normalise(label):
+            carried[e.label] = carried.get(e.label, 0) + 1
+    short = [t for t, k in carried.items() if 0 < len(occurrences(t, px.lines, px.labels)) < k]
+    if short:
+        return f"other labels ({', '.join(map(repr, short))}) are read fewer times than drawn too"
+    bound = px.bound(spec)
+    unsure = [n for n in spec.nodes if n.id not in bound or similarity(n.label, g.nodes[bound[n.id]].text) < SURE]
+    if unsure and px.lines:
+        return f"{len(unsure)} node(s) are not read surely, so the text is not read well"
+    return None
 
 
 def i_circle_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
@@ -393,6 +423,10 @@ def i_graph_node_count(px: Pixels, vp: VerificationPoint, spec: Any) -> Finding:
     # more: only when every expected node is read besides the extra ones
     if len(g.nodes) < want and (g.unread or len(g.nodes) < want - 1 or unbound != want - len(g.nodes)):
         raise Undecidable(f"{len(g.nodes)} of {want} nodes read, {unbound} labels not bound, {g.unread} unread shapes")
+    bound = px.bound(spec)
+    written = [n.label for n in spec.nodes if n.id not in bound and occurrences(n.label, g.free, px.labels)]
+    if len(g.nodes) < want and written:  # its label is drawn, so the node may be too, its outline unread
+        raise Undecidable(f"{len(g.nodes)} of {want} nodes read, but {written} are written outside them")
     if len(g.nodes) > want and unbound:
         raise Undecidable(f"{len(g.nodes)} nodes read but {unbound} of the {want} expected are not among them")
     return count_finding(len(g.nodes), want, "closed shapes holding text")
