@@ -85,6 +85,10 @@ CALIBRATION_THRESHOLD = 0.9
 # Session 23 (docs/prograf.md): node labels read through the drawn nodes pass on held-out clean and
 # varied renders with foreign-style outputs; group titles fail there (precision 0.40 on varied
 # foreign Mermaid), so they are undecided now.
+# Session 29 (docs/prograf.md, helper A's section): with frames holding unread nodes and nodes a
+# line runs through read (fe272f9), the node count passes on held-out clean (flowchart/diagram-041
+# .. -049) and varied (seed 29, -051 .. -057) renders with foreign-style outputs; node labels pass
+# there again; arrows, arrow counts, absent arrows, out-edges, shapes and edge labels do not.
 # Issue 39 item 5 (2026-12-07, docs/prograf.md): geometry segments and metric relations read as a
 # figure (geometry.py) pass the rule on held-out clean and varied renders with foreign-style
 # outputs; circle counts pass there again; circles through a point, absent segments and length
@@ -97,6 +101,7 @@ ENABLED: frozenset[str] = frozenset(
     {
         "cv_circle_count",
         "ocr_node_label",
+        "cv_node_count",
         "cv_segment",
         "cv_relation",
         "cv_wiring",
