@@ -8,7 +8,7 @@ world's held-out site), and episode i of a setting plays world `worlds[i % len(w
 that offer it. The option `world_model` is the arm: `none` (ReAct on the same proposer), `oracle`
 (the ledger), `prompted` (agents/world_model.py on `prompted_model`), `trained` (the adapter in
 `trained_adapter`), `value` (the value-model baseline in `value_adapter`, value_model.py), `generative` (the generative
-baseline in `generative_adapter`, generative_model.py: MiniGrid only). The proposer is the noisy expert, seeded by the episode, so every arm plays the
+baseline in `generative_adapter`, generative_model.py: MiniGrid and household; web has no observation reader). The proposer is the noisy expert, seeded by the episode, so every arm plays the
 same episodes with the same random numbers. The suite serves its own world model (it has no roles):
 the arm is an option, not a model, and a claim check's runs differ only in it.
 
@@ -183,7 +183,7 @@ class CdwmPlannerSuite(Suite[PlannerEpisode, PlannerTranscript, PlannerScores]):
             if not offering:
                 raise HarnessError(f"--suite-option settings: no world of {','.join(worlds)} offers {setting}"
                                    + ("; household has no rule perturbation (its rules are ALFWorld's PDDL domain): "
-                                      "add minigrid to --suite-option worlds" if setting == "heldout_rule" else ""))
+                                      "add minigrid or web to --suite-option worlds" if setting == "heldout_rule" else ""))
             for e in range(o.first_seed, o.first_seed + o.seeds):
                 world = offering[e % len(offering)]
                 samples.append(Sample(cell_id(setting, e), PlannerEpisode(setting=setting, world=world,
