@@ -52,10 +52,15 @@ def test_the_twins_delta_is_the_live_ones_and_asking_it_leaves_the_live_episode_
         assert not deltas[-1].reversible and deltas[-1].irreversible_cost == 50.0
     finally:
         ledger.close()
-    # A twin replaying every shown action ends on the live page, with the live ledger.
-    twin = web.twin()
-    for action in web.played:
-        twin.step(action)
-    assert twin.text == web.text
-    assert [e.delta for e in twin.env.ledger] == [e.delta for e in live.ledger]
-    assert [e.delta for e in live.ledger] == [d for d in deltas if d.facts()]
+    try:
+        # A twin replaying every shown action ends on the live page, with the live ledger.
+        twin = web.twin()
+        for action in web.played:
+            twin.step(action)
+        assert twin.text == web.text
+        assert [e.delta for e in twin.env.ledger] == [e.delta for e in live.ledger]
+        assert [e.delta for e in live.ledger] == [d for d in deltas if d.facts()]
+    finally:
+        # Playwright's sync API leaves its event loop set on this thread while the browser is open, so a
+        # later test in this worker that starts Playwright (or asyncio) would find a loop running.
+        WORLD.shutdown()
